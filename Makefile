@@ -1,0 +1,116 @@
+# percolator — build, test and run.
+#
+#   make            build bin/percolator-oracle and bin/percolator-service
+#   make test       install missing Debian packages (as root), build, run every
+#                   test plain and then under AddressSanitizer + UBSan
+#   make run        start the oracle and the service on 127.0.0.1, data in ./data
+#   make bench      benchmarks (see README)
+#   make clean
+#
+# Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
+# builds the sanitizer flavour into build/asan (binaries in build/asan/bin).
+
+CC      ?= cc
+SAN     ?= 0
+
+# The Debian bookworm packages the project needs to build and test.
+DEB_PKGS = gcc make pkg-config curl libwiredtiger-dev wiredtiger \
+           libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev
+
+ifeq ($(SAN),1)
+BUILD   ?= build/asan
+BINDIR  ?= $(BUILD)/bin
+SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT      = -O1
+else
+BUILD   ?= build/plain
+BINDIR  ?= bin
+SANFLAGS =
+OPT      = -O2
+endif
+
+CFLAGS  = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -pthread \
+          -MMD -MP -Icommon -Iengine -Ioracle -Iservice -Itests/lib $(SANFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS = -pthread $(SANFLAGS)
+LDLIBS  = -lwiredtiger -lmicrohttpd -ljansson -lcurl -lm
+
+# Every .c under these folders goes into one static library; the programs are
+# the two main.c files, the tests link what they use from the library.
+LIB_SRC  = $(wildcard common/*.c engine/*.c) \
+           $(filter-out oracle/main.c,$(wildcard oracle/*.c)) \
+           $(filter-out service/main.c,$(wildcard service/*.c))
+TLIB_SRC = $(wildcard tests/lib/*.c)
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+INTEG_SRC = $(wildcard tests/integration/test_*.c)
+
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TLIB_OBJ = $(TLIB_SRC:%.c=$(BUILD)/%.o)
+LIB      = $(BUILD)/libpercolator.a
+# A program is built once its main.c exists.
+PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
+           $(if $(wildcard service/main.c),$(BINDIR)/percolator-service)
+UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
+
+.PHONY: all deps test check unit integration run bench clean
+.SECONDARY:
+all: $(PROGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BINDIR)/percolator-oracle: $(BUILD)/oracle/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BINDIR)/percolator-service: $(BUILD)/service/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TLIB_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+# deps: install what is missing when root, else say the one line to run.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing Debian packages; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# test: everything, plain and under the sanitizers.
+test: deps
+	$(MAKE) check SAN=0
+	$(MAKE) check SAN=1
+
+# check: build this flavour and run its unit then integration tests.
+check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
+
+unit: $(UNIT_BIN)
+	tests/run.sh $(UNIT_BIN)
+
+integration: $(PROGS) $(INTEG_BIN)
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) tests/run.sh $(INTEG_BIN)
+
+run: deps all
+	scripts/run.sh
+
+bench: all
+	@echo "benchmarks: see bench/"
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,58 @@
+/*
+ * commit.c — the second phase (seed 003, Figure 6 Commit): a key locked by
+ * start_ts gets a write record at commit_ts pointing at start_ts's data,
+ * and its lock is erased, in one WiredTiger transaction. Committing the
+ * primary is the transaction's commit point; the secondaries follow, and
+ * if the coordinator dies first, readers and the janitor roll them forward
+ * from the primary.
+ */
+#include "internal.h"
+
+typedef struct {
+    const pc_slice *keys;
+    size_t n;
+    uint64_t start_ts, commit_ts;
+} commit_args;
+
+static pc_rc commit_body(pc_session *s, void *arg)
+{
+    commit_args *a = arg;
+    pc_lock_rec l;
+    pc_write_rec w;
+    uint64_t cts;
+    pc_rc rc;
+
+    for (size_t i = 0; i < a->n; i++) {
+        rc = pc_lock_load(s, a->keys[i], &l);
+        if (rc == PC_OK && l.start_ts == a->start_ts) {
+            if ((rc = pc_commit_locked_key(s, a->keys[i], &l, a->commit_ts)) != PC_OK)
+                return rc;
+            continue;
+        }
+        if (rc != PC_OK && rc != PC_NOT_FOUND)
+            return rc;
+        /* No lock of ours: a retry after success is fine; a rollback
+         * record means somebody aborted us ("aborted while working"). */
+        rc = pc_find_txn_write(s, a->keys[i], a->start_ts, &w, &cts);
+        if (rc == PC_NOT_FOUND)
+            return PC_LOCK_MISSING;
+        if (rc != PC_OK)
+            return rc;
+        if (w.type == PC_W_ROLLBACK)
+            return PC_ROLLED_BACK;
+    }
+    return PC_OK;
+}
+
+pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts,
+                uint64_t commit_ts)
+{
+    commit_args a = {keys, n, start_ts, commit_ts};
+
+    if (start_ts == 0 || commit_ts <= start_ts || (keys == NULL && n > 0))
+        return PC_INVALID;
+    for (size_t i = 0; i < n; i++)
+        if (!pc_key_ok(keys[i]))
+            return PC_INVALID;
+    return pc_run_txn(s, commit_body, &a);
+}

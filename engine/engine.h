@@ -1,0 +1,256 @@
+/*
+ * engine.h — the Percolator transaction protocol on WiredTiger.
+ *
+ * This is the only header the service includes. The engine keeps Percolator's
+ * columns in WiredTiger tables:
+ *
+ *   data   (key, start_ts)  -> value            long values of prewritten/committed txns
+ *   lock   key              -> lock record      at most one lock per key
+ *   write  (key, commit_ts) -> write record     put / delete / rollback, short values inline
+ *   notify key              -> commit_ts        dirty hint for observers (not Percolator state)
+ *
+ * Each protocol action (prewrite, commit, rollback, check_txn_status,
+ * resolve_lock, heartbeat, one_pc, get, scan, lock_scan, gc) runs as one
+ * WiredTiger snapshot transaction — the counterpart of Bigtable's row
+ * transaction in the paper — and is retried by the engine on WT_ROLLBACK.
+ * The engine knows nothing of HTTP, sessions or the oracle: timestamps, wall
+ * time and owner liveness come from the caller.
+ *
+ * Threads: a pc_session belongs to one thread at a time; open one per worker.
+ * Everything else is thread-safe.
+ */
+#ifndef PC_ENGINE_H
+#define PC_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PC_KEY_MAX 4104           /* longest key accepted (service keys are <= 4097) */
+#define PC_OWNER_MAX 64           /* longest lock owner id */
+#define PC_SHORT_VALUE_MAX 255    /* values up to this size live in lock/write records */
+#define PC_TS_MAX UINT64_MAX      /* read timestamp meaning "the latest" */
+
+/* One way to fail: every engine call returns one of these. */
+typedef enum {
+    PC_OK = 0,
+    PC_NOT_FOUND,        /* no committed value visible at the read timestamp */
+    PC_WRITE_CONFLICT,   /* prewrite: a write committed at or after start_ts */
+    PC_LOCKED,           /* a lock of another transaction is in the way */
+    PC_ROLLED_BACK,      /* the transaction has a rollback record: too late */
+    PC_COMMITTED,        /* rollback asked of a transaction that committed */
+    PC_LOCK_MISSING,     /* commit/heartbeat found neither the lock nor a record */
+    PC_TS_UNAVAILABLE,   /* one_pc: the commit timestamp could not be had */
+    PC_INVALID,          /* bad argument (empty or oversized key, zero timestamp) */
+    PC_NOMEM,
+    PC_ERROR             /* storage failure; details were logged */
+} pc_rc;
+
+const char *pc_rc_name(pc_rc rc);
+
+typedef struct pc_engine pc_engine;
+typedef struct pc_session pc_session;
+
+typedef struct {
+    const char *dir;          /* data directory; created if missing */
+    int sync;                 /* 1: pc_sync fsyncs the log; 0: it only writes it to the OS */
+    const char *cache_size;   /* WiredTiger cache, e.g. "256MB"; NULL: 128MB */
+    int checkpoint_secs;      /* checkpoint period; 0: 60 s */
+} pc_engine_config;
+
+pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);
+void pc_engine_close(pc_engine *e);   /* sessions must be closed first */
+
+pc_rc pc_session_open(pc_engine *e, pc_session **out);
+void pc_session_close(pc_session *s);
+
+/* Waits until everything this process committed so far is in the log on
+ * disk (fsync when the engine was opened with sync=1). Concurrent callers
+ * share one flush: group commit. Call it after a commit point. */
+pc_rc pc_sync(pc_session *s);
+
+/* ---- values passed in and out ---- */
+
+typedef struct {
+    const void *data;
+    size_t len;
+} pc_slice;
+
+/* A growable buffer the caller owns; the engine appends to it. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} pc_buf;
+void pc_buf_free(pc_buf *b);
+
+typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
+
+typedef struct {
+    pc_op op;
+    pc_slice key;
+    pc_slice value;           /* PC_OP_PUT only */
+} pc_mutation;
+
+/* What every lock of one transaction records. */
+typedef struct {
+    uint64_t start_ts;
+    pc_slice primary;         /* the primary key: the transaction's commit point */
+    pc_slice owner;           /* who coordinates it (a session id), <= PC_OWNER_MAX */
+    uint64_t wall_ms;         /* coordinator's wall clock when the lock was written */
+    uint64_t ttl_ms;          /* the lock is stale once wall_ms + ttl_ms has passed */
+} pc_txn_meta;
+
+/* A lock as stored; pointers are valid only for the call they are given to. */
+typedef struct {
+    pc_op op;
+    uint64_t start_ts, wall_ms, ttl_ms;
+    pc_slice key, primary, owner;
+} pc_lock_view;
+
+/* Why an action could not go on: the lock met (PC_LOCKED), or the newer
+ * write (PC_WRITE_CONFLICT: lock.key and commit_ts are set). Self-contained:
+ * the views point into the buffers below. */
+typedef struct {
+    pc_lock_view lock;
+    uint64_t commit_ts;
+    char key_buf[PC_KEY_MAX];
+    char primary_buf[PC_KEY_MAX];
+    char owner_buf[PC_OWNER_MAX];
+} pc_conflict;
+
+/* Copy a lock view (e.g. from pc_lock_scan's callback) into a report that
+ * outlives the call. */
+void pc_lock_copy(pc_conflict *dst, const pc_lock_view *src);
+
+/* How the caller judges a lock's owner: dead if owner_alive says so, or if
+ * the lock's wall time plus TTL is before now_ms. */
+typedef struct {
+    uint64_t now_ms;
+    int (*owner_alive)(void *arg, const void *owner, size_t owner_len); /* NULL: alive */
+    void *arg;
+} pc_liveness;
+
+/* ---- the protocol's actions (one file each) ---- */
+
+/* Prewrite: lock every key and write its data at start_ts, all in one
+ * WiredTiger transaction. Fails with PC_WRITE_CONFLICT on a write committed
+ * at or after start_ts, PC_LOCKED on another transaction's lock,
+ * PC_ROLLED_BACK if this transaction was rolled back. Idempotent. */
+pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
+                  pc_conflict *conflict);
+
+/* Commit: replace each key's lock of start_ts by a write record at
+ * commit_ts. Idempotent; PC_ROLLED_BACK or PC_LOCK_MISSING otherwise. The
+ * commit of the primary alone is the transaction's commit point. */
+pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts,
+                uint64_t commit_ts);
+
+/* Rollback: remove start_ts's lock and data, leave a rollback record so a
+ * late prewrite fails. PC_COMMITTED if a key already committed. */
+pc_rc pc_rollback(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts);
+
+typedef enum {
+    PC_TXN_LOCKED = 1,        /* primary still locked by a live owner */
+    PC_TXN_COMMITTED,         /* commit_ts is set */
+    PC_TXN_ROLLED_BACK
+} pc_txn_state;
+
+typedef struct {
+    pc_txn_state state;
+    uint64_t commit_ts;       /* PC_TXN_COMMITTED */
+    int rolled_back_now;      /* this call rolled back a dead or missing primary */
+    uint64_t wall_ms, ttl_ms; /* PC_TXN_LOCKED: the primary lock's */
+} pc_txn_status;
+
+/* Check the status of the transaction start_ts through its primary key. A
+ * primary lock whose owner is dead is rolled back now; a missing one gets a
+ * rollback record so that its late prewrite fails. */
+pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
+                          const pc_liveness *live, pc_txn_status *st);
+
+/* Resolve one key's lock of start_ts: roll forward to commit_ts, or back
+ * when commit_ts is 0. */
+pc_rc pc_resolve_lock(pc_session *s, pc_slice key, uint64_t start_ts, uint64_t commit_ts);
+
+/* Resolve a lock a reader or writer met: ask its primary, then roll this key
+ * forward or back. PC_OK when the lock is gone (retry the read), PC_LOCKED
+ * when its owner is alive (st says until when). */
+pc_rc pc_resolve_met_lock(pc_session *s, const pc_lock_view *lock, const pc_liveness *live,
+                          pc_txn_status *st);
+
+/* Heartbeat: refresh the wall time and TTL of the primary lock. */
+pc_rc pc_heartbeat(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t wall_ms,
+                   uint64_t ttl_ms);
+
+/* Source of a commit timestamp for one_pc (the oracle); returns 0 on success. */
+typedef int (*pc_ts_fn)(void *arg, uint64_t *ts);
+
+/* One-phase commit: the same conflict checks as prewrite, then the write
+ * records at a commit timestamp taken from ts_fn, in one WiredTiger
+ * transaction. The keys are held in an in-memory lock table while the
+ * timestamp is fetched, so that no snapshot above it reads them early. */
+pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
+                pc_ts_fn ts_fn, void *ts_arg, uint64_t *commit_ts, pc_conflict *conflict);
+
+/* ---- reads ---- */
+
+/* Snapshot read at ts. PC_LOCKED (with the lock) when a lock at or below
+ * ts is in the way: resolve it or wait, then read again. */
+pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
+             pc_conflict *conflict);
+
+/* The latest committed value, without a timestamp: locks of transactions
+ * that have not reached their commit point are stepped over, locks whose
+ * primary committed are rolled forward first. Never waits. */
+pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
+                    uint64_t *commit_ts);
+
+typedef struct {
+    pc_slice key, value;
+    uint64_t commit_ts;
+} pc_item;
+
+/* A scan's answer: items point into one arena. */
+typedef struct {
+    pc_item *items;
+    size_t n, cap;
+    pc_buf arena;
+    int more;                 /* the limit stopped the scan: more keys may follow */
+} pc_items;
+void pc_items_free(pc_items *it);
+
+/* Snapshot scan of [start, end) at ts (end.len == 0: no end), at most
+ * limit keys, bytewise order. PC_LOCKED like pc_get. */
+pc_rc pc_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+              pc_items *out, pc_conflict *conflict);
+
+/* ---- maintenance ---- */
+
+/* Visit outstanding locks with key > after (after.len == 0: from the first),
+ * at most limit. fn returns non-zero to stop. */
+pc_rc pc_lock_scan(pc_session *s, pc_slice after, size_t limit,
+                   int (*fn)(void *arg, const pc_lock_view *lock), void *arg);
+
+typedef struct {
+    uint64_t keys;             /* distinct keys visited */
+    uint64_t versions_removed; /* write records dropped */
+    uint64_t data_removed;     /* data rows dropped */
+} pc_gc_stats;
+
+/* Drop the versions no snapshot at or above safe_point can see: for each
+ * key, every version older than the newest put/delete at or below
+ * safe_point (that one too when it is a delete), and rollback records below
+ * safe_point. Runs in batches of short transactions. */
+pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st);
+
+typedef struct {
+    uint64_t data, lock, write, notify;
+} pc_table_counts;
+
+/* Rows in each table (a full scan: for tests and operators). */
+pc_rc pc_count_rows(pc_session *s, pc_table_counts *c);
+
+/* Keys under these prefixes get a notify entry when a write commits.
+ * Replaces the previous set. */
+pc_rc pc_notify_set_prefixes(pc_engine *e, const pc_slice *prefixes, size_t n);
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * gc.c — MVCC garbage collection below a safe point (TiKV's gc action).
+ *
+ * A snapshot at ts >= safe_point sees, for each key, the newest put or
+ * delete at or below ts. Versions above the safe point must all stay; at
+ * or below it only the newest put/delete matters, and only if it is a put.
+ * So per key, walking newest first:
+ *   above safe_point                   keep
+ *   at/below: rollback record          drop (its transaction is long over)
+ *   at/below: first put                keep
+ *   at/below: first delete             drop (nothing older stays for it to hide)
+ *   at/below: anything older           drop, with its data row
+ * The caller picks safe_point below every snapshot still in use. Work goes
+ * in batches of keys, one short transaction each, so GC never holds a big
+ * transaction open against the foreground.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define GC_KEYS_PER_TXN 128
+
+typedef struct {
+    uint64_t safe_point;
+    uint8_t resume[PC_KEY_MAX]; /* first key of the next batch */
+    size_t resume_len;
+    bool started, done;
+    pc_gc_stats *st;
+    pc_buf doomed;              /* [u32 len][vkey] write rows, [u32 len][vkey] data rows */
+} gc_args;
+
+static pc_rc doom(gc_args *a, uint8_t tag, const void *vk, size_t len)
+{
+    uint8_t hdr[5] = {tag, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                      (uint8_t)len};
+    if (pc_buf_append(&a->doomed, hdr, 5) != PC_OK || pc_buf_append(&a->doomed, vk, len) != PC_OK)
+        return PC_NOMEM;
+    return PC_OK;
+}
+
+/* Decide the fate of every version of the key under the cursor. */
+static pc_rc gc_key(pc_session *s, gc_args *a, const uint8_t *ukey, size_t ulen)
+{
+    uint8_t ek[PC_EKEY_MAX];
+    size_t eklen = pc_ekey(ek, ukey, ulen);
+    bool kept_visible = false;
+    WT_ITEM k, v;
+    pc_write_rec w;
+    pc_rc rc = PC_OK;
+    int ret;
+
+    while (rc == PC_OK) {
+        if ((ret = s->write->get_key(s->write, &k)) != 0)
+            return pc_wt_error(s, ret, "get_key");
+        if (k.size != eklen + 8 || memcmp(k.data, ek, eklen) != 0)
+            break;
+        uint64_t inv = 0;
+        for (size_t i = eklen; i < k.size; i++)
+            inv = (inv << 8) | ((const uint8_t *)k.data)[i];
+        uint64_t ts = ~inv;
+        if ((ret = s->write->get_value(s->write, &v)) != 0)
+            return pc_wt_error(s, ret, "get_value");
+        if (pc_write_decode(v.data, v.size, &w) != PC_OK)
+            return PC_ERROR;
+        if (ts <= a->safe_point) {
+            bool drop = w.type == PC_W_ROLLBACK || kept_visible || w.type == PC_W_DELETE;
+            if (w.type != PC_W_ROLLBACK)
+                kept_visible = true;
+            if (drop) {
+                if ((rc = doom(a, 'w', k.data, k.size)) != PC_OK)
+                    return rc;
+                if (w.type == PC_W_PUT && !w.has_value) {
+                    uint8_t dk[PC_VKEY_MAX];
+                    size_t dklen = pc_vkey(dk, ukey, ulen, w.start_ts);
+                    if ((rc = doom(a, 'd', dk, dklen)) != PC_OK)
+                        return rc;
+                }
+            }
+        }
+        ret = s->write->next(s->write);
+        rc = ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    }
+    return rc == PC_NOT_FOUND ? PC_OK : rc;
+}
+
+static pc_rc gc_batch(pc_session *s, void *arg)
+{
+    gc_args *a = arg;
+    uint8_t vk[PC_VKEY_MAX], ukey[PC_KEY_MAX];
+    size_t ulen, keys = 0, off;
+    uint64_t ts;
+    WT_ITEM k;
+    pc_rc rc;
+    int ret;
+
+    a->doomed.len = 0;
+    if (a->started) {
+        size_t eklen = pc_ekey(vk, a->resume, a->resume_len);
+        rc = pc_cursor_seek_ge(s, s->write, vk, eklen);
+    } else {
+        rc = (ret = s->write->next(s->write)) == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    }
+    while (rc == PC_OK) {
+        if ((ret = s->write->get_key(s->write, &k)) != 0)
+            return pc_wt_error(s, ret, "get_key");
+        if (pc_vkey_decode(k.data, k.size, ukey, &ulen, &ts) != 0)
+            return PC_ERROR;
+        if (keys == GC_KEYS_PER_TXN)
+            break;
+        keys++;
+        if ((rc = gc_key(s, a, ukey, ulen)) != PC_OK)
+            return rc;
+        /* gc_key stopped on the next key, or at the end. */
+        size_t vklen = pc_vkey(vk, ukey, ulen, 0);
+        rc = pc_cursor_seek_ge(s, s->write, vk, vklen);
+    }
+    if (rc != PC_OK && rc != PC_NOT_FOUND)
+        return rc;
+    bool done = rc == PC_NOT_FOUND;
+
+    /* Remove what was doomed, now that the walk is over. */
+    uint64_t versions = 0, data = 0;
+    for (off = 0; off < a->doomed.len;) {
+        const uint8_t *p = (const uint8_t *)a->doomed.data + off;
+        size_t len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+        WT_CURSOR *c = p[0] == 'w' ? s->write : s->data;
+        if ((rc = pc_cursor_del(s, c, p + 5, len)) != PC_OK)
+            return rc;
+        if (p[0] == 'w')
+            versions++;
+        else
+            data++;
+        off += 5 + len;
+    }
+    /* Commit the batch's effects to the stats only when it is the last
+     * attempt: pc_run_txn may run this body again after WT_ROLLBACK. */
+    a->st->keys += keys;
+    a->st->versions_removed += versions;
+    a->st->data_removed += data;
+    a->done = done;
+    if (!done) {
+        memcpy(a->resume, ukey, ulen);
+        a->resume_len = ulen;
+        a->started = true;
+    }
+    return PC_OK;
+}
+
+pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st)
+{
+    gc_args *a = calloc(1, sizeof(*a));
+    pc_gc_stats scratch = {0};
+    pc_rc rc = PC_OK;
+
+    if (a == NULL)
+        return PC_NOMEM;
+    a->safe_point = safe_point;
+    a->st = st ? st : &scratch;
+    memset(a->st, 0, sizeof(*a->st));
+    while (!a->done && rc == PC_OK) {
+        pc_gc_stats before = *a->st;
+        rc = pc_run_txn(s, gc_batch, a);
+        if (rc != PC_OK)
+            *a->st = before;
+    }
+    pc_buf_free(&a->doomed);
+    free(a);
+    return rc;
+}

@@ -1,0 +1,186 @@
+/*
+ * internal.h — what the engine's files share and the service never sees:
+ * the session layout, the WiredTiger transaction runner, key encoding,
+ * record formats, the in-memory lock table and MVCC lookups.
+ */
+#ifndef PC_INTERNAL_H
+#define PC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <wiredtiger.h>
+
+#include "engine.h"
+
+/* Internal result: the WiredTiger transaction hit WT_ROLLBACK; run it again. */
+#define PC_RETRY ((pc_rc)100)
+
+/* Encoded user key: escaped bytes plus a 2-byte terminator, then 8 bytes of
+ * inverted timestamp in versioned tables. */
+#define PC_EKEY_MAX (2 * PC_KEY_MAX + 2)
+#define PC_VKEY_MAX (PC_EKEY_MAX + 8)
+
+typedef struct pc_memlocks pc_memlocks;
+
+struct pc_engine {
+    WT_CONNECTION *conn;
+    int sync;
+
+    /* Group commit (durable.c): commits counted, flushes done. */
+    pthread_mutex_t sync_mu;
+    pthread_cond_t sync_cv;
+    uint64_t sync_requested;      /* bumped by every pc_sync caller */
+    uint64_t sync_done;           /* everything up to this request is flushed */
+    bool sync_running;
+
+    pc_memlocks *memlocks;        /* one_pc's in-flight keys (memlock.c) */
+
+    /* Observed prefixes (notify.c), replaced as a whole under the rwlock. */
+    pthread_rwlock_t notify_mu;
+    pc_buf notify_prefixes;       /* [u32 len][bytes]... */
+    size_t notify_count;
+};
+
+struct pc_session {
+    pc_engine *e;
+    WT_SESSION *wt;
+    WT_CURSOR *data, *lock, *write, *notify;
+    pc_buf scratch;               /* record encoding, reused */
+};
+
+/* ---- store.c: running actions as WiredTiger transactions ---- */
+
+/* The body of one action; returns PC_OK to commit, anything else to roll
+ * back (PC_RETRY: roll back and run again). */
+typedef pc_rc (*pc_txn_body)(pc_session *s, void *arg);
+pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg);
+
+/* Maps a WiredTiger error to pc_rc, logging the unexpected ones. */
+pc_rc pc_wt_error(pc_session *s, int ret, const char *what);
+
+/* Positions c at the first key >= k. PC_NOT_FOUND past the end. */
+pc_rc pc_cursor_seek_ge(pc_session *s, WT_CURSOR *c, const void *k, size_t klen);
+
+/* Point lookup; on PC_OK *v points into the cursor until its next move. */
+pc_rc pc_cursor_get(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, WT_ITEM *v);
+pc_rc pc_cursor_put(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, const void *v,
+                    size_t vlen);
+pc_rc pc_cursor_del(pc_session *s, WT_CURSOR *c, const void *k, size_t klen);
+
+bool pc_key_ok(pc_slice k);
+uint64_t pc_now_ms(void);
+
+/* ---- keys.c: order-preserving encoding ---- */
+
+/* enc(key): 0x00 -> 0x00 0xFF, then the terminator 0x00 0x01. Byte order
+ * of encodings is the byte order of keys, and no encoding is a prefix of
+ * another's, so all versions of a key are adjacent. Returns the length. */
+size_t pc_ekey(uint8_t *out, const void *key, size_t len);
+/* enc(key) followed by ~ts big-endian: newer versions sort first. */
+size_t pc_vkey(uint8_t *out, const void *key, size_t len, uint64_t ts);
+/* Splits a versioned key; *key_len bytes go to out (PC_KEY_MAX room). */
+int pc_vkey_decode(const uint8_t *vk, size_t vlen, uint8_t *out, size_t *key_len,
+                   uint64_t *ts);
+/* Bytewise key order, shorter first on a common prefix (WiredTiger's). */
+int pc_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+/* The encoded-key part of a versioned key (everything but the timestamp). */
+static inline size_t pc_vkey_prefix_len(size_t vlen) { return vlen - 8; }
+
+/* ---- records.c: lock and write records ---- */
+
+#define PC_RECORD_VERSION 1
+
+typedef enum { PC_W_PUT = 1, PC_W_DELETE = 2, PC_W_ROLLBACK = 3 } pc_wtype;
+
+typedef struct {
+    pc_op op;
+    uint64_t start_ts, wall_ms, ttl_ms;
+    pc_slice primary, owner;
+    bool has_value;           /* short value kept in the lock */
+    pc_slice value;
+} pc_lock_rec;
+
+typedef struct {
+    pc_wtype type;
+    uint64_t start_ts;
+    bool has_value;           /* short value kept in the write record */
+    pc_slice value;
+} pc_write_rec;
+
+/* Encoders append to b; decoders point into the bytes given. */
+pc_rc pc_lock_encode(pc_buf *b, const pc_lock_rec *r);
+pc_rc pc_lock_decode(const void *p, size_t len, pc_lock_rec *r);
+pc_rc pc_write_encode(pc_buf *b, const pc_write_rec *r);
+pc_rc pc_write_decode(const void *p, size_t len, pc_write_rec *r);
+
+pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
+pc_rc pc_buf_reserve(pc_buf *b, size_t extra);
+
+/* ---- mvcc.c: lookups the actions share ---- */
+
+/* The lock on key, if any: PC_OK with *r pointing into the lock cursor. */
+pc_rc pc_lock_load(pc_session *s, pc_slice key, pc_lock_rec *r);
+
+/* Is the cursor on a version of the key whose encoding is ek? Sets *ts. */
+bool pc_on_key(WT_CURSOR *c, const uint8_t *ek, size_t eklen, uint64_t *ts);
+
+/* Decode the write record under the cursor (valid until it moves). */
+pc_rc pc_cursor_write_rec(pc_session *s, WT_CURSOR *c, pc_write_rec *r);
+
+/* The write record of transaction start_ts on key (commit or rollback),
+ * searching versions with commit_ts >= start_ts. PC_NOT_FOUND if none. */
+pc_rc pc_find_txn_write(pc_session *s, pc_slice key, uint64_t start_ts, pc_write_rec *r,
+                        uint64_t *commit_ts);
+
+/* Prewrite's checks for one key (prewrite.c, shared with one_pc): PC_OK
+ * (free to lock), PC_WRITE_CONFLICT, PC_LOCKED (another transaction's
+ * lock), PC_ROLLED_BACK; *own_lock / *own_commit tell that start_ts already
+ * holds the lock or already committed here. */
+pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_conflict *c,
+                        bool *own_lock, bool *own_commit);
+
+/* The value visible at ts, ignoring locks: PC_OK (appended to value),
+ * PC_NOT_FOUND. */
+pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value,
+                 uint64_t *commit_ts);
+
+/* Argument checks shared by prewrite and one_pc (prewrite.c). */
+pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n);
+
+/* Roll back one key inside the caller's transaction (rollback.c). */
+pc_rc pc_rollback_key(pc_session *s, pc_slice key, uint64_t start_ts);
+
+/* Fill a conflict report from a lock record. */
+void pc_conflict_from_lock(pc_conflict *c, pc_slice key, const pc_lock_rec *r);
+void pc_conflict_from_write(pc_conflict *c, pc_slice key, uint64_t commit_ts);
+
+/* Write the rollback record of start_ts on key and drop its data. */
+pc_rc pc_put_rollback_record(pc_session *s, pc_slice key, uint64_t start_ts);
+
+/* Turn a lock of this key into a write record at commit_ts (commit.c). */
+pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
+                           uint64_t commit_ts);
+
+/* Is this lock's owner gone, or its wall time + TTL past? */
+bool pc_lock_dead(const pc_lock_rec *r, const pc_liveness *live);
+
+/* ---- memlock.c: one_pc's in-memory locks ---- */
+
+pc_rc pc_memlocks_new(pc_memlocks **out);
+void pc_memlocks_free(pc_memlocks *m);
+/* Take all keys for start_ts, or none (PC_LOCKED, *busy names the key). */
+pc_rc pc_memlock_acquire(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts,
+                         size_t *busy);
+void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts);
+/* Wait until no in-memory lock at or below ts covers [start, end) (a point
+ * when end is NULL). PC_LOCKED if one stays longer than a few seconds. */
+pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
+                      uint64_t ts);
+
+/* ---- notify.c ---- */
+
+/* Set key's notify entry when it is under an observed prefix. */
+pc_rc pc_notify_mark(pc_session *s, pc_slice key, uint64_t commit_ts);
+
+#endif

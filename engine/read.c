@@ -1,0 +1,237 @@
+/*
+ * read.c — snapshot reads (seed 003, Figure 6 Get): a lock at or below the
+ * read timestamp means a transaction that may commit below it is in
+ * flight, so the reader must not guess: it gets the lock back, to resolve
+ * or wait on. Otherwise the newest put or delete at or below ts wins;
+ * rollback records are stepped over.
+ *
+ * pc_get_latest is TiKV's point read without a timestamp (seed 001
+ * §4.2.3): it wants the newest committed value now, so a lock whose
+ * primary has not reached its commit point is simply older news, and one
+ * whose primary committed is rolled forward first.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    pc_slice key;
+    uint64_t ts;
+    bool ignore_locks;
+    pc_buf *value;
+    uint64_t *commit_ts;
+    pc_conflict *conflict;
+} get_args;
+
+static pc_rc get_body(pc_session *s, void *arg)
+{
+    get_args *a = arg;
+    pc_lock_rec l;
+    pc_rc rc;
+
+    a->value->len = 0;
+    if (!a->ignore_locks) {
+        rc = pc_lock_load(s, a->key, &l);
+        if (rc == PC_OK && l.start_ts <= a->ts) {
+            pc_conflict_from_lock(a->conflict, a->key, &l);
+            return PC_LOCKED;
+        }
+        if (rc != PC_OK && rc != PC_NOT_FOUND)
+            return rc;
+    }
+    return pc_read_at(s, a->key, a->ts, a->value, a->commit_ts);
+}
+
+pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
+             pc_conflict *conflict)
+{
+    get_args a = {key, ts, false, value, commit_ts, conflict};
+    pc_rc rc;
+
+    if (!pc_key_ok(key) || ts == 0 || value == NULL || commit_ts == NULL)
+        return PC_INVALID;
+    if ((rc = pc_memlock_wait(s->e->memlocks, key, NULL, true, ts)) != PC_OK) {
+        if (conflict != NULL) {
+            pc_lock_rec l = {.op = PC_OP_PUT, .primary = key};
+            pc_conflict_from_lock(conflict, key, &l);
+        }
+        return rc;
+    }
+    return pc_run_txn(s, get_body, &a);
+}
+
+pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
+                    uint64_t *commit_ts)
+{
+    pc_conflict c;
+    pc_txn_status st;
+    get_args a = {key, PC_TS_MAX, false, value, commit_ts, &c};
+    pc_rc rc;
+
+    if (!pc_key_ok(key) || value == NULL || commit_ts == NULL)
+        return PC_INVALID;
+    /* A few rounds at most: each one removes the lock it met. */
+    for (int round = 0; round < 8; round++) {
+        if ((rc = pc_run_txn(s, get_body, &a)) != PC_LOCKED)
+            return rc;
+        rc = pc_resolve_met_lock(s, &c.lock, live, &st);
+        if (rc == PC_LOCKED)
+            break; /* not committed yet: the newest committed value is below it */
+        if (rc != PC_OK)
+            return rc;
+    }
+    a.ignore_locks = true;
+    return pc_run_txn(s, get_body, &a);
+}
+
+void pc_items_free(pc_items *it)
+{
+    free(it->items);
+    it->items = NULL;
+    it->n = it->cap = 0;
+    pc_buf_free(&it->arena);
+    it->more = 0;
+}
+
+typedef struct {
+    pc_slice start, end;
+    uint64_t ts;
+    size_t limit;
+    pc_items *out;
+    pc_conflict *conflict;
+} scan_args;
+
+/* Items are built with offsets into the arena (it moves as it grows) and
+ * turned into pointers once the scan is done. */
+static pc_rc add_item(pc_items *out, const uint8_t *key, size_t klen, size_t voff,
+                      uint64_t commit_ts)
+{
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 16;
+        pc_item *v = realloc(out->items, cap * sizeof(*v));
+        if (v == NULL)
+            return PC_NOMEM;
+        out->items = v;
+        out->cap = cap;
+    }
+    size_t koff = out->arena.len;
+    if (pc_buf_append(&out->arena, key, klen) != PC_OK)
+        return PC_NOMEM;
+    pc_item *it = &out->items[out->n++];
+    it->key = (pc_slice){(const void *)(uintptr_t)koff, klen};
+    it->value = (pc_slice){(const void *)(uintptr_t)voff, koff - voff};
+    it->commit_ts = commit_ts;
+    return PC_OK;
+}
+
+/* The first lock at or below ts on a key in [start, bound). */
+static pc_rc scan_locks(pc_session *s, const scan_args *a, const uint8_t *bound, size_t blen,
+                        bool bounded)
+{
+    WT_ITEM k, v;
+    pc_lock_rec l;
+    pc_rc rc;
+    int ret;
+
+    if (a->start.len > 0)
+        rc = pc_cursor_seek_ge(s, s->lock, a->start.data, a->start.len);
+    else
+        rc = (ret = s->lock->next(s->lock)) == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    while (rc == PC_OK) {
+        if ((ret = s->lock->get_key(s->lock, &k)) != 0 ||
+            (ret = s->lock->get_value(s->lock, &v)) != 0)
+            return pc_wt_error(s, ret, "lock cursor");
+        if (bounded && pc_key_cmp(k.data, k.size, bound, blen) >= 0)
+            break;
+        if (pc_lock_decode(v.data, v.size, &l) != PC_OK)
+            return PC_ERROR;
+        if (l.start_ts <= a->ts) {
+            pc_conflict_from_lock(a->conflict, (pc_slice){k.data, k.size}, &l);
+            return PC_LOCKED;
+        }
+        ret = s->lock->next(s->lock);
+        rc = ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    }
+    return rc == PC_NOT_FOUND ? PC_OK : rc;
+}
+
+static pc_rc scan_body(pc_session *s, void *arg)
+{
+    scan_args *a = arg;
+    pc_items *out = a->out;
+    uint8_t vk[PC_VKEY_MAX], ukey[PC_KEY_MAX];
+    size_t ulen = 0;
+    uint64_t ts;
+    WT_ITEM k;
+    pc_rc rc;
+    int ret;
+
+    out->n = 0;
+    out->arena.len = 0;
+    out->more = 0;
+    if (a->start.len > 0) {
+        size_t eklen = pc_ekey(vk, a->start.data, a->start.len);
+        rc = pc_cursor_seek_ge(s, s->write, vk, eklen);
+    } else {
+        rc = (ret = s->write->next(s->write)) == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    }
+    while (rc == PC_OK) {
+        if ((ret = s->write->get_key(s->write, &k)) != 0)
+            return pc_wt_error(s, ret, "get_key");
+        if (pc_vkey_decode(k.data, k.size, ukey, &ulen, &ts) != 0)
+            return PC_ERROR;
+        if (a->end.len > 0 && pc_key_cmp(ukey, ulen, a->end.data, a->end.len) >= 0)
+            break;
+        if (out->n == a->limit) {
+            out->more = 1;
+            break;
+        }
+        /* The visible version of this key, if any, then on to the next key:
+         * (key, 0) is past every version of key. */
+        size_t voff = out->arena.len;
+        uint64_t cts;
+        rc = pc_read_at(s, (pc_slice){ukey, ulen}, a->ts, &out->arena, &cts);
+        if (rc == PC_OK)
+            rc = add_item(out, ukey, ulen, voff, cts);
+        if (rc != PC_OK && rc != PC_NOT_FOUND)
+            return rc;
+        size_t vklen = pc_vkey(vk, ukey, ulen, 0);
+        rc = pc_cursor_seek_ge(s, s->write, vk, vklen);
+    }
+    if (rc != PC_OK && rc != PC_NOT_FOUND)
+        return rc;
+
+    /* Locks matter only on the keys this answer covers: up to where it
+     * stopped, or the whole range. */
+    if (out->more)
+        rc = scan_locks(s, a, ukey, ulen, true);
+    else
+        rc = scan_locks(s, a, a->end.data, a->end.len, a->end.len > 0);
+    if (rc != PC_OK)
+        return rc;
+    for (size_t i = 0; i < out->n; i++) {
+        out->items[i].key.data = out->arena.data + (uintptr_t)out->items[i].key.data;
+        out->items[i].value.data = out->arena.data + (uintptr_t)out->items[i].value.data;
+    }
+    return PC_OK;
+}
+
+pc_rc pc_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+              pc_items *out, pc_conflict *conflict)
+{
+    scan_args a = {start, end, ts, limit, out, conflict};
+    pc_rc rc;
+
+    if (ts == 0 || limit == 0 || out == NULL || start.len > PC_KEY_MAX || end.len > PC_KEY_MAX)
+        return PC_INVALID;
+    rc = pc_memlock_wait(s->e->memlocks, start, &end, false, ts);
+    if (rc != PC_OK) {
+        if (conflict != NULL) {
+            pc_lock_rec l = {.op = PC_OP_PUT, .primary = start};
+            pc_conflict_from_lock(conflict, start, &l);
+        }
+        return rc;
+    }
+    return pc_run_txn(s, scan_body, &a);
+}

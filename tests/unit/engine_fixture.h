@@ -1,0 +1,236 @@
+/*
+ * engine_fixture.h — what the engine's unit tests share: a fresh engine in
+ * a temporary directory, a counter standing in for the oracle, short
+ * wrappers for the actions, and a dump of the data/lock/write tables in the
+ * paper's notation so a test can assert a table's exact contents.
+ *
+ * Header-only (static functions): each test file is its own program.
+ */
+#ifndef ENGINE_FIXTURE_H
+#define ENGINE_FIXTURE_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+typedef struct {
+    char dir[256];
+    pc_engine *e;
+    pc_session *s;
+    uint64_t ts; /* the stand-in oracle */
+} fx;
+
+static inline pc_slice S(const char *str)
+{
+    return (pc_slice){str, strlen(str)};
+}
+
+static inline void fx_rm_rf(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static inline void fx_open_dir(fx *f)
+{
+    pc_engine_config cfg = {.dir = f->dir, .sync = 1, .cache_size = "64MB"};
+    assert_int_equal(pc_engine_open(&cfg, &f->e), PC_OK);
+    assert_int_equal(pc_session_open(f->e, &f->s), PC_OK);
+}
+
+static inline fx *fx_new(void)
+{
+    fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof(f->dir), "%s/pc-engine-XXXXXX", tmp ? tmp : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    f->ts = 1;
+    fx_open_dir(f);
+    return f;
+}
+
+static inline void fx_close_engine(fx *f)
+{
+    pc_session_close(f->s);
+    pc_engine_close(f->e);
+    f->s = NULL;
+    f->e = NULL;
+}
+
+static inline void fx_reopen(fx *f)
+{
+    fx_close_engine(f);
+    fx_open_dir(f);
+}
+
+static inline void fx_free(fx *f)
+{
+    if (f->e != NULL)
+        fx_close_engine(f);
+    fx_rm_rf(f->dir);
+    free(f);
+}
+
+static inline int fx_setup(void **state)
+{
+    *state = fx_new();
+    return 0;
+}
+
+static inline int fx_teardown(void **state)
+{
+    fx_free(*state);
+    return 0;
+}
+
+static inline uint64_t fx_ts(fx *f)
+{
+    return ++f->ts;
+}
+
+static inline int fx_ts_fn(void *arg, uint64_t *ts)
+{
+    *ts = fx_ts(arg);
+    return 0;
+}
+
+static inline pc_txn_meta fx_meta(uint64_t start_ts, const char *primary)
+{
+    pc_txn_meta m = {.start_ts = start_ts, .primary = S(primary), .owner = S("test-owner"),
+                     .wall_ms = pc_now_ms(), .ttl_ms = 60000};
+    return m;
+}
+
+static inline pc_mutation PUT(const char *k, const char *v)
+{
+    return (pc_mutation){.op = PC_OP_PUT, .key = S(k), .value = S(v)};
+}
+
+static inline pc_mutation DEL(const char *k)
+{
+    return (pc_mutation){.op = PC_OP_DELETE, .key = S(k)};
+}
+
+/* Snapshot read of a string value: returns rc; value copied to out. */
+static inline pc_rc fx_get(fx *f, const char *key, uint64_t ts, char *out, size_t cap)
+{
+    pc_buf v = {0};
+    uint64_t cts = 0;
+    pc_conflict c;
+    pc_rc rc = pc_get(f->s, S(key), ts, &v, &cts, &c);
+    if (out != NULL && cap > 0) {
+        size_t n = rc == PC_OK ? (v.len < cap - 1 ? v.len : cap - 1) : 0;
+        if (n)
+            memcpy(out, v.data, n);
+        out[n] = '\0';
+    }
+    pc_buf_free(&v);
+    return rc;
+}
+
+/* Append "fmt" to a dump string. */
+static inline void fx_cat(char *dst, size_t cap, const char *fmt, ...)
+{
+    size_t len = strlen(dst);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+static inline void fx_printable(char *dst, size_t cap, const void *p, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 5 < cap; i++) {
+        unsigned char ch = ((const unsigned char *)p)[i];
+        if (ch >= 32 && ch < 127)
+            dst[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(dst + j, cap - j, "\\x%02x", ch);
+    }
+    dst[j] = '\0';
+}
+
+/*
+ * Dump one table, one entry per line, newest version first:
+ *   data   "Bob@7=$3"
+ *   lock   "Bob@7 primary=Bob put short=$3"
+ *   write  "Bob@8 put start=7"   "Bob@9 rollback start=9"
+ */
+static inline void fx_dump(fx *f, const char *table, char *out, size_t cap)
+{
+    WT_CURSOR *c = strcmp(table, "data") == 0   ? f->s->data
+                   : strcmp(table, "lock") == 0 ? f->s->lock
+                                                : f->s->write;
+    WT_ITEM k, v;
+    char a[256], b[256];
+    int ret;
+
+    out[0] = '\0';
+    assert_int_equal(c->reset(c), 0);
+    assert_int_equal(f->s->wt->begin_transaction(f->s->wt, NULL), 0);
+    while ((ret = c->next(c)) == 0) {
+        assert_int_equal(c->get_key(c, &k), 0);
+        assert_int_equal(c->get_value(c, &v), 0);
+        if (c == f->s->lock) {
+            pc_lock_rec l;
+            assert_int_equal(pc_lock_decode(v.data, v.size, &l), PC_OK);
+            fx_printable(a, sizeof(a), k.data, k.size);
+            fx_printable(b, sizeof(b), l.primary.data, l.primary.len);
+            fx_cat(out, cap, "%s@%llu primary=%s %s", a, (unsigned long long)l.start_ts, b,
+                   l.op == PC_OP_PUT ? "put" : "delete");
+            if (l.has_value) {
+                fx_printable(b, sizeof(b), l.value.data, l.value.len);
+                fx_cat(out, cap, " short=%s", b);
+            }
+            fx_cat(out, cap, "\n");
+            continue;
+        }
+        uint8_t ukey[PC_KEY_MAX];
+        size_t ulen;
+        uint64_t ts;
+        assert_int_equal(pc_vkey_decode(k.data, k.size, ukey, &ulen, &ts), 0);
+        fx_printable(a, sizeof(a), ukey, ulen);
+        if (c == f->s->data) {
+            /* Long values: their first bytes and their size. */
+            fx_printable(b, sizeof(b), v.data, v.size > 8 ? 8 : v.size);
+            if (v.size > 8)
+                fx_cat(b, sizeof(b), "..(%zu)", v.size);
+            fx_cat(out, cap, "%s@%llu=%s\n", a, (unsigned long long)ts, b);
+            continue;
+        }
+        pc_write_rec w;
+        assert_int_equal(pc_write_decode(v.data, v.size, &w), PC_OK);
+        static const char *types[] = {"?", "put", "delete", "rollback"};
+        fx_cat(out, cap, "%s@%llu %s start=%llu", a, (unsigned long long)ts, types[w.type],
+               (unsigned long long)w.start_ts);
+        if (w.has_value) {
+            fx_printable(b, sizeof(b), w.value.data, w.value.len);
+            fx_cat(out, cap, " short=%s", b);
+        }
+        fx_cat(out, cap, "\n");
+    }
+    assert_int_equal(ret, WT_NOTFOUND);
+    assert_int_equal(c->reset(c), 0);
+    assert_int_equal(f->s->wt->rollback_transaction(f->s->wt, NULL), 0);
+}
+
+#define assert_table(f, table, expected)                                                         \
+    do {                                                                                         \
+        char dump_[8192];                                                                        \
+        fx_dump((f), (table), dump_, sizeof(dump_));                                             \
+        assert_string_equal(dump_, (expected));                                                  \
+    } while (0)
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * MVCC garbage collection: below the safe point only the newest put of each
+ * key survives (a newest delete goes with everything under it), above it
+ * everything stays, and every snapshot at or above the safe point reads
+ * exactly what it read before.
+ */
+#include "engine_fixture.h"
+
+static void commit_one(fx *f, const char *key, const char *value, uint64_t start, uint64_t commit)
+{
+    pc_txn_meta t = fx_meta(start, key);
+    pc_mutation m = value ? PUT(key, value) : DEL(key);
+    pc_slice k = S(key);
+    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
+}
+
+static void gc_keeps_the_newest_visible_version(void **state)
+{
+    fx *f = *state;
+    pc_gc_stats st;
+    pc_slice r = S("r");
+    commit_one(f, "a", "a1", 9, 10);
+    commit_one(f, "a", "a2", 19, 20);
+    commit_one(f, "a", "a3", 29, 30);
+    commit_one(f, "a", "a4", 39, 40);
+    commit_one(f, "d", "d1", 9, 10);
+    commit_one(f, "d", NULL, 19, 20);
+    commit_one(f, "d", "d3", 29, 30);
+    commit_one(f, "e", "e1", 9, 10);
+    commit_one(f, "e", NULL, 19, 20);
+    assert_int_equal(pc_rollback(f->s, &r, 1, 5), PC_OK);  /* below the safe point */
+    assert_int_equal(pc_rollback(f->s, &r, 1, 35), PC_OK); /* above it */
+
+    assert_int_equal(pc_gc(f->s, 25, &st), PC_OK);
+    assert_table(f, "write", "a@40 put start=39 short=a4\na@30 put start=29 short=a3\n"
+                             "a@20 put start=19 short=a2\n"
+                             "d@30 put start=29 short=d3\n"
+                             "r@35 rollback start=35\n");
+    assert_int_equal(st.versions_removed, 6);
+    assert_int_equal(st.keys, 4);
+    /* Running it again finds nothing more to do. */
+    assert_int_equal(pc_gc(f->s, 25, &st), PC_OK);
+    assert_int_equal(st.versions_removed, 0);
+}
+
+/* Many keys, many versions, long and short values, a pending lock: every
+ * read at or above the safe point is unchanged; rows below it are gone. */
+static void snapshots_at_or_above_the_safe_point_are_unchanged(void **state)
+{
+    fx *f = *state;
+    enum { KEYS = 300, ROUNDS = 6 };
+    char key[16], val[600];
+    uint64_t ts = 100;
+    srand(7);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < KEYS; k++) {
+            snprintf(key, sizeof(key), "key%04d", k);
+            /* "round/key-" padded to a short (10) or a long (500) value */
+            size_t len = (size_t)(rand() % 2 ? 10 : 500);
+            size_t n = (size_t)snprintf(val, sizeof(val), "%d/%d-", r, k);
+            memset(val + n, 'a' + r, len - n);
+            val[len] = '\0';
+            if (rand() % 7 == 0)
+                commit_one(f, key, NULL, ts, ts + 1);
+            else
+                commit_one(f, key, val, ts, ts + 1);
+            ts += 2;
+        }
+    }
+    /* A transaction in flight keeps its lock and data through GC. */
+    pc_txn_meta t = fx_meta(ts, "key0001");
+    pc_mutation m = PUT("key0001", val);
+    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+
+    uint64_t safe = 100 + 2 * KEYS * (ROUNDS - 2); /* two rounds stay above */
+    uint64_t probes[] = {safe, safe + 1, safe + 333, ts - 1};
+    enum { NP = sizeof(probes) / sizeof(probes[0]) };
+    pc_items before[NP];
+    pc_conflict c;
+    for (int i = 0; i < NP; i++) {
+        memset(&before[i], 0, sizeof(before[i]));
+        assert_int_equal(pc_scan(f->s, S(""), S(""), probes[i], 100000, &before[i], &c), PC_OK);
+    }
+    pc_table_counts n0, n1;
+    assert_int_equal(pc_count_rows(f->s, &n0), PC_OK);
+    assert_int_equal(n0.write, (uint64_t)KEYS * ROUNDS);
+
+    pc_gc_stats st;
+    assert_int_equal(pc_gc(f->s, safe, &st), PC_OK);
+    assert_int_equal(pc_count_rows(f->s, &n1), PC_OK);
+    assert_int_equal(n1.write, n0.write - st.versions_removed);
+    assert_int_equal(n1.data, n0.data - st.data_removed);
+    /* Two rounds above, at most one version at or below per key. */
+    assert_true(n1.write <= (uint64_t)KEYS * 3);
+    assert_true(st.versions_removed >= (uint64_t)KEYS * (ROUNDS - 3));
+    assert_int_equal(n1.lock, 1);
+
+    for (int i = 0; i < NP; i++) {
+        pc_items after = {0};
+        assert_int_equal(pc_scan(f->s, S(""), S(""), probes[i], 100000, &after, &c), PC_OK);
+        assert_int_equal(after.n, before[i].n);
+        for (size_t j = 0; j < after.n; j++) {
+            assert_int_equal(after.items[j].key.len, before[i].items[j].key.len);
+            assert_memory_equal(after.items[j].key.data, before[i].items[j].key.data,
+                                after.items[j].key.len);
+            assert_int_equal(after.items[j].value.len, before[i].items[j].value.len);
+            assert_memory_equal(after.items[j].value.data, before[i].items[j].value.data,
+                                after.items[j].value.len);
+            assert_int_equal(after.items[j].commit_ts, before[i].items[j].commit_ts);
+        }
+        pc_items_free(&after);
+        pc_items_free(&before[i]);
+    }
+    /* The pending transaction still commits. */
+    pc_slice k1 = S("key0001");
+    assert_int_equal(pc_commit(f->s, &k1, 1, ts, ts + 1), PC_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(gc_keeps_the_newest_visible_version, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(snapshots_at_or_above_the_safe_point_are_unchanged,
+                                        fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests_name("engine: garbage collection", tests, NULL, NULL);
+}
