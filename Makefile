@@ -52,7 +52,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check unit integration run bench clean
+.PHONY: all deps test check unit integration run bench bench-oracle clean
 .SECONDARY:
 all: $(PROGS)
 
@@ -74,6 +74,10 @@ $(BINDIR)/percolator-service: $(BUILD)/service/main.o $(LIB)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TLIB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+# Benchmark programs: bench/<name>.c + the test helpers (to start programs).
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(TLIB_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # deps: install what is missing when root, else say the one line to run.
 deps:
@@ -107,8 +111,11 @@ integration: $(PROGS) $(INTEG_BIN)
 run: deps all
 	scripts/run.sh
 
-bench: all
-	@echo "benchmarks: see bench/"
+bench: all bench-oracle
+
+# bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
+bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) $(BUILD)/bench/bench_oracle
 
 clean:
 	rm -rf build bin

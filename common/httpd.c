@@ -1,0 +1,941 @@
+/*
+ * httpd.c — HTTP/JSON server layer over libmicrohttpd (see httpd.h).
+ *
+ * Life of a request, as MHD drives it:
+ *   1. on_uri()      MHD has read the request line; we allocate the request
+ *                    context and keep the raw URI (MHD would otherwise
+ *                    percent-decode the path before we can split it, turning
+ *                    an encoded '/' inside a key into a separator).
+ *   2. on_request()  first call: headers are in. Route, decode parameters,
+ *                    check Content-Length / Content-Type. Nothing is queued
+ *                    here (see the keep-alive note in httpd.h) except a 413
+ *                    for a declared oversized body, where closing the
+ *                    connection is what we want anyway.
+ *   3. on_request()  calls with body data: append up to max_body, or discard.
+ *   4. on_request()  last call (no data): run the handler (or answer the
+ *                    error found earlier) and queue the reply.
+ *   5. on_completed() MHD is done with the request: record nothing more,
+ *                    free the context.
+ *
+ * Every MHD call's result is checked; when MHD cannot take a reply we return
+ * MHD_NO, which makes it close the connection: the client sees a broken
+ * connection rather than a hang.
+ */
+#include "httpd.h"
+
+#include <ctype.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "log.h"
+#include "timeutil.h"
+
+#define MAX_SEGMENTS 16       /* path segments in a pattern */
+#define MAX_PARAMS 8          /* {param} segments in a pattern */
+#define MAX_QUERY 64          /* query parameters kept; more are ignored */
+#define MAX_URI 65536         /* longer request targets get 414-ish 400 */
+#define STATUS_SLOTS 500      /* statuses 100..599 cached per route */
+
+typedef struct segment {
+    char *text;               /* literal text, or the parameter name */
+    bool is_param;
+} segment;
+
+typedef struct route {
+    const httpd_route *def;
+    char *label;              /* metrics label */
+    segment seg[MAX_SEGMENTS];
+    int nseg;
+    metrics_series *latency;
+    _Atomic(metrics_series *) by_status[STATUS_SLOTS];
+} route;
+
+struct httpd {
+    struct MHD_Daemon *daemon;
+    httpd_config cfg;
+    route *routes;
+    size_t nroutes;
+    route unmatched;          /* metrics for requests that matched no route */
+    uint16_t port;
+    _Atomic long in_flight;   /* requests between first call and completion */
+    metrics_family *req_family, *lat_family;
+    metrics_series *conn_total, *conn_open;
+};
+
+typedef struct kv {
+    const char *key, *val;
+    size_t klen, vlen;
+} kv;
+
+struct httpd_req {
+    httpd *h;
+    struct MHD_Connection *conn;
+    char *uri;                /* raw path ('?' and what follows cut off) */
+    const char *query_str;    /* raw text after '?', or NULL */
+    size_t path_len;          /* strlen(uri) */
+    size_t target_len;        /* length of the whole raw request target */
+    const char *method;       /* MHD's string; valid for the request */
+    route *route;             /* NULL: no match (see early_status) */
+    uint64_t t0;              /* monotonic ns at first call */
+    bool called;              /* first call of the access handler seen */
+    bool queued;              /* a reply was given to MHD */
+
+    /* An error decided before the handler could run (404, 405, 413, 415,
+     * 400 for bad encoding); answered on the last call. */
+    unsigned early_status;
+    const char *early_code;
+    char early_msg[160];
+
+    char *scratch;            /* decoded params and query pieces */
+    kv params[MAX_PARAMS];
+    int nparams;
+    kv query[MAX_QUERY];
+    int nquery;
+
+    buf body;
+    size_t discarded;         /* body bytes dropped after an early error */
+    unsigned long long declared; /* Content-Length, 0 if none */
+
+    /* The reply, built by the handler, queued after it returns. */
+    bool replied;
+    unsigned status;
+    char *resp;               /* malloc'd; given to MHD */
+    size_t resp_len;
+    char ctype[96];
+    buf headers;              /* "name\0value\0" pairs */
+};
+
+/* ------------------------------------------------------------------ */
+/* percent-decoding and parsing                                        */
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+long httpd_percent_decode(const char *src, size_t len, char *dst, bool plus_space)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '%') {
+            if (i + 2 >= len) /* need two hex digits after '%' */
+                return -1;
+            int hi = hexval((unsigned char)src[i + 1]);
+            int lo = hexval((unsigned char)src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            dst[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (plus_space && c == '+') {
+            dst[o++] = ' ';
+        } else {
+            dst[o++] = c;
+        }
+    }
+    dst[o] = '\0';
+    return (long)o;
+}
+
+int httpd_parse_listen(const char *listen, struct sockaddr_storage *addr,
+                       socklen_t *addrlen, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    const char *colon;
+    if (!listen || !*listen) {
+        snprintf(err, errlen, "empty listen address (want host:port)");
+        return -1;
+    }
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (!close || close[1] != ':') {
+            snprintf(err, errlen, "bad listen address '%.100s' (want [v6addr]:port)", listen);
+            return -1;
+        }
+        colon = close + 1;
+        size_t hl = (size_t)(close - listen - 1);
+        if (hl >= sizeof host) goto bad;
+        memcpy(host, listen + 1, hl);
+        host[hl] = '\0';
+    } else {
+        colon = strrchr(listen, ':');
+        if (!colon) goto bad;
+        size_t hl = (size_t)(colon - listen);
+        if (hl >= sizeof host) goto bad;
+        memcpy(host, listen, hl);
+        host[hl] = '\0';
+        if (strchr(host, ':')) goto bad; /* bare IPv6 needs brackets */
+    }
+    {
+        const char *p = colon + 1;
+        size_t pl = strlen(p);
+        if (pl == 0 || pl > 5 || strspn(p, "0123456789") != pl || atol(p) > 65535)
+            goto bad;
+        memcpy(port, p, pl + 1);
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (rc != 0 || !res) {
+        snprintf(err, errlen, "cannot resolve listen host '%.100s': %s", host, gai_strerror(rc));
+        if (res) freeaddrinfo(res);
+        return -1;
+    }
+    if (res->ai_addrlen > sizeof *addr) {
+        freeaddrinfo(res);
+        goto bad;
+    }
+    memset(addr, 0, sizeof *addr);
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *addrlen = (socklen_t)res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+bad:
+    snprintf(err, errlen, "bad listen address '%.100s' (want host:port, port 0..65535)", listen);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* routing                                                             */
+
+static void route_free(route *r)
+{
+    for (int i = 0; i < r->nseg; i++)
+        free(r->seg[i].text);
+    free(r->label);
+}
+
+/* Split "/a/{b}/c" into segments. 0 or -1 (bad pattern, memory). */
+static int route_compile(route *r, const httpd_route *def)
+{
+    memset(r, 0, sizeof *r);
+    r->def = def;
+    const char *p = def->pattern;
+    if (!p || p[0] != '/')
+        return -1;
+    if (strcmp(p, "/") != 0) {
+        p++;
+        while (*p) {
+            const char *slash = strchr(p, '/');
+            size_t len = slash ? (size_t)(slash - p) : strlen(p);
+            if (len == 0 || r->nseg >= MAX_SEGMENTS)
+                return -1;
+            segment *s = &r->seg[r->nseg++];
+            s->is_param = len >= 3 && p[0] == '{' && p[len - 1] == '}';
+            s->text = s->is_param ? strndup(p + 1, len - 2) : strndup(p, len);
+            if (!s->text)
+                return -1;
+            p += len;
+            if (*p == '/')
+                p++;
+        }
+    }
+    int nparams = 0;
+    for (int i = 0; i < r->nseg; i++)
+        nparams += r->seg[i].is_param;
+    if (nparams > MAX_PARAMS)
+        return -1;
+    if (def->name) {
+        r->label = strdup(def->name);
+    } else {
+        size_t n = strlen(def->method) + strlen(def->pattern) + 2;
+        r->label = malloc(n);
+        if (r->label)
+            snprintf(r->label, n, "%s %s", def->method, def->pattern);
+    }
+    return r->label ? 0 : -1;
+}
+
+/* Does the raw path match the route's segments (literals compared raw)? */
+static bool route_matches(const route *r, const char *path, size_t plen)
+{
+    if (plen == 0 || path[0] != '/')
+        return false;
+    if (r->nseg == 0)
+        return plen == 1;
+    size_t i = 1;
+    for (int k = 0; k < r->nseg; k++) {
+        if (i > plen)
+            return false;
+        const char *slash = memchr(path + i, '/', plen - i);
+        size_t len = slash ? (size_t)(slash - (path + i)) : plen - i;
+        if (len == 0)
+            return false;
+        if (!r->seg[k].is_param &&
+            (strlen(r->seg[k].text) != len || memcmp(r->seg[k].text, path + i, len) != 0))
+            return false;
+        i += len;
+        if (k + 1 < r->nseg) {
+            if (i >= plen || path[i] != '/')
+                return false;
+            i++;
+        }
+    }
+    return i == plen;
+}
+
+static void set_early(httpd_req *rq, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_early(httpd_req *rq, unsigned status, const char *code, const char *fmt, ...)
+{
+    if (rq->early_status)
+        return; /* the first problem found is the one reported */
+    rq->early_status = status;
+    rq->early_code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rq->early_msg, sizeof rq->early_msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Decode the matched route's {param} segments into scratch. */
+static int decode_params(httpd_req *rq, char **out)
+{
+    const route *r = rq->route;
+    const char *path = rq->uri;
+    size_t i = 1;
+    for (int k = 0; k < r->nseg; k++) {
+        const char *slash = memchr(path + i, '/', rq->path_len - i);
+        size_t len = slash ? (size_t)(slash - (path + i)) : rq->path_len - i;
+        if (r->seg[k].is_param) {
+            long n = httpd_percent_decode(path + i, len, *out, false);
+            if (n < 0)
+                return -1;
+            kv *p = &rq->params[rq->nparams++];
+            p->key = r->seg[k].text;
+            p->klen = strlen(p->key);
+            p->val = *out;
+            p->vlen = (size_t)n;
+            *out += n + 1;
+        }
+        i += len + 1;
+    }
+    return 0;
+}
+
+/* Split and decode "a=1&b=x%20y" into rq->query. */
+static int decode_query(httpd_req *rq, char **out)
+{
+    const char *q = rq->query_str;
+    while (q && *q) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp ? (size_t)(amp - q) : strlen(q);
+        if (len > 0 && rq->nquery < MAX_QUERY) {
+            const char *eq = memchr(q, '=', len);
+            size_t klen = eq ? (size_t)(eq - q) : len;
+            kv *p = &rq->query[rq->nquery];
+            long kn = httpd_percent_decode(q, klen, *out, true);
+            if (kn < 0)
+                return -1;
+            p->key = *out;
+            p->klen = (size_t)kn;
+            *out += kn + 1;
+            long vn = eq ? httpd_percent_decode(eq + 1, len - klen - 1, *out, true)
+                         : httpd_percent_decode("", 0, *out, true);
+            if (vn < 0)
+                return -1;
+            p->val = *out;
+            p->vlen = (size_t)vn;
+            *out += vn + 1;
+            rq->nquery++;
+        }
+        q += len;
+        if (*q == '&')
+            q++;
+    }
+    return 0;
+}
+
+/* Route the request and decode its parameters (first call). */
+static void route_request(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    char allow[128] = "";
+    size_t alen = 0;
+    for (size_t i = 0; i < h->nroutes; i++) {
+        route *r = &h->routes[i];
+        if (!route_matches(r, rq->uri, rq->path_len))
+            continue;
+        if (strcmp(r->def->method, rq->method) == 0) {
+            rq->route = r;
+            break;
+        }
+        int k = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
+                         r->def->method);
+        if (k > 0 && (size_t)k < sizeof allow - alen)
+            alen += (size_t)k;
+    }
+    if (!rq->route) {
+        if (alen) {
+            set_early(rq, 405, "method_not_allowed", "method %s is not allowed here (allowed: %s)",
+                      rq->method, allow);
+            httpd_add_header(rq, "Allow", allow);
+        } else {
+            set_early(rq, 404, "not_found", "no such endpoint: %s %.*s", rq->method,
+                      (int)(rq->path_len > 100 ? 100 : rq->path_len), rq->uri);
+        }
+        return;
+    }
+    /* Decoded pieces are never longer than their encoded form; each needs
+     * one NUL, and pieces are separated by at least one byte in the URI. */
+    rq->scratch = malloc(2 * rq->target_len + 2);
+    if (!rq->scratch) {
+        set_early(rq, 500, "internal", "out of memory");
+        return;
+    }
+    char *out = rq->scratch;
+    if (decode_params(rq, &out) != 0 || decode_query(rq, &out) != 0)
+        set_early(rq, 400, "bad_request", "malformed percent-encoding in the URL");
+}
+
+/* ------------------------------------------------------------------ */
+/* metrics                                                             */
+
+static void record(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    if (!h->req_family)
+        return;
+    route *r = rq->route ? rq->route : &h->unmatched;
+    metrics_series *s = NULL;
+    unsigned st = rq->status;
+    if (st >= 100 && st < 100 + STATUS_SLOTS) {
+        s = atomic_load_explicit(&r->by_status[st - 100], memory_order_acquire);
+        if (!s) {
+            char code[8];
+            snprintf(code, sizeof code, "%u", st);
+            s = metrics_series_get(h->req_family, r->label, code);
+            atomic_store_explicit(&r->by_status[st - 100], s, memory_order_release);
+        }
+    }
+    metrics_inc(s, 1);
+    metrics_observe(r->latency, (double)(time_mono_ns() - rq->t0) / 1e9);
+}
+
+/* ------------------------------------------------------------------ */
+/* replies                                                             */
+
+static bool begin_reply(httpd_req *rq)
+{
+    if (rq->replied) {
+        log_warn("httpd: second reply for %s %.80s ignored", rq->method, rq->uri);
+        return false;
+    }
+    rq->replied = true;
+    return true;
+}
+
+void httpd_reply_text(httpd_req *rq, unsigned status, const char *content_type,
+                      const char *data, size_t len)
+{
+    if (!begin_reply(rq))
+        return;
+    rq->status = status;
+    snprintf(rq->ctype, sizeof rq->ctype, "%s", content_type ? content_type : "text/plain");
+    rq->resp = malloc(len ? len : 1);
+    if (!rq->resp) {
+        rq->status = 500; /* nothing to say it with: empty 500 */
+        rq->ctype[0] = '\0';
+        rq->resp_len = 0;
+        return;
+    }
+    if (len)
+        memcpy(rq->resp, data, len);
+    rq->resp_len = len;
+}
+
+void httpd_reply_empty(httpd_req *rq, unsigned status)
+{
+    if (!begin_reply(rq))
+        return;
+    rq->status = status;
+    rq->ctype[0] = '\0';
+}
+
+void httpd_reply_json(httpd_req *rq, unsigned status, json_t *body)
+{
+    if (rq->replied) {
+        begin_reply(rq); /* logs */
+        json_decref(body);
+        return;
+    }
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(body);
+    if (!text) {
+        static const char oom[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"cannot encode the reply\"}}";
+        httpd_reply_text(rq, 500, "application/json", oom, sizeof oom - 1);
+        return;
+    }
+    begin_reply(rq);
+    rq->status = status;
+    snprintf(rq->ctype, sizeof rq->ctype, "application/json");
+    rq->resp = text; /* jansson allocates with malloc by default */
+    rq->resp_len = strlen(text);
+}
+
+void httpd_reply_error(httpd_req *rq, unsigned status, const char *code, json_t *extra,
+                       const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    json_t *err = json_object();
+    json_t *root = json_object();
+    if (!err || !root ||
+        json_object_set_new(err, "code", json_string(code)) != 0 ||
+        json_object_set_new(err, "message", json_string(msg)) != 0 ||
+        (extra && json_is_object(extra) && json_object_update(err, extra) != 0) ||
+        json_object_set(root, "error", err) != 0) {
+        json_decref(root);
+        root = NULL; /* httpd_reply_json answers a plain 500 */
+    }
+    json_decref(err);
+    json_decref(extra);
+    httpd_reply_json(rq, status, root);
+}
+
+int httpd_add_header(httpd_req *rq, const char *name, const char *value)
+{
+    if (buf_append(&rq->headers, name, strlen(name) + 1) != 0 ||
+        buf_append(&rq->headers, value, strlen(value) + 1) != 0)
+        return -1;
+    return 0;
+}
+
+bool httpd_replied(const httpd_req *rq)
+{
+    return rq->replied;
+}
+
+/* Give the reply to MHD. MHD_YES or MHD_NO (connection will be closed). */
+static enum MHD_Result queue_reply(httpd_req *rq)
+{
+    struct MHD_Response *resp;
+    if (rq->resp_len > 0) {
+        resp = MHD_create_response_from_buffer(rq->resp_len, rq->resp, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            rq->resp = NULL; /* MHD owns it now */
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!resp) {
+        log_error("httpd: cannot create a response (out of memory?)");
+        return MHD_NO;
+    }
+    if (rq->ctype[0] &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype) != MHD_YES)
+        log_warn("httpd: cannot add Content-Type '%s'", rq->ctype);
+    for (size_t off = 0; off < rq->headers.len;) {
+        const char *name = rq->headers.data + off;
+        const char *value = name + strlen(name) + 1;
+        off = (size_t)(value - rq->headers.data) + strlen(value) + 1;
+        if (MHD_add_response_header(resp, name, value) != MHD_YES)
+            log_warn("httpd: cannot add header '%s'", name);
+    }
+    enum MHD_Result rc = MHD_queue_response(rq->conn, rq->status, resp);
+    MHD_destroy_response(resp);
+    if (rc != MHD_YES) {
+        log_error("httpd: MHD refused the reply to %s %.80s", rq->method, rq->uri);
+        return MHD_NO;
+    }
+    rq->queued = true;
+    record(rq);
+    return MHD_YES;
+}
+
+/* ------------------------------------------------------------------ */
+/* request accessors                                                   */
+
+const char *httpd_method(const httpd_req *rq) { return rq->method; }
+const char *httpd_path(const httpd_req *rq) { return rq->uri; }
+const char *httpd_route_name(const httpd_req *rq) { return rq->route ? rq->route->label : "unmatched"; }
+
+static const char *kv_find(const kv *arr, int n, const char *name, size_t *len)
+{
+    size_t nl = strlen(name);
+    for (int i = 0; i < n; i++) {
+        if (arr[i].klen == nl && memcmp(arr[i].key, name, nl) == 0) {
+            if (len)
+                *len = arr[i].vlen;
+            return arr[i].val;
+        }
+    }
+    return NULL;
+}
+
+const char *httpd_param(const httpd_req *rq, const char *name, size_t *len)
+{
+    return kv_find(rq->params, rq->nparams, name, len);
+}
+
+const char *httpd_query(const httpd_req *rq, const char *name, size_t *len)
+{
+    return kv_find(rq->query, rq->nquery, name, len);
+}
+
+const char *httpd_header(const httpd_req *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+const char *httpd_body(const httpd_req *rq, size_t *len)
+{
+    if (len)
+        *len = rq->body.len;
+    return rq->body.data ? rq->body.data : "";
+}
+
+json_t *httpd_body_json(httpd_req *rq)
+{
+    if (rq->body.len == 0) {
+        httpd_reply_error(rq, 400, "bad_request", NULL, "a JSON body is required");
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = json_loadb(rq->body.data, rq->body.len, JSON_ALLOW_NUL, &e);
+    if (!j)
+        httpd_reply_error(rq, 400, "bad_request", NULL, "body is not valid JSON: %s (at byte %d)",
+                          e.text, e.position);
+    return j;
+}
+
+/* ------------------------------------------------------------------ */
+/* MHD callbacks                                                       */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    httpd_req *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return NULL;
+    rq->h = cls;
+    rq->conn = conn;
+    size_t n = strnlen(uri, MAX_URI + 1);
+    rq->uri = strndup(uri, n > MAX_URI ? MAX_URI : n);
+    if (!rq->uri) {
+        free(rq);
+        return NULL;
+    }
+    if (n > MAX_URI)
+        set_early(rq, 400, "bad_request", "request target longer than %d bytes", MAX_URI);
+    rq->target_len = strlen(rq->uri);
+    char *q = strchr(rq->uri, '?');
+    if (q) {
+        *q = '\0';
+        rq->query_str = q + 1;
+    }
+    rq->path_len = strlen(rq->uri);
+    return rq;
+}
+
+static void req_free(httpd_req *rq)
+{
+    if (!rq)
+        return;
+    free(rq->uri);
+    free(rq->scratch);
+    free(rq->resp);
+    buf_free(&rq->body);
+    buf_free(&rq->headers);
+    free(rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    httpd *h = cls;
+    (void)conn;
+    (void)toe;
+    httpd_req *rq = *con_cls;
+    if (!rq)
+        return;
+    if (rq->called)
+        atomic_fetch_sub(&h->in_flight, 1);
+    req_free(rq);
+    *con_cls = NULL;
+}
+
+/* application/json, optionally with parameters: "application/json; charset=utf-8". */
+static bool is_json_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return false;
+    ct += sizeof want - 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+/* First call: headers are in. Route and check the body's declared form. */
+static void first_call(httpd_req *rq, const char *method)
+{
+    httpd *h = rq->h;
+    rq->called = true;
+    rq->method = method;
+    rq->t0 = time_mono_ns();
+    atomic_fetch_add(&h->in_flight, 1);
+    if (rq->early_status)
+        return;
+    route_request(rq);
+    if (!rq->route)
+        return;
+
+    const char *cl = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    rq->declared = declared;
+    bool has_body = declared > 0 || te != NULL;
+    if (declared > h->cfg.max_body)
+        set_early(rq, 413, "payload_too_large", "request body over %zu bytes", h->cfg.max_body);
+    else if (has_body && !is_json_type(MHD_lookup_connection_value(
+                             rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        set_early(rq, 415, "unsupported_media_type",
+                  "a request body must be sent as Content-Type: application/json");
+}
+
+static void answer_early(httpd_req *rq)
+{
+    httpd_reply_error(rq, rq->early_status, rq->early_code, NULL, "%s", rq->early_msg);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    httpd *h = cls;
+    (void)url;
+    (void)version;
+    httpd_req *rq = *con_cls;
+    if (!rq)
+        return MHD_NO; /* on_uri ran out of memory: drop the connection */
+
+    if (!rq->called) {
+        first_call(rq, method);
+        /* A declared body far over the limit: answer now, which makes MHD
+         * close the connection instead of reading what we would throw away.
+         * A body up to twice the limit is drained instead (see below), so
+         * that the client reliably reads the 413: closing a socket with
+         * unread input makes the kernel send a reset that can destroy the
+         * reply before the client sees it. */
+        if (rq->early_status == 413 && rq->declared > 2 * h->cfg.max_body) {
+            answer_early(rq);
+            return queue_reply(rq);
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (rq->early_status) {
+            /* Drain what the client sends so we can answer on a clean
+             * connection, but not forever. */
+            rq->discarded += n;
+            return rq->discarded > 2 * h->cfg.max_body ? MHD_NO : MHD_YES;
+        }
+        if (rq->body.len + n > h->cfg.max_body) {
+            set_early(rq, 413, "payload_too_large", "request body over %zu bytes",
+                      h->cfg.max_body);
+            buf_free(&rq->body);
+            return MHD_YES;
+        }
+        if (buf_append(&rq->body, upload_data, n) != 0) {
+            set_early(rq, 500, "internal", "out of memory reading the request body");
+            buf_free(&rq->body);
+        }
+        return MHD_YES;
+    }
+
+    /* Last call: the whole request is in. */
+    if (rq->queued)
+        return MHD_YES;
+    if (rq->early_status) {
+        answer_early(rq);
+    } else {
+        rq->route->def->handler(rq, h->cfg.ctx);
+        if (!rq->replied) {
+            log_error("httpd: handler for %s gave no reply", rq->route->label);
+            httpd_reply_error(rq, 500, "internal", NULL, "the handler gave no reply");
+        }
+    }
+    (void)conn;
+    return queue_reply(rq);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    httpd *h = cls;
+    (void)conn;
+    (void)socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        metrics_inc(h->conn_total, 1);
+        metrics_add(h->conn_open, 1);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        metrics_add(h->conn_open, -1);
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    log_warn("microhttpd: %s", msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* start / stop                                                        */
+
+static void httpd_free(httpd *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < h->nroutes; i++)
+        route_free(&h->routes[i]);
+    free(h->routes);
+    route_free(&h->unmatched);
+    free(h);
+}
+
+int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    *out = NULL;
+    if (httpd_parse_listen(cfg->listen, &addr, &addrlen, err, errlen) != 0)
+        return -1;
+
+    httpd *h = calloc(1, sizeof *h);
+    if (!h)
+        goto oom;
+    h->cfg = *cfg;
+    if (!h->cfg.max_body)
+        h->cfg.max_body = HTTPD_DEFAULT_MAX_BODY;
+    if (!h->cfg.max_connections)
+        h->cfg.max_connections = 1024;
+    if (!h->cfg.idle_timeout_s)
+        h->cfg.idle_timeout_s = 120;
+    if (!h->cfg.threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        h->cfg.threads = n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+    }
+
+    h->routes = calloc(cfg->nroutes ? cfg->nroutes : 1, sizeof *h->routes);
+    if (!h->routes)
+        goto oom;
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        h->nroutes = i + 1; /* so httpd_free frees what was compiled */
+        if (route_compile(&h->routes[i], &cfg->routes[i]) != 0) {
+            snprintf(err, errlen, "bad route pattern '%s'", cfg->routes[i].pattern);
+            goto fail;
+        }
+    }
+    h->unmatched.label = strdup("unmatched");
+    if (!h->unmatched.label)
+        goto oom;
+
+    if (cfg->metrics) {
+        h->req_family = metrics_counter(cfg->metrics, "percolator_http_requests_total",
+                                        "HTTP requests answered, by route and status",
+                                        "route", "status");
+        h->lat_family = metrics_histogram(cfg->metrics, "percolator_http_request_seconds",
+                                          "HTTP request latency (first byte in to reply queued)",
+                                          "route", NULL, metrics_latency_buckets,
+                                          metrics_latency_nbuckets);
+        for (size_t i = 0; i < h->nroutes; i++)
+            h->routes[i].latency = metrics_series_get(h->lat_family, h->routes[i].label, NULL);
+        h->unmatched.latency = metrics_series_get(h->lat_family, "unmatched", NULL);
+        /* Connections opened: with keep-alive working this stays near the
+         * number of clients, not the number of requests. */
+        h->conn_total = metrics_counter1(cfg->metrics, "percolator_http_connections_total",
+                                         "TCP connections accepted");
+        h->conn_open = metrics_gauge1(cfg->metrics, "percolator_http_connections_open",
+                                      "TCP connections open now");
+    }
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it covers all */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
+        MHD_OPTION_CONNECTION_LIMIT, h->cfg.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, h->cfg.idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?)", cfg->listen);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : 0;
+    *out = h;
+    return 0;
+
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    httpd_free(h);
+    return -1;
+}
+
+uint16_t httpd_port(const httpd *h)
+{
+    return h->port;
+}
+
+void httpd_stop(httpd *h, unsigned grace_ms)
+{
+    if (!h)
+        return;
+    /* 1. Stop accepting: MHD gives the listening socket back; closing it
+     *    makes new connection attempts fail at once. */
+    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    else
+        log_warn("httpd: could not quiesce; stopping at once");
+    /* 2. Let requests in flight finish, bounded. */
+    uint64_t deadline = time_mono_ms() + grace_ms;
+    while (atomic_load(&h->in_flight) > 0 && time_mono_ms() < deadline)
+        time_sleep_ms(5);
+    if (atomic_load(&h->in_flight) > 0)
+        log_warn("httpd: %ld request(s) still running after %u ms; closing them",
+                 atomic_load(&h->in_flight), grace_ms);
+    /* 3. Close idle keep-alive connections, join the threads. */
+    MHD_stop_daemon(h->daemon);
+    httpd_free(h);
+}

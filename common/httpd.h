@@ -1,0 +1,113 @@
+/*
+ * httpd.h — a small HTTP/JSON server layer over libmicrohttpd.
+ *
+ * What it gives a program: a routing table (method + path pattern with
+ * {param} segments), request bodies accumulated up to a hard limit (413),
+ * the JSON content-type rule (415), query and header access, JSON / text /
+ * empty replies, the error envelope {"error":{"code","message",...}},
+ * per-route request counters and latency histograms, and a graceful stop.
+ *
+ * Threading: MHD runs an epoll-based thread pool; a handler runs on one of
+ * its threads and may block (it holds that thread only). Handlers share the
+ * `ctx` pointer from the config and must synchronise access to it.
+ *
+ * A handler answers exactly once through one of the httpd_reply_* calls; a
+ * handler that returns without replying produces a 500 `internal`. The reply
+ * is queued with MHD after the handler returns, never on MHD's first call
+ * for a request: MHD 0.9.75 answers such early replies with
+ * "Connection: close", which kills keep-alive.
+ */
+#ifndef PERCOLATOR_HTTPD_H
+#define PERCOLATOR_HTTPD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "metrics.h"
+
+#define HTTPD_DEFAULT_MAX_BODY ((size_t)64 << 20) /* CONTRACT §3: 64 MiB */
+
+typedef struct httpd httpd;
+typedef struct httpd_req httpd_req;
+
+typedef void (*httpd_handler)(httpd_req *req, void *ctx);
+
+typedef struct httpd_route {
+    const char *method;   /* "GET", "POST", ... */
+    const char *pattern;  /* "/v1/txns/{id}/keys/{key}": a {x} segment matches one
+                             non-empty path segment, percent-decoded */
+    httpd_handler handler;
+    const char *name;     /* metrics label; NULL: "METHOD pattern" */
+} httpd_route;
+
+typedef struct httpd_config {
+    const char *listen;           /* "host:port"; port 0 picks a free one */
+    unsigned threads;             /* thread pool size; 0: number of CPUs */
+    size_t max_body;              /* 0: HTTPD_DEFAULT_MAX_BODY */
+    unsigned max_connections;     /* 0: 1024 */
+    unsigned idle_timeout_s;      /* idle keep-alive connections closed after; 0: 120 */
+    const httpd_route *routes;
+    size_t nroutes;
+    void *ctx;                    /* passed to every handler */
+    metrics_registry *metrics;    /* optional: request counters and latency */
+} httpd_config;
+
+/* Parse "host:port" ("127.0.0.1:8090", "[::1]:80", "localhost:0", ":8080"
+ * for all interfaces). 0 or -1 with a reason in err. */
+int httpd_parse_listen(const char *listen, struct sockaddr_storage *addr,
+                       socklen_t *addrlen, char *err, size_t errlen);
+
+/* Bind and start serving. 0 or -1 with a reason in err. */
+int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen);
+/* The port actually bound (useful with port 0). */
+uint16_t httpd_port(const httpd *h);
+/* Graceful stop: stop accepting, let requests in flight finish (at most
+ * grace_ms), close every connection, free everything. NULL is fine. */
+void httpd_stop(httpd *h, unsigned grace_ms);
+
+/* --- request accessors (valid during the handler) --- */
+const char *httpd_method(const httpd_req *req);
+const char *httpd_path(const httpd_req *req);         /* raw path, as sent (still encoded), no query */
+const char *httpd_route_name(const httpd_req *req);
+/* Path parameter by name, percent-decoded; it may contain NUL bytes, so the
+ * length is returned through len (may be NULL). NULL if no such parameter. */
+const char *httpd_param(const httpd_req *req, const char *name, size_t *len);
+/* Query parameter by name, decoded (%XX and '+'). "?a" gives "" for a. NULL
+ * if absent. When repeated, the first one. len may be NULL. */
+const char *httpd_query(const httpd_req *req, const char *name, size_t *len);
+/* Request header (case-insensitive name). NULL if absent. */
+const char *httpd_header(const httpd_req *req, const char *name);
+/* The request body (NUL-terminated; len may be NULL). Empty: "" and 0. */
+const char *httpd_body(const httpd_req *req, size_t *len);
+/* Parse the body as JSON. On failure (empty, not JSON) it replies 400
+ * bad_request itself and returns NULL. The caller owns the result. */
+json_t *httpd_body_json(httpd_req *req);
+
+/* --- replies: exactly one per request --- */
+/* JSON body; takes ownership of `body` (even on failure). */
+void httpd_reply_json(httpd_req *req, unsigned status, json_t *body);
+/* {"error":{"code":code,"message":msg, ...extra}}: the fields of `extra`
+ * (a JSON object, ownership taken, may be NULL) are added to the error
+ * object. */
+void httpd_reply_error(httpd_req *req, unsigned status, const char *code, json_t *extra,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Any bytes with a content type ("text/plain; version=0.0.4"); copied. */
+void httpd_reply_text(httpd_req *req, unsigned status, const char *content_type,
+                      const char *data, size_t len);
+/* No body (204, or any status with an empty body). */
+void httpd_reply_empty(httpd_req *req, unsigned status);
+/* Add a header to the reply (e.g. "Retry-After"); may be called before or
+ * after the reply call, within the handler. Copied. 0 or -1. */
+int httpd_add_header(httpd_req *req, const char *name, const char *value);
+/* Whether the handler already replied. */
+bool httpd_replied(const httpd_req *req);
+
+/* Percent-decode src[0..len) into dst (room for len+1 bytes). plus_space:
+ * '+' becomes ' ' (query strings). Returns the decoded length or -1 for a
+ * malformed escape. Exposed for tests and for code that decodes keys. */
+long httpd_percent_decode(const char *src, size_t len, char *dst, bool plus_space);
+
+#endif

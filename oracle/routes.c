@@ -1,0 +1,105 @@
+/*
+ * routes.c — the oracle's HTTP handlers (see routes.h).
+ *
+ * The timestamps handler is the hot path: one tso_next() (an atomic
+ * compare-and-swap in the common case) and a small JSON reply.
+ */
+#include "routes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "buf.h"
+
+int oracle_parse_count(const char *s, unsigned *out)
+{
+    if (!s || !*s)
+        return -1;
+    unsigned long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (unsigned long)(*p - '0');
+        if (v > TSO_MAX_COUNT)
+            return -1;
+    }
+    if (v < 1)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static void handle_timestamps(httpd_req *req, void *arg)
+{
+    oracle_ctx *ctx = arg;
+    unsigned count = 1;
+    const char *q = httpd_query(req, "count", NULL);
+    if (q && oracle_parse_count(q, &count) != 0) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "count must be an integer from 1 to %d, got '%.40s'", TSO_MAX_COUNT, q);
+        return;
+    }
+    uint64_t first;
+    char err[256];
+    int rc = tso_next(ctx->tso, count, &first, err, sizeof err);
+    if (rc == TSO_ERR_EXHAUSTED) {
+        httpd_reply_error(req, 503, "exhausted", NULL, "%s", err);
+        return;
+    }
+    if (rc != TSO_OK) {
+        httpd_add_header(req, "Retry-After", "1");
+        httpd_reply_error(req, 503, "unavailable", NULL,
+                          "cannot persist the high-water mark: %s", err);
+        return;
+    }
+    metrics_inc(ctx->m_timestamps, count);
+    metrics_inc(ctx->m_requests, 1);
+    /* Formatted by hand: this reply is the oracle's whole job, and jansson's
+     * object building would dominate it. */
+    char body[80];
+    int n = snprintf(body, sizeof body, "{\"first\":%llu,\"count\":%u}",
+                     (unsigned long long)first, count);
+    httpd_reply_text(req, 200, "application/json", body, (size_t)n);
+}
+
+static void handle_health(httpd_req *req, void *arg)
+{
+    oracle_ctx *ctx = arg;
+    json_t *j = json_pack("{s:s,s:I,s:I}", "status", "ok",
+                          "persisted_hwm", (json_int_t)tso_persisted(ctx->tso),
+                          "next_timestamp", (json_int_t)tso_last(ctx->tso) + 1);
+    httpd_reply_json(req, 200, j);
+}
+
+static void handle_metrics(httpd_req *req, void *arg)
+{
+    oracle_ctx *ctx = arg;
+    buf out = BUF_INIT;
+    if (metrics_render(ctx->metrics, &out) != 0) {
+        buf_free(&out);
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory rendering metrics");
+        return;
+    }
+    httpd_reply_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
+    buf_free(&out);
+}
+
+static const httpd_route routes[] = {
+    {"POST", "/v1/timestamps", handle_timestamps, NULL},
+    {"GET", "/v1/health", handle_health, NULL},
+    {"GET", "/metrics", handle_metrics, NULL},
+};
+
+const httpd_route *oracle_routes(size_t *n)
+{
+    *n = sizeof routes / sizeof routes[0];
+    return routes;
+}
+
+void oracle_ctx_init_metrics(oracle_ctx *ctx)
+{
+    ctx->m_timestamps = metrics_counter1(ctx->metrics, "percolator_oracle_timestamps_total",
+                                         "timestamps handed out");
+    ctx->m_requests = metrics_counter1(ctx->metrics, "percolator_oracle_requests_total",
+                                       "successful POST /v1/timestamps requests");
+}

@@ -1,0 +1,32 @@
+/*
+ * routes.h — the oracle's HTTP API (CONTRACT §4):
+ *   POST /v1/timestamps?count=N   {"first":F,"count":N}
+ *   GET  /v1/health               {"status":"ok",...}
+ *   GET  /metrics                 Prometheus text
+ */
+#ifndef PERCOLATOR_ORACLE_ROUTES_H
+#define PERCOLATOR_ORACLE_ROUTES_H
+
+#include <stddef.h>
+
+#include "httpd.h"
+#include "metrics.h"
+#include "tso.h"
+
+typedef struct oracle_ctx {
+    tso *tso;
+    metrics_registry *metrics;
+    metrics_series *m_timestamps;   /* timestamps handed out */
+    metrics_series *m_requests;     /* successful POST /v1/timestamps */
+} oracle_ctx;
+
+/* Register the oracle's own metrics in ctx->metrics (set tso and metrics first). */
+void oracle_ctx_init_metrics(oracle_ctx *ctx);
+
+/* The route table (static; ctx is passed through httpd_config.ctx). */
+const httpd_route *oracle_routes(size_t *n);
+
+/* Parse a count query value: decimal 1..TSO_MAX_COUNT. 0 or -1. */
+int oracle_parse_count(const char *s, unsigned *out);
+
+#endif

@@ -1,0 +1,277 @@
+/*
+ * codec.c — UTF-8 and base64 for keys and values (CONTRACT §3).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "service.h"
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t codec_b64_encode(const void *src, size_t len, char *dst)
+{
+    const unsigned char *s = src;
+    size_t o = 0, i = 0;
+
+    for (; i + 2 < len; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        dst[o++] = B64[v >> 18];
+        dst[o++] = B64[(v >> 12) & 63];
+        dst[o++] = B64[(v >> 6) & 63];
+        dst[o++] = B64[v & 63];
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] << 8 : 0);
+        dst[o++] = B64[v >> 18];
+        dst[o++] = B64[(v >> 12) & 63];
+        dst[o++] = i + 1 < len ? B64[(v >> 6) & 63] : '=';
+        dst[o++] = '=';
+    }
+    dst[o] = '\0';
+    return o;
+}
+
+static int b64_val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+long codec_b64_decode(const char *src, size_t len, unsigned char *dst)
+{
+    size_t o = 0;
+
+    if (len % 4 != 0)
+        return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int j = 0; j < 4; j++) {
+            if (src[i + j] == '=' && i + 4 == len && j >= 2) {
+                v[j] = 0;
+                pad++;
+                continue;
+            }
+            if (pad > 0 || (v[j] = b64_val(src[i + j])) < 0)
+                return -1;
+        }
+        uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        dst[o++] = (unsigned char)(x >> 16);
+        if (pad < 2)
+            dst[o++] = (unsigned char)(x >> 8);
+        if (pad < 1)
+            dst[o++] = (unsigned char)x;
+    }
+    return (long)o;
+}
+
+bool codec_utf8_valid(const void *p, size_t len)
+{
+    const unsigned char *s = p;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 1, cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2, cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (i + n >= len) /* the continuation bytes must all be there */
+            return false;
+        for (size_t j = 1; j <= n; j++) {
+            if ((s[i + j] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + j] & 0x3F);
+        }
+        /* No overlong forms, no surrogates, nothing past U+10FFFF. */
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+bool codec_encoding(httpd_req *req, codec_enc *enc)
+{
+    const char *e = httpd_query(req, "encoding", NULL);
+
+    *enc = ENC_TEXT;
+    if (e == NULL || strcmp(e, "utf-8") == 0 || strcmp(e, "text") == 0)
+        return true;
+    if (strcmp(e, "base64") == 0) {
+        *enc = ENC_BASE64;
+        return true;
+    }
+    httpd_reply_error(req, 400, "bad_request", NULL,
+                      "encoding must be base64 (or absent for UTF-8 text), not '%.40s'", e);
+    return false;
+}
+
+/* Decode raw (already percent-decoded or JSON-decoded) text into bytes. */
+static bool decode(httpd_req *req, const char *what, const char *raw, size_t rlen,
+                   codec_enc enc, unsigned char *out, size_t max, size_t *len, bool is_key)
+{
+    if (enc == ENC_BASE64) {
+        if (rlen / 4 * 3 > max + 2) {
+            goto too_long;
+        }
+        unsigned char *tmp = malloc(rlen / 4 * 3 + 3);
+        if (tmp == NULL) {
+            httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+            return false;
+        }
+        long n = codec_b64_decode(raw, rlen, tmp);
+        if (n < 0) {
+            free(tmp);
+            httpd_reply_error(req, 400, "bad_request", NULL, "%s is not valid base64", what);
+            return false;
+        }
+        if ((size_t)n > max) {
+            free(tmp);
+            goto too_long;
+        }
+        memcpy(out, tmp, (size_t)n);
+        free(tmp);
+        *len = (size_t)n;
+    } else {
+        if (rlen > max)
+            goto too_long;
+        if (!codec_utf8_valid(raw, rlen)) {
+            httpd_reply_error(req, 400, "bad_request", NULL,
+                              "%s is not valid UTF-8 (send binary data with ?encoding=base64)",
+                              what);
+            return false;
+        }
+        memcpy(out, raw, rlen);
+        *len = rlen;
+    }
+    if (is_key && *len == 0) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "%s must not be empty", what);
+        return false;
+    }
+    return true;
+too_long:
+    if (is_key)
+        httpd_reply_error(req, 400, "bad_request", NULL, "%s is longer than %d bytes", what,
+                          SVC_MAX_KEY);
+    else
+        httpd_reply_error(req, 413, "payload_too_large", NULL, "%s is longer than %zu bytes",
+                          what, max);
+    return false;
+}
+
+bool codec_path_key(httpd_req *req, const char *param, codec_enc enc, char *out, size_t *len)
+{
+    size_t rlen = 0;
+    const char *raw = httpd_param(req, param, &rlen);
+
+    if (raw == NULL) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "missing key");
+        return false;
+    }
+    return decode(req, "key", raw, rlen, enc, (unsigned char *)out, SVC_MAX_KEY, len, true);
+}
+
+bool codec_query_key(httpd_req *req, const char *name, codec_enc enc, char *out, size_t *len)
+{
+    size_t rlen = 0;
+    const char *raw = httpd_query(req, name, &rlen);
+
+    *len = 0;
+    if (raw == NULL || rlen == 0)
+        return true;
+    return decode(req, name, raw, rlen, enc, (unsigned char *)out, SVC_MAX_KEY, len, false);
+}
+
+bool codec_json_key(httpd_req *req, json_t *j, const char *what, codec_enc enc, char *out,
+                    size_t *len)
+{
+    if (!json_is_string(j)) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "%s must be a string", what);
+        return false;
+    }
+    return decode(req, what, json_string_value(j), json_string_length(j), enc,
+                  (unsigned char *)out, SVC_MAX_KEY, len, true);
+}
+
+bool codec_json_value(httpd_req *req, json_t *j, const char *what, codec_enc enc, size_t max,
+                      buf *out)
+{
+    size_t rlen, len = 0;
+
+    if (!json_is_string(j)) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "%s must be a string", what);
+        return false;
+    }
+    rlen = json_string_length(j);
+    buf_reset(out);
+    if (buf_reserve(out, rlen + 1) != 0) {
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+        return false;
+    }
+    if (!decode(req, what, json_string_value(j), rlen, enc, (unsigned char *)out->data, max,
+                &len, false))
+        return false;
+    out->len = len;
+    out->data[len] = '\0';
+    return true;
+}
+
+json_t *codec_to_json(const void *p, size_t len, codec_enc enc)
+{
+    if (enc == ENC_TEXT)
+        return codec_utf8_valid(p, len) ? json_stringn(p, len) : NULL;
+    char *tmp = malloc(4 * ((len + 2) / 3) + 1);
+    if (tmp == NULL)
+        return NULL;
+    size_t n = codec_b64_encode(p, len, tmp);
+    json_t *j = json_stringn(tmp, n);
+    free(tmp);
+    return j;
+}
+
+void codec_reply_not_text(httpd_req *req)
+{
+    httpd_reply_error(req, 400, "bad_request", NULL,
+                      "a stored key or value is not UTF-8 text; ask with ?encoding=base64");
+}
+
+bool codec_query_u64(httpd_req *req, const char *name, uint64_t def, uint64_t min,
+                     uint64_t max, uint64_t *out)
+{
+    const char *v = httpd_query(req, name, NULL);
+    char *end;
+
+    *out = def;
+    if (v == NULL)
+        return true;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (v[0] == '\0' || v[0] == '-' || v[0] == '+' || *end != '\0' || x < min || x > max) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "%s must be an integer from %llu to %llu", name,
+                          (unsigned long long)min, (unsigned long long)max);
+        return false;
+    }
+    *out = x;
+    return true;
+}

@@ -1,0 +1,151 @@
+/*
+ * coordinator.c — two-phase commit over engine.h, or one phase when small.
+ */
+#include <string.h>
+
+#include "coordinator.h"
+#include "log.h"
+#include "reader.h"
+#include "timeutil.h"
+
+#define ONE_PC_MAX_KEYS 64
+#define ONE_PC_MAX_BYTES (1u << 20)
+#define BATCH 128 /* keys per engine call (one WiredTiger transaction) */
+
+static int oracle_ts(void *arg, uint64_t *ts)
+{
+    return svc_timestamp(arg, ts) ? 0 : -1;
+}
+
+/* Prewrite a batch; a lock of a dead owner is resolved and the batch tried
+ * again, a live one fails the commit (seed 003: abort on a lock). */
+static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mutation *m,
+                      size_t n, pc_conflict *c)
+{
+    for (int round = 0; round < 16; round++) {
+        pc_rc rc = pc_prewrite(ps, t, m, n, c);
+        if (rc != PC_LOCKED)
+            return rc;
+        pc_liveness live = svc_liveness(s);
+        pc_txn_status st;
+        rc = pc_resolve_met_lock(ps, &c->lock, &live, &st);
+        if (rc != PC_OK)
+            return rc == PC_LOCKED ? PC_LOCKED : rc;
+        metrics_inc(metrics_series_get(s->m.resolved, st.state == PC_TXN_COMMITTED
+                                                          ? "rolled_forward"
+                                                          : "rolled_back",
+                                       NULL),
+                    1);
+    }
+    return PC_LOCKED;
+}
+
+static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mutation *m,
+                       size_t n, uint64_t *commit_ts, pc_conflict *c)
+{
+    uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+    unsigned attempt = 0;
+
+    for (;;) {
+        pc_rc rc = pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c);
+        if (rc == PC_OK)
+            rc = pc_sync(ps);
+        if (rc != PC_LOCKED)
+            return rc;
+        /* A lock: a dead owner's is resolved; otherwise a live 2PC lock
+         * fails us, and another one-phase commit in flight is waited out. */
+        if (c->lock.start_ts != 0) {
+            pc_liveness live = svc_liveness(s);
+            pc_txn_status st;
+            if (pc_resolve_met_lock(ps, &c->lock, &live, &st) != PC_OK)
+                return PC_LOCKED;
+            continue;
+        }
+        if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+            return rc;
+    }
+}
+
+static size_t total_bytes(const pc_mutation *m, size_t n)
+{
+    size_t b = 0;
+    for (size_t i = 0; i < n; i++)
+        b += m[i].key.len + m[i].value.len;
+    return b;
+}
+
+pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
+                   const pc_mutation *m, size_t n, uint64_t *commit_ts, pc_conflict *c)
+{
+    pc_txn_meta t = {
+        .start_ts = start_ts,
+        .primary = n > 0 ? m[0].key : (pc_slice){NULL, 0},
+        .owner = {owner, strlen(owner)},
+        .wall_ms = time_wall_ms(),
+        .ttl_ms = s->cfg.max_lock_age_ms,
+    };
+    pc_slice keys[BATCH];
+    pc_rc rc;
+
+    if (n == 0) {
+        *commit_ts = start_ts; /* nothing to write: the snapshot is the answer */
+        return PC_OK;
+    }
+    if (s->cfg.one_pc && n <= ONE_PC_MAX_KEYS && total_bytes(m, n) <= ONE_PC_MAX_BYTES) {
+        rc = one_phase(s, ps, &t, m, n, commit_ts, c);
+        if (rc == PC_OK)
+            metrics_inc(s->m.commits_1pc, 1);
+        return rc;
+    }
+
+    /* Phase one: the primary first, then the secondaries in batches. */
+    if ((rc = prewrite(s, ps, &t, m, 1, c)) != PC_OK)
+        goto abort;
+    for (size_t i = 1; i < n; i += BATCH) {
+        size_t k = n - i < BATCH ? n - i : BATCH;
+        if ((rc = prewrite(s, ps, &t, m + i, k, c)) != PC_OK)
+            goto abort;
+    }
+    if (!svc_timestamp(s, commit_ts)) {
+        rc = PC_TS_UNAVAILABLE;
+        goto abort;
+    }
+
+    /* The commit point: the primary's write record, durable before any
+     * answer. After it the transaction is committed whatever happens. */
+    rc = pc_commit(ps, &m[0].key, 1, start_ts, *commit_ts);
+    if (rc != PC_OK) {
+        if (rc == PC_LOCK_MISSING)
+            rc = PC_ROLLED_BACK;
+        log_warn("commit of %s failed at the primary: %s", owner, pc_rc_name(rc));
+        return rc;
+    }
+    if ((rc = pc_sync(ps)) != PC_OK)
+        return rc;
+    metrics_inc(s->m.commits_2pc, 1);
+
+    /* Phase two: the secondaries. A failure here is not the client's:
+     * readers and the janitor roll the rest forward from the primary. */
+    for (size_t i = 1; i < n; i += BATCH) {
+        size_t k = n - i < BATCH ? n - i : BATCH;
+        for (size_t j = 0; j < k; j++)
+            keys[j] = m[i + j].key;
+        pc_rc r = pc_commit(ps, keys, k, start_ts, *commit_ts);
+        if (r != PC_OK)
+            log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
+                     owner, pc_rc_name(r));
+    }
+    return PC_OK;
+
+abort:
+    for (size_t i = 0; i < n; i += BATCH) {
+        size_t k = n - i < BATCH ? n - i : BATCH;
+        for (size_t j = 0; j < k; j++)
+            keys[j] = m[i + j].key;
+        pc_rc r = pc_rollback(ps, keys, k, start_ts);
+        if (r != PC_OK)
+            log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
+                     pc_rc_name(r));
+    }
+    return rc;
+}

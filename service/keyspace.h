@@ -1,0 +1,34 @@
+/*
+ * keyspace.h — the engine's key space is shared by user keys and the
+ * service's own records (observer acknowledgments later). A one-byte prefix
+ * keeps them apart, so that no user key can collide with an internal one
+ * and user scans never see internal records.
+ */
+#ifndef PC_KEYSPACE_H
+#define PC_KEYSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine.h"
+#include "service.h"
+
+#define KS_USER 'u'
+#define KS_MAX (SVC_MAX_KEY + 1)
+
+/* User key -> engine key ("u" + key); out has KS_MAX bytes. */
+size_t ks_user(char *out, const void *key, size_t len);
+
+/* Engine key -> user key (points into k); false if k is not a user key. */
+bool ks_is_user(pc_slice k, pc_slice *user);
+
+/* The engine range of user keys in [start, end); an empty end means to
+ * the end of user keys. Buffers of KS_MAX + 1 bytes. */
+void ks_user_range(const void *start, size_t slen, const void *end, size_t elen, char *sbuf,
+                   pc_slice *s, char *ebuf, pc_slice *e);
+
+/* The smallest key above every key with this prefix (in place); false if
+ * there is none (the prefix is all 0xFF). */
+bool ks_prefix_end(char *p, size_t *len);
+
+#endif

@@ -1,0 +1,352 @@
+/*
+ * main.c — percolator-service: the REST front end, the engine under it,
+ * and the background upkeep of sessions.
+ *
+ * Start: flags (each with a PERCOLATOR_* twin), the engine (WiredTiger),
+ * the oracle client, the session table, the HTTP server. Stop (SIGTERM or
+ * SIGINT, taken by the main thread with sigwait): stop accepting, finish
+ * requests in flight, stop the upkeep thread, close WiredTiger cleanly,
+ * exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flags.h"
+#include "log.h"
+#include "service.h"
+#include "sessions.h"
+#include "timeutil.h"
+
+#define PROG "percolator-service"
+#define MAX_ROUTES 64
+
+static const char *const SYNC_MODES[] = {"fsync", "none", NULL};
+
+/* ---- engine sessions: one per thread ---- */
+
+static _Thread_local pc_session *tls_session;
+
+pc_session *svc_engine_session(svc *s)
+{
+    if (tls_session != NULL)
+        return tls_session;
+    pc_session *ps;
+    if (pc_session_open(s->engine, &ps) != PC_OK)
+        return NULL;
+    pthread_mutex_lock(&s->es_mu);
+    if (s->nes == s->capes) {
+        size_t cap = s->capes ? s->capes * 2 : 16;
+        pc_session **v = realloc(s->es, cap * sizeof(*v));
+        if (v == NULL) {
+            pthread_mutex_unlock(&s->es_mu);
+            pc_session_close(ps);
+            return NULL;
+        }
+        s->es = v;
+        s->capes = cap;
+    }
+    s->es[s->nes++] = ps;
+    pthread_mutex_unlock(&s->es_mu);
+    tls_session = ps;
+    return ps;
+}
+
+void svc_close_engine_sessions(svc *s)
+{
+    for (size_t i = 0; i < s->nes; i++)
+        pc_session_close(s->es[i]);
+    free(s->es);
+    s->es = NULL;
+    s->nes = s->capes = 0;
+}
+
+/* ---- what the protocol layers ask of the service ---- */
+
+static int owner_alive(void *arg, const void *owner, size_t len)
+{
+    svc *s = arg;
+    return sessions_owner_alive(s->sessions, owner, len, time_wall_ms());
+}
+
+pc_liveness svc_liveness(svc *s)
+{
+    return (pc_liveness){.now_ms = time_wall_ms(), .owner_alive = owner_alive, .arg = s};
+}
+
+bool svc_timestamp(svc *s, uint64_t *ts)
+{
+    return oc_timestamp(s->oracle, ts) == OC_OK;
+}
+
+bool svc_authorized(httpd_req *req, svc *s)
+{
+    if (s->auth_token == NULL)
+        return true;
+    const char *h = httpd_header(req, "Authorization");
+    size_t want = strlen(s->auth_token);
+    /* Compare every byte whatever the first difference (no timing hint). */
+    unsigned diff = h == NULL || strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != want;
+    for (size_t i = 0; h != NULL && !diff && i < want; i++)
+        diff |= (unsigned)(h[7 + i] ^ s->auth_token[i]);
+    if (diff == 0)
+        return true;
+    httpd_add_header(req, "WWW-Authenticate", "Bearer");
+    httpd_reply_error(req, 401, "unauthorized", NULL,
+                      "this request needs the header Authorization: Bearer <token>");
+    return false;
+}
+
+/* ---- start-up helpers ---- */
+
+/* A whole small file into memory (NUL-terminated); NULL on failure. */
+static char *read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    if (f == NULL)
+        return NULL;
+    data = malloc(max + 1);
+    if (data != NULL) {
+        *len = fread(data, 1, max, f);
+        if (ferror(f) || !feof(f)) {
+            free(data);
+            data = NULL;
+        } else {
+            data[*len] = '\0';
+        }
+    }
+    fclose(f);
+    return data;
+}
+
+static int make_run_id(char *out, size_t len)
+{
+    unsigned char r[8];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, r, sizeof(r)) != (ssize_t)sizeof(r)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    for (size_t i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+    return 0;
+}
+
+static void init_metrics(svc *s)
+{
+    metrics_registry *r = s->metrics;
+    s->m.txn_begun = metrics_counter1(r, "percolator_txn_begun_total", "Sessions begun.");
+    s->m.txn_committed =
+        metrics_counter1(r, "percolator_txn_committed_total", "Transactions committed.");
+    s->m.commits_1pc = metrics_counter1(r, "percolator_commits_one_phase_total",
+                                        "Commits done in one phase.");
+    s->m.commits_2pc = metrics_counter1(r, "percolator_commits_two_phase_total",
+                                        "Commits done by two-phase commit.");
+    s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
+                                       "Transactions aborted, by reason.", "reason", NULL);
+    s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",
+                                     "Conflicts answered with 409, by kind.", "kind", NULL);
+    s->m.lock_waits = metrics_counter1(r, "percolator_lock_waits_total",
+                                       "Reads that waited on a live lock.");
+    s->m.lock_wait_timeouts = metrics_counter1(
+        r, "percolator_lock_wait_timeouts_total", "Reads that gave up waiting (key_locked).");
+    s->m.resolved = metrics_counter(r, "percolator_locks_resolved_total",
+                                    "Locks of other transactions resolved, by outcome.", "how",
+                                    NULL);
+}
+
+/* ---- upkeep: expire sessions whose lease ran out ---- */
+
+typedef struct {
+    svc *s;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+} upkeep;
+
+static void *upkeep_main(void *arg)
+{
+    upkeep *u = arg;
+    pthread_mutex_lock(&u->mu);
+    while (!u->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + u->s->cfg.janitor_interval_ms * 1000000ull;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&u->cv, &u->mu, &until);
+        if (u->stop)
+            break;
+        pthread_mutex_unlock(&u->mu);
+        size_t expired = sessions_reap(u->s->sessions, time_wall_ms());
+        if (expired > 0) {
+            metrics_inc(metrics_series_get(u->s->m.txn_aborted, "expired", NULL), expired);
+            log_info("%zu session(s) expired", expired);
+        }
+        pthread_mutex_lock(&u->mu);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    static svc S;
+    svc *s = &S;
+    svc_config *c = &s->cfg;
+    int sync_mode = 0, level = LOG_INFO;
+    const flag_def defs[] = {
+        {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
+        {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},
+        {"oracle", FLAG_STRING, &c->oracle, "http://127.0.0.1:8090", "base URL of the timestamp oracle", NULL, 0, 0},
+        {"lease-ttl-ms", FLAG_UINT64, &c->lease_ttl_ms, "10000", "default session lease; every request renews it", NULL, 100, 3600000},
+        {"max-lock-age-ms", FLAG_UINT64, &c->max_lock_age_ms, "30000", "a lock whose wall time is older is resolved even if its owner lives", NULL, 100, 86400000},
+        {"janitor-interval-ms", FLAG_UINT64, &c->janitor_interval_ms, "1000", "period of the background upkeep", NULL, 10, 3600000},
+        {"lock-wait-ms", FLAG_UINT64, &c->lock_wait_ms, "1000", "how long a read waits on a live lock before 409 key_locked", NULL, 0, 600000},
+        {"sync", FLAG_ENUM, &sync_mode, "fsync", "durability of commits: fsync the log, or none", SYNC_MODES, 0, 0},
+        {"cache-size", FLAG_SIZE, &c->cache_size, "256MB", "WiredTiger cache size", NULL, 1 << 20, (int64_t)1 << 42},
+        {"max-value-bytes", FLAG_SIZE, &c->max_value_bytes, "1MiB", "largest value accepted", NULL, 1, (int64_t)64 << 20},
+        {"max-txn-bytes", FLAG_SIZE, &c->max_txn_bytes, "16MiB", "most bytes a session may buffer", NULL, 1, (int64_t)1 << 32},
+        {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
+        {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs", NULL, 0, 0},
+        {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/openapi.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
+        {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
+        {"oracle-timeout-ms", FLAG_UINT64, &c->oracle_timeout_ms, "2000", "time limit of one oracle request", NULL, 10, 60000},
+        {"threads", FLAG_UINT64, &c->threads, "32", "HTTP worker threads", NULL, 1, 1024},
+        {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
+    };
+    flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
+                        sizeof defs / sizeof defs[0], argc, argv);
+    log_set_level((log_level)level);
+    c->sync = SYNC_MODES[sync_mode];
+
+    char err[512];
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (httpd_parse_listen(c->listen, &ss, &sslen, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: --listen: %s\n", PROG, err);
+        return 2;
+    }
+    if (c->data_dir[0] == '\0' || strncmp(c->oracle, "http://", 7) != 0) {
+        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL\n",
+                PROG);
+        return 2;
+    }
+
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 1;
+    httpd *server = NULL;
+    upkeep u = {.s = s};
+    bool upkeep_started = false;
+    pthread_mutex_init(&s->es_mu, NULL);
+    pthread_mutex_init(&u.mu, NULL);
+    pthread_cond_init(&u.cv, NULL);
+
+    if (c->auth_token_file[0] != '\0') {
+        size_t len = 0;
+        s->auth_token = read_file(c->auth_token_file, 4096, &len);
+        while (s->auth_token != NULL && len > 0 &&
+               (s->auth_token[len - 1] == '\n' || s->auth_token[len - 1] == '\r'))
+            s->auth_token[--len] = '\0';
+        if (s->auth_token == NULL || len == 0) {
+            fprintf(stderr, "%s: --auth-token-file %s: cannot read a token from it\n", PROG,
+                    c->auth_token_file);
+            rc = 2;
+            goto done;
+        }
+    }
+    s->openapi = read_file(c->openapi_file, 4 << 20, &s->openapi_len);
+    if (s->openapi == NULL)
+        log_warn("no OpenAPI spec at %s: /openapi.yaml will answer 404", c->openapi_file);
+    if (make_run_id(s->run_id, sizeof(s->run_id)) != 0) {
+        log_error("cannot read /dev/urandom");
+        goto done;
+    }
+    if ((s->metrics = metrics_registry_new()) == NULL ||
+        (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL)
+        goto done;
+    init_metrics(s);
+
+    char cache[32];
+    snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
+    pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache};
+    if (pc_engine_open(&ecfg, &s->engine) != PC_OK) {
+        fprintf(stderr, "%s: cannot open the store in %s (see the log above)\n", PROG,
+                c->data_dir);
+        goto done;
+    }
+    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL) {
+        log_error("cannot start the oracle client");
+        goto done;
+    }
+
+    httpd_route routes[MAX_ROUTES];
+    size_t n = 0;
+    const httpd_route *groups[] = {txn_routes, kv_routes, ops_routes};
+    const size_t sizes[] = {txn_routes_n, kv_routes_n, ops_routes_n};
+    for (size_t g = 0; g < 3; g++)
+        for (size_t i = 0; i < sizes[g] && n < MAX_ROUTES; i++)
+            routes[n++] = groups[g][i];
+    httpd_config hc = {
+        .listen = c->listen,
+        .threads = (unsigned)c->threads,
+        .max_connections = 4096,
+        .routes = routes,
+        .nroutes = n,
+        .ctx = s,
+        .metrics = s->metrics,
+    };
+    if (pthread_create(&u.thread, NULL, upkeep_main, &u) != 0) {
+        log_error("cannot start the upkeep thread");
+        goto done;
+    }
+    upkeep_started = true;
+    if (httpd_start(&hc, &server, err, sizeof err) != 0) {
+        log_error("cannot start: %s", err);
+        fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+        goto done;
+    }
+    log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u)",
+             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server));
+
+    int sig = 0;
+    while (sigwait(&stop, &sig) != 0)
+        ;
+    log_info("service: %s received, stopping", strsignal(sig));
+    httpd_stop(server, 10000);
+    server = NULL;
+    rc = 0;
+done:
+    httpd_stop(server, 0);
+    if (upkeep_started) {
+        pthread_mutex_lock(&u.mu);
+        u.stop = true;
+        pthread_cond_signal(&u.cv);
+        pthread_mutex_unlock(&u.mu);
+        pthread_join(u.thread, NULL);
+    }
+    svc_close_engine_sessions(s);
+    pc_engine_close(s->engine);
+    oc_close(s->oracle);
+    sessions_free(s->sessions);
+    metrics_registry_free(s->metrics);
+    free(s->auth_token);
+    free(s->openapi);
+    if (rc == 0)
+        log_info("service: stopped cleanly");
+    return rc;
+}

@@ -1,0 +1,60 @@
+/*
+ * oracle_client.h — the service's client of the timestamp oracle.
+ *
+ * Coalescing (the paper's batching): at most one request to the oracle is in
+ * flight per client. Every caller that asks for a timestamp while it is in
+ * flight joins the next batch; when the flight lands, one of them sends a
+ * single request for as many timestamps as the batch has callers and hands
+ * each caller its own. Under load the number of oracle round trips is
+ * independent of the number of callers.
+ *
+ * The connection is kept open (libcurl keep-alive) and re-opened by itself
+ * after the oracle restarts. When the oracle cannot be reached (refused,
+ * timeout, 5xx) the callers of that batch get OC_UNAVAILABLE, which the
+ * service answers as 503 oracle_unavailable; the next batch tries again.
+ *
+ * As a safety net the client refuses (OC_PROTOCOL) an answer that does not
+ * lie above every timestamp it was given before.
+ */
+#ifndef PERCOLATOR_ORACLE_CLIENT_H
+#define PERCOLATOR_ORACLE_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+enum {
+    OC_OK = 0,
+    OC_UNAVAILABLE = 1,   /* cannot reach the oracle, it timed out or answered 5xx */
+    OC_PROTOCOL = 2,      /* the oracle answered something unexpected */
+    OC_NOMEM = 3
+};
+
+#define OC_MAX_BATCH 100000   /* the oracle's per-request limit (CONTRACT §4) */
+
+typedef struct oc_client oc_client;
+
+/* base_url: "http://127.0.0.1:8090". timeout_ms bounds one oracle request
+ * (connect included); <= 0 means 2000. metrics may be NULL; otherwise the
+ * client registers percolator_oracle_client_* families in it.
+ * NULL if out of memory or libcurl cannot start. */
+oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metrics);
+
+/* One timestamp. OC_OK or an error code; thread-safe, blocks at most about
+ * two timeouts (the flight in the air, then ours). */
+int oc_timestamp(oc_client *c, uint64_t *ts);
+
+/* Whether the most recent oracle request succeeded (for health reports). */
+bool oc_available(oc_client *c);
+
+/* Oracle HTTP requests made so far (coalescing shows as far fewer requests
+ * than timestamps). */
+uint64_t oc_requests(oc_client *c);
+
+const char *oc_strerror(int err);
+
+/* Free. No call may be running on c. NULL is fine. */
+void oc_close(oc_client *c);
+
+#endif

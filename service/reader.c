@@ -1,0 +1,72 @@
+/*
+ * reader.c — reads that meet locks.
+ */
+#include <time.h>
+
+#include "reader.h"
+#include "timeutil.h"
+
+bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadline_ms,
+                    unsigned *attempt, pc_rc *rc)
+{
+    *rc = PC_LOCKED;
+    /* start_ts 0 marks a one-phase commit's in-memory lock: it lasts one
+     * WiredTiger transaction, there is nothing to resolve. */
+    if (c->lock.start_ts != 0) {
+        pc_liveness live = svc_liveness(s);
+        pc_txn_status st;
+        pc_rc r = pc_resolve_met_lock(ps, &c->lock, &live, &st);
+        if (r == PC_OK) {
+            metrics_inc(metrics_series_get(s->m.resolved, st.state == PC_TXN_COMMITTED
+                                                              ? "rolled_forward"
+                                                              : "rolled_back",
+                                           NULL),
+                        1);
+            return true;
+        }
+        if (r != PC_LOCKED) {
+            *rc = r;
+            return false;
+        }
+    }
+    uint64_t now = time_mono_ms();
+    if (now >= deadline_ms) {
+        metrics_inc(s->m.lock_wait_timeouts, 1);
+        return false;
+    }
+    if (*attempt == 0)
+        metrics_inc(s->m.lock_waits, 1);
+    /* 1, 2, 4 .. 32 ms, never past the deadline. */
+    uint64_t pause = 1u << (*attempt < 5 ? *attempt : 5);
+    if (pause > deadline_ms - now)
+        pause = deadline_ms - now;
+    (*attempt)++;
+    time_sleep_ms((unsigned)pause);
+    return true;
+}
+
+pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
+             uint64_t *commit_ts, pc_conflict *c)
+{
+    uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+    unsigned attempt = 0;
+    pc_rc rc;
+
+    while ((rc = pc_get(ps, key, ts, value, commit_ts, c)) == PC_LOCKED)
+        if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+            break;
+    return rc;
+}
+
+pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+              pc_items *out, pc_conflict *c)
+{
+    uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+    unsigned attempt = 0;
+    pc_rc rc;
+
+    while ((rc = pc_scan(ps, start, end, ts, limit, out, c)) == PC_LOCKED)
+        if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+            break;
+    return rc;
+}

@@ -1,0 +1,23 @@
+/*
+ * reader.h — snapshot reads for the service (seed 003 Get with
+ * BackoffAndMaybeCleanupLock): a lock in the way is resolved at once when
+ * its owner is dead; a live one is waited on with backoff, up to
+ * --lock-wait-ms, after which the read answers PC_LOCKED (409 key_locked).
+ */
+#ifndef PC_READER_H
+#define PC_READER_H
+
+#include "engine.h"
+#include "service.h"
+
+pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
+             uint64_t *commit_ts, pc_conflict *c);
+pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+              pc_items *out, pc_conflict *c);
+
+/* A lock was met: resolve it if its owner is dead, else wait a little.
+ * true: try again; false: give up (deadline passed, or *rc says why). */
+bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadline_ms,
+                    unsigned *attempt, pc_rc *rc);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * respond.c — shared answers of the service's routes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyspace.h"
+#include "log.h"
+#include "reader.h"
+#include "respond.h"
+#include "timeutil.h"
+
+json_t *user_key_json(pc_slice engine_key, codec_enc enc)
+{
+    pc_slice user;
+    if (!ks_is_user(engine_key, &user))
+        return json_string("(internal)");
+    return codec_to_json(user.data, user.len, enc);
+}
+
+/* The key field of an error: as text if it can be, else base64. */
+static json_t *key_extra(const void *key, size_t len, codec_enc enc)
+{
+    json_t *k = codec_to_json(key, len, enc);
+    json_t *extra = json_object();
+    if (k == NULL) {
+        k = codec_to_json(key, len, ENC_BASE64);
+        json_object_set_new(extra, "key_encoding", json_string("base64"));
+    }
+    json_object_set_new(extra, "key", k);
+    return extra;
+}
+
+void reply_oracle_unavailable(httpd_req *req)
+{
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "oracle_unavailable", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "the timestamp oracle cannot be reached; retry later");
+}
+
+void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc)
+{
+    pc_slice user = {"", 0};
+    json_t *extra = NULL;
+
+    if (c != NULL && (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED)) {
+        if (!ks_is_user(c->lock.key, &user))
+            user = c->lock.key;
+        extra = key_extra(user.data, user.len, enc);
+    }
+    switch (rc) {
+    case PC_WRITE_CONFLICT:
+        metrics_inc(metrics_series_get(s->m.conflicts, "write_conflict", NULL), 1);
+        json_object_set_new(extra, "conflict_commit_ts", json_integer((json_int_t)c->commit_ts));
+        httpd_reply_error(req, 409, "write_conflict", extra,
+                          "another transaction committed a write to this key after this "
+                          "transaction started");
+        return;
+    case PC_LOCKED:
+        metrics_inc(metrics_series_get(s->m.conflicts, "key_locked", NULL), 1);
+        if (c->lock.start_ts != 0)
+            json_object_set_new(extra, "lock_start_ts", json_integer((json_int_t)c->lock.start_ts));
+        httpd_reply_error(req, 409, "key_locked", extra,
+                          "the key is locked by another transaction that is still running");
+        return;
+    case PC_TS_UNAVAILABLE:
+        reply_oracle_unavailable(req);
+        return;
+    case PC_ROLLED_BACK:
+        httpd_reply_error(req, 410, "txn_expired", NULL,
+                          "the transaction was rolled back (its locks were cleaned up)");
+        return;
+    case PC_NOT_FOUND:
+        httpd_reply_error(req, 404, "not_found", NULL, "no such key");
+        return;
+    case PC_INVALID:
+        httpd_reply_error(req, 400, "bad_request", NULL, "invalid request");
+        return;
+    default:
+        json_decref(extra);
+        log_error("engine: %s", pc_rc_name(rc));
+        httpd_reply_error(req, 500, "internal", NULL, "storage error (%s)", pc_rc_name(rc));
+        return;
+    }
+}
+
+void reply_condition_failed(httpd_req *req, const void *key, size_t klen, codec_enc enc,
+                            size_t index, const char *why)
+{
+    json_t *extra = key_extra(key, klen, enc);
+    json_object_set_new(extra, "condition", json_integer((json_int_t)index));
+    httpd_reply_error(req, 409, "condition_failed", extra, "condition %zu failed: %s", index,
+                      why);
+}
+
+bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, char *end,
+                      size_t *elen, uint64_t *limit)
+{
+    char prefix[SVC_MAX_KEY + 1], after[SVC_MAX_KEY + 1];
+    size_t plen = 0, alen = 0;
+
+    if (!codec_query_u64(req, "limit", 100, 1, 10000, limit) ||
+        !codec_query_key(req, "prefix", enc, prefix, &plen) ||
+        !codec_query_key(req, "start", enc, start, slen) ||
+        !codec_query_key(req, "end", enc, end, elen) ||
+        !codec_query_key(req, "after", enc, after, &alen))
+        return false;
+    if (plen > 0 && (*slen > 0 || *elen > 0)) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "give either prefix or start/end, not both");
+        return false;
+    }
+    if (plen > 0) {
+        /* prefix p is [p, the first key past every key starting with p) */
+        memcpy(start, prefix, plen);
+        *slen = plen;
+        memcpy(end, prefix, plen);
+        *elen = plen;
+        if (!ks_prefix_end(end, elen))
+            *elen = 0;
+    }
+    if (alen > 0) {
+        /* The page after `after` starts just past it: after + "\0". */
+        if (alen >= SVC_MAX_KEY) {
+            httpd_reply_error(req, 400, "bad_request", NULL, "after is too long");
+            return false;
+        }
+        if (key_cmp(after, alen, start, *slen) >= 0) {
+            memcpy(start, after, alen);
+            start[alen] = '\0';
+            *slen = alen + 1;
+        }
+    }
+    return true;
+}
+
+typedef struct {
+    json_t *items;
+    size_t n, limit;
+    const void *last;
+    size_t last_len;
+    bool not_text;
+} page;
+
+/* Add one item; false when the page is full (one more than the limit
+ * tells that a next page exists). */
+static bool page_add(page *p, const void *key, size_t klen, const void *val, size_t vlen,
+                     uint64_t commit_ts, codec_enc enc)
+{
+    if (p->n == p->limit + 1)
+        return false;
+    p->n++;
+    if (p->n == p->limit + 1)
+        return false;
+    json_t *k = codec_to_json(key, klen, enc), *v = codec_to_json(val, vlen, enc);
+    if (k == NULL || v == NULL) {
+        json_decref(k);
+        json_decref(v);
+        p->not_text = true;
+        return false;
+    }
+    json_array_append_new(p->items, json_pack("{s:o,s:o,s:I}", "key", k, "value", v,
+                                              "commit_ts", (json_int_t)commit_ts));
+    p->last = key;
+    p->last_len = klen;
+    return true;
+}
+
+void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, size_t slen,
+                     const char *end, size_t elen, uint64_t ts, size_t limit, const txn *own,
+                     codec_enc enc)
+{
+    char sbuf[KS_MAX + 1], ebuf[KS_MAX + 1];
+    pc_slice es, ee;
+    pc_items it = {0};
+    pc_conflict c;
+    page p = {json_array(), 0, limit, NULL, 0, false};
+    size_t wi = 0, wend = 0, deletes = 0;
+
+    /* The session's writes in range, and how many of them are deletes:
+     * each may hide one stored key, so ask the engine for that many more. */
+    if (own != NULL) {
+        wi = txn_lower_bound(own, start, slen);
+        wend = elen > 0 ? txn_lower_bound(own, end, elen) : own->nw;
+        for (size_t i = wi; i < wend; i++)
+            deletes += own->w[i].deleted;
+    }
+    ks_user_range(start, slen, end, elen, sbuf, &es, ebuf, &ee);
+    pc_rc rc = rd_scan(s, ps, es, ee, ts, limit + 1 + deletes, &it, &c);
+    if (rc != PC_OK) {
+        json_decref(p.items);
+        pc_items_free(&it);
+        reply_engine(req, s, rc, &c, enc);
+        return;
+    }
+    /* Merge, both sides in key order. When the engine stopped at its
+     * limit, nothing past its last key is known, so own writes past it
+     * wait for the next page. */
+    pc_slice stop = {NULL, 0};
+    if (it.more && it.n > 0)
+        stop = it.items[it.n - 1].key;
+    size_t ei = 0;
+    bool open = true;
+    while (open) {
+        pc_slice ek = {NULL, 0}, uk = {NULL, 0};
+        bool have_e = ei < it.n && ks_is_user(it.items[ei].key, &uk);
+        if (have_e)
+            ek = uk;
+        const txn_write *w = wi < wend ? &own->w[wi] : NULL;
+        if (w != NULL && stop.data != NULL &&
+            key_cmp(w->key, w->klen, (const char *)stop.data + 1, stop.len - 1) > 0)
+            w = NULL;
+        if (!have_e && w == NULL)
+            break;
+        int cmp = !have_e ? 1 : w == NULL ? -1 : key_cmp(ek.data, ek.len, w->key, w->klen);
+        if (cmp < 0) {
+            open = page_add(&p, ek.data, ek.len, it.items[ei].value.data,
+                            it.items[ei].value.len, it.items[ei].commit_ts, enc);
+            ei++;
+            continue;
+        }
+        if (cmp == 0)
+            ei++; /* the session's own write wins */
+        if (!w->deleted)
+            open = page_add(&p, w->key, w->klen, w->val, w->vlen, 0, enc);
+        wi++;
+    }
+    if (p.not_text) {
+        json_decref(p.items);
+        pc_items_free(&it);
+        codec_reply_not_text(req);
+        return;
+    }
+    json_t *next = json_null();
+    if (p.n > limit && p.last != NULL) {
+        next = codec_to_json(p.last, p.last_len, enc);
+    }
+    pc_items_free(&it);
+    httpd_reply_json(req, 200, json_pack("{s:o,s:o}", "items", p.items, "next", next));
+}
+
+txn *txn_open(httpd_req *req, svc *s, bool any_state)
+{
+    size_t len = 0;
+    const char *id = httpd_param(req, "id", &len);
+    txn *t = id ? sessions_get(s->sessions, id, len) : NULL;
+
+    if (t == NULL) {
+        httpd_reply_error(req, 404, "not_found", NULL, "no such transaction");
+        return NULL;
+    }
+    pthread_mutex_lock(&t->mu);
+    int st = atomic_load(&t->state);
+    if (st == TXN_ACTIVE && !txn_renew(t, time_mono_ms())) {
+        sessions_end(s->sessions, t, TXN_ABORTED, "expired");
+        metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), 1);
+        st = TXN_ABORTED;
+    }
+    if (any_state || st == TXN_ACTIVE)
+        return t;
+    if (t->end_reason != NULL && strcmp(t->end_reason, "expired") == 0)
+        httpd_reply_error(req, 410, "txn_expired", NULL,
+                          "the transaction's lease expired and it was rolled back");
+    else
+        httpd_reply_error(req, 409, "txn_not_active", NULL, "the transaction has already %s",
+                          st == TXN_COMMITTED ? "committed" : "been rolled back");
+    txn_close(s, t);
+    return NULL;
+}
+
+void txn_close(svc *s, txn *t)
+{
+    pthread_mutex_unlock(&t->mu);
+    sessions_release(s->sessions, t);
+}

@@ -1,0 +1,41 @@
+/*
+ * respond.h — answers shared by the route files: engine results as HTTP
+ * errors (one table, CONTRACT §3), a page of a scan, and opening a session
+ * for a request (404 / 409 / 410 checks and the lease renewal).
+ */
+#ifndef PC_RESPOND_H
+#define PC_RESPOND_H
+
+#include "codec.h"
+#include "engine.h"
+#include "service.h"
+#include "sessions.h"
+
+/* Answer an engine failure; c (may be NULL) names the key. */
+void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc);
+void reply_oracle_unavailable(httpd_req *req);
+/* 409 condition_failed naming the (user) key. */
+void reply_condition_failed(httpd_req *req, const void *key, size_t klen, codec_enc enc,
+                            size_t index, const char *why);
+
+/* A user key as a JSON string (text or base64); NULL if it cannot be text. */
+json_t *user_key_json(pc_slice engine_key, codec_enc enc);
+
+/* Answer one page of [start, end) (user keys) at ts: {"items":[...],"next"}.
+ * With a session, its buffered writes are merged in (they win). */
+void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, size_t slen,
+                     const char *end, size_t elen, uint64_t ts, size_t limit, const txn *own,
+                     codec_enc enc);
+
+/* Parse the range parameters of a scan (prefix | start,end; after; limit)
+ * into user-key bounds; false after answering 400. Buffers of SVC_MAX_KEY+1. */
+bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, char *end,
+                      size_t *elen, uint64_t *limit);
+
+/* The session named by {id}, locked for this request, lease renewed; NULL
+ * after answering 404 (unknown), 410 (expired) or, unless any_state, 409
+ * (no longer active). Close with txn_close. */
+txn *txn_open(httpd_req *req, svc *s, bool any_state);
+void txn_close(svc *s, txn *t);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * routes_ops.c — operations (CONTRACT §5): health, Prometheus metrics, the
+ * outstanding locks, and the OpenAPI spec.
+ */
+#include <string.h>
+
+#include "keyspace.h"
+#include "respond.h"
+#include "sessions.h"
+#include "timeutil.h"
+
+static void h_health(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    uint64_t ts;
+    /* Health needs no token (CONTRACT §5), and reports the oracle without
+     * failing on it: the service still serves latest reads without it. */
+    bool oracle = svc_timestamp(s, &ts);
+    httpd_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle",
+                                         oracle ? "ok" : "unreachable", "run_id", s->run_id,
+                                         "sessions_active",
+                                         (json_int_t)sessions_active(s->sessions)));
+}
+
+static void h_metrics(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    buf out = BUF_INIT;
+    if (!svc_authorized(req, s))
+        return;
+    if (metrics_render(s->metrics, &out) != 0) {
+        buf_free(&out);
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    httpd_reply_text(req, 200, "text/plain; version=0.0.4", out.data ? out.data : "", out.len);
+    buf_free(&out);
+}
+
+typedef struct {
+    json_t *locks;
+    codec_enc enc;
+    uint64_t now;
+    bool not_text;
+} lock_list;
+
+static int add_lock(void *arg, const pc_lock_view *l)
+{
+    lock_list *x = arg;
+    json_t *k = user_key_json(l->key, x->enc), *p = user_key_json(l->primary, x->enc);
+    if (k == NULL || p == NULL) {
+        json_decref(k);
+        json_decref(p);
+        x->not_text = true;
+        return 1;
+    }
+    json_array_append_new(
+        x->locks,
+        json_pack("{s:o,s:I,s:o,s:s#,s:I,s:I,s:s}", "key", k, "start_ts", (json_int_t)l->start_ts,
+                  "primary", p, "owner", (const char *)l->owner.data, (int)l->owner.len, "age_ms",
+                  (json_int_t)(x->now > l->wall_ms ? x->now - l->wall_ms : 0), "ttl_ms",
+                  (json_int_t)l->ttl_ms, "op", l->op == PC_OP_PUT ? "put" : "delete"));
+    return 0;
+}
+
+static void h_locks(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    uint64_t limit;
+    pc_session *ps;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        !codec_query_u64(req, "limit", 100, 1, 10000, &limit))
+        return;
+    if ((ps = svc_engine_session(s)) == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        return;
+    }
+    lock_list x = {json_array(), enc, time_wall_ms(), false};
+    pc_rc rc = pc_lock_scan(ps, (pc_slice){"", 0}, limit, add_lock, &x);
+    if (x.not_text) {
+        json_decref(x.locks);
+        codec_reply_not_text(req);
+    } else if (rc != PC_OK) {
+        json_decref(x.locks);
+        reply_engine(req, s, rc, NULL, enc);
+    } else {
+        httpd_reply_json(req, 200, json_pack("{s:o}", "locks", x.locks));
+    }
+}
+
+static void h_openapi(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    if (!svc_authorized(req, s))
+        return;
+    if (s->openapi == NULL) {
+        httpd_reply_error(req, 404, "not_found", NULL, "the OpenAPI spec was not found at start-up");
+        return;
+    }
+    httpd_reply_text(req, 200, "application/yaml", s->openapi, s->openapi_len);
+}
+
+const httpd_route ops_routes[] = {
+    {"GET", "/v1/health", h_health, "health"},
+    {"GET", "/metrics", h_metrics, "metrics"},
+    {"GET", "/v1/locks", h_locks, "locks"},
+    {"GET", "/openapi.yaml", h_openapi, "openapi"},
+};
+const size_t ops_routes_n = sizeof(ops_routes) / sizeof(ops_routes[0]);

@@ -1,0 +1,444 @@
+/*
+ * routes_txn.c — transaction sessions, /v1/txns... (CONTRACT §5): begin
+ * takes start_ts from the oracle; reads go to the engine at start_ts after
+ * the session's own buffered writes; writes stay buffered until commit,
+ * which runs the coordinator's two-phase (or one-phase) commit.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "coordinator.h"
+#include "keyspace.h"
+#include "reader.h"
+#include "respond.h"
+
+#define MAX_BATCH_ITEMS 10000
+
+static json_t *txn_json(const txn *t)
+{
+    static const char *const names[] = {"active", "active", "committed", "aborted"};
+    int st = atomic_load(&t->state);
+    json_t *j = json_pack("{s:s,s:I,s:s,s:I,s:I}", "id", t->id, "start_ts",
+                          (json_int_t)t->start_ts, "state", names[st], "writes",
+                          (json_int_t)t->writes, "lease_ttl_ms", (json_int_t)t->lease_ttl_ms);
+    if (st == TXN_COMMITTED)
+        json_object_set_new(j, "commit_ts", json_integer((json_int_t)t->commit_ts));
+    if (t->end_reason != NULL && st != TXN_COMMITTED)
+        json_object_set_new(j, "reason", json_string(t->end_reason));
+    return j;
+}
+
+static void h_begin(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    uint64_t ttl = s->cfg.lease_ttl_ms, ts;
+    size_t blen = 0;
+
+    if (!svc_authorized(req, s))
+        return;
+    httpd_body(req, &blen);
+    if (blen > 0) {
+        json_t *body = httpd_body_json(req), *v;
+        if (body == NULL)
+            return;
+        if (!json_is_object(body)) {
+            json_decref(body);
+            httpd_reply_error(req, 400, "bad_request", NULL, "the body must be a JSON object");
+            return;
+        }
+        if ((v = json_object_get(body, "lease_ttl_ms")) != NULL) {
+            if (!json_is_integer(v) || json_integer_value(v) < 100 ||
+                json_integer_value(v) > 3600000) {
+                json_decref(body);
+                httpd_reply_error(req, 400, "bad_request", NULL,
+                                  "lease_ttl_ms must be an integer from 100 to 3600000");
+                return;
+            }
+            ttl = (uint64_t)json_integer_value(v);
+        }
+        json_decref(body);
+    }
+    if (!svc_timestamp(s, &ts)) {
+        reply_oracle_unavailable(req);
+        return;
+    }
+    txn *t = sessions_begin(s->sessions, ts, ttl);
+    if (t == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    metrics_inc(s->m.txn_begun, 1);
+    httpd_reply_json(req, 201, json_pack("{s:s,s:I,s:I}", "id", t->id, "start_ts",
+                                         (json_int_t)t->start_ts, "lease_ttl_ms",
+                                         (json_int_t)ttl));
+    sessions_release(s->sessions, t);
+}
+
+static void h_status(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    txn *t;
+    if (!svc_authorized(req, s) || (t = txn_open(req, s, true)) == NULL)
+        return;
+    httpd_reply_json(req, 200, txn_json(t));
+    txn_close(s, t);
+}
+
+/* Read one key for a session: its own write, else the snapshot. Returns
+ * the JSON item ({"key","value","commit_ts"} with found) or NULL after
+ * answering an error. */
+static json_t *session_read(httpd_req *req, svc *s, pc_session *ps, const txn *t,
+                            const char *key, size_t klen, codec_enc enc, bool *found)
+{
+    const txn_write *w = txn_find(t, key, klen);
+    pc_buf v = {0};
+    uint64_t cts = 0;
+    json_t *jk = codec_to_json(key, klen, enc), *jv;
+
+    if (jk == NULL) {
+        codec_reply_not_text(req);
+        return NULL;
+    }
+    if (w != NULL) {
+        *found = !w->deleted;
+        if (!*found)
+            return jk;
+        /* Not committed yet: commit_ts 0 marks the session's own write. */
+        if ((jv = codec_to_json(w->val, w->vlen, enc)) == NULL)
+            goto not_text;
+        return json_pack("{s:o,s:o,s:i}", "key", jk, "value", jv, "commit_ts", 0);
+    }
+    char ek[KS_MAX];
+    pc_conflict c;
+    pc_rc rc = rd_get(s, ps, (pc_slice){ek, ks_user(ek, key, klen)}, t->start_ts, &v, &cts, &c);
+    *found = rc == PC_OK;
+    if (rc == PC_NOT_FOUND)
+        return jk;
+    if (rc != PC_OK) {
+        json_decref(jk);
+        pc_buf_free(&v);
+        reply_engine(req, s, rc, &c, enc);
+        return NULL;
+    }
+    jv = codec_to_json(v.data, v.len, enc);
+    pc_buf_free(&v);
+    if (jv == NULL)
+        goto not_text;
+    return json_pack("{s:o,s:o,s:I}", "key", jk, "value", jv, "commit_ts", (json_int_t)cts);
+not_text:
+    json_decref(jk);
+    codec_reply_not_text(req);
+    return NULL;
+}
+
+static void h_get_key(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    char key[SVC_MAX_KEY];
+    size_t klen;
+    txn *t;
+    pc_session *ps;
+    bool found;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
+        return;
+    if ((ps = svc_engine_session(s)) == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+    } else {
+        json_t *item = session_read(req, s, ps, t, key, klen, enc, &found);
+        if (item != NULL && found)
+            httpd_reply_json(req, 200, item);
+        else if (item != NULL) {
+            json_decref(item);
+            httpd_reply_error(req, 404, "not_found", NULL, "no such key");
+        }
+    }
+    txn_close(s, t);
+}
+
+/* Buffer one write, answering 413 when the session grows too big. */
+static bool buffer_write(httpd_req *req, svc *s, txn *t, const char *key, size_t klen,
+                         bool deleted, const buf *val)
+{
+    int r = txn_buffer(t, key, klen, deleted, val ? val->data : NULL, val ? val->len : 0,
+                       s->cfg.max_txn_bytes);
+    if (r == -1)
+        httpd_reply_error(req, 413, "payload_too_large", NULL,
+                          "the transaction would buffer more than %llu bytes",
+                          (unsigned long long)s->cfg.max_txn_bytes);
+    else if (r != 0)
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+    return r == 0;
+}
+
+static void h_put_key(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    char key[SVC_MAX_KEY];
+    size_t klen;
+    buf val = BUF_INIT;
+    json_t *body = NULL;
+    txn *t;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        !codec_path_key(req, "key", enc, key, &klen) || (body = httpd_body_json(req)) == NULL)
+        return;
+    if (!json_is_object(body) || json_object_get(body, "value") == NULL) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "the body must be {\"value\": ...}");
+        goto out;
+    }
+    if (!codec_json_value(req, json_object_get(body, "value"), "value", enc,
+                          s->cfg.max_value_bytes, &val))
+        goto out;
+    if ((t = txn_open(req, s, false)) == NULL)
+        goto out;
+    if (buffer_write(req, s, t, key, klen, false, &val))
+        httpd_reply_empty(req, 204);
+    txn_close(s, t);
+out:
+    json_decref(body);
+    buf_free(&val);
+}
+
+static void h_delete_key(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    char key[SVC_MAX_KEY];
+    size_t klen;
+    txn *t;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
+        return;
+    if (buffer_write(req, s, t, key, klen, true, NULL))
+        httpd_reply_empty(req, 204);
+    txn_close(s, t);
+}
+
+/* {"reads":[k...],"writes":[{"key","value"}|{"key","delete":true}...]}:
+ * everything is checked before anything is buffered. */
+static void h_batch(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    json_t *body = NULL, *reads, *writes, *out = NULL, *item;
+    char key[SVC_MAX_KEY];
+    size_t klen, i;
+    buf *vals = NULL;
+    txn *t = NULL;
+    pc_session *ps;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        (body = httpd_body_json(req)) == NULL)
+        return;
+    reads = json_object_get(body, "reads");
+    writes = json_object_get(body, "writes");
+    if (!json_is_object(body) || (reads && !json_is_array(reads)) ||
+        (writes && !json_is_array(writes))) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "the body must be {\"reads\":[keys], \"writes\":[...]}");
+        goto out;
+    }
+    if (json_array_size(reads) > MAX_BATCH_ITEMS || json_array_size(writes) > MAX_BATCH_ITEMS) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "at most %d reads and %d writes",
+                          MAX_BATCH_ITEMS, MAX_BATCH_ITEMS);
+        goto out;
+    }
+    size_t nw = json_array_size(writes);
+    vals = calloc(nw ? nw : 1, sizeof(*vals));
+    if (vals == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+        goto out;
+    }
+    json_array_foreach(writes, i, item) {
+        json_t *del = json_object_get(item, "delete"), *v = json_object_get(item, "value");
+        if (!json_is_object(item) || !codec_json_key(req, json_object_get(item, "key"),
+                                                     "writes[].key", enc, key, &klen))
+            goto bad_write;
+        if (del != NULL && !json_is_boolean(del))
+            goto bad_write;
+        if (json_is_true(del) ? v != NULL : v == NULL)
+            goto bad_write;
+        if (v != NULL && !codec_json_value(req, v, "writes[].value", enc,
+                                           s->cfg.max_value_bytes, &vals[i]))
+            goto out;
+    }
+    json_array_foreach(reads, i, item) {
+        if (!codec_json_key(req, item, "reads[]", enc, key, &klen))
+            goto out;
+    }
+    if ((t = txn_open(req, s, false)) == NULL)
+        goto out;
+    if ((ps = svc_engine_session(s)) == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        goto out;
+    }
+    out = json_array();
+    json_array_foreach(reads, i, item) {
+        bool found;
+        codec_json_key(req, item, "reads[]", enc, key, &klen);
+        json_t *r = session_read(req, s, ps, t, key, klen, enc, &found);
+        if (r == NULL)
+            goto out;
+        if (found) {
+            json_object_set_new(r, "found", json_true());
+        } else {
+            json_t *k = r;
+            r = json_pack("{s:O,s:b}", "key", k, "found", 0);
+            json_decref(k);
+        }
+        json_array_append_new(out, r);
+    }
+    json_array_foreach(writes, i, item) {
+        codec_json_key(req, json_object_get(item, "key"), "writes[].key", enc, key, &klen);
+        if (!buffer_write(req, s, t, key, klen, json_is_true(json_object_get(item, "delete")),
+                          &vals[i]))
+            goto out;
+    }
+    httpd_reply_json(req, 200, json_pack("{s:o}", "reads", out));
+    out = NULL;
+    goto out;
+bad_write:
+    if (!httpd_replied(req))
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "each write is {\"key\",\"value\"} or {\"key\",\"delete\":true}");
+out:
+    if (t != NULL)
+        txn_close(s, t);
+    json_decref(out);
+    json_decref(body);
+    if (vals != NULL)
+        for (i = 0; i < nw; i++)
+            buf_free(&vals[i]);
+    free(vals);
+}
+
+static void h_scan(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    char start[SVC_MAX_KEY + 1], end[SVC_MAX_KEY + 1];
+    size_t slen = 0, elen = 0;
+    uint64_t limit;
+    txn *t;
+    pc_session *ps;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        !parse_scan_range(req, enc, start, &slen, end, &elen, &limit) ||
+        (t = txn_open(req, s, false)) == NULL)
+        return;
+    if ((ps = svc_engine_session(s)) == NULL)
+        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+    else
+        reply_scan_page(req, s, ps, start, slen, end, elen, t->start_ts, limit, t, enc);
+    txn_close(s, t);
+}
+
+/* The buffered writes as engine mutations ("u" + key), in key order. */
+static pc_mutation *mutations(const txn *t, char **keys_out)
+{
+    pc_mutation *m = calloc(t->nw ? t->nw : 1, sizeof(*m));
+    char *keys = malloc(t->bytes + t->nw + 1);
+    if (m == NULL || keys == NULL) {
+        free(m);
+        free(keys);
+        return NULL;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < t->nw; i++) {
+        size_t n = ks_user(keys + off, t->w[i].key, t->w[i].klen);
+        m[i].op = t->w[i].deleted ? PC_OP_DELETE : PC_OP_PUT;
+        m[i].key = (pc_slice){keys + off, n};
+        m[i].value = (pc_slice){t->w[i].val, t->w[i].vlen};
+        off += n;
+    }
+    *keys_out = keys;
+    return m;
+}
+
+static void h_commit(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    codec_enc enc;
+    txn *t;
+    pc_session *ps;
+    pc_conflict c;
+    char *keys = NULL;
+    uint64_t cts = 0;
+
+    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+        (t = txn_open(req, s, false)) == NULL)
+        return;
+    pc_mutation *m = mutations(t, &keys);
+    if ((ps = svc_engine_session(s)) == NULL || m == NULL) {
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+        goto out;
+    }
+    /* While committing, the owner counts as alive whatever its lease. */
+    atomic_store(&t->state, TXN_COMMITTING);
+    pc_rc rc = coord_commit(s, ps, t->id, t->start_ts, m, t->nw, &cts, &c);
+    if (rc == PC_OK) {
+        t->commit_ts = cts;
+        sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
+        metrics_inc(s->m.txn_committed, 1);
+        httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
+    } else if (rc == PC_TS_UNAVAILABLE) {
+        atomic_store(&t->state, TXN_ACTIVE); /* nothing happened: commit may be retried */
+        reply_oracle_unavailable(req);
+    } else {
+        const char *why = rc == PC_WRITE_CONFLICT ? "write_conflict"
+                          : rc == PC_LOCKED       ? "key_locked"
+                          : rc == PC_ROLLED_BACK  ? "expired"
+                                                  : "error";
+        sessions_end(s->sessions, t, TXN_ABORTED, why);
+        metrics_inc(metrics_series_get(s->m.txn_aborted, why, NULL), 1);
+        reply_engine(req, s, rc, &c, enc);
+    }
+out:
+    free(m);
+    free(keys);
+    txn_close(s, t);
+}
+
+static void h_rollback(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    txn *t;
+    if (!svc_authorized(req, s) || (t = txn_open(req, s, false)) == NULL)
+        return;
+    /* Nothing reached the engine yet: writes are buffered until commit. */
+    sessions_end(s->sessions, t, TXN_ABORTED, "rollback");
+    metrics_inc(metrics_series_get(s->m.txn_aborted, "rollback", NULL), 1);
+    httpd_reply_empty(req, 204);
+    txn_close(s, t);
+}
+
+static void h_keepalive(httpd_req *req, void *ctx)
+{
+    svc *s = ctx;
+    txn *t;
+    if (!svc_authorized(req, s) || (t = txn_open(req, s, false)) == NULL)
+        return;
+    httpd_reply_json(req, 200, json_pack("{s:I}", "lease_ttl_ms", (json_int_t)t->lease_ttl_ms));
+    txn_close(s, t);
+}
+
+const httpd_route txn_routes[] = {
+    {"POST", "/v1/txns", h_begin, "begin"},
+    {"GET", "/v1/txns/{id}", h_status, "txn_status"},
+    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete"},
+    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get"},
+    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put"},
+    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key"},
+    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch"},
+    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan"},
+    {"POST", "/v1/txns/{id}/commit", h_commit, "commit"},
+    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback"},
+    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive"},
+};
+const size_t txn_routes_n = sizeof(txn_routes) / sizeof(txn_routes[0]);

@@ -1,0 +1,85 @@
+/*
+ * service.h — what the service's files share: its settings, the shared
+ * state every handler reaches through the httpd ctx pointer, and the
+ * helpers the route files use.
+ *
+ * Layers: routes_*.c parse HTTP/JSON and answer; reader.c and
+ * coordinator.c drive the Percolator protocol through engine.h; sessions.c
+ * keeps transaction sessions and their leases. No WiredTiger here.
+ */
+#ifndef PC_SERVICE_H
+#define PC_SERVICE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "httpd.h"
+#include "metrics.h"
+#include "oracle_client.h"
+
+#define SVC_MAX_KEY 4096            /* CONTRACT §3: keys are 1..4096 bytes */
+
+typedef struct svc_config {
+    const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
+    uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
+    uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
+    uint64_t oracle_timeout_ms, threads;
+    bool one_pc;
+    int log_level;
+} svc_config;
+
+typedef struct sessions sessions;
+
+/* Metrics the protocol layers update (HTTP ones live in httpd). */
+typedef struct svc_metrics {
+    metrics_series *txn_begun, *txn_committed, *commits_1pc, *commits_2pc;
+    metrics_family *txn_aborted;    /* label: reason */
+    metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
+    metrics_series *lock_waits, *lock_wait_timeouts;
+    metrics_family *resolved;       /* label: how (rolled_forward, rolled_back) */
+} svc_metrics;
+
+typedef struct svc {
+    svc_config cfg;
+    pc_engine *engine;
+    oc_client *oracle;
+    sessions *sessions;
+    metrics_registry *metrics;
+    svc_metrics m;
+    char *auth_token;               /* NULL: no auth */
+    char *openapi;                  /* the spec's text, NULL if not found */
+    size_t openapi_len;
+    char run_id[17];                /* this run's id: owners of earlier runs are dead */
+
+    /* Engine sessions, one per thread that asked for one; closed at exit. */
+    pthread_mutex_t es_mu;
+    pc_session **es;
+    size_t nes, capes;
+} svc;
+
+/* The calling thread's engine session (opened on first use). NULL if it
+ * cannot be opened. */
+pc_session *svc_engine_session(svc *s);
+void svc_close_engine_sessions(svc *s);
+
+/* Liveness for the engine: an owner is alive while its session holds a
+ * lease in this run of the service. */
+pc_liveness svc_liveness(svc *s);
+
+/* A fresh timestamp; false when the oracle cannot be reached. */
+bool svc_timestamp(svc *s, uint64_t *ts);
+
+/* The routes of each resource. */
+extern const httpd_route txn_routes[];
+extern const size_t txn_routes_n;
+extern const httpd_route kv_routes[];
+extern const size_t kv_routes_n;
+extern const httpd_route ops_routes[];
+extern const size_t ops_routes_n;
+
+/* Every handler begins here: false when it already answered 401. */
+bool svc_authorized(httpd_req *req, svc *s);
+
+#endif

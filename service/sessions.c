@@ -1,0 +1,304 @@
+/*
+ * sessions.c — the session table: a hash of ids in striped buckets (no
+ * global lock), reference counts so a session is never freed under a
+ * request that uses it, and leases on the monotonic clock.
+ */
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sessions.h"
+
+#define NBUCKETS 256
+
+typedef struct bucket {
+    pthread_mutex_t mu;
+    txn *head;
+} bucket;
+
+struct sessions {
+    char run_id[24];
+    uint64_t retention_ms;
+    atomic_uint_fast64_t seq;
+    bucket b[NBUCKETS];
+};
+
+int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+static uint32_t hash(const char *id, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)id[i]) * 16777619u;
+    return h;
+}
+
+sessions *sessions_new(const char *run_id, uint64_t retention_ms)
+{
+    sessions *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    snprintf(s->run_id, sizeof(s->run_id), "%s", run_id);
+    s->retention_ms = retention_ms;
+    atomic_init(&s->seq, 0);
+    for (int i = 0; i < NBUCKETS; i++)
+        pthread_mutex_init(&s->b[i].mu, NULL);
+    return s;
+}
+
+static void free_buffer(txn *t)
+{
+    for (size_t i = 0; i < t->nw; i++) {
+        free(t->w[i].key);
+        free(t->w[i].val);
+    }
+    free(t->w);
+    t->w = NULL;
+    t->nw = t->capw = t->bytes = 0;
+}
+
+static void txn_free(txn *t)
+{
+    free_buffer(t);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+void sessions_free(sessions *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < NBUCKETS; i++) {
+        txn *t = s->b[i].head;
+        while (t != NULL) {
+            txn *next = t->next;
+            txn_free(t);
+            t = next;
+        }
+        pthread_mutex_destroy(&s->b[i].mu);
+    }
+    free(s);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms)
+{
+    txn *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    uint64_t seq = atomic_fetch_add(&s->seq, 1) + 1;
+    int n = snprintf(t->id, sizeof(t->id), "%s-%llx", s->run_id, (unsigned long long)seq);
+    t->start_ts = start_ts;
+    t->lease_ttl_ms = lease_ttl_ms;
+    atomic_init(&t->lease_deadline_ms, mono_ms() + lease_ttl_ms);
+    atomic_init(&t->state, TXN_ACTIVE);
+    pthread_mutex_init(&t->mu, NULL);
+    t->refs = 1;
+    bucket *b = &s->b[hash(t->id, (size_t)n) % NBUCKETS];
+    pthread_mutex_lock(&b->mu);
+    t->next = b->head;
+    b->head = t;
+    pthread_mutex_unlock(&b->mu);
+    return t;
+}
+
+txn *sessions_get(sessions *s, const char *id, size_t len)
+{
+    bucket *b = &s->b[hash(id, len) % NBUCKETS];
+    txn *t;
+
+    pthread_mutex_lock(&b->mu);
+    for (t = b->head; t != NULL; t = t->next)
+        if (strlen(t->id) == len && memcmp(t->id, id, len) == 0)
+            break;
+    if (t != NULL)
+        t->refs++;
+    pthread_mutex_unlock(&b->mu);
+    return t;
+}
+
+void sessions_release(sessions *s, txn *t)
+{
+    if (t == NULL)
+        return;
+    bucket *b = &s->b[hash(t->id, strlen(t->id)) % NBUCKETS];
+    pthread_mutex_lock(&b->mu);
+    t->refs--;
+    pthread_mutex_unlock(&b->mu);
+}
+
+bool txn_renew(txn *t, uint64_t now_ms)
+{
+    (void)now_ms;
+    uint64_t now = mono_ms();
+    if (now > atomic_load(&t->lease_deadline_ms))
+        return false;
+    atomic_store(&t->lease_deadline_ms, now + t->lease_ttl_ms);
+    return true;
+}
+
+void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
+{
+    (void)s;
+    t->end_reason = reason;
+    t->ended_ms = mono_ms();
+    free_buffer(t);
+    atomic_store(&t->state, state);
+}
+
+bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t now_ms)
+{
+    (void)now_ms;
+    txn *t = sessions_get(s, owner, len);
+    bool alive = false;
+
+    if (t != NULL) {
+        int st = atomic_load(&t->state);
+        alive = st == TXN_COMMITTING ||
+                (st == TXN_ACTIVE && mono_ms() <= atomic_load(&t->lease_deadline_ms));
+        sessions_release(s, t);
+    }
+    return alive;
+}
+
+size_t sessions_reap(sessions *s, uint64_t now_ms)
+{
+    (void)now_ms;
+    uint64_t now = mono_ms();
+    size_t expired = 0;
+
+    for (int i = 0; i < NBUCKETS; i++) {
+        bucket *b = &s->b[i];
+        pthread_mutex_lock(&b->mu);
+        for (txn **pp = &b->head; *pp != NULL;) {
+            txn *t = *pp;
+            int st = atomic_load(&t->state);
+            if (st == TXN_ACTIVE && now > atomic_load(&t->lease_deadline_ms) &&
+                pthread_mutex_trylock(&t->mu) == 0) {
+                /* Re-check under the session's lock: a request may have renewed it. */
+                if (atomic_load(&t->state) == TXN_ACTIVE &&
+                    now > atomic_load(&t->lease_deadline_ms)) {
+                    sessions_end(s, t, TXN_ABORTED, "expired");
+                    expired++;
+                }
+                pthread_mutex_unlock(&t->mu);
+            }
+            st = atomic_load(&t->state);
+            bool done = st == TXN_COMMITTED || st == TXN_ABORTED;
+            if (done && t->refs == 0 && now - t->ended_ms > s->retention_ms) {
+                *pp = t->next;
+                txn_free(t);
+                continue;
+            }
+            pp = &t->next;
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    return expired;
+}
+
+uint64_t sessions_oldest_start(sessions *s)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (int i = 0; i < NBUCKETS; i++) {
+        pthread_mutex_lock(&s->b[i].mu);
+        for (txn *t = s->b[i].head; t != NULL; t = t->next) {
+            int st = atomic_load(&t->state);
+            if ((st == TXN_ACTIVE || st == TXN_COMMITTING) && t->start_ts < oldest)
+                oldest = t->start_ts;
+        }
+        pthread_mutex_unlock(&s->b[i].mu);
+    }
+    return oldest;
+}
+
+size_t sessions_active(sessions *s)
+{
+    size_t n = 0;
+    for (int i = 0; i < NBUCKETS; i++) {
+        pthread_mutex_lock(&s->b[i].mu);
+        for (txn *t = s->b[i].head; t != NULL; t = t->next)
+            n += atomic_load(&t->state) == TXN_ACTIVE;
+        pthread_mutex_unlock(&s->b[i].mu);
+    }
+    return n;
+}
+
+size_t txn_lower_bound(const txn *t, const void *key, size_t klen)
+{
+    size_t lo = 0, hi = t->nw;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(t->w[mid].key, t->w[mid].klen, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const txn_write *txn_find(const txn *t, const void *key, size_t klen)
+{
+    size_t i = txn_lower_bound(t, key, klen);
+    if (i < t->nw && key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0)
+        return &t->w[i];
+    return NULL;
+}
+
+int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
+               size_t vlen, size_t max_bytes)
+{
+    size_t i = txn_lower_bound(t, key, klen);
+    bool exists = i < t->nw && key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0;
+    size_t old = exists ? t->w[i].klen + t->w[i].vlen : 0;
+
+    if (t->bytes - old + klen + vlen > max_bytes)
+        return -1;
+    char *v = malloc(vlen ? vlen : 1);
+    if (v == NULL)
+        return -2;
+    if (vlen)
+        memcpy(v, val, vlen);
+    if (exists) {
+        free(t->w[i].val);
+        t->w[i].val = v;
+        t->w[i].vlen = vlen;
+        t->w[i].deleted = deleted;
+        t->bytes = t->bytes - old + klen + vlen;
+        return 0;
+    }
+    char *k = malloc(klen);
+    if (k == NULL) {
+        free(v);
+        return -2;
+    }
+    memcpy(k, key, klen);
+    if (t->nw == t->capw) {
+        size_t cap = t->capw ? t->capw * 2 : 8;
+        txn_write *w = realloc(t->w, cap * sizeof(*w));
+        if (w == NULL) {
+            free(k);
+            free(v);
+            return -2;
+        }
+        t->w = w;
+        t->capw = cap;
+    }
+    memmove(&t->w[i + 1], &t->w[i], (t->nw - i) * sizeof(*t->w));
+    t->w[i] = (txn_write){k, klen, deleted, v, vlen};
+    t->nw++;
+    t->writes = t->nw;
+    t->bytes += klen + vlen;
+    return 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * sessions.h — transaction sessions (CONTRACT §5): their state, the writes
+ * they buffer until commit, and the liveness lease every request renews.
+ *
+ * A session's id is "<run id>-<sequence>". It is also the owner written
+ * into every lock the session's commit takes, so whether a lock's owner is
+ * alive is a lookup here: a session of an earlier run of the service is
+ * never found, so its locks are recognised as dead at once (CONTRACT §6.5).
+ */
+#ifndef PC_SESSIONS_H
+#define PC_SESSIONS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { TXN_ACTIVE, TXN_COMMITTING, TXN_COMMITTED, TXN_ABORTED } txn_state;
+
+typedef struct txn_write {
+    char *key;                /* user key */
+    size_t klen;
+    bool deleted;
+    char *val;
+    size_t vlen;
+} txn_write;
+
+typedef struct txn {
+    char id[48];
+    uint64_t start_ts, commit_ts, lease_ttl_ms;
+    _Atomic uint64_t lease_deadline_ms;  /* monotonic clock */
+    _Atomic int state;                   /* txn_state */
+    const char *end_reason;              /* "committed", "rollback", "conflict", "expired" */
+    pthread_mutex_t mu;                  /* one request at a time works on the buffer */
+    txn_write *w;                        /* buffered writes, sorted by key */
+    size_t nw, capw, bytes;
+    size_t writes;                       /* buffered writes (kept after the end) */
+    /* Owned by the table. */
+    int refs;
+    uint64_t ended_ms;
+    struct txn *next;
+} txn;
+
+typedef struct sessions sessions;
+
+sessions *sessions_new(const char *run_id, uint64_t retention_ms);
+void sessions_free(sessions *s);
+
+/* A new active session, referenced once for the caller. */
+txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms);
+/* The session with this id, referenced, or NULL. */
+txn *sessions_get(sessions *s, const char *id, size_t len);
+void sessions_release(sessions *s, txn *t);
+
+/* Renew the lease; false if it had already run out (the session is then
+ * ended as expired). Only for active sessions. */
+bool txn_renew(txn *t, uint64_t now_ms);
+/* End the session: committed or aborted, with the reason. Frees its
+ * buffer; call with t->mu held. */
+void sessions_end(sessions *s, txn *t, txn_state state, const char *reason);
+
+bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t now_ms);
+
+/* Expire sessions whose lease ran out and forget ended ones past the
+ * retention. Returns how many sessions expired. */
+size_t sessions_reap(sessions *s, uint64_t now_ms);
+
+/* The smallest start_ts among sessions still active (UINT64_MAX if none). */
+uint64_t sessions_oldest_start(sessions *s);
+size_t sessions_active(sessions *s);
+
+/* Buffer a write (replacing an earlier one of the same key). 0, or -1 when
+ * the session would hold more than max_bytes, -2 out of memory. */
+int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
+               size_t vlen, size_t max_bytes);
+/* The buffered write of a key, or NULL. */
+const txn_write *txn_find(const txn *t, const void *key, size_t klen);
+/* Index of the first buffered write with key >= (key, klen). */
+size_t txn_lower_bound(const txn *t, const void *key, size_t klen);
+
+int key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+
+#endif

@@ -1,0 +1,601 @@
+/*
+ * test_service_api.c — percolator-service's API over real HTTP on loopback
+ * (CONTRACT §3, §5): every route, every error code provoked for real,
+ * base64 with binary keys, the session lifecycle with lease expiry, auth,
+ * an oracle outage, and restarts that keep every acknowledged commit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_fixture.h"
+
+static tl_stack ST;
+
+/* Call and check the status; returns the JSON answer (may be NULL). */
+static json_t *expect(const char *method, const char *path, const char *body, long want)
+{
+    long status = 0;
+    json_t *j = tl_call(&ST, method, path, body, &status);
+    if (status != want) {
+        char *dump = j ? json_dumps(j, 0) : NULL;
+        print_error("%s %s -> %ld, expected %ld: %s\n", method, path, status, want,
+                    dump ? dump : "(no body)");
+        free(dump);
+    }
+    assert_int_equal(status, want);
+    return j;
+}
+
+/* Expect an error answer with this status and code; returns it. */
+static json_t *expect_error(const char *method, const char *path, const char *body, long want,
+                            const char *code)
+{
+    json_t *j = expect(method, path, body, want);
+    assert_non_null(j);
+    assert_string_equal(tl_error_code(j), code);
+    assert_true(json_is_string(json_object_get(json_object_get(j, "error"), "message")));
+    return j;
+}
+
+static void expect_error_free(const char *method, const char *path, const char *body,
+                              long want, const char *code)
+{
+    json_decref(expect_error(method, path, body, want, code));
+}
+
+static const char *str(json_t *j, const char *field)
+{
+    const char *s = json_string_value(json_object_get(j, field));
+    assert_non_null(s);
+    return s;
+}
+
+static json_int_t num(json_t *j, const char *field)
+{
+    json_t *v = json_object_get(j, field);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+/* Begin a session; its id into id. */
+static void begin(char *id, size_t len, const char *body)
+{
+    json_t *j = expect("POST", "/v1/txns", body, 201);
+    snprintf(id, len, "%s", str(j, "id"));
+    assert_true(num(j, "start_ts") > 0);
+    assert_true(num(j, "lease_ttl_ms") > 0);
+    json_decref(j);
+}
+
+/* Percent-encode a key for a URL path (everything but unreserved bytes). */
+static void path_key(char *out, size_t cap, const char *key)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)key; *p && o + 4 < cap; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~')
+            out[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", *p);
+    }
+    out[o] = '\0';
+}
+
+static json_int_t put(const char *key, const char *value)
+{
+    char path[256], body[256], enc[200];
+    path_key(enc, sizeof(enc), key);
+    snprintf(path, sizeof(path), "/v1/kv/%s", enc);
+    snprintf(body, sizeof(body), "{\"value\":\"%s\"}", value);
+    json_t *j = expect("PUT", path, body, 200);
+    json_int_t cts = num(j, "commit_ts");
+    json_decref(j);
+    return cts;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--max-value-bytes", "1024", "--lock-wait-ms", "200", NULL};
+    return tl_stack_start(&ST, extra);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return tl_stack_stop(&ST);
+}
+
+static void health_metrics_and_spec(void **state)
+{
+    (void)state;
+    json_t *j = expect("GET", "/v1/health", NULL, 200);
+    assert_string_equal(str(j, "status"), "ok");
+    assert_string_equal(str(j, "oracle"), "ok");
+    json_decref(j);
+    tl_resp r;
+    tl_call_raw(&ST, "GET", "/metrics", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "percolator_txn_committed_total"));
+    assert_non_null(strstr(r.body, "percolator_oracle_client_batch_size"));
+    tl_resp_free(&r);
+    tl_call_raw(&ST, "GET", "/openapi.yaml", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "openapi:"));
+    tl_resp_free(&r);
+    j = expect("GET", "/v1/locks?limit=5", NULL, 200);
+    assert_true(json_is_array(json_object_get(j, "locks")));
+    json_decref(j);
+}
+
+static void single_put_get_delete(void **state)
+{
+    (void)state;
+    json_int_t c1 = put("fruit", "apple");
+    json_t *j = expect("GET", "/v1/kv/fruit", NULL, 200);
+    assert_string_equal(str(j, "key"), "fruit");
+    assert_string_equal(str(j, "value"), "apple");
+    assert_int_equal(num(j, "commit_ts"), c1);
+    json_decref(j);
+    json_int_t c2 = put("fruit", "pear");
+    assert_true(c2 > c1);
+    /* A snapshot read below the second write sees the first. */
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/kv/fruit?ts=%lld", (long long)c2 - 1);
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "value"), "apple");
+    json_decref(j);
+    j = expect("DELETE", "/v1/kv/fruit", NULL, 200);
+    assert_true(num(j, "commit_ts") > c2);
+    json_decref(j);
+    expect_error_free("GET", "/v1/kv/fruit", NULL, 404, "not_found");
+}
+
+static void compare_and_set(void **state)
+{
+    (void)state;
+    /* 0 means "must not exist". */
+    json_t *j = expect("PUT", "/v1/kv/cas", "{\"value\":\"v1\",\"if_commit_ts\":0}", 200);
+    json_int_t c1 = num(j, "commit_ts");
+    json_decref(j);
+    j = expect_error("PUT", "/v1/kv/cas", "{\"value\":\"x\",\"if_commit_ts\":0}", 409,
+                     "condition_failed");
+    assert_string_equal(str(json_object_get(j, "error"), "key"), "cas");
+    json_decref(j);
+    char body[128];
+    snprintf(body, sizeof(body), "{\"value\":\"v2\",\"if_commit_ts\":%lld}", (long long)c1);
+    json_decref(expect("PUT", "/v1/kv/cas", body, 200));
+    /* The same condition again is stale now. */
+    expect_error_free("PUT", "/v1/kv/cas", body, 409, "condition_failed");
+    j = expect("GET", "/v1/kv/cas", NULL, 200);
+    assert_string_equal(str(j, "value"), "v2");
+    json_decref(j);
+}
+
+static void session_lifecycle(void **state)
+{
+    (void)state;
+    char id[64], path[256];
+    put("s1", "before");
+    begin(id, sizeof(id), NULL);
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/s1", id);
+    json_t *j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "value"), "before");
+    json_decref(j);
+    assert_null(expect("PUT", path, "{\"value\":\"mine\"}", 204));
+    /* Own writes first; nobody else sees them before the commit. */
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "value"), "mine");
+    assert_int_equal(num(j, "commit_ts"), 0);
+    json_decref(j);
+    j = expect("GET", "/v1/kv/s1", NULL, 200);
+    assert_string_equal(str(j, "value"), "before");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/s2", id);
+    assert_null(expect("DELETE", path, NULL, 204));
+    expect_error_free("GET", path, NULL, 404, "not_found");
+    snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", id);
+    j = expect("POST", path, NULL, 200);
+    assert_true(num(j, "lease_ttl_ms") > 0);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/txns/%s", id);
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "state"), "active");
+    assert_int_equal(num(j, "writes"), 2);
+    json_decref(j);
+
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    j = expect("POST", path, NULL, 200);
+    json_int_t cts = num(j, "commit_ts");
+    json_decref(j);
+    j = expect("GET", "/v1/kv/s1", NULL, 200);
+    assert_string_equal(str(j, "value"), "mine");
+    assert_int_equal(num(j, "commit_ts"), cts);
+    json_decref(j);
+
+    /* Committed: only the status answers now. */
+    snprintf(path, sizeof(path), "/v1/txns/%s", id);
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "state"), "committed");
+    assert_int_equal(num(j, "commit_ts"), cts);
+    json_decref(j);
+    const char *after[][2] = {{"POST", "commit"}, {"POST", "rollback"}, {"POST", "keepalive"},
+                              {"GET", "keys/s1"}, {"PUT", "keys/s1"},   {"GET", "scan"}};
+    for (size_t i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
+        snprintf(path, sizeof(path), "/v1/txns/%s/%s", id, after[i][1]);
+        expect_error_free(after[i][0], path,
+                          strcmp(after[i][0], "PUT") == 0 ? "{\"value\":\"x\"}" : NULL, 409,
+                          "txn_not_active");
+    }
+    snprintf(path, sizeof(path), "/v1/txns/%s", id);
+    expect_error_free("DELETE", path, NULL, 409, "txn_not_active");
+
+    /* Rolled back: nothing written, and inactive. */
+    begin(id, sizeof(id), NULL);
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/s1", id);
+    assert_null(expect("PUT", path, "{\"value\":\"never\"}", 204));
+    snprintf(path, sizeof(path), "/v1/txns/%s", id);
+    assert_null(expect("DELETE", path, NULL, 204));
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "state"), "aborted");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    expect_error_free("POST", path, NULL, 409, "txn_not_active");
+    j = expect("GET", "/v1/kv/s1", NULL, 200);
+    assert_string_equal(str(j, "value"), "mine");
+    json_decref(j);
+    expect_error_free("GET", "/v1/txns/nope-1", NULL, 404, "not_found");
+    expect_error_free("POST", "/v1/txns/nope-1/commit", NULL, 404, "not_found");
+}
+
+static void write_conflict_aborts_the_session(void **state)
+{
+    (void)state;
+    char a[64], path[256];
+    put("wc", "0");
+    begin(a, sizeof(a), NULL);
+    put("wc", "1"); /* committed after a's start */
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/wc", a);
+    json_t *j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "value"), "0"); /* a's snapshot */
+    json_decref(j);
+    assert_null(expect("PUT", path, "{\"value\":\"2\"}", 204));
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", a);
+    j = expect_error("POST", path, NULL, 409, "write_conflict");
+    assert_string_equal(str(json_object_get(j, "error"), "key"), "wc");
+    assert_true(num(json_object_get(j, "error"), "conflict_commit_ts") > 0);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/txns/%s", a);
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "state"), "aborted");
+    json_decref(j);
+    j = expect("GET", "/v1/kv/wc", NULL, 200);
+    assert_string_equal(str(j, "value"), "1");
+    json_decref(j);
+}
+
+static void batch_reads_then_writes(void **state)
+{
+    (void)state;
+    char id[64], path[256];
+    put("b1", "one");
+    begin(id, sizeof(id), NULL);
+    snprintf(path, sizeof(path), "/v1/txns/%s/batch", id);
+    json_t *j = expect("POST", path,
+                       "{\"reads\":[\"b1\",\"b2\"],\"writes\":[{\"key\":\"b2\",\"value\":\"two\"},"
+                       "{\"key\":\"b1\",\"delete\":true}]}",
+                       200);
+    json_t *reads = json_object_get(j, "reads");
+    assert_int_equal(json_array_size(reads), 2);
+    assert_true(json_is_true(json_object_get(json_array_get(reads, 0), "found")));
+    assert_string_equal(str(json_array_get(reads, 0), "value"), "one");
+    assert_true(json_is_false(json_object_get(json_array_get(reads, 1), "found")));
+    json_decref(j);
+    /* The writes are buffered: a second batch reads them. */
+    j = expect("POST", path, "{\"reads\":[\"b1\",\"b2\"]}", 200);
+    reads = json_object_get(j, "reads");
+    assert_true(json_is_false(json_object_get(json_array_get(reads, 0), "found")));
+    assert_string_equal(str(json_array_get(reads, 1), "value"), "two");
+    json_decref(j);
+    expect_error_free("POST", path, "{\"writes\":[{\"key\":\"x\"}]}", 400, "bad_request");
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    json_decref(expect("POST", path, NULL, 200));
+    expect_error_free("GET", "/v1/kv/b1", NULL, 404, "not_found");
+}
+
+static void scans_pages_prefixes_and_merging(void **state)
+{
+    (void)state;
+    const char *keys[] = {"sc/a", "sc/b", "sc/c", "sc/d", "sc/e", "sd"};
+    for (size_t i = 0; i < 6; i++)
+        put(keys[i], "v");
+    /* Page through the prefix two at a time. */
+    char path[256], after[64] = "";
+    size_t seen = 0;
+    for (int page = 0; page < 10; page++) {
+        if (after[0])
+            snprintf(path, sizeof(path), "/v1/kv?prefix=sc/&limit=2&after=%s", after);
+        else
+            snprintf(path, sizeof(path), "/v1/kv?prefix=sc/&limit=2");
+        json_t *j = expect("GET", path, NULL, 200);
+        json_t *items = json_object_get(j, "items"), *next = json_object_get(j, "next");
+        for (size_t i = 0; i < json_array_size(items); i++)
+            assert_string_equal(str(json_array_get(items, i), "key"), keys[seen++]);
+        bool last = json_is_null(next);
+        if (!last)
+            snprintf(after, sizeof(after), "%s", json_string_value(next));
+        json_decref(j);
+        if (last)
+            break;
+    }
+    assert_int_equal(seen, 5);
+    /* Half-open ranges. */
+    json_t *j = expect("GET", "/v1/kv?start=sc/b&end=sc/d", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "items")), 2);
+    assert_true(json_is_null(json_object_get(j, "next")));
+    json_decref(j);
+    /* A session's scan merges its own writes in. */
+    char id[64];
+    begin(id, sizeof(id), NULL);
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/sc%%2Fb", id);
+    assert_null(expect("DELETE", path, NULL, 204));
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/sc%%2Fbb", id);
+    assert_null(expect("PUT", path, "{\"value\":\"new\"}", 204));
+    snprintf(path, sizeof(path), "/v1/txns/%s/scan?prefix=sc/&limit=3", id);
+    j = expect("GET", path, NULL, 200);
+    json_t *items = json_object_get(j, "items");
+    assert_int_equal(json_array_size(items), 3);
+    assert_string_equal(str(json_array_get(items, 0), "key"), "sc/a");
+    assert_string_equal(str(json_array_get(items, 1), "key"), "sc/bb");
+    assert_string_equal(str(json_array_get(items, 2), "key"), "sc/c");
+    assert_string_equal(json_string_value(json_object_get(j, "next")), "sc/c");
+    json_decref(j);
+    expect_error_free("GET", "/v1/kv?prefix=a&start=b", NULL, 400, "bad_request");
+    expect_error_free("GET", "/v1/kv?limit=0", NULL, 400, "bad_request");
+    expect_error_free("GET", "/v1/kv?limit=abc", NULL, 400, "bad_request");
+}
+
+static void one_shot_transaction(void **state)
+{
+    (void)state;
+    json_int_t c = put("os1", "x");
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"conditions\":[{\"key\":\"os1\",\"commit_ts\":%lld},{\"key\":\"os2\","
+             "\"exists\":false},{\"key\":\"os1\",\"value\":\"x\"}],\"reads\":[\"os1\",\"os2\"],"
+             "\"writes\":[{\"key\":\"os2\",\"value\":\"y\"},{\"key\":\"os1\",\"delete\":true}]}",
+             (long long)c);
+    json_t *j = expect("POST", "/v1/txn", body, 200);
+    assert_true(num(j, "commit_ts") > c);
+    json_t *reads = json_object_get(j, "reads");
+    assert_string_equal(str(json_array_get(reads, 0), "value"), "x");
+    assert_true(json_is_false(json_object_get(json_array_get(reads, 1), "found")));
+    json_decref(j);
+    /* Now os2 exists: the same request fails on that condition. */
+    j = expect_error("POST", "/v1/txn", body, 409, "condition_failed");
+    json_t *err = json_object_get(j, "error");
+    assert_true(strcmp(str(err, "key"), "os1") == 0 || strcmp(str(err, "key"), "os2") == 0);
+    json_decref(j);
+    expect_error_free("POST", "/v1/txn", "{\"conditions\":[{\"key\":\"a\"}]}", 400, "bad_request");
+    expect_error_free("POST", "/v1/txn",
+                      "{\"writes\":[{\"key\":\"d\",\"value\":\"1\"},{\"key\":\"d\",\"value\":\"2\"}]}",
+                      400, "bad_request");
+}
+
+static void base64_round_trips_binary(void **state)
+{
+    (void)state;
+    /* key bytes 00 ff 2f 61 ("\0\xff/a"), value bytes 00 01 fe ff. */
+    json_t *j = expect("PUT", "/v1/kv/AP8vYQ%3D%3D?encoding=base64", "{\"value\":\"AAH+/w==\"}",
+                       200);
+    json_decref(j);
+    j = expect("GET", "/v1/kv/AP8vYQ%3D%3D?encoding=base64", NULL, 200);
+    assert_string_equal(str(j, "key"), "AP8vYQ==");
+    assert_string_equal(str(j, "value"), "AAH+/w==");
+    json_decref(j);
+    /* As text, those bytes cannot be shown: a clear 400. */
+    expect_error_free("GET", "/v1/kv/%00%FF%2Fa", NULL, 400, "bad_request");
+    j = expect("GET", "/v1/kv?prefix=AP8%3D&encoding=base64", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "items")), 1);
+    json_decref(j);
+    /* A session with base64 keys and values, a slash inside the key. */
+    char id[64], path[256];
+    begin(id, sizeof(id), NULL);
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/L3gv?encoding=base64", id); /* "/x/" */
+    assert_null(expect("PUT", path, "{\"value\":\"AA==\"}", 204));
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    json_decref(expect("POST", path, NULL, 200));
+    j = expect("GET", "/v1/kv/%2Fx%2F", NULL, 200);
+    assert_int_equal(json_string_length(json_object_get(j, "value")), 1);
+    json_decref(j);
+    expect_error_free("GET", "/v1/kv/!!!?encoding=base64", NULL, 400, "bad_request");
+    expect_error_free("PUT", "/v1/kv/a?encoding=base64", "{\"value\":\"abc\"}", 400, "bad_request");
+    expect_error_free("GET", "/v1/kv/a?encoding=rot13", NULL, 400, "bad_request");
+}
+
+static void bad_input_gets_4xx(void **state)
+{
+    (void)state;
+    char *path = malloc(5000), *body;
+    /* Keys: 4096 bytes are fine, 4097 are not. */
+    strcpy(path, "/v1/kv/");
+    memset(path + 7, 'k', 4096);
+    path[7 + 4096] = '\0';
+    json_decref(expect("PUT", path, "{\"value\":\"big key\"}", 200));
+    json_decref(expect("GET", path, NULL, 200));
+    strcat(path, "k");
+    expect_error_free("PUT", path, "{\"value\":\"x\"}", 400, "bad_request");
+    free(path);
+    /* Values over --max-value-bytes (1024 here). */
+    body = malloc(2000);
+    strcpy(body, "{\"value\":\"");
+    memset(body + 10, 'v', 1025);
+    strcpy(body + 10 + 1025, "\"}");
+    expect_error_free("PUT", "/v1/kv/big", body, 413, "payload_too_large");
+    free(body);
+    /* Bodies over 64 MiB. */
+    size_t huge = (64u << 20) + 1;
+    body = malloc(huge);
+    memset(body, ' ', huge);
+    tl_resp r;
+    tl_call_raw(&ST, "PUT", "/v1/kv/huge", body, huge, "application/json", &r);
+    assert_int_equal(r.status, 413);
+    assert_non_null(strstr(r.body, "payload_too_large"));
+    tl_resp_free(&r);
+    free(body);
+    /* Malformed JSON, bad UTF-8, the wrong content type. */
+    expect_error_free("PUT", "/v1/kv/a", "{\"value\":", 400, "bad_request");
+    expect_error_free("PUT", "/v1/kv/a", "[1,2]", 400, "bad_request");
+    expect_error_free("PUT", "/v1/kv/a", "{\"value\":\"\xff\xfe\"}", 400, "bad_request");
+    expect_error_free("GET", "/v1/kv/%C3%28", NULL, 400, "bad_request");
+    tl_call_raw(&ST, "PUT", "/v1/kv/a", "{\"value\":\"x\"}", 13, "text/plain", &r);
+    assert_int_equal(r.status, 415);
+    assert_non_null(strstr(r.body, "unsupported_media_type"));
+    tl_resp_free(&r);
+    tl_call_raw(&ST, "PUT", "/v1/kv/a", "{\"value\":\"x\"}", 13, "application/json; charset=utf-8", &r);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
+    /* Unknown paths, wrong methods, bad parameters. */
+    expect_error_free("GET", "/v1/nothing", NULL, 404, "not_found");
+    expect_error_free("PATCH", "/v1/kv/a", NULL, 405, "method_not_allowed");
+    expect_error_free("POST", "/v1/kv/a", NULL, 405, "method_not_allowed");
+    expect_error_free("GET", "/v1/kv/a?ts=-3", NULL, 400, "bad_request");
+    expect_error_free("POST", "/v1/txns", "{\"lease_ttl_ms\":\"long\"}", 400, "bad_request");
+    expect_error_free("POST", "/v1/txns", "{\"lease_ttl_ms\":1}", 400, "bad_request");
+    /* The store is intact after all that. */
+    json_t *j = expect("GET", "/v1/kv/s1", NULL, 200);
+    assert_string_equal(str(j, "value"), "mine");
+    json_decref(j);
+}
+
+static void an_expired_lease_answers_410(void **state)
+{
+    (void)state;
+    char id[64], path[256];
+    begin(id, sizeof(id), "{\"lease_ttl_ms\":200}");
+    snprintf(path, sizeof(path), "/v1/txns/%s/keys/exp", id);
+    assert_null(expect("PUT", path, "{\"value\":\"v\"}", 204));
+    usleep(600 * 1000);
+    expect_error_free("GET", path, NULL, 410, "txn_expired");
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    expect_error_free("POST", path, NULL, 410, "txn_expired");
+    expect_error_free("GET", "/v1/kv/exp", NULL, 404, "not_found");
+    /* Requests renew the lease: a session touched every 100 ms lives on. */
+    begin(id, sizeof(id), "{\"lease_ttl_ms\":300}");
+    snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", id);
+    for (int i = 0; i < 6; i++) {
+        usleep(100 * 1000);
+        json_decref(expect("POST", path, NULL, 200));
+    }
+}
+
+static void oracle_outage_503_then_recovery(void **state)
+{
+    (void)state;
+    put("oo", "before");
+    assert_int_equal(tl_oracle_stop(&ST.oracle), 0);
+    tl_resp r;
+    tl_call_raw(&ST, "POST", "/v1/txns", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "oracle_unavailable"));
+    char ra[32];
+    assert_non_null(tl_resp_header(&r, "Retry-After", ra, sizeof(ra)));
+    tl_resp_free(&r);
+    expect_error_free("PUT", "/v1/kv/oo", "{\"value\":\"during\"}", 503, "oracle_unavailable");
+    /* Latest reads need no timestamp. */
+    json_t *j = expect("GET", "/v1/kv/oo", NULL, 200);
+    assert_string_equal(str(j, "value"), "before");
+    json_decref(j);
+    j = expect("GET", "/v1/health", NULL, 200);
+    assert_string_equal(str(j, "oracle"), "unreachable");
+    json_decref(j);
+    /* Back on the same port: everything works again, no restart. */
+    char odata[700];
+    snprintf(odata, sizeof(odata), "%s", ST.oracle.dir);
+    assert_int_equal(tl_oracle_start(&ST.oracle, odata, ST.oracle.port), 0);
+    put("oo", "after");
+    char id[64];
+    begin(id, sizeof(id), NULL);
+}
+
+static void restarts_keep_acknowledged_commits(void **state)
+{
+    (void)state;
+    json_int_t c = put("durable1", "kept");
+    assert_int_equal(tl_service_stop(&ST), 0);
+    assert_int_equal(tl_service_start(&ST), 0);
+    json_t *j = expect("GET", "/v1/kv/durable1", NULL, 200);
+    assert_int_equal(num(j, "commit_ts"), c);
+    json_decref(j);
+    /* kill -9 right after the acknowledgment. */
+    put("durable2", "also kept");
+    char id[64], path[256];
+    begin(id, sizeof(id), NULL);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "/v1/txns/%s/keys/durable-s%d", id, i);
+        assert_null(expect("PUT", path, "{\"value\":\"s\"}", 204));
+    }
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    json_decref(expect("POST", path, NULL, 200));
+    assert_int_equal(tl_kill9(ST.svc.pid), 0);
+    ST.svc.pid = 0;
+    assert_int_equal(tl_service_start(&ST), 0);
+    json_decref(expect("GET", "/v1/kv/durable2", NULL, 200));
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "/v1/kv/durable-s%d", i);
+        json_decref(expect("GET", path, NULL, 200));
+    }
+    /* The session of the earlier run is gone. */
+    snprintf(path, sizeof(path), "/v1/txns/%s", id);
+    expect_error_free("GET", path, NULL, 404, "not_found");
+}
+
+static void auth_token_is_required(void **state)
+{
+    (void)state;
+    tl_stack saved = ST;
+    char tokfile[700];
+    snprintf(tokfile, sizeof(tokfile), "%s/token", saved.dir);
+    assert_int_equal(tl_write_file(tokfile, "s3cret\n", 7), 0);
+    const char *extra[] = {"--auth-token-file", tokfile, NULL};
+    assert_int_equal(tl_stack_start(&ST, extra), 0);
+    json_decref(expect("GET", "/v1/health", NULL, 200));
+    expect_error_free("GET", "/v1/kv/a", NULL, 401, "unauthorized");
+    expect_error_free("POST", "/v1/txns", NULL, 401, "unauthorized");
+    char url[128];
+    snprintf(url, sizeof(url), "%s/metrics", ST.svc.url);
+    tl_resp r;
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 401);
+    tl_resp_free(&r);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+    ST = saved;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(health_metrics_and_spec),
+        cmocka_unit_test(single_put_get_delete),
+        cmocka_unit_test(compare_and_set),
+        cmocka_unit_test(session_lifecycle),
+        cmocka_unit_test(write_conflict_aborts_the_session),
+        cmocka_unit_test(batch_reads_then_writes),
+        cmocka_unit_test(scans_pages_prefixes_and_merging),
+        cmocka_unit_test(one_shot_transaction),
+        cmocka_unit_test(base64_round_trips_binary),
+        cmocka_unit_test(bad_input_gets_4xx),
+        cmocka_unit_test(an_expired_lease_answers_410),
+        cmocka_unit_test(oracle_outage_503_then_recovery),
+        cmocka_unit_test(restarts_keep_acknowledged_commits),
+        cmocka_unit_test(auth_token_is_required),
+    };
+    return cmocka_run_group_tests_name("service API", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,280 @@
+/*
+ * test_service_bank.c — snapshot isolation over HTTP (CONTRACT §6.1): 20
+ * accounts, 8 concurrent clients making 2,000 transfers, half through
+ * sessions and half through one-shot /v1/txn compare-and-set, conflicts
+ * retried by the clients, while a reader takes snapshots of every account.
+ * The total must be conserved in every snapshot and at the end, with
+ * one-phase commit on and off, and after a restart.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_fixture.h"
+
+#define ACCOUNTS 20
+#define CLIENTS 8
+#define TRANSFERS 2000
+#define START_BALANCE 1000
+#define TOTAL ((long)ACCOUNTS * START_BALANCE)
+
+static tl_stack ST;
+static atomic_int clients_done;
+
+/* One call; asserts a known status. Returns the JSON (may be NULL). */
+static json_t *call(const char *method, const char *path, const char *body, long *status)
+{
+    json_t *j = tl_call(&ST, method, path, body, status);
+    if (*status >= 500) {
+        char *d = j ? json_dumps(j, 0) : NULL;
+        fprintf(stderr, "%s %s -> %ld %s\n", method, path, *status, d ? d : "");
+        free(d);
+        fail_msg("server error");
+    }
+    return j;
+}
+
+static void account(int i, char *out) { snprintf(out, 16, "acct%%2F%02d", i % 100); }
+static void account_key(int i, char *out) { snprintf(out, 16, "acct/%02d", i % 100); }
+
+static long balance_of(json_t *item)
+{
+    return strtol(json_string_value(json_object_get(item, "value")), NULL, 10);
+}
+
+/* A transfer through a session: begin, read both, write both, commit. */
+static bool transfer_session(int from, int to, long amount)
+{
+    char path[128], body[512], a[16], b[16];
+    long st;
+    json_t *j = call("POST", "/v1/txns", NULL, &st);
+    assert_int_equal(st, 201);
+    char id[64];
+    snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    account_key(from, a);
+    account_key(to, b);
+    snprintf(path, sizeof(path), "/v1/txns/%s/batch", id);
+    snprintf(body, sizeof(body), "{\"reads\":[\"%s\",\"%s\"]}", a, b);
+    j = call("POST", path, body, &st);
+    if (st != 200) {
+        assert_int_equal(st, 409); /* key_locked: give up this attempt */
+        json_decref(j);
+        snprintf(path, sizeof(path), "/v1/txns/%s/rollback", id);
+        json_decref(call("POST", path, NULL, &st));
+        return false;
+    }
+    json_t *reads = json_object_get(j, "reads");
+    long fa = balance_of(json_array_get(reads, 0)), tb = balance_of(json_array_get(reads, 1));
+    json_decref(j);
+    if (amount > fa)
+        amount = fa;
+    snprintf(body, sizeof(body),
+             "{\"writes\":[{\"key\":\"%s\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"%ld\"}]}",
+             a, fa - amount, b, tb + amount);
+    json_decref(call("POST", path, body, &st));
+    assert_int_equal(st, 200);
+    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
+    json_decref(call("POST", path, NULL, &st));
+    if (st == 409)
+        return false;
+    assert_int_equal(st, 200);
+    return true;
+}
+
+/* A transfer as two one-shot requests: read both, then a compare-and-set
+ * on both commit timestamps that writes both. */
+static bool transfer_oneshot(int from, int to, long amount)
+{
+    char body[768], a[16], b[16];
+    long st;
+    account_key(from, a);
+    account_key(to, b);
+    snprintf(body, sizeof(body), "{\"reads\":[\"%s\",\"%s\"]}", a, b);
+    json_t *j = call("POST", "/v1/txn", body, &st);
+    if (st == 409) {
+        json_decref(j);
+        return false;
+    }
+    assert_int_equal(st, 200);
+    json_t *reads = json_object_get(j, "reads");
+    json_t *ra = json_array_get(reads, 0), *rb = json_array_get(reads, 1);
+    long fa = balance_of(ra), tb = balance_of(rb);
+    long long ca = json_integer_value(json_object_get(ra, "commit_ts"));
+    long long cb = json_integer_value(json_object_get(rb, "commit_ts"));
+    json_decref(j);
+    if (amount > fa)
+        amount = fa;
+    snprintf(body, sizeof(body),
+             "{\"conditions\":[{\"key\":\"%s\",\"commit_ts\":%lld},{\"key\":\"%s\",\"commit_ts\":%lld}],"
+             "\"writes\":[{\"key\":\"%s\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"%ld\"}]}",
+             a, ca, b, cb, a, fa - amount, b, tb + amount);
+    j = call("POST", "/v1/txn", body, &st);
+    json_decref(j);
+    if (st == 409)
+        return false;
+    assert_int_equal(st, 200);
+    return true;
+}
+
+typedef struct {
+    int id;
+    unsigned seed;
+    int done, retries;
+} client;
+
+static void *client_main(void *arg)
+{
+    client *c = arg;
+    for (int i = 0; i < TRANSFERS / CLIENTS; i++) {
+        int from = rand_r(&c->seed) % ACCOUNTS;
+        int to = (from + 1 + rand_r(&c->seed) % (ACCOUNTS - 1)) % ACCOUNTS;
+        long amount = rand_r(&c->seed) % 100;
+        bool by_session = (i + c->id) % 2 == 0;
+        for (int attempt = 0;; attempt++) {
+            bool ok = by_session ? transfer_session(from, to, amount)
+                                 : transfer_oneshot(from, to, amount);
+            if (ok)
+                break;
+            c->retries++;
+            assert_true(attempt < 500);
+            usleep((useconds_t)(1000 + rand_r(&c->seed) % 4000));
+        }
+        c->done++;
+    }
+    atomic_fetch_add(&clients_done, 1);
+    return NULL;
+}
+
+/* Sum every account in one snapshot: a scan (no ts: a fresh snapshot). */
+static long snapshot_sum(int *accounts)
+{
+    long st;
+    json_t *j = call("GET", "/v1/kv?prefix=acct/&limit=100", NULL, &st);
+    if (st == 409) {
+        json_decref(j);
+        return -1;
+    }
+    assert_int_equal(st, 200);
+    json_t *items = json_object_get(j, "items");
+    long sum = 0;
+    for (size_t i = 0; i < json_array_size(items); i++)
+        sum += balance_of(json_array_get(items, i));
+    *accounts = (int)json_array_size(items);
+    json_decref(j);
+    return sum;
+}
+
+typedef struct {
+    int snapshots;
+} reader;
+
+static void *reader_main(void *arg)
+{
+    reader *r = arg;
+    while (atomic_load(&clients_done) < CLIENTS && r->snapshots < 100000) {
+        int n = 0;
+        long sum = snapshot_sum(&n);
+        if (sum < 0)
+            continue; /* a live lock outlasted --lock-wait-ms: try again */
+        assert_int_equal(n, ACCOUNTS);
+        assert_int_equal(sum, TOTAL);
+        r->snapshots++;
+    }
+    return NULL;
+}
+
+static void run_bank(const char *one_pc)
+{
+    const char *extra[] = {"--one-pc", one_pc, "--lock-wait-ms", "2000", NULL};
+    assert_int_equal(tl_stack_start(&ST, extra), 0);
+    atomic_store(&clients_done, 0);
+
+    /* Open the accounts in one transaction. */
+    char body[4096] = "{\"writes\":[";
+    for (int i = 0; i < ACCOUNTS; i++) {
+        char k[16];
+        account_key(i, k);
+        snprintf(body + strlen(body), sizeof(body) - strlen(body),
+                 "%s{\"key\":\"%s\",\"value\":\"%d\"}", i ? "," : "", k, START_BALANCE);
+    }
+    strcat(body, "]}");
+    long st;
+    json_decref(call("POST", "/v1/txn", body, &st));
+    assert_int_equal(st, 200);
+
+    pthread_t th[CLIENTS + 1];
+    client c[CLIENTS];
+    reader r = {0};
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = (client){.id = i, .seed = (unsigned)(i * 7919 + 17)};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+    }
+    assert_int_equal(pthread_create(&th[CLIENTS], NULL, reader_main, &r), 0);
+    for (int i = 0; i <= CLIENTS; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    int done = 0, retries = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        done += c[i].done;
+        retries += c[i].retries;
+    }
+    print_message("one-pc %s: %d transfers, %d retries after conflicts, %d snapshots summed\n",
+                  one_pc, done, retries, r.snapshots);
+    assert_int_equal(done, TRANSFERS);
+    assert_true(r.snapshots > 0);
+
+    /* At the end: no locks, the total by latest reads and by a scan, and
+     * again after a restart. */
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *j = call("GET", "/v1/locks", NULL, &st);
+        assert_int_equal(json_array_size(json_object_get(j, "locks")), 0);
+        json_decref(j);
+        long sum = 0;
+        for (int i = 0; i < ACCOUNTS; i++) {
+            char path[64], k[16];
+            account(i, k);
+            snprintf(path, sizeof(path), "/v1/kv/%s", k);
+            j = call("GET", path, NULL, &st);
+            assert_int_equal(st, 200);
+            sum += balance_of(j);
+            json_decref(j);
+        }
+        assert_int_equal(sum, TOTAL);
+        int n;
+        assert_int_equal(snapshot_sum(&n), TOTAL);
+        if (pass == 0) {
+            assert_int_equal(tl_service_stop(&ST), 0);
+            assert_int_equal(tl_service_start(&ST), 0);
+        }
+    }
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
+static void bank_with_one_phase_commit(void **state)
+{
+    (void)state;
+    run_bank("on");
+}
+
+static void bank_with_two_phase_commit_only(void **state)
+{
+    (void)state;
+    run_bank("off");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bank_with_one_phase_commit),
+        cmocka_unit_test(bank_with_two_phase_commit_only),
+    };
+    return cmocka_run_group_tests_name("service: bank transfers", tests, NULL, NULL);
+}

@@ -1,0 +1,94 @@
+/*
+ * testlib.h — helpers for integration tests (and benchmarks) that drive the
+ * real programs over loopback.
+ *
+ * Processes: tl_spawn() starts a program from PERCOLATOR_BIN_DIR with its
+ * output in a log file and remembers its pid; tl_stop()/tl_kill9() signal
+ * only such pids. An atexit hook SIGKILLs any started process still alive,
+ * and every child gets PR_SET_PDEATHSIG so it dies with the test even if
+ * the test itself is killed by the runner's timeout.
+ *
+ * Everything is bounded: waits take a timeout, HTTP requests have one.
+ */
+#ifndef PERCOLATOR_TESTLIB_H
+#define PERCOLATOR_TESTLIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* --- files and directories --- */
+/* Where the programs are: $PERCOLATOR_BIN_DIR, else "bin". */
+const char *tl_bin_dir(void);
+/* A fresh directory under $TMPDIR (or /tmp); malloc'd path, NULL on error. */
+char *tl_mkdtemp(const char *tag);
+/* rm -rf. 0 or -1. */
+int tl_rmtree(const char *path);
+/* Whole file into a malloc'd NUL-terminated buffer; NULL on error. */
+char *tl_read_file(const char *path, size_t *len);
+int tl_write_file(const char *path, const void *data, size_t len);
+
+/* --- network --- */
+/* A loopback TCP port that was free a moment ago (bind 127.0.0.1:0). */
+int tl_free_port(void);
+
+/* --- processes --- */
+/* Start prog (a bare name is looked up in tl_bin_dir()) with args (NULL-
+ * terminated, without argv[0]) and extra environment entries "K=V" (NULL-
+ * terminated or NULL), stdout+stderr appended to log_path. pid or -1. */
+pid_t tl_spawn(const char *prog, const char *const args[], const char *const env[],
+               const char *log_path);
+/* Poll GET base_url/v1/health until it answers 200. 0, or -1 on timeout or
+ * if pid (when > 0) exits meanwhile. */
+int tl_wait_health(const char *base_url, pid_t pid, int timeout_ms);
+/* Wait for pid to exit. Returns its wait status decoded: exit code 0..255,
+ * 128+signal if killed, -1 on timeout (process left running). */
+int tl_wait_exit(pid_t pid, int timeout_ms);
+/* SIGTERM and wait up to timeout_ms: the decoded exit status. If it is
+ * still running then, SIGKILL it and return -1 (not a clean stop). */
+int tl_stop(pid_t pid, int timeout_ms);
+/* SIGKILL and reap. 0 or -1. */
+int tl_kill9(pid_t pid);
+
+/* --- HTTP (libcurl, a fresh connection per call) --- */
+typedef struct tl_resp {
+    long status;          /* 0 if no response */
+    char *body;           /* NUL-terminated */
+    size_t len;
+    char *headers;        /* raw header block, NUL-terminated */
+} tl_resp;
+
+/* body may be NULL (no body); content_type NULL: none sent. 0 if a response
+ * arrived, -1 on transport error. Always call tl_resp_free. */
+int tl_http(const char *method, const char *url, const void *body, size_t body_len,
+            const char *content_type, int timeout_ms, tl_resp *out);
+/* A response header's value (case-insensitive name) copied into out;
+ * NULL if absent. */
+const char *tl_resp_header(const tl_resp *r, const char *name, char *out, size_t outlen);
+void tl_resp_free(tl_resp *r);
+
+/* The value of the first sample line "name value" (name may include labels
+ * exactly as rendered) in Prometheus text; -1 if absent. */
+double tl_metric(const char *text, const char *name);
+
+/* --- the oracle as a fixture --- */
+typedef struct tl_oracle {
+    pid_t pid;
+    int port;
+    char url[64];          /* http://127.0.0.1:port */
+    char dir[512];         /* data dir */
+    char log[600];         /* its stdout+stderr */
+} tl_oracle;
+
+/* Start percolator-oracle on a free port (port <= 0) or the given port with
+ * data_dir, wait for health. 0 or -1 (the log is printed on failure). */
+int tl_oracle_start(tl_oracle *o, const char *data_dir, int port);
+/* Graceful stop; returns the exit status (0 expected). */
+int tl_oracle_stop(tl_oracle *o);
+/* POST /v1/timestamps?count=n; 0 and *first on 200, else -1. */
+int tl_oracle_next(const tl_oracle *o, unsigned n, uint64_t *first);
+/* Print a file to stderr (to show a program's log when a test fails). */
+void tl_dump_file(const char *path);
+
+#endif

@@ -1,0 +1,358 @@
+/*
+ * test_httpd.c — common/httpd in-process: routing and {param} decoding,
+ * query parameters, the body rules (413, 415), the error envelope, extra
+ * headers, keep-alive, metrics and the graceful stop.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "httpd.h"
+#include "testlib.h"
+#include "timeutil.h"
+
+static _Atomic int slow_done;
+
+/* GET /v1/things/{id}/keys/{key}: echoes what it was given. */
+static void h_echo(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    size_t idlen, keylen, qlen = 0;
+    const char *id = httpd_param(req, "id", &idlen);
+    const char *key = httpd_param(req, "key", &keylen);
+    const char *q = httpd_query(req, "q", &qlen);
+    json_t *j = json_pack("{s:s%,s:s%,s:s%,s:b,s:s}", "id", id, idlen, "key", key, keylen,
+                          "q", q ? q : "", qlen, "flag", httpd_query(req, "flag", NULL) != NULL,
+                          "route", httpd_route_name(req));
+    httpd_reply_json(req, 200, j);
+}
+
+/* POST /v1/things: parses the JSON body. */
+static void h_post(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    json_t *body = httpd_body_json(req);
+    if (!body)
+        return; /* 400 already answered */
+    size_t len;
+    httpd_body(req, &len);
+    httpd_reply_json(req, 201, json_pack("{s:O,s:i}", "got", body, "bytes", (int)len));
+    json_decref(body);
+}
+
+static void h_conflict(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    httpd_add_header(req, "Retry-After", "2");
+    httpd_reply_error(req, 409, "write_conflict", json_pack("{s:s,s:i}", "key", "k1", "conflict_commit_ts", 7),
+                      "conflict on %s", "k1");
+}
+
+static void h_silent(httpd_req *req, void *ctx)
+{
+    (void)req;
+    (void)ctx; /* forgets to reply */
+}
+
+static void h_text(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    httpd_reply_text(req, 200, "application/yaml", "a: 1\n", 5);
+}
+
+static void h_slow(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    time_sleep_ms(400);
+    atomic_store(&slow_done, 1);
+    httpd_reply_empty(req, 204);
+}
+
+static const httpd_route routes[] = {
+    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL},
+    {"POST", "/v1/things", h_post, NULL},
+    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key"},
+    {"GET", "/v1/silent", h_silent, NULL},
+    {"GET", "/openapi.yaml", h_text, NULL},
+    {"POST", "/v1/slow", h_slow, NULL},
+};
+
+typedef struct fixture {
+    httpd *h;
+    metrics_registry *m;
+    char base[64];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->m = metrics_registry_new();
+    httpd_config cfg = {.listen = "127.0.0.1:0", .threads = 2, .routes = routes,
+                        .nroutes = sizeof routes / sizeof routes[0], .metrics = f->m,
+                        .max_body = 1 << 20};
+    char err[256];
+    if (httpd_start(&cfg, &f->h, err, sizeof err) != 0) {
+        fprintf(stderr, "httpd_start: %s\n", err);
+        return -1;
+    }
+    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", httpd_port(f->h));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    httpd_stop(f->h, 2000);
+    metrics_registry_free(f->m);
+    free(f);
+    return 0;
+}
+
+static json_t *req(fixture *f, const char *method, const char *path, const char *body,
+                   const char *ctype, long *status, tl_resp *keep)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", f->base, path);
+    tl_resp r;
+    assert_int_equal(tl_http(method, url, body, body ? strlen(body) : 0, ctype, 5000, &r), 0);
+    *status = r.status;
+    json_t *j = json_loadb(r.body, r.len, JSON_ALLOW_NUL, NULL);
+    if (keep)
+        *keep = r;
+    else
+        tl_resp_free(&r);
+    return j;
+}
+
+static const char *err_code(json_t *j)
+{
+    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+}
+
+static void test_params_are_percent_decoded(void **state)
+{
+    fixture *f = *state;
+    long st;
+    json_t *j = req(f, "GET", "/v1/things/t%201/keys/a%2Fb%25c?q=x+y%26z&flag", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "t 1");
+    assert_string_equal(json_string_value(json_object_get(j, "key")), "a/b%c");
+    assert_string_equal(json_string_value(json_object_get(j, "q")), "x y&z");
+    assert_true(json_is_true(json_object_get(j, "flag")));
+    assert_string_equal(json_string_value(json_object_get(j, "route")), "GET /v1/things/{id}/keys/{key}");
+    json_decref(j);
+
+    /* A NUL byte inside a key survives with its length. */
+    j = req(f, "GET", "/v1/things/x/keys/a%00b", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 200);
+    json_t *k = json_object_get(j, "key");
+    assert_int_equal(json_string_length(k), 3);
+    assert_memory_equal(json_string_value(k), "a\0b", 3);
+    json_decref(j);
+
+    j = req(f, "GET", "/v1/things/x/keys/bad%zz", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 400);
+    assert_string_equal(err_code(j), "bad_request");
+    json_decref(j);
+}
+
+static void test_unknown_paths_and_methods(void **state)
+{
+    fixture *f = *state;
+    long st;
+    tl_resp r;
+    json_t *j = req(f, "GET", "/v1/nothing", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 404);
+    assert_string_equal(err_code(j), "not_found");
+    json_decref(j);
+    j = req(f, "GET", "/v1/things/x/keys/", NULL, NULL, &st, NULL); /* empty param */
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = req(f, "DELETE", "/v1/things/x/keys/y", NULL, NULL, &st, &r);
+    assert_int_equal(st, 405);
+    assert_string_equal(err_code(j), "method_not_allowed");
+    char allow[64];
+    assert_non_null(tl_resp_header(&r, "Allow", allow, sizeof allow));
+    assert_string_equal(allow, "GET, PUT");
+    tl_resp_free(&r);
+    json_decref(j);
+}
+
+static void test_body_rules(void **state)
+{
+    fixture *f = *state;
+    long st;
+    json_t *j = req(f, "POST", "/v1/things", "{\"a\":1}", "application/json; charset=utf-8", &st, NULL);
+    assert_int_equal(st, 201);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "got"), "a")), 1);
+    json_decref(j);
+
+    j = req(f, "POST", "/v1/things", "{\"a\":1}", "text/plain", &st, NULL);
+    assert_int_equal(st, 415);
+    assert_string_equal(err_code(j), "unsupported_media_type");
+    json_decref(j);
+    j = req(f, "POST", "/v1/things", "{\"a\":1}", "application/jsonx", &st, NULL);
+    assert_int_equal(st, 415);
+    json_decref(j);
+
+    j = req(f, "POST", "/v1/things", "{nope", "application/json", &st, NULL);
+    assert_int_equal(st, 400);
+    assert_string_equal(err_code(j), "bad_request");
+    json_decref(j);
+    j = req(f, "POST", "/v1/things", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 400);
+    json_decref(j);
+
+    /* This server's limit is 1 MiB. */
+    size_t big = (1 << 20) + 10;
+    char *body = malloc(big + 1);
+    memset(body, ' ', big);
+    body[big] = '\0';
+    j = req(f, "POST", "/v1/things", body, "application/json", &st, NULL);
+    assert_int_equal(st, 413);
+    assert_string_equal(err_code(j), "payload_too_large");
+    json_decref(j);
+    /* Just under the limit is accepted (whitespace around an array). */
+    body[(1 << 20) - 10] = '\0';
+    memcpy(body + 100, "[1]", 3);
+    j = req(f, "POST", "/v1/things", body, "application/json", &st, NULL);
+    assert_int_equal(st, 201);
+    json_decref(j);
+    free(body);
+}
+
+static void test_error_envelope_headers_and_text(void **state)
+{
+    fixture *f = *state;
+    long st;
+    tl_resp r;
+    json_t *j = req(f, "PUT", "/v1/things/a/keys/b", "{}", "application/json", &st, &r);
+    assert_int_equal(st, 409);
+    json_t *e = json_object_get(j, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "code")), "write_conflict");
+    assert_string_equal(json_string_value(json_object_get(e, "message")), "conflict on k1");
+    assert_string_equal(json_string_value(json_object_get(e, "key")), "k1");
+    assert_int_equal(json_integer_value(json_object_get(e, "conflict_commit_ts")), 7);
+    char v[32];
+    assert_string_equal(tl_resp_header(&r, "Retry-After", v, sizeof v), "2");
+    assert_string_equal(tl_resp_header(&r, "Content-Type", v, sizeof v), "application/json");
+    tl_resp_free(&r);
+    json_decref(j);
+
+    j = req(f, "GET", "/v1/silent", NULL, NULL, &st, NULL);
+    assert_int_equal(st, 500);
+    assert_string_equal(err_code(j), "internal");
+    json_decref(j);
+
+    j = req(f, "GET", "/openapi.yaml", NULL, NULL, &st, &r);
+    assert_int_equal(st, 200);
+    assert_string_equal(r.body, "a: 1\n");
+    assert_string_equal(tl_resp_header(&r, "Content-Type", v, sizeof v), "application/yaml");
+    tl_resp_free(&r);
+    assert_null(j);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *a)
+{
+    (void)p;
+    (void)a;
+    return s * n;
+}
+
+static void test_keep_alive_and_metrics(void **state)
+{
+    fixture *f = *state;
+    CURL *e = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s/v1/things/a/keys/b", f->base);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+    long connects = 0;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(curl_easy_perform(e), CURLE_OK);
+        long c;
+        curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &c);
+        connects += c;
+    }
+    curl_easy_cleanup(e);
+    assert_int_equal(connects, 1);
+
+    buf out = BUF_INIT;
+    assert_int_equal(metrics_render(f->m, &out), 0);
+    assert_true(tl_metric(out.data, "percolator_http_requests_total{route=\"GET /v1/things/{id}/keys/{key}\",status=\"200\"}") == 20);
+    assert_true(tl_metric(out.data, "percolator_http_request_seconds_count{route=\"GET /v1/things/{id}/keys/{key}\"}") == 20);
+    buf_free(&out);
+}
+
+static void *slow_client(void *arg)
+{
+    fixture *f = arg;
+    long st;
+    tl_resp r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/slow", f->base);
+    tl_http("POST", url, NULL, 0, NULL, 5000, &r);
+    st = r.status;
+    tl_resp_free(&r);
+    return (void *)(intptr_t)st;
+}
+
+static void test_stop_finishes_requests_in_flight(void **state)
+{
+    fixture *f = *state;
+    atomic_store(&slow_done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_client, f), 0);
+    time_sleep_ms(150); /* let the request reach the handler */
+    httpd_stop(f->h, 5000);
+    f->h = NULL;
+    assert_int_equal(atomic_load(&slow_done), 1);
+    void *st;
+    pthread_join(t, &st);
+    assert_int_equal((intptr_t)st, 204);
+}
+
+static void test_listen_parsing(void **state)
+{
+    (void)state;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    char err[128];
+    assert_int_equal(httpd_parse_listen("127.0.0.1:8090", &ss, &len, err, sizeof err), 0);
+    assert_int_equal(httpd_parse_listen("[::1]:80", &ss, &len, err, sizeof err), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(httpd_parse_listen(":8080", &ss, &len, err, sizeof err), 0);
+    assert_int_equal(httpd_parse_listen("127.0.0.1", &ss, &len, err, sizeof err), -1);
+    assert_int_equal(httpd_parse_listen("127.0.0.1:99999", &ss, &len, err, sizeof err), -1);
+    assert_int_equal(httpd_parse_listen("127.0.0.1:x", &ss, &len, err, sizeof err), -1);
+    assert_int_equal(httpd_parse_listen("", &ss, &len, err, sizeof err), -1);
+    char out[16];
+    assert_int_equal(httpd_percent_decode("a%41+", 5, out, true), 3);
+    assert_string_equal(out, "aA ");
+    assert_int_equal(httpd_percent_decode("%4", 2, out, false), -1);
+    assert_int_equal(httpd_percent_decode("%", 1, out, false), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_params_are_percent_decoded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_paths_and_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_envelope_headers_and_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive_and_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_finishes_requests_in_flight, setup, teardown),
+        cmocka_unit_test(test_listen_parsing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
