@@ -5,6 +5,8 @@
 #                   test plain and then under AddressSanitizer + UBSan
 #   make run        start the oracle and the service on 127.0.0.1, data in ./data
 #   make bench      benchmarks (see README)
+#   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
+#                   validate the HTTP exchanges the tests recorded
 #   make clean
 #
 # Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
@@ -84,6 +86,7 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -93,14 +96,18 @@ deps:
 	  fi; \
 	fi
 
-# test: everything, plain and under the sanitizers.
+# test: everything, plain and under the sanitizers, then every HTTP
+# exchange the integration tests made checked against the OpenAPI spec.
 test: deps
 	$(MAKE) check SAN=0
 	$(MAKE) check SAN=1
+	$(MAKE) api-check
 
 # check: build this flavour and run its unit then integration tests.
 check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
-	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
+	rm -rf $(BUILD)/exchanges && mkdir -p $(BUILD)/exchanges
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) PERCOLATOR_EXCHANGE_DIR=$(abspath $(BUILD))/exchanges \
+	  tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
 
 unit: $(UNIT_BIN)
 	tests/run.sh $(UNIT_BIN)
@@ -116,6 +123,24 @@ bench: all bench-oracle
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) $(BUILD)/bench/bench_oracle
+
+# api-check: lint the OpenAPI spec (redocly, recommended rules), self-test
+# the exchange validator, then validate the HTTP exchanges the integration
+# tests recorded. No exchanges at all is a failure (the tests recorded
+# nothing). Call it as a sub-make ($(MAKE) api-check) after the tests, so the
+# wildcard sees the files they wrote.
+API_EXCHANGES ?= $(wildcard build/plain/exchanges/*.jsonl build/asan/exchanges/*.jsonl)
+
+.PHONY: api-check
+api-check:
+	@command -v npm >/dev/null 2>&1 || { echo "api-check: npm not found; install Node.js 20 and npm"; exit 1; }
+	@if [ ! -d api-spec/node_modules ]; then \
+	  echo "api-check: api-spec/node_modules missing, running npm ci"; \
+	  cd api-spec && npm ci --no-audit --no-fund || exit 1; \
+	fi
+	cd api-spec && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no redocly lint openapi.yaml
+	sh api-spec/selftest.sh
+	node api-spec/validate.mjs $(API_EXCHANGES)
 
 clean:
 	rm -rf build bin

@@ -42,13 +42,17 @@ static void handle_timestamps(httpd_req *req, void *arg)
     uint64_t first;
     char err[256];
     int rc = tso_next(ctx->tso, count, &first, err, sizeof err);
+    /* Both failures are CONTRACT §3's oracle_unavailable (503 with
+     * Retry-After); the message tells them apart. */
     if (rc == TSO_ERR_EXHAUSTED) {
-        httpd_reply_error(req, 503, "exhausted", NULL, "%s", err);
+        httpd_add_header(req, "Retry-After", "3600");
+        httpd_reply_error(req, 503, "oracle_unavailable", json_pack("{s:i}", "retry_after_ms", 3600000),
+                          "%s: this oracle will never hand out another timestamp", err);
         return;
     }
     if (rc != TSO_OK) {
         httpd_add_header(req, "Retry-After", "1");
-        httpd_reply_error(req, 503, "unavailable", NULL,
+        httpd_reply_error(req, 503, "oracle_unavailable", json_pack("{s:i}", "retry_after_ms", 1000),
                           "cannot persist the high-water mark: %s", err);
         return;
     }

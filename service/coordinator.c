@@ -26,16 +26,8 @@ static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mut
         pc_rc rc = pc_prewrite(ps, t, m, n, c);
         if (rc != PC_LOCKED)
             return rc;
-        pc_liveness live = svc_liveness(s);
-        pc_txn_status st;
-        rc = pc_resolve_met_lock(ps, &c->lock, &live, &st);
-        if (rc != PC_OK)
-            return rc == PC_LOCKED ? PC_LOCKED : rc;
-        metrics_inc(metrics_series_get(s->m.resolved, st.state == PC_TXN_COMMITTED
-                                                          ? "rolled_forward"
-                                                          : "rolled_back",
-                                       NULL),
-                    1);
+        if ((rc = rd_resolve(s, ps, &c->lock)) != PC_OK)
+            return rc;
     }
     return PC_LOCKED;
 }
@@ -55,10 +47,8 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
         /* A lock: a dead owner's is resolved; otherwise a live 2PC lock
          * fails us, and another one-phase commit in flight is waited out. */
         if (c->lock.start_ts != 0) {
-            pc_liveness live = svc_liveness(s);
-            pc_txn_status st;
-            if (pc_resolve_met_lock(ps, &c->lock, &live, &st) != PC_OK)
-                return PC_LOCKED;
+            if ((rc = rd_resolve(s, ps, &c->lock)) != PC_OK)
+                return rc;
             continue;
         }
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))

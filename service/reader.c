@@ -6,6 +6,21 @@
 #include "reader.h"
 #include "timeutil.h"
 
+pc_rc rd_resolve(svc *s, pc_session *ps, const pc_lock_view *lock)
+{
+    pc_liveness live = svc_liveness(s);
+    pc_txn_status st;
+    pc_rc rc = pc_resolve_met_lock(ps, lock, &live, &st);
+
+    if (rc == PC_OK)
+        metrics_inc(metrics_series_get(s->m.resolved,
+                                       st.state == PC_TXN_COMMITTED ? "rolled_forward"
+                                                                    : "rolled_back",
+                                       NULL),
+                    1);
+    return rc;
+}
+
 bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadline_ms,
                     unsigned *attempt, pc_rc *rc)
 {
@@ -13,17 +28,9 @@ bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadl
     /* start_ts 0 marks a one-phase commit's in-memory lock: it lasts one
      * WiredTiger transaction, there is nothing to resolve. */
     if (c->lock.start_ts != 0) {
-        pc_liveness live = svc_liveness(s);
-        pc_txn_status st;
-        pc_rc r = pc_resolve_met_lock(ps, &c->lock, &live, &st);
-        if (r == PC_OK) {
-            metrics_inc(metrics_series_get(s->m.resolved, st.state == PC_TXN_COMMITTED
-                                                              ? "rolled_forward"
-                                                              : "rolled_back",
-                                           NULL),
-                        1);
+        pc_rc r = rd_resolve(s, ps, &c->lock);
+        if (r == PC_OK)
             return true;
-        }
         if (r != PC_LOCKED) {
             *rc = r;
             return false;

@@ -15,6 +15,11 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *c);
 
+/* Resolve a lock met on the way: roll it forward or back when its
+ * transaction's fate is known (counted in /metrics). PC_OK: it is gone;
+ * PC_LOCKED: its owner is alive. */
+pc_rc rd_resolve(svc *s, pc_session *ps, const pc_lock_view *lock);
+
 /* A lock was met: resolve it if its owner is dead, else wait a little.
  * true: try again; false: give up (deadline passed, or *rc says why). */
 bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadline_ms,

@@ -122,6 +122,7 @@ static void test_bad_requests_get_json_errors(void **state)
         json_decref(j);
     }
     long st;
+    tl_expect_off_spec(true); /* routes and methods the API does not have */
     json_t *j = call(f, "GET", "/v1/timestamps", &st);
     assert_int_equal(st, 405);
     assert_error(j, "method_not_allowed");
@@ -138,6 +139,7 @@ static void test_bad_requests_get_json_errors(void **state)
     assert_int_equal(st, 404);
     assert_error(j, "not_found");
     json_decref(j);
+    tl_expect_off_spec(false);
 
     /* A body that is not JSON-typed: 415. */
     char url[256];
@@ -335,7 +337,7 @@ static void test_timestamps_stay_below_2_pow_53(void **state)
     long st;
     json_t *j = call(f, "POST", "/v1/timestamps", &st);
     assert_int_equal(st, 503);
-    assert_error(j, "exhausted");
+    assert_error(j, "oracle_unavailable");
     json_decref(j);
 }
 

@@ -73,6 +73,8 @@ int tl_http(const char *method, const char *url, const void *body, size_t body_l
 done:
     out->body = buf_take(&b, &out->len);
     out->headers = buf_take(&h, NULL);
+    if (rc == 0)
+        tl_record_exchange(method, url, body, body_len, content_type, out);
     curl_slist_free_all(hdrs);
     if (e)
         curl_easy_cleanup(e);

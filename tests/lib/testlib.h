@@ -63,6 +63,14 @@ typedef struct tl_resp {
  * arrived, -1 on transport error. Always call tl_resp_free. */
 int tl_http(const char *method, const char *url, const void *body, size_t body_len,
             const char *content_type, int timeout_ms, tl_resp *out);
+/* Exchanges are recorded for the OpenAPI check when PERCOLATOR_EXCHANGE_LOG
+ * names a file (exchange_log.c). A test that sends a request the API does
+ * not route on purpose (an unknown path, a method a path lacks) brackets
+ * it with tl_expect_off_spec(true) ... (false). */
+void tl_expect_off_spec(bool on);
+void tl_record_exchange(const char *method, const char *url, const void *body, size_t body_len,
+                        const char *content_type, const tl_resp *r);
+
 /* A response header's value (case-insensitive name) copied into out;
  * NULL if absent. */
 const char *tl_resp_header(const tl_resp *r, const char *name, char *out, size_t outlen);
