@@ -81,6 +81,7 @@ typedef struct {
     size_t len, cap;
 } pc_buf;
 void pc_buf_free(pc_buf *b);
+pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
 
 typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
 
@@ -232,6 +233,7 @@ pc_rc pc_lock_scan(pc_session *s, pc_slice after, size_t limit,
 
 typedef struct {
     uint64_t keys;             /* distinct keys visited */
+    uint64_t versions;         /* write records visited */
     uint64_t versions_removed; /* write records dropped */
     uint64_t data_removed;     /* data rows dropped */
 } pc_gc_stats;

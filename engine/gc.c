@@ -26,6 +26,7 @@ typedef struct {
     uint8_t resume[PC_KEY_MAX]; /* first key of the next batch */
     size_t resume_len;
     bool started, done;
+    uint64_t batch_versions;    /* write records seen by this batch */
     pc_gc_stats *st;
     pc_buf doomed;              /* [u32 len][vkey] write rows, [u32 len][vkey] data rows */
 } gc_args;
@@ -63,6 +64,7 @@ static pc_rc gc_key(pc_session *s, gc_args *a, const uint8_t *ukey, size_t ulen)
             return pc_wt_error(s, ret, "get_value");
         if (pc_write_decode(v.data, v.size, &w) != PC_OK)
             return PC_ERROR;
+        a->batch_versions++;
         if (ts <= a->safe_point) {
             bool drop = w.type == PC_W_ROLLBACK || kept_visible || w.type == PC_W_DELETE;
             if (w.type != PC_W_ROLLBACK)
@@ -95,6 +97,7 @@ static pc_rc gc_batch(pc_session *s, void *arg)
     int ret;
 
     a->doomed.len = 0;
+    a->batch_versions = 0;
     if (a->started) {
         size_t eklen = pc_ekey(vk, a->resume, a->resume_len);
         rc = pc_cursor_seek_ge(s, s->write, vk, eklen);
@@ -136,6 +139,7 @@ static pc_rc gc_batch(pc_session *s, void *arg)
     /* Commit the batch's effects to the stats only when it is the last
      * attempt: pc_run_txn may run this body again after WT_ROLLBACK. */
     a->st->keys += keys;
+    a->st->versions += a->batch_versions;
     a->st->versions_removed += versions;
     a->st->data_removed += data;
     a->done = done;

@@ -114,7 +114,6 @@ pc_rc pc_lock_decode(const void *p, size_t len, pc_lock_rec *r);
 pc_rc pc_write_encode(pc_buf *b, const pc_write_rec *r);
 pc_rc pc_write_decode(const void *p, size_t len, pc_write_rec *r);
 
-pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
 pc_rc pc_buf_reserve(pc_buf *b, size_t extra);
 
 /* ---- mvcc.c: lookups the actions share ---- */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coordinator.h"
+#include "failpoint.h"
 #include "log.h"
 #include "reader.h"
 #include "timeutil.h"
@@ -56,6 +57,21 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
     }
 }
 
+/* A long prewrite keeps its primary lock fresh (seed 003: the worker
+ * updates the wall time), so the janitor does not take it for stuck. */
+static void heartbeat(svc *s, pc_session *ps, pc_txn_meta *t)
+{
+    uint64_t now = time_wall_ms();
+    if (now - t->wall_ms < t->ttl_ms / 3)
+        return;
+    pc_rc rc = pc_heartbeat(ps, t->primary, t->start_ts, now, t->ttl_ms);
+    if (rc == PC_OK)
+        t->wall_ms = now;
+    else
+        log_warn("heartbeat of txn %llu: %s", (unsigned long long)t->start_ts, pc_rc_name(rc));
+    (void)s;
+}
+
 static size_t total_bytes(const pc_mutation *m, size_t n)
 {
     size_t b = 0;
@@ -91,11 +107,14 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     /* Phase one: the primary first, then the secondaries in batches. */
     if ((rc = prewrite(s, ps, &t, m, 1, c)) != PC_OK)
         goto abort;
+    failpoint(ps, "after_prewrite_primary");
     for (size_t i = 1; i < n; i += BATCH) {
         size_t k = n - i < BATCH ? n - i : BATCH;
         if ((rc = prewrite(s, ps, &t, m + i, k, c)) != PC_OK)
             goto abort;
+        heartbeat(s, ps, &t);
     }
+    failpoint(ps, "after_prewrites");
     if (!svc_timestamp(s, commit_ts)) {
         rc = PC_TS_UNAVAILABLE;
         goto abort;
@@ -113,14 +132,15 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     if ((rc = pc_sync(ps)) != PC_OK)
         return rc;
     metrics_inc(s->m.commits_2pc, 1);
+    failpoint(ps, "after_commit_primary");
 
-    /* Phase two: the secondaries. A failure here is not the client's:
-     * readers and the janitor roll the rest forward from the primary. */
-    for (size_t i = 1; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
-        for (size_t j = 0; j < k; j++)
-            keys[j] = m[i + j].key;
-        pc_rc r = pc_commit(ps, keys, k, start_ts, *commit_ts);
+    /* Phase two: the secondaries, one at a time so that a crash point can
+     * stand between them. A failure here is not the client's: readers and
+     * the janitor roll the rest forward from the primary. */
+    for (size_t i = 1; i < n; i++) {
+        if (i == 1 + (n - 1) / 2)
+            failpoint(ps, "after_half_secondaries");
+        pc_rc r = pc_commit(ps, &m[i].key, 1, start_ts, *commit_ts);
         if (r != PC_OK)
             log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
                      owner, pc_rc_name(r));

@@ -1,11 +1,11 @@
 /*
  * main.c — percolator-service: the REST front end, the engine under it,
- * and the background upkeep of sessions.
+ * and the janitor.
  *
  * Start: flags (each with a PERCOLATOR_* twin), the engine (WiredTiger),
  * the oracle client, the session table, the HTTP server. Stop (SIGTERM or
  * SIGINT, taken by the main thread with sigwait): stop accepting, finish
- * requests in flight, stop the upkeep thread, close WiredTiger cleanly,
+ * requests in flight, stop the janitor, close WiredTiger cleanly,
  * exit 0.
  */
 #include <errno.h>
@@ -16,7 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "failpoint.h"
 #include "flags.h"
+#include "janitor.h"
 #include "log.h"
 #include "service.h"
 #include "sessions.h"
@@ -75,7 +77,21 @@ static int owner_alive(void *arg, const void *owner, size_t len)
 
 pc_liveness svc_liveness(svc *s)
 {
-    return (pc_liveness){.now_ms = time_wall_ms(), .owner_alive = owner_alive, .arg = s};
+    /* Right after a stall of the whole process, lock ages do not count the
+     * time it was stopped: its locks are not stale for that. */
+    uint64_t now = time_wall_ms() - sessions_stall_credit_ms(s->sessions);
+    return (pc_liveness){.now_ms = now, .owner_alive = owner_alive, .arg = s};
+}
+
+bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts)
+{
+    uint64_t safe = atomic_load(&s->gc_safe_point);
+    if (ts >= safe)
+        return true;
+    httpd_reply_error(req, 400, "bad_request", NULL,
+                      "ts %llu is below the garbage-collection safe point %llu",
+                      (unsigned long long)ts, (unsigned long long)safe);
+    return false;
 }
 
 bool svc_timestamp(svc *s, uint64_t *ts)
@@ -158,43 +174,17 @@ static void init_metrics(svc *s)
     s->m.lock_wait_timeouts = metrics_counter1(
         r, "percolator_lock_wait_timeouts_total", "Reads that gave up waiting (key_locked).");
     s->m.resolved = metrics_counter(r, "percolator_locks_resolved_total",
-                                    "Locks of other transactions resolved, by outcome.", "how",
-                                    NULL);
-}
-
-/* ---- upkeep: expire sessions whose lease ran out ---- */
-
-typedef struct {
-    svc *s;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;
-} upkeep;
-
-static void *upkeep_main(void *arg)
-{
-    upkeep *u = arg;
-    pthread_mutex_lock(&u->mu);
-    while (!u->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + u->s->cfg.janitor_interval_ms * 1000000ull;
-        until.tv_sec += (time_t)(ns / 1000000000ull);
-        until.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_cond_timedwait(&u->cv, &u->mu, &until);
-        if (u->stop)
-            break;
-        pthread_mutex_unlock(&u->mu);
-        size_t expired = sessions_reap(u->s->sessions, time_wall_ms());
-        if (expired > 0) {
-            metrics_inc(metrics_series_get(u->s->m.txn_aborted, "expired", NULL), expired);
-            log_info("%zu session(s) expired", expired);
-        }
-        pthread_mutex_lock(&u->mu);
-    }
-    pthread_mutex_unlock(&u->mu);
-    return NULL;
+                                    "Locks met by readers and writers and resolved, by outcome.",
+                                    "how", NULL);
+    s->m.janitor_resolved = metrics_counter(r, "percolator_janitor_resolved_total",
+                                            "Abandoned locks the janitor resolved, by outcome.",
+                                            "how", NULL);
+    s->m.gc_versions_removed = metrics_counter1(r, "percolator_gc_versions_removed_total",
+                                                "Versions dropped by garbage collection.");
+    s->m.mvcc_versions = metrics_gauge1(r, "percolator_mvcc_versions",
+                                        "Versions stored (write records) after the last GC pass.");
+    s->m.gc_safe_point = metrics_gauge1(r, "percolator_gc_safe_point",
+                                        "Snapshots below this timestamp may have lost versions.");
 }
 
 int main(int argc, char **argv)
@@ -209,7 +199,7 @@ int main(int argc, char **argv)
         {"oracle", FLAG_STRING, &c->oracle, "http://127.0.0.1:8090", "base URL of the timestamp oracle", NULL, 0, 0},
         {"lease-ttl-ms", FLAG_UINT64, &c->lease_ttl_ms, "10000", "default session lease; every request renews it", NULL, 100, 3600000},
         {"max-lock-age-ms", FLAG_UINT64, &c->max_lock_age_ms, "30000", "a lock whose wall time is older is resolved even if its owner lives", NULL, 100, 86400000},
-        {"janitor-interval-ms", FLAG_UINT64, &c->janitor_interval_ms, "1000", "period of the background upkeep", NULL, 10, 3600000},
+        {"janitor-interval-ms", FLAG_UINT64, &c->janitor_interval_ms, "1000", "period of the janitor: session expiry, abandoned locks, GC", NULL, 10, 3600000},
         {"lock-wait-ms", FLAG_UINT64, &c->lock_wait_ms, "1000", "how long a read waits on a live lock before 409 key_locked", NULL, 0, 600000},
         {"sync", FLAG_ENUM, &sync_mode, "fsync", "durability of commits: fsync the log, or none", SYNC_MODES, 0, 0},
         {"cache-size", FLAG_SIZE, &c->cache_size, "256MB", "WiredTiger cache size", NULL, 1 << 20, (int64_t)1 << 42},
@@ -218,6 +208,7 @@ int main(int argc, char **argv)
         {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
         {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs", NULL, 0, 0},
         {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/openapi.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
+        {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
         {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
         {"oracle-timeout-ms", FLAG_UINT64, &c->oracle_timeout_ms, "2000", "time limit of one oracle request", NULL, 10, 60000},
         {"threads", FLAG_UINT64, &c->threads, "32", "HTTP worker threads", NULL, 1, 1024},
@@ -250,11 +241,9 @@ int main(int argc, char **argv)
 
     int rc = 1;
     httpd *server = NULL;
-    upkeep u = {.s = s};
-    bool upkeep_started = false;
+    janitor *jan = NULL;
     pthread_mutex_init(&s->es_mu, NULL);
-    pthread_mutex_init(&u.mu, NULL);
-    pthread_cond_init(&u.cv, NULL);
+    failpoint_init();
 
     if (c->auth_token_file[0] != '\0') {
         size_t len = 0;
@@ -280,6 +269,9 @@ int main(int argc, char **argv)
         (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL)
         goto done;
     init_metrics(s);
+    /* The janitor reads the session clock every interval: a longer gap
+     * means the whole process stood still. */
+    sessions_set_stall_ms(s->sessions, 2 * c->janitor_interval_ms + 1000);
 
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
@@ -310,11 +302,10 @@ int main(int argc, char **argv)
         .ctx = s,
         .metrics = s->metrics,
     };
-    if (pthread_create(&u.thread, NULL, upkeep_main, &u) != 0) {
-        log_error("cannot start the upkeep thread");
+    if ((jan = janitor_start(s)) == NULL) {
+        log_error("cannot start the janitor");
         goto done;
     }
-    upkeep_started = true;
     if (httpd_start(&hc, &server, err, sizeof err) != 0) {
         log_error("cannot start: %s", err);
         fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
@@ -332,13 +323,7 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     httpd_stop(server, 0);
-    if (upkeep_started) {
-        pthread_mutex_lock(&u.mu);
-        u.stop = true;
-        pthread_cond_signal(&u.cv);
-        pthread_mutex_unlock(&u.mu);
-        pthread_join(u.thread, NULL);
-    }
+    janitor_stop(jan);
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);
     oc_close(s->oracle);

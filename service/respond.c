@@ -251,7 +251,7 @@ txn *txn_open(httpd_req *req, svc *s, bool any_state)
     }
     pthread_mutex_lock(&t->mu);
     int st = atomic_load(&t->state);
-    if (st == TXN_ACTIVE && !txn_renew(t, time_mono_ms())) {
+    if (st == TXN_ACTIVE && !sessions_renew(s->sessions, t)) {
         sessions_end(s->sessions, t, TXN_ABORTED, "expired");
         metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), 1);
         st = TXN_ABORTED;

@@ -35,7 +35,8 @@ static void h_get(httpd_req *req, void *ctx)
 
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) ||
-        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
+        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts) ||
+        (ts != 0 && !svc_ts_readable(req, s, ts)))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
@@ -76,7 +77,8 @@ static void h_scan(httpd_req *req, void *ctx)
 
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         !parse_scan_range(req, enc, start, &slen, end, &elen, &limit) ||
-        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
+        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts) ||
+        (ts != 0 && !svc_ts_readable(req, s, ts)))
         return;
     /* Without ts a scan still reads one consistent snapshot: a fresh one. */
     if (ts == 0 && !svc_timestamp(s, &ts)) {

@@ -25,7 +25,7 @@ typedef struct svc_config {
     const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
-    uint64_t oracle_timeout_ms, threads;
+    uint64_t oracle_timeout_ms, threads, gc_retention_ms;
     bool one_pc;
     int log_level;
 } svc_config;
@@ -39,6 +39,8 @@ typedef struct svc_metrics {
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
     metrics_series *lock_waits, *lock_wait_timeouts;
     metrics_family *resolved;       /* label: how (rolled_forward, rolled_back) */
+    metrics_family *janitor_resolved; /* label: how */
+    metrics_series *gc_versions_removed, *mvcc_versions, *gc_safe_point;
 } svc_metrics;
 
 typedef struct svc {
@@ -52,6 +54,7 @@ typedef struct svc {
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
+    _Atomic uint64_t gc_safe_point; /* snapshots below it may have lost versions */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -67,6 +70,9 @@ void svc_close_engine_sessions(svc *s);
 /* Liveness for the engine: an owner is alive while its session holds a
  * lease in this run of the service. */
 pc_liveness svc_liveness(svc *s);
+
+/* Answers 400 and returns false when ts is below the GC safe point. */
+bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts);
 
 /* A fresh timestamp; false when the oracle cannot be reached. */
 bool svc_timestamp(svc *s, uint64_t *ts);

@@ -21,6 +21,9 @@ struct sessions {
     char run_id[24];
     uint64_t retention_ms;
     atomic_uint_fast64_t seq;
+    /* Stall detection (sessions_now). */
+    uint64_t stall_ms;
+    atomic_uint_fast64_t last_seen, stall_end, stall_len;
     bucket b[NBUCKETS];
 };
 
@@ -46,6 +49,10 @@ sessions *sessions_new(const char *run_id, uint64_t retention_ms)
     snprintf(s->run_id, sizeof(s->run_id), "%s", run_id);
     s->retention_ms = retention_ms;
     atomic_init(&s->seq, 0);
+    s->stall_ms = 5000;
+    atomic_init(&s->last_seen, 0);
+    atomic_init(&s->stall_end, 0);
+    atomic_init(&s->stall_len, 0);
     for (int i = 0; i < NBUCKETS; i++)
         pthread_mutex_init(&s->b[i].mu, NULL);
     return s;
@@ -138,11 +145,49 @@ void sessions_release(sessions *s, txn *t)
     pthread_mutex_unlock(&b->mu);
 }
 
-bool txn_renew(txn *t, uint64_t now_ms)
+void sessions_set_stall_ms(sessions *s, uint64_t stall_ms)
 {
-    (void)now_ms;
+    s->stall_ms = stall_ms;
+}
+
+uint64_t sessions_now(sessions *s)
+{
     uint64_t now = mono_ms();
-    if (now > atomic_load(&t->lease_deadline_ms))
+    uint64_t prev = atomic_load(&s->last_seen);
+    /* Keep the latest reading; the one that sees the gap reports it. */
+    while (prev < now && !atomic_compare_exchange_weak(&s->last_seen, &prev, now))
+        ;
+    if (prev != 0 && prev < now && now - prev > s->stall_ms) {
+        atomic_store(&s->stall_len, now - prev);
+        atomic_store(&s->stall_end, now);
+    }
+    return now;
+}
+
+uint64_t sessions_stall_credit_ms(sessions *s)
+{
+    uint64_t end = atomic_load(&s->stall_end), now = mono_ms();
+    /* The grace lasts as long as the longest lease could need: the stall
+     * itself, again, is a fair bound. */
+    uint64_t len = atomic_load(&s->stall_len);
+    return end != 0 && now <= end + len ? len : 0;
+}
+
+/* The lease's end, counting the grace a stall gives to sessions that were
+ * alive when it began. */
+static uint64_t lease_end(sessions *s, const txn *t)
+{
+    uint64_t deadline = atomic_load(&t->lease_deadline_ms);
+    uint64_t end = atomic_load(&s->stall_end), len = atomic_load(&s->stall_len);
+    if (end != 0 && deadline >= end - len && end + t->lease_ttl_ms > deadline)
+        return end + t->lease_ttl_ms;
+    return deadline;
+}
+
+bool sessions_renew(sessions *s, txn *t)
+{
+    uint64_t now = sessions_now(s);
+    if (now > lease_end(s, t))
         return false;
     atomic_store(&t->lease_deadline_ms, now + t->lease_ttl_ms);
     return true;
@@ -165,8 +210,7 @@ bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t n
 
     if (t != NULL) {
         int st = atomic_load(&t->state);
-        alive = st == TXN_COMMITTING ||
-                (st == TXN_ACTIVE && mono_ms() <= atomic_load(&t->lease_deadline_ms));
+        alive = st == TXN_COMMITTING || (st == TXN_ACTIVE && sessions_now(s) <= lease_end(s, t));
         sessions_release(s, t);
     }
     return alive;
@@ -175,7 +219,7 @@ bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t n
 size_t sessions_reap(sessions *s, uint64_t now_ms)
 {
     (void)now_ms;
-    uint64_t now = mono_ms();
+    uint64_t now = sessions_now(s);
     size_t expired = 0;
 
     for (int i = 0; i < NBUCKETS; i++) {
@@ -184,11 +228,9 @@ size_t sessions_reap(sessions *s, uint64_t now_ms)
         for (txn **pp = &b->head; *pp != NULL;) {
             txn *t = *pp;
             int st = atomic_load(&t->state);
-            if (st == TXN_ACTIVE && now > atomic_load(&t->lease_deadline_ms) &&
-                pthread_mutex_trylock(&t->mu) == 0) {
+            if (st == TXN_ACTIVE && now > lease_end(s, t) && pthread_mutex_trylock(&t->mu) == 0) {
                 /* Re-check under the session's lock: a request may have renewed it. */
-                if (atomic_load(&t->state) == TXN_ACTIVE &&
-                    now > atomic_load(&t->lease_deadline_ms)) {
+                if (atomic_load(&t->state) == TXN_ACTIVE && now > lease_end(s, t)) {
                     sessions_end(s, t, TXN_ABORTED, "expired");
                     expired++;
                 }

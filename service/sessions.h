@@ -53,9 +53,21 @@ txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms);
 txn *sessions_get(sessions *s, const char *id, size_t len);
 void sessions_release(sessions *s, txn *t);
 
-/* Renew the lease; false if it had already run out (the session is then
- * ended as expired). Only for active sessions. */
-bool txn_renew(txn *t, uint64_t now_ms);
+/* The monotonic clock as the session table sees it. Every reading also
+ * watches for a stall of the whole process (SIGSTOP, a frozen VM): when
+ * the clock jumps by more than stall_ms between readings (the janitor reads
+ * it every interval), the process was not running, so no client could have
+ * renewed its lease. Sessions alive when the stall began then get one more
+ * lease TTL from the moment it ended (CONTRACT §6.5). */
+uint64_t sessions_now(sessions *s);
+void sessions_set_stall_ms(sessions *s, uint64_t stall_ms);
+/* How long the last stall lasted, while its grace period runs (else 0):
+ * wall-clock checks of lock ages subtract it. */
+uint64_t sessions_stall_credit_ms(sessions *s);
+
+/* Renew the lease; false if it had already run out (the caller then ends
+ * the session as expired). Only for active sessions. */
+bool sessions_renew(sessions *s, txn *t);
 /* End the session: committed or aborted, with the reason. Frees its
  * buffer; call with t->mu held. */
 void sessions_end(sessions *s, txn *t, txn_state state, const char *reason);

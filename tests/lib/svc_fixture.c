@@ -26,7 +26,12 @@ int tl_service_start(tl_stack *st)
     for (int i = 0; i < s->nargs && n < 60; i++)
         argv[n++] = s->args[i];
     argv[n] = NULL;
-    s->pid = tl_spawn("percolator-service", (const char *const *)argv, NULL, s->log);
+    const char *envp[5];
+    for (int i = 0; i < s->nenv && i < 4; i++)
+        envp[i] = s->env[i];
+    envp[s->nenv < 4 ? s->nenv : 4] = NULL;
+    s->pid = tl_spawn("percolator-service", (const char *const *)argv, envp, s->log);
+
     if (s->pid <= 0 || tl_wait_health(s->url, s->pid, 20000) != 0) {
         fprintf(stderr, "percolator-service did not become healthy; its log:\n");
         tl_dump_file(s->log);

@@ -17,6 +17,8 @@ typedef struct tl_service {
     char log[640];
     char args[16][128];    /* extra flags, kept for restarts */
     int nargs;
+    char env[4][160];      /* extra environment ("K=V"), e.g. a failpoint */
+    int nenv;
 } tl_service;
 
 typedef struct tl_stack {

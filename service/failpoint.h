@@ -1,0 +1,22 @@
+/*
+ * failpoint.h — crash points for tests (CONTRACT §6.3). The environment
+ * variable PERCOLATOR_FAILPOINT names one point of the commit:
+ *
+ *   PERCOLATOR_FAILPOINT=after_prewrite_primary      die there
+ *   PERCOLATOR_FAILPOINT=after_prewrites=sleep:3000  stall there 3 s
+ *
+ * Dying flushes the log first, so the state at that point is what the
+ * disk holds, then SIGKILLs the process: no cleanup runs, as in a crash.
+ * Sleeping imitates a stuck coordinator that still counts as alive.
+ */
+#ifndef PC_FAILPOINT_H
+#define PC_FAILPOINT_H
+
+#include "engine.h"
+
+/* Read PERCOLATOR_FAILPOINT (once, at start-up). */
+void failpoint_init(void);
+/* Act if `name` is the configured point. */
+void failpoint(pc_session *ps, const char *name);
+
+#endif

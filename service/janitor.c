@@ -1,0 +1,218 @@
+/*
+ * janitor.c — one background thread that, every --janitor-interval-ms:
+ *
+ *  1. reads the session clock (which notices a stall of the whole process
+ *     and grants a grace TTL: see sessions_now) and expires sessions whose
+ *     lease ran out;
+ *  2. sweeps the lock table: a lock whose owner is gone (its session
+ *     expired, ended, or belongs to an earlier run of the service) or whose
+ *     wall time is older than its TTL (--max-lock-age-ms: a stuck owner) is
+ *     resolved through its primary — rolled forward when the primary
+ *     committed, rolled back otherwise (seed 003: lazy cleanup, done eagerly
+ *     here so abandoned locks do not wait for a reader);
+ *  3. runs MVCC garbage collection below a safe point: the timestamp the
+ *     oracle gave --gc-retention-ms ago, and never above the start of the
+ *     oldest session still running.
+ *
+ * Every resolution is counted in /metrics and logged.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "janitor.h"
+#include "log.h"
+#include "reader.h"
+#include "sessions.h"
+#include "timeutil.h"
+
+#define SWEEP_BATCH 256
+
+struct janitor {
+    svc *s;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    /* GC's clock: a timestamp and when it was taken. */
+    uint64_t sample_ts, sample_ms, gc_last_ms;
+};
+
+typedef struct {
+    svc *s;
+    pc_liveness live;
+    pc_conflict *dead;   /* copies of the dead locks found */
+    size_t n, cap;
+    pc_buf last;         /* resume the sweep after this key */
+    bool more;
+} sweep;
+
+/* Collect the dead locks of one batch (resolved after the scan, outside
+ * its transaction). */
+static int sweep_one(void *arg, const pc_lock_view *l)
+{
+    sweep *w = arg;
+    w->more = true;
+    w->last.len = 0;
+    if (pc_buf_append(&w->last, l->key.data, l->key.len) != PC_OK)
+        return 1;
+    bool owner_gone = !w->live.owner_alive(w->live.arg, l->owner.data, l->owner.len);
+    bool too_old = w->live.now_ms >= l->wall_ms + l->ttl_ms;
+    if (!owner_gone && !too_old)
+        return 0;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        pc_conflict *v = realloc(w->dead, cap * sizeof(*v));
+        if (v == NULL)
+            return 1;
+        w->dead = v;
+        w->cap = cap;
+    }
+    pc_lock_copy(&w->dead[w->n++], l);
+    return 0;
+}
+
+static void sweep_locks(janitor *j, pc_session *ps)
+{
+    svc *s = j->s;
+    sweep w = {.s = s};
+
+    for (int batch = 0; batch < 100000; batch++) {
+        w.live = svc_liveness(s);
+        w.n = 0;
+        w.more = false;
+        pc_rc rc = pc_lock_scan(ps, (pc_slice){w.last.data, w.last.len}, SWEEP_BATCH, sweep_one, &w);
+        if (rc != PC_OK) {
+            log_warn("janitor: lock scan: %s", pc_rc_name(rc));
+            break;
+        }
+        for (size_t i = 0; i < w.n; i++) {
+            pc_liveness live = svc_liveness(s);
+            pc_txn_status st;
+            rc = pc_resolve_met_lock(ps, &w.dead[i].lock, &live, &st);
+            if (rc == PC_OK) {
+                const char *how = st.state == PC_TXN_COMMITTED ? "rolled_forward" : "rolled_back";
+                metrics_inc(metrics_series_get(s->m.janitor_resolved, how, NULL), 1);
+                log_info("janitor: %s lock of txn %llu (owner %.*s)", how,
+                         (unsigned long long)w.dead[i].lock.start_ts,
+                         (int)w.dead[i].lock.owner.len, (const char *)w.dead[i].lock.owner.data);
+            } else if (rc != PC_LOCKED) {
+                log_warn("janitor: resolving a lock: %s", pc_rc_name(rc));
+            }
+        }
+        if (!w.more)
+            break;
+    }
+    free(w.dead);
+    pc_buf_free(&w.last);
+}
+
+/* GC below the timestamp taken --gc-retention-ms ago, and below every
+ * running session's snapshot. */
+static void collect_garbage(janitor *j, pc_session *ps)
+{
+    svc *s = j->s;
+    uint64_t now = time_mono_ms(), ts;
+
+    if (s->cfg.gc_retention_ms == 0 || now - j->gc_last_ms < s->cfg.gc_retention_ms / 2)
+        return;
+    if (!svc_timestamp(s, &ts))
+        return; /* no oracle, no clock: try later */
+    if (j->sample_ts == 0 || now - j->sample_ms < s->cfg.gc_retention_ms) {
+        if (j->sample_ts == 0) {
+            j->sample_ts = ts;
+            j->sample_ms = now;
+        }
+        return;
+    }
+    uint64_t safe = j->sample_ts, oldest = sessions_oldest_start(s->sessions);
+    if (oldest != UINT64_MAX && oldest <= safe)
+        safe = oldest - 1;
+    j->sample_ts = ts;
+    j->sample_ms = now;
+    j->gc_last_ms = now;
+    if (safe <= atomic_load(&s->gc_safe_point))
+        return;
+    /* Reads below the safe point are refused from now on. */
+    atomic_store(&s->gc_safe_point, safe);
+    pc_gc_stats st;
+    pc_rc rc = pc_gc(ps, safe, &st);
+    if (rc != PC_OK) {
+        log_warn("janitor: gc: %s", pc_rc_name(rc));
+        return;
+    }
+    metrics_inc(s->m.gc_versions_removed, st.versions_removed);
+    metrics_set(s->m.mvcc_versions, (int64_t)(st.versions - st.versions_removed));
+    metrics_set(s->m.gc_safe_point, (int64_t)safe);
+    if (st.versions_removed > 0)
+        log_info("janitor: gc below %llu: %llu keys, %llu of %llu versions removed",
+                 (unsigned long long)safe, (unsigned long long)st.keys,
+                 (unsigned long long)st.versions_removed, (unsigned long long)st.versions);
+}
+
+static void *janitor_main(void *arg)
+{
+    janitor *j = arg;
+    svc *s = j->s;
+    pc_session *ps = NULL;
+
+    if (pc_session_open(s->engine, &ps) != PC_OK) {
+        log_error("janitor: cannot open a storage session; no background cleanup");
+        return NULL;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (!j->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + s->cfg.janitor_interval_ms * 1000000ull;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&j->cv, &j->mu, &until);
+        if (j->stop)
+            break;
+        pthread_mutex_unlock(&j->mu);
+
+        size_t expired = sessions_reap(s->sessions, time_wall_ms());
+        if (expired > 0) {
+            metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);
+            log_info("janitor: %zu session(s) expired", expired);
+        }
+        sweep_locks(j, ps);
+        collect_garbage(j, ps);
+
+        pthread_mutex_lock(&j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+    pc_session_close(ps);
+    return NULL;
+}
+
+janitor *janitor_start(svc *s)
+{
+    janitor *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return NULL;
+    j->s = s;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    if (pthread_create(&j->thread, NULL, janitor_main, j) != 0) {
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->mu);
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+void janitor_stop(janitor *j)
+{
+    if (j == NULL)
+        return;
+    pthread_mutex_lock(&j->mu);
+    j->stop = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->thread, NULL);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
