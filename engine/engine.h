@@ -109,7 +109,8 @@ typedef struct {
 
 /* Why an action could not go on: the lock met (PC_LOCKED), or the newer
  * write (PC_WRITE_CONFLICT: lock.key and commit_ts are set). Self-contained:
- * the views point into the buffers below. */
+ * the views point into the buffers below, so a pc_conflict must not be
+ * moved or copied by value (memcpy, realloc): copy one with pc_lock_copy. */
 typedef struct {
     pc_lock_view lock;
     uint64_t commit_ts;
@@ -254,5 +255,15 @@ pc_rc pc_count_rows(pc_session *s, pc_table_counts *c);
 /* Keys under these prefixes get a notify entry when a write commits.
  * Replaces the previous set. */
 pc_rc pc_notify_set_prefixes(pc_engine *e, const pc_slice *prefixes, size_t n);
+
+/* The dirty entries of [start, end) (end.len == 0: no end), beginning at
+ * `from` and wrapping around to start once: at most limit, as items (key,
+ * empty value, commit_ts = the write that made the key dirty). Only the
+ * notify table is read: the cost follows dirty keys, not data. */
+pc_rc pc_notify_scan(pc_session *s, pc_slice start, pc_slice end, pc_slice from, size_t limit,
+                     pc_items *out);
+
+/* Remove key's notify entry if no write newer than upto_ts made it dirty. */
+pc_rc pc_notify_clear(pc_session *s, pc_slice key, uint64_t upto_ts);
 
 #endif

@@ -6,6 +6,7 @@
 #include "coordinator.h"
 #include "failpoint.h"
 #include "log.h"
+#include "observers.h"
 #include "reader.h"
 #include "timeutil.h"
 
@@ -99,8 +100,10 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     }
     if (s->cfg.one_pc && n <= ONE_PC_MAX_KEYS && total_bytes(m, n) <= ONE_PC_MAX_BYTES) {
         rc = one_phase(s, ps, &t, m, n, commit_ts, c);
-        if (rc == PC_OK)
+        if (rc == PC_OK) {
             metrics_inc(s->m.commits_1pc, 1);
+            observers_wake(s);
+        }
         return rc;
     }
 
@@ -132,18 +135,25 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     if ((rc = pc_sync(ps)) != PC_OK)
         return rc;
     metrics_inc(s->m.commits_2pc, 1);
+    observers_wake(s);
     failpoint(ps, "after_commit_primary");
 
-    /* Phase two: the secondaries, one at a time so that a crash point can
-     * stand between them. A failure here is not the client's: readers and
-     * the janitor roll the rest forward from the primary. */
-    for (size_t i = 1; i < n; i++) {
-        if (i == 1 + (n - 1) / 2)
+    /* Phase two: the secondaries, in batches that break at the half-way
+     * point (a crash point stands there). A failure here is not the
+     * client's: readers and the janitor roll the rest forward from the
+     * primary. */
+    size_t half = 1 + (n - 1) / 2;
+    for (size_t i = 1; i < n;) {
+        size_t stop = i < half ? half : n, k = stop - i < BATCH ? stop - i : BATCH;
+        if (i == half)
             failpoint(ps, "after_half_secondaries");
-        pc_rc r = pc_commit(ps, &m[i].key, 1, start_ts, *commit_ts);
+        for (size_t j = 0; j < k; j++)
+            keys[j] = m[i + j].key;
+        pc_rc r = pc_commit(ps, keys, k, start_ts, *commit_ts);
         if (r != PC_OK)
             log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
                      owner, pc_rc_name(r));
+        i += k;
     }
     return PC_OK;
 

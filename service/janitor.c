@@ -40,7 +40,8 @@ struct janitor {
 typedef struct {
     svc *s;
     pc_liveness live;
-    pc_conflict *dead;   /* copies of the dead locks found */
+    pc_conflict **dead;  /* copies of the dead locks found (each allocated:
+                          * a pc_conflict points into itself, never move it) */
     size_t n, cap;
     pc_buf last;         /* resume the sweep after this key */
     bool more;
@@ -61,13 +62,15 @@ static int sweep_one(void *arg, const pc_lock_view *l)
         return 0;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 16;
-        pc_conflict *v = realloc(w->dead, cap * sizeof(*v));
+        pc_conflict **v = realloc(w->dead, cap * sizeof(*v));
         if (v == NULL)
             return 1;
         w->dead = v;
         w->cap = cap;
     }
-    pc_lock_copy(&w->dead[w->n++], l);
+    if ((w->dead[w->n] = malloc(sizeof(pc_conflict))) == NULL)
+        return 1;
+    pc_lock_copy(w->dead[w->n++], l);
     return 0;
 }
 
@@ -83,21 +86,25 @@ static void sweep_locks(janitor *j, pc_session *ps)
         pc_rc rc = pc_lock_scan(ps, (pc_slice){w.last.data, w.last.len}, SWEEP_BATCH, sweep_one, &w);
         if (rc != PC_OK) {
             log_warn("janitor: lock scan: %s", pc_rc_name(rc));
+            for (size_t i = 0; i < w.n; i++)
+                free(w.dead[i]);
             break;
         }
         for (size_t i = 0; i < w.n; i++) {
             pc_liveness live = svc_liveness(s);
             pc_txn_status st;
-            rc = pc_resolve_met_lock(ps, &w.dead[i].lock, &live, &st);
+            const pc_lock_view *l = &w.dead[i]->lock;
+            rc = pc_resolve_met_lock(ps, l, &live, &st);
             if (rc == PC_OK) {
                 const char *how = st.state == PC_TXN_COMMITTED ? "rolled_forward" : "rolled_back";
                 metrics_inc(metrics_series_get(s->m.janitor_resolved, how, NULL), 1);
                 log_info("janitor: %s lock of txn %llu (owner %.*s)", how,
-                         (unsigned long long)w.dead[i].lock.start_ts,
-                         (int)w.dead[i].lock.owner.len, (const char *)w.dead[i].lock.owner.data);
+                         (unsigned long long)l->start_ts, (int)l->owner.len,
+                         (const char *)l->owner.data);
             } else if (rc != PC_LOCKED) {
                 log_warn("janitor: resolving a lock: %s", pc_rc_name(rc));
             }
+            free(w.dead[i]);
         }
         if (!w.more)
             break;

@@ -13,7 +13,9 @@
 #include "engine.h"
 #include "service.h"
 
-#define KS_USER 'u'
+#define KS_USER 'u'      /* user keys */
+#define KS_ACK 'a'       /* observer acknowledgments: 'a' name '\0' user-key */
+#define KS_OBSERVER 'o'  /* observer registrations: 'o' name -> prefix */
 #define KS_MAX (SVC_MAX_KEY + 1)
 
 /* User key -> engine key ("u" + key); out has KS_MAX bytes. */

@@ -19,6 +19,7 @@
 #include "failpoint.h"
 #include "flags.h"
 #include "janitor.h"
+#include "observers.h"
 #include "log.h"
 #include "service.h"
 #include "sessions.h"
@@ -185,6 +186,14 @@ static void init_metrics(svc *s)
                                         "Versions stored (write records) after the last GC pass.");
     s->m.gc_safe_point = metrics_gauge1(r, "percolator_gc_safe_point",
                                         "Snapshots below this timestamp may have lost versions.");
+    s->m.notify_scanned = metrics_counter1(r, "percolator_notify_entries_scanned_total",
+                                           "Notify entries read by claims (never data).");
+    s->m.notif_claimed = metrics_counter1(r, "percolator_notifications_claimed_total",
+                                          "Notifications handed out to observers.");
+    s->m.notif_acked = metrics_counter1(r, "percolator_notifications_acked_total",
+                                        "Observer transactions committed (acknowledged).");
+    s->m.notif_pending = metrics_gauge1(r, "percolator_notifications_pending",
+                                        "Unacknowledged notifications at the last listing.");
 }
 
 int main(int argc, char **argv)
@@ -266,8 +275,10 @@ int main(int argc, char **argv)
         goto done;
     }
     if ((s->metrics = metrics_registry_new()) == NULL ||
-        (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL)
+        (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL ||
+        (s->obs = observers_new()) == NULL)
         goto done;
+    sessions_set_end_hook(s->sessions, observers_session_ended, s);
     init_metrics(s);
     /* The janitor reads the session clock every interval: a longer gap
      * means the whole process stood still. */
@@ -285,12 +296,17 @@ int main(int argc, char **argv)
         log_error("cannot start the oracle client");
         goto done;
     }
+    pc_session *boot = svc_engine_session(s);
+    if (boot == NULL || !observers_load(s, boot)) {
+        fprintf(stderr, "%s: cannot load the observers (see the log above)\n", PROG);
+        goto done;
+    }
 
     httpd_route routes[MAX_ROUTES];
     size_t n = 0;
-    const httpd_route *groups[] = {txn_routes, kv_routes, ops_routes};
-    const size_t sizes[] = {txn_routes_n, kv_routes_n, ops_routes_n};
-    for (size_t g = 0; g < 3; g++)
+    const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes};
+    const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n};
+    for (size_t g = 0; g < 4; g++)
         for (size_t i = 0; i < sizes[g] && n < MAX_ROUTES; i++)
             routes[n++] = groups[g][i];
     httpd_config hc = {
@@ -328,6 +344,7 @@ done:
     pc_engine_close(s->engine);
     oc_close(s->oracle);
     sessions_free(s->sessions);
+    observers_free(s->obs);
     metrics_registry_free(s->metrics);
     free(s->auth_token);
     free(s->openapi);

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "coordinator.h"
 #include "keyspace.h"
+#include "observers.h"
 #include "reader.h"
 #include "respond.h"
 
@@ -339,25 +340,31 @@ static void h_scan(httpd_req *req, void *ctx)
     txn_close(s, t);
 }
 
-/* The buffered writes as engine mutations ("u" + key), in key order. */
-static pc_mutation *mutations(const txn *t, char **keys_out)
+/* The buffered writes as engine mutations ("u" + key), in key order; an
+ * observer's session carries its acknowledgment first ('a' < 'u'). */
+static pc_mutation *mutations(const txn *t, char **keys_out, size_t *n)
 {
-    pc_mutation *m = calloc(t->nw ? t->nw : 1, sizeof(*m));
+    pc_mutation *m = calloc(t->nw + 1, sizeof(*m));
     char *keys = malloc(t->bytes + t->nw + 1);
+    size_t off = 0, j = 0;
+
     if (m == NULL || keys == NULL) {
         free(m);
         free(keys);
         return NULL;
     }
-    size_t off = 0;
-    for (size_t i = 0; i < t->nw; i++) {
-        size_t n = ks_user(keys + off, t->w[i].key, t->w[i].klen);
-        m[i].op = t->w[i].deleted ? PC_OP_DELETE : PC_OP_PUT;
-        m[i].key = (pc_slice){keys + off, n};
-        m[i].value = (pc_slice){t->w[i].val, t->w[i].vlen};
-        off += n;
+    if (t->claim != NULL)
+        m[j++] = (pc_mutation){PC_OP_PUT, {t->claim->ack_key, t->claim->ack_len},
+                               {t->claim->ack_val, strlen(t->claim->ack_val)}};
+    for (size_t i = 0; i < t->nw; i++, j++) {
+        size_t kn = ks_user(keys + off, t->w[i].key, t->w[i].klen);
+        m[j].op = t->w[i].deleted ? PC_OP_DELETE : PC_OP_PUT;
+        m[j].key = (pc_slice){keys + off, kn};
+        m[j].value = (pc_slice){t->w[i].val, t->w[i].vlen};
+        off += kn;
     }
     *keys_out = keys;
+    *n = j;
     return m;
 }
 
@@ -374,16 +381,19 @@ static void h_commit(httpd_req *req, void *ctx)
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         (t = txn_open(req, s, false)) == NULL)
         return;
-    pc_mutation *m = mutations(t, &keys);
+    size_t nm = 0;
+    pc_mutation *m = mutations(t, &keys, &nm);
     if ((ps = svc_engine_session(s)) == NULL || m == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         goto out;
     }
     /* While committing, the owner counts as alive whatever its lease. */
     atomic_store(&t->state, TXN_COMMITTING);
-    pc_rc rc = coord_commit(s, ps, t->id, t->start_ts, m, t->nw, &cts, &c);
+    pc_rc rc = coord_commit(s, ps, t->id, t->start_ts, m, nm, &cts, &c);
     if (rc == PC_OK) {
         t->commit_ts = cts;
+        if (t->claim != NULL)
+            observers_committed(s, ps, t);
         sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
         metrics_inc(s->m.txn_committed, 1);
         httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));

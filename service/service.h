@@ -31,6 +31,7 @@ typedef struct svc_config {
 } svc_config;
 
 typedef struct sessions sessions;
+typedef struct observers observers;
 
 /* Metrics the protocol layers update (HTTP ones live in httpd). */
 typedef struct svc_metrics {
@@ -41,6 +42,7 @@ typedef struct svc_metrics {
     metrics_family *resolved;       /* label: how (rolled_forward, rolled_back) */
     metrics_family *janitor_resolved; /* label: how */
     metrics_series *gc_versions_removed, *mvcc_versions, *gc_safe_point;
+    metrics_series *notify_scanned, *notif_claimed, *notif_acked, *notif_pending;
 } svc_metrics;
 
 typedef struct svc {
@@ -48,6 +50,7 @@ typedef struct svc {
     pc_engine *engine;
     oc_client *oracle;
     sessions *sessions;
+    observers *obs;
     metrics_registry *metrics;
     svc_metrics m;
     char *auth_token;               /* NULL: no auth */
@@ -84,6 +87,8 @@ extern const httpd_route kv_routes[];
 extern const size_t kv_routes_n;
 extern const httpd_route ops_routes[];
 extern const size_t ops_routes_n;
+extern const httpd_route observer_routes[];
+extern const size_t observer_routes_n;
 
 /* Every handler begins here: false when it already answered 401. */
 bool svc_authorized(httpd_req *req, svc *s);

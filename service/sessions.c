@@ -24,6 +24,8 @@ struct sessions {
     /* Stall detection (sessions_now). */
     uint64_t stall_ms;
     atomic_uint_fast64_t last_seen, stall_end, stall_len;
+    void (*end_hook)(void *arg, txn *t);
+    void *end_arg;
     bucket b[NBUCKETS];
 };
 
@@ -84,6 +86,8 @@ void sessions_free(sessions *s)
         txn *t = s->b[i].head;
         while (t != NULL) {
             txn *next = t->next;
+            if (t->claim != NULL && s->end_hook != NULL)
+                s->end_hook(s->end_arg, t); /* frees the claim */
             txn_free(t);
             t = next;
         }
@@ -193,9 +197,16 @@ bool sessions_renew(sessions *s, txn *t)
     return true;
 }
 
+void sessions_set_end_hook(sessions *s, void (*fn)(void *arg, txn *t), void *arg)
+{
+    s->end_hook = fn;
+    s->end_arg = arg;
+}
+
 void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
 {
-    (void)s;
+    if (t->claim != NULL && s->end_hook != NULL)
+        s->end_hook(s->end_arg, t);
     t->end_reason = reason;
     t->ended_ms = mono_ms();
     free_buffer(t);

@@ -36,6 +36,7 @@ typedef struct txn {
     txn_write *w;                        /* buffered writes, sorted by key */
     size_t nw, capw, bytes;
     size_t writes;                       /* buffered writes (kept after the end) */
+    struct obs_claim *claim;             /* an observer's claim (observers.c) */
     /* Owned by the table. */
     int refs;
     uint64_t ended_ms;
@@ -73,6 +74,10 @@ bool sessions_renew(sessions *s, txn *t);
 void sessions_end(sessions *s, txn *t, txn_state state, const char *reason);
 
 bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t now_ms);
+
+/* Called by sessions_end for a session holding an observer claim, however
+ * it ends (commit, rollback, expiry), with t->mu held. */
+void sessions_set_end_hook(sessions *s, void (*fn)(void *arg, txn *t), void *arg);
 
 /* Expire sessions whose lease ran out and forget ended ones past the
  * retention. Returns how many sessions expired. */

@@ -1,0 +1,627 @@
+/*
+ * observers.c — notifications over HTTP.
+ *
+ * Three kinds of records, all in the engine:
+ *   notify  'u'key -> commit_ts   set by the commit of any write under an
+ *                                 observed prefix, in the same WiredTiger
+ *                                 transaction (engine/notify.c); a hint
+ *   ack     'a'name'\0'key -> ts  the change an observer last processed;
+ *                                 written by the observer's own transaction,
+ *                                 so two claimants of one change conflict
+ *   reg     'o'name -> prefix     the registrations, committed like data
+ *
+ * A claim scans only the notify table (never the data), from a random
+ * position inside the observer's prefix, wrapping around; keys another
+ * claimant holds (the in-memory advisory claim set) are skipped, and after
+ * two in a row the scan jumps to a new random position instead of
+ * trailing behind that claimant (the paper's answer to "bus clumping").
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "coordinator.h"
+#include "keyspace.h"
+#include "log.h"
+#include "observers.h"
+#include "reader.h"
+#include "timeutil.h"
+
+#define SCAN_BATCH 64
+#define JUMPS 4
+
+typedef struct {
+    char name[OBS_NAME_MAX + 1];
+    char *prefix;
+    size_t plen;
+} observer;
+
+/* A key held by a claimant: (observer, key). */
+typedef struct {
+    char name[OBS_NAME_MAX + 1];
+    char *key;
+    size_t klen;
+} held;
+
+struct observers {
+    pthread_mutex_t reg_mu;     /* serialises registrations */
+    pthread_rwlock_t mu;        /* guards v */
+    observer *v;
+    size_t n;
+
+    pthread_mutex_t claim_mu;   /* guards the claim set */
+    pthread_cond_t work;        /* a commit or a released claim */
+    held *h;
+    size_t nh, caph;
+    atomic_int waiters;
+};
+
+observers *observers_new(void)
+{
+    observers *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    pthread_mutex_init(&o->reg_mu, NULL);
+    pthread_rwlock_init(&o->mu, NULL);
+    pthread_mutex_init(&o->claim_mu, NULL);
+    pthread_cond_init(&o->work, NULL);
+    return o;
+}
+
+void observers_free(observers *o)
+{
+    if (o == NULL)
+        return;
+    for (size_t i = 0; i < o->n; i++)
+        free(o->v[i].prefix);
+    free(o->v);
+    for (size_t i = 0; i < o->nh; i++)
+        free(o->h[i].key);
+    free(o->h);
+    pthread_cond_destroy(&o->work);
+    pthread_mutex_destroy(&o->claim_mu);
+    pthread_rwlock_destroy(&o->mu);
+    pthread_mutex_destroy(&o->reg_mu);
+    free(o);
+}
+
+bool observers_name_ok(const char *name, size_t len)
+{
+    if (len == 0 || len > OBS_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static size_t ack_key(char *out, const char *name, const void *key, size_t klen)
+{
+    size_t n = strlen(name);
+    out[0] = KS_ACK;
+    memcpy(out + 1, name, n);
+    out[1 + n] = '\0';
+    memcpy(out + 2 + n, key, klen);
+    return 2 + n + klen;
+}
+
+/* Tell the engine which user-key prefixes to mark; with o->mu held. */
+static void push_prefixes(svc *s)
+{
+    observers *o = s->obs;
+    pc_slice *p = calloc(o->n ? o->n : 1, sizeof(*p));
+    char *buf = malloc(o->n * KS_MAX + 1);
+    if (p == NULL || buf == NULL) {
+        log_error("observers: out of memory");
+    } else {
+        for (size_t i = 0; i < o->n; i++)
+            p[i] = (pc_slice){buf + i * KS_MAX, ks_user(buf + i * KS_MAX, o->v[i].prefix, o->v[i].plen)};
+        if (pc_notify_set_prefixes(s->engine, p, o->n) != PC_OK)
+            log_error("observers: cannot set the observed prefixes");
+    }
+    free(p);
+    free(buf);
+}
+
+/* Set (prefix != NULL) or remove an observer in memory; with o->mu held. */
+static bool set_observer(observers *o, const char *name, const void *prefix, size_t plen)
+{
+    size_t i;
+    for (i = 0; i < o->n && strcmp(o->v[i].name, name) != 0; i++)
+        ;
+    if (prefix == NULL) {
+        if (i == o->n)
+            return false;
+        free(o->v[i].prefix);
+        o->v[i] = o->v[--o->n];
+        return true;
+    }
+    char *copy = malloc(plen + 1);
+    if (copy == NULL)
+        return false;
+    memcpy(copy, prefix, plen);
+    if (i == o->n) {
+        observer *v = realloc(o->v, (o->n + 1) * sizeof(*v));
+        if (v == NULL) {
+            free(copy);
+            return false;
+        }
+        o->v = v;
+        o->n++;
+        snprintf(o->v[i].name, sizeof(o->v[i].name), "%s", name);
+    } else {
+        free(o->v[i].prefix);
+    }
+    o->v[i].prefix = copy;
+    o->v[i].plen = plen;
+    return true;
+}
+
+bool observers_load(svc *s, pc_session *ps)
+{
+    char start[1] = {KS_OBSERVER}, end[1] = {KS_OBSERVER + 1};
+    pc_items it = {0};
+    pc_conflict c;
+    /* Any lock on a registration is a crashed run's: resolved on the way. */
+    pc_rc rc = rd_scan(s, ps, (pc_slice){start, 1}, (pc_slice){end, 1}, PC_TS_MAX - 1, 100000,
+                       &it, &c);
+    if (rc != PC_OK) {
+        log_error("observers: cannot read the registrations: %s", pc_rc_name(rc));
+        pc_items_free(&it);
+        return false;
+    }
+    pthread_rwlock_wrlock(&s->obs->mu);
+    for (size_t i = 0; i < it.n; i++) {
+        char name[OBS_NAME_MAX + 1];
+        size_t n = it.items[i].key.len - 1;
+        if (n > OBS_NAME_MAX)
+            continue;
+        memcpy(name, (const char *)it.items[i].key.data + 1, n);
+        name[n] = '\0';
+        set_observer(s->obs, name, it.items[i].value.data, it.items[i].value.len);
+    }
+    push_prefixes(s);
+    log_info("observers: %zu registered", s->obs->n);
+    pthread_rwlock_unlock(&s->obs->mu);
+    pc_items_free(&it);
+    return true;
+}
+
+/* Commit internal writes as a transaction of their own. */
+static pc_rc commit_internal(svc *s, pc_session *ps, pc_mutation *m, size_t n)
+{
+    uint64_t start, cts;
+    pc_conflict c;
+    if (!svc_timestamp(s, &start))
+        return PC_TS_UNAVAILABLE;
+    txn *t = sessions_begin(s->sessions, start, s->cfg.lease_ttl_ms);
+    if (t == NULL)
+        return PC_NOMEM;
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->state, TXN_COMMITTING);
+    pc_rc rc = coord_commit(s, ps, t->id, start, m, n, &cts, &c);
+    sessions_end(s->sessions, t, rc == PC_OK ? TXN_COMMITTED : TXN_ABORTED,
+                 rc == PC_OK ? "committed" : "conflict");
+    pthread_mutex_unlock(&t->mu);
+    sessions_release(s->sessions, t);
+    return rc;
+}
+
+pc_rc observers_put(svc *s, pc_session *ps, const char *name, const void *prefix, size_t plen,
+                    bool *created)
+{
+    observers *o = s->obs;
+    char key[1 + OBS_NAME_MAX];
+    size_t klen = 1 + strlen(name);
+    key[0] = KS_OBSERVER;
+    memcpy(key + 1, name, klen - 1);
+    pc_mutation m = {PC_OP_PUT, {key, klen}, {prefix, plen}};
+
+    pthread_mutex_lock(&o->reg_mu);
+    pthread_rwlock_rdlock(&o->mu);
+    bool full = o->n >= OBS_MAX;
+    for (size_t i = 0; full && i < o->n; i++)
+        full = strcmp(o->v[i].name, name) != 0; /* replacing is always fine */
+    pthread_rwlock_unlock(&o->mu);
+    pc_rc rc = full ? PC_INVALID : commit_internal(s, ps, &m, 1);
+    if (rc == PC_OK) {
+        pthread_rwlock_wrlock(&o->mu);
+        size_t before = o->n;
+        if (!set_observer(o, name, prefix, plen))
+            rc = PC_NOMEM;
+        *created = o->n > before;
+        push_prefixes(s);
+        pthread_rwlock_unlock(&o->mu);
+    }
+    pthread_mutex_unlock(&o->reg_mu);
+    return rc;
+}
+
+pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
+{
+    observers *o = s->obs;
+    char key[1 + OBS_NAME_MAX];
+    size_t klen = 1 + strlen(name);
+    bool exists = false;
+    key[0] = KS_OBSERVER;
+    memcpy(key + 1, name, klen - 1);
+    pc_mutation m = {PC_OP_DELETE, {key, klen}, {NULL, 0}};
+
+    pthread_mutex_lock(&o->reg_mu);
+    pthread_rwlock_rdlock(&o->mu);
+    for (size_t i = 0; i < o->n; i++)
+        exists |= strcmp(o->v[i].name, name) == 0;
+    pthread_rwlock_unlock(&o->mu);
+    pc_rc rc = exists ? commit_internal(s, ps, &m, 1) : PC_NOT_FOUND;
+    if (rc == PC_OK) {
+        pthread_rwlock_wrlock(&o->mu);
+        set_observer(o, name, NULL, 0);
+        push_prefixes(s);
+        pthread_rwlock_unlock(&o->mu);
+    }
+    pthread_mutex_unlock(&o->reg_mu);
+    return rc;
+}
+
+/* The change of user key this observer acknowledged (0: none): the
+ * latest, or as of the snapshot ts. */
+static uint64_t acked_at(svc *s, pc_session *ps, const char *name, const void *key, size_t klen,
+                         uint64_t ts)
+{
+    char ak[1 + OBS_NAME_MAX + 1 + SVC_MAX_KEY];
+    pc_slice k = {ak, ack_key(ak, name, key, klen)};
+    pc_buf v = {0};
+    uint64_t cts, ack = 0;
+    pc_conflict c;
+    pc_rc rc;
+    if (ts == 0) {
+        pc_liveness live = svc_liveness(s);
+        rc = pc_get_latest(ps, k, &live, &v, &cts);
+    } else {
+        rc = rd_get(s, ps, k, ts, &v, &cts, &c);
+    }
+    if (rc == PC_OK) {
+        char tmp[24] = {0};
+        memcpy(tmp, v.data, v.len < 23 ? v.len : 23);
+        ack = strtoull(tmp, NULL, 10);
+    }
+    pc_buf_free(&v);
+    return ack;
+}
+
+static uint64_t acked(svc *s, pc_session *ps, const char *name, const void *key, size_t klen)
+{
+    return acked_at(s, ps, name, key, klen, 0);
+}
+
+/* The user-key range of a prefix, as engine keys. */
+static void prefix_range(const observer *ob, char *sbuf, pc_slice *start, char *ebuf, pc_slice *end)
+{
+    char p[SVC_MAX_KEY + 1];
+    size_t elen = ob->plen;
+    memcpy(p, ob->prefix, ob->plen);
+    if (!ks_prefix_end(p, &elen))
+        elen = 0;
+    ks_user_range(ob->prefix, ob->plen, p, elen, sbuf, start, ebuf, end);
+}
+
+static bool lookup(observers *o, const char *name, observer *copy, char *prefix_buf)
+{
+    bool found = false;
+    pthread_rwlock_rdlock(&o->mu);
+    for (size_t i = 0; i < o->n && !found; i++) {
+        if (strcmp(o->v[i].name, name) == 0) {
+            *copy = o->v[i];
+            memcpy(prefix_buf, o->v[i].prefix, o->v[i].plen);
+            copy->prefix = prefix_buf;
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&o->mu);
+    return found;
+}
+
+json_t *observers_list(svc *s, pc_session *ps, codec_enc enc)
+{
+    observers *o = s->obs;
+    json_t *list = json_array();
+    size_t n;
+    char names[OBS_MAX][OBS_NAME_MAX + 1];
+
+    pthread_rwlock_rdlock(&o->mu);
+    n = o->n < OBS_MAX ? o->n : OBS_MAX;
+    for (size_t i = 0; i < n; i++)
+        snprintf(names[i], sizeof(names[i]), "%s", o->v[i].name);
+    pthread_rwlock_unlock(&o->mu);
+    int64_t pending_all = 0;
+    for (size_t i = 0; i < n; i++) {
+        observer ob;
+        char pbuf[SVC_MAX_KEY + 1], sbuf[KS_MAX + 1], ebuf[KS_MAX + 1];
+        pc_slice start, end;
+        pc_items it = {0};
+        if (!lookup(o, names[i], &ob, pbuf))
+            continue;
+        prefix_range(&ob, sbuf, &start, ebuf, &end);
+        /* Pending: dirty keys under the prefix this observer has not
+         * acknowledged yet (counted up to 100,000). */
+        int64_t pending = 0;
+        if (pc_notify_scan(ps, start, end, start, 100000, &it) == PC_OK) {
+            for (size_t j = 0; j < it.n; j++) {
+                pc_slice user;
+                if (ks_is_user(it.items[j].key, &user) &&
+                    acked(s, ps, ob.name, user.data, user.len) < it.items[j].commit_ts)
+                    pending++;
+            }
+        }
+        pc_items_free(&it);
+        pending_all += pending;
+        json_t *jp = codec_to_json(ob.prefix, ob.plen, enc);
+        if (jp == NULL) {
+            json_decref(list);
+            return NULL;
+        }
+        json_array_append_new(list, json_pack("{s:s,s:o,s:I}", "name", ob.name, "prefix", jp,
+                                               "pending", (json_int_t)pending));
+    }
+    metrics_set(s->m.notif_pending, pending_all);
+    return json_pack("{s:o}", "observers", list);
+}
+
+/* ---- the advisory claim set ---- */
+
+static bool is_held(observers *o, const char *name, const void *key, size_t klen)
+{
+    for (size_t i = 0; i < o->nh; i++)
+        if (o->h[i].klen == klen && strcmp(o->h[i].name, name) == 0 &&
+            memcmp(o->h[i].key, key, klen) == 0)
+            return true;
+    return false;
+}
+
+/* Hold (name, key) unless somebody does; true if this caller holds it now. */
+static bool hold(observers *o, const char *name, const void *key, size_t klen)
+{
+    bool ok = false;
+    pthread_mutex_lock(&o->claim_mu);
+    if (!is_held(o, name, key, klen)) {
+        if (o->nh == o->caph) {
+            size_t cap = o->caph ? o->caph * 2 : 16;
+            held *h = realloc(o->h, cap * sizeof(*h));
+            if (h != NULL) {
+                o->h = h;
+                o->caph = cap;
+            }
+        }
+        char *copy = malloc(klen ? klen : 1);
+        if (o->nh < o->caph && copy != NULL) {
+            memcpy(copy, key, klen);
+            snprintf(o->h[o->nh].name, sizeof(o->h[o->nh].name), "%s", name);
+            o->h[o->nh].key = copy;
+            o->h[o->nh].klen = klen;
+            o->nh++;
+            ok = true;
+        } else {
+            free(copy);
+        }
+    }
+    pthread_mutex_unlock(&o->claim_mu);
+    return ok;
+}
+
+static void release(observers *o, const char *name, const void *key, size_t klen)
+{
+    pthread_mutex_lock(&o->claim_mu);
+    for (size_t i = 0; i < o->nh; i++) {
+        if (o->h[i].klen == klen && strcmp(o->h[i].name, name) == 0 &&
+            memcmp(o->h[i].key, key, klen) == 0) {
+            free(o->h[i].key);
+            o->h[i] = o->h[--o->nh];
+            break;
+        }
+    }
+    pthread_cond_broadcast(&o->work); /* the key may be claimable again */
+    pthread_mutex_unlock(&o->claim_mu);
+}
+
+void observers_session_ended(void *arg, txn *t)
+{
+    svc *s = arg;
+    obs_claim *c = t->claim;
+    t->claim = NULL;
+    release(s->obs, c->name, c->key, c->klen);
+    free(c->key);
+    free(c);
+}
+
+void observers_wake(svc *s)
+{
+    observers *o = s->obs;
+    if (o == NULL || atomic_load(&o->waiters) == 0)
+        return;
+    pthread_mutex_lock(&o->claim_mu);
+    pthread_cond_broadcast(&o->work);
+    pthread_mutex_unlock(&o->claim_mu);
+}
+
+/* Try to hand out one dirty key: PC_OK with the session, PC_NOT_FOUND
+ * when this candidate is not (or no longer) claimable. */
+static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user,
+                       uint64_t dirty_ts, codec_enc enc, txn **out, json_t **item)
+{
+    observers *o = s->obs;
+    char ek[KS_MAX];
+    pc_buf v = {0};
+    uint64_t start, cts = 0;
+    pc_conflict c;
+
+    if (acked(s, ps, ob->name, user.data, user.len) >= dirty_ts)
+        return PC_NOT_FOUND; /* done already; the hint is stale */
+    if (!hold(o, ob->name, user.data, user.len))
+        return PC_NOT_FOUND;
+    if (!svc_timestamp(s, &start)) {
+        release(o, ob->name, user.data, user.len);
+        return PC_TS_UNAVAILABLE;
+    }
+    /* The change handed out is the newest at the claim's snapshot. */
+    pc_rc rc = rd_get(s, ps, (pc_slice){ek, ks_user(ek, user.data, user.len)}, start, &v, &cts, &c);
+    if (rc == PC_NOT_FOUND)
+        cts = dirty_ts; /* deleted: the delete is the change */
+    else if (rc != PC_OK) {
+        pc_buf_free(&v);
+        release(o, ob->name, user.data, user.len);
+        return rc == PC_LOCKED ? PC_NOT_FOUND : rc; /* busy: another key */
+    }
+    /* At most once: the acknowledgment is read in the same snapshot. An
+     * observer transaction that committed before it is seen here (nothing
+     * to do); one that commits after it overlaps this one, and their two
+     * acknowledgment writes conflict, so only one commits. The check above
+     * (before the snapshot) only saves work. */
+    if (acked_at(s, ps, ob->name, user.data, user.len, start) >= cts) {
+        pc_buf_free(&v);
+        release(o, ob->name, user.data, user.len);
+        return PC_NOT_FOUND;
+    }
+    json_t *jk = codec_to_json(user.data, user.len, enc);
+    json_t *jv = rc == PC_OK ? codec_to_json(v.data, v.len, enc) : json_null();
+    pc_buf_free(&v);
+    obs_claim *cl = calloc(1, sizeof(*cl));
+    char *kcopy = malloc(user.len);
+    txn *t = NULL;
+    if (jk == NULL || jv == NULL || cl == NULL || kcopy == NULL ||
+        (t = sessions_begin(s->sessions, start, s->cfg.lease_ttl_ms)) == NULL) {
+        json_decref(jk);
+        json_decref(jv);
+        free(cl);
+        free(kcopy);
+        release(o, ob->name, user.data, user.len);
+        return PC_NOMEM;
+    }
+    memcpy(kcopy, user.data, user.len);
+    snprintf(cl->name, sizeof(cl->name), "%s", ob->name);
+    cl->key = kcopy;
+    cl->klen = user.len;
+    cl->version = cts;
+    cl->ack_len = ack_key(cl->ack_key, ob->name, user.data, user.len);
+    snprintf(cl->ack_val, sizeof(cl->ack_val), "%llu", (unsigned long long)cts);
+    t->claim = cl; /* released when the session ends, however it ends */
+    metrics_inc(s->m.notif_claimed, 1);
+    *out = t;
+    *item = json_pack("{s:o,s:o,s:I,s:{s:s,s:I,s:I}}", "key", jk, "value", jv, "commit_ts",
+                      (json_int_t)cts, "txn", "id", t->id, "start_ts", (json_int_t)start,
+                      "lease_ttl_ms", (json_int_t)t->lease_ttl_ms);
+    return PC_OK;
+}
+
+/* A random position inside the prefix range: prefix + two random bytes. */
+static void random_from(const observer *ob, char *buf, pc_slice *from)
+{
+    unsigned char r[2] = {0, 0};
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r[0] = (unsigned char)rand();
+    size_t n = ks_user(buf, ob->prefix, ob->plen);
+    if (n + 2 <= KS_MAX) {
+        buf[n++] = (char)r[0];
+        buf[n++] = (char)r[1];
+    }
+    *from = (pc_slice){buf, n};
+}
+
+pc_rc observers_claim(svc *s, pc_session *ps, const char *name, uint64_t wait_ms, codec_enc enc,
+                      txn **out, json_t **item, bool *no_observer)
+{
+    observers *o = s->obs;
+    observer ob;
+    char pbuf[SVC_MAX_KEY + 1], sbuf[KS_MAX + 1], ebuf[KS_MAX + 1], fbuf[KS_MAX + 2];
+    pc_slice start, end, from;
+    uint64_t deadline = time_mono_ms() + wait_ms;
+
+    *no_observer = !lookup(o, name, &ob, pbuf);
+    if (*no_observer)
+        return PC_NOT_FOUND;
+    prefix_range(&ob, sbuf, &start, ebuf, &end);
+    for (;;) {
+        for (int jump = 0; jump < JUMPS; jump++) {
+            pc_items it = {0};
+            random_from(&ob, fbuf, &from);
+            pc_rc rc = pc_notify_scan(ps, start, end, from, SCAN_BATCH, &it);
+            if (rc != PC_OK) {
+                pc_items_free(&it);
+                return rc;
+            }
+            metrics_inc(s->m.notify_scanned, it.n);
+            int behind = 0;
+            bool jumped = false;
+            for (size_t i = 0; i < it.n; i++) {
+                pc_slice user;
+                if (!ks_is_user(it.items[i].key, &user))
+                    continue;
+                pthread_mutex_lock(&o->claim_mu);
+                bool taken = is_held(o, name, user.data, user.len);
+                pthread_mutex_unlock(&o->claim_mu);
+                if (taken) {
+                    /* Right behind another claimant: go elsewhere. */
+                    if (++behind == 2 && i + 1 < it.n) {
+                        jumped = true;
+                        break;
+                    }
+                    continue;
+                }
+                behind = 0;
+                rc = try_claim(s, ps, &ob, user, it.items[i].commit_ts, enc, out, item);
+                if (rc != PC_NOT_FOUND) {
+                    pc_items_free(&it);
+                    return rc;
+                }
+            }
+            bool more = it.more;
+            pc_items_free(&it);
+            if (!jumped && !more)
+                break; /* the whole range was seen */
+        }
+        /* Nothing now: wait for a commit or a released claim. */
+        uint64_t now = time_mono_ms();
+        if (now >= deadline)
+            return PC_NOT_FOUND;
+        uint64_t pause = deadline - now < 100 ? deadline - now : 100;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + pause * 1000000ull;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        atomic_fetch_add(&o->waiters, 1);
+        pthread_mutex_lock(&o->claim_mu);
+        pthread_cond_timedwait(&o->work, &o->claim_mu, &until);
+        pthread_mutex_unlock(&o->claim_mu);
+        atomic_fetch_sub(&o->waiters, 1);
+    }
+}
+
+void observers_committed(svc *s, pc_session *ps, const txn *t)
+{
+    observers *o = s->obs;
+    const obs_claim *c = t->claim;
+    char names[OBS_MAX][OBS_NAME_MAX + 1];
+    size_t n = 0;
+    char ek[KS_MAX];
+
+    metrics_inc(s->m.notif_acked, 1);
+    /* Every observer watching the key must have acknowledged. */
+    pthread_rwlock_rdlock(&o->mu);
+    for (size_t i = 0; i < o->n && n < OBS_MAX; i++)
+        if (o->v[i].plen <= c->klen && memcmp(o->v[i].prefix, c->key, o->v[i].plen) == 0)
+            snprintf(names[n++], sizeof(names[0]), "%s", o->v[i].name);
+    pthread_rwlock_unlock(&o->mu);
+    uint64_t upto = c->version;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = strcmp(names[i], c->name) == 0 ? c->version : acked(s, ps, names[i], c->key, c->klen);
+        if (a < upto)
+            upto = a;
+    }
+    pc_rc rc = pc_notify_clear(ps, (pc_slice){ek, ks_user(ek, c->key, c->klen)}, upto);
+    if (rc != PC_OK)
+        log_warn("observers: clearing a notify entry: %s", pc_rc_name(rc));
+}
