@@ -177,6 +177,14 @@ void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint6
 pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
                       uint64_t ts);
 
+/* ---- read.c: building a pc_items answer ---- */
+
+/* Append an item whose value was already appended to the arena at voff
+ * (voff == arena.len: no value). Items hold arena offsets until
+ * pc_items_finish turns them into pointers (the arena moves as it grows). */
+pc_rc pc_items_push(pc_items *out, const void *key, size_t klen, size_t voff, uint64_t ts);
+void pc_items_finish(pc_items *out);
+
 /* ---- notify.c ---- */
 
 /* Set key's notify entry when it is under an observed prefix. */

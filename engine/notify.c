@@ -95,20 +95,8 @@ static pc_rc scan_part(pc_session *s, notify_scan_args *a, pc_slice lo, pc_slice
             return pc_wt_error(s, ret, "notify cursor");
         if (hi.len > 0 && pc_key_cmp(k.data, k.size, hi.data, hi.len) >= 0)
             break;
-        pc_items *o = a->out;
-        if (o->n == o->cap) {
-            size_t cap = o->cap ? o->cap * 2 : 16;
-            pc_item *items = realloc(o->items, cap * sizeof(*items));
-            if (items == NULL)
-                return PC_NOMEM;
-            o->items = items;
-            o->cap = cap;
-        }
-        size_t off = o->arena.len;
-        if (pc_buf_append(&o->arena, k.data, k.size) != PC_OK)
-            return PC_NOMEM;
-        /* Offsets for now: the arena may move; made pointers at the end. */
-        o->items[o->n++] = (pc_item){{(const void *)(uintptr_t)off, k.size}, {NULL, 0}, get_ts(&v)};
+        if ((rc = pc_items_push(a->out, k.data, k.size, a->out->arena.len, get_ts(&v))) != PC_OK)
+            return rc;
         ret = c->next(c);
         rc = ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
     }
@@ -136,8 +124,7 @@ static pc_rc notify_scan_body(pc_session *s, void *arg)
     if (from.data != a->start.data && a->out->n < a->limit &&
         (rc = scan_part(s, a, a->start, from)) != PC_OK)
         return rc;
-    for (size_t i = 0; i < a->out->n; i++)
-        a->out->items[i].key.data = a->out->arena.data + (uintptr_t)a->out->items[i].key.data;
+    pc_items_finish(a->out);
     return PC_OK;
 }
 

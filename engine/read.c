@@ -102,10 +102,7 @@ typedef struct {
     pc_conflict *conflict;
 } scan_args;
 
-/* Items are built with offsets into the arena (it moves as it grows) and
- * turned into pointers once the scan is done. */
-static pc_rc add_item(pc_items *out, const uint8_t *key, size_t klen, size_t voff,
-                      uint64_t commit_ts)
+pc_rc pc_items_push(pc_items *out, const void *key, size_t klen, size_t voff, uint64_t ts)
 {
     if (out->n == out->cap) {
         size_t cap = out->cap ? out->cap * 2 : 16;
@@ -121,8 +118,16 @@ static pc_rc add_item(pc_items *out, const uint8_t *key, size_t klen, size_t vof
     pc_item *it = &out->items[out->n++];
     it->key = (pc_slice){(const void *)(uintptr_t)koff, klen};
     it->value = (pc_slice){(const void *)(uintptr_t)voff, koff - voff};
-    it->commit_ts = commit_ts;
+    it->commit_ts = ts;
     return PC_OK;
+}
+
+void pc_items_finish(pc_items *out)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        out->items[i].key.data = out->arena.data + (uintptr_t)out->items[i].key.data;
+        out->items[i].value.data = out->arena.data + (uintptr_t)out->items[i].value.data;
+    }
 }
 
 /* The first lock at or below ts on a key in [start, bound). */
@@ -193,7 +198,7 @@ static pc_rc scan_body(pc_session *s, void *arg)
         uint64_t cts;
         rc = pc_read_at(s, (pc_slice){ukey, ulen}, a->ts, &out->arena, &cts);
         if (rc == PC_OK)
-            rc = add_item(out, ukey, ulen, voff, cts);
+            rc = pc_items_push(out, ukey, ulen, voff, cts);
         if (rc != PC_OK && rc != PC_NOT_FOUND)
             return rc;
         size_t vklen = pc_vkey(vk, ukey, ulen, 0);
@@ -210,10 +215,7 @@ static pc_rc scan_body(pc_session *s, void *arg)
         rc = scan_locks(s, a, a->end.data, a->end.len, a->end.len > 0);
     if (rc != PC_OK)
         return rc;
-    for (size_t i = 0; i < out->n; i++) {
-        out->items[i].key.data = out->arena.data + (uintptr_t)out->items[i].key.data;
-        out->items[i].value.data = out->arena.data + (uintptr_t)out->items[i].value.data;
-    }
+    pc_items_finish(out);
     return PC_OK;
 }
 

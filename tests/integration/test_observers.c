@@ -29,36 +29,12 @@
 #include "svc_fixture.h"
 #include "timeutil.h"
 
-static json_t *must(tl_stack *st, const char *method, const char *path, const char *body,
-                    long want)
-{
-    long status = 0;
-    json_t *j = tl_call(st, method, path, body, &status);
-    if (status != want) {
-        char *d = j ? json_dumps(j, 0) : NULL;
-        print_error("%s %s -> %ld (expected %ld) %s\n", method, path, status, want, d ? d : "");
-        free(d);
-    }
-    assert_int_equal(status, want);
-    return j;
-}
 
 static const char *str(json_t *j, const char *f)
 {
     const char *s = json_string_value(json_object_get(j, f));
     assert_non_null(s);
     return s;
-}
-
-static double metric(tl_stack *st, const char *name)
-{
-    char url[128];
-    tl_resp r;
-    snprintf(url, sizeof(url), "%s/metrics", st->svc.url);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
-    double v = tl_metric(r.body, name);
-    tl_resp_free(&r);
-    return v < 0 ? 0 : v;
 }
 
 /* Claim: the answer (200) or NULL (204). */
@@ -88,7 +64,7 @@ static void put(tl_stack *st, const char *key, const char *value)
     char path[256], body[256];
     snprintf(path, sizeof(path), "/v1/kv/%s", key);
     snprintf(body, sizeof(body), "{\"value\":\"%s\"}", value);
-    json_decref(must(st, "PUT", path, body, 200));
+    json_decref(tl_expect(st, "PUT", path, body, 200));
 }
 
 static void registrations_are_kept(void **state)
@@ -96,17 +72,17 @@ static void registrations_are_kept(void **state)
     (void)state;
     tl_stack st;
     assert_int_equal(tl_stack_start(&st, NULL), 0);
-    json_decref(must(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"a/\"}", 201));
-    json_decref(must(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"b/\"}", 200));
-    json_decref(must(&st, "PUT", "/v1/observers/two", "{\"prefix\":\"c/\"}", 201));
-    json_decref(must(&st, "DELETE", "/v1/observers/two", NULL, 204));
-    json_decref(must(&st, "DELETE", "/v1/observers/two", NULL, 404));
-    json_decref(must(&st, "PUT", "/v1/observers/bad%20name", "{\"prefix\":\"x\"}", 400));
-    json_decref(must(&st, "PUT", "/v1/observers/x", "{\"prefx\":\"x\"}", 400));
-    json_decref(must(&st, "POST", "/v1/observers/nobody/claim", NULL, 404));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"a/\"}", 201));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"b/\"}", 200));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/two", "{\"prefix\":\"c/\"}", 201));
+    json_decref(tl_expect(&st, "DELETE", "/v1/observers/two", NULL, 204));
+    json_decref(tl_expect(&st, "DELETE", "/v1/observers/two", NULL, 404));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/bad%20name", "{\"prefix\":\"x\"}", 400));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/x", "{\"prefx\":\"x\"}", 400));
+    json_decref(tl_expect(&st, "POST", "/v1/observers/nobody/claim", NULL, 404));
     assert_int_equal(tl_service_stop(&st), 0);
     assert_int_equal(tl_service_start(&st), 0);
-    json_t *j = must(&st, "GET", "/v1/observers", NULL, 200);
+    json_t *j = tl_expect(&st, "GET", "/v1/observers", NULL, 200);
     json_t *list = json_object_get(j, "observers");
     assert_int_equal(json_array_size(list), 1);
     assert_string_equal(str(json_array_get(list, 0), "name"), "one");
@@ -127,7 +103,7 @@ static void ten_writes_are_one_notification(void **state)
     (void)state;
     tl_stack st;
     assert_int_equal(tl_stack_start(&st, NULL), 0);
-    json_decref(must(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"d/\"}", 201));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"d/\"}", 201));
     char v[16];
     for (int i = 0; i < 10; i++) {
         snprintf(v, sizeof(v), "v%d", i);
@@ -139,7 +115,7 @@ static void ten_writes_are_one_notification(void **state)
     assert_int_equal(finish(&st, c, "commit"), 200);
     json_decref(c);
     assert_null(claim(&st, "obs", 300));
-    assert_int_equal(metric(&st, "percolator_notifications_claimed_total"), 1);
+    assert_int_equal(tl_service_metric(&st, "percolator_notifications_claimed_total"), 1);
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
@@ -149,7 +125,7 @@ static void rolled_back_or_expired_claims_come_back(void **state)
     const char *extra[] = {"--lease-ttl-ms", "500", "--janitor-interval-ms", "100", NULL};
     tl_stack st;
     assert_int_equal(tl_stack_start(&st, extra), 0);
-    json_decref(must(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"r/\"}", 201));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"r/\"}", 201));
     put(&st, "r%2Fk", "v1");
     json_t *c = claim(&st, "obs", 1000);
     assert_non_null(c);
@@ -185,19 +161,19 @@ static void writes_are_observed_however_made(void **state)
     (void)state;
     tl_stack st;
     assert_int_equal(tl_stack_start(&st, NULL), 0);
-    json_decref(must(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"w/\"}", 201));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/obs", "{\"prefix\":\"w/\"}", 201));
     put(&st, "w%2Fkv", "1");
-    json_decref(must(&st, "POST", "/v1/txn",
+    json_decref(tl_expect(&st, "POST", "/v1/txn",
                      "{\"writes\":[{\"key\":\"w/txn\",\"value\":\"1\"},{\"key\":\"other\",\"value\":\"1\"}]}",
                      200));
-    json_t *j = must(&st, "POST", "/v1/txns", NULL, 201);
+    json_t *j = tl_expect(&st, "POST", "/v1/txns", NULL, 201);
     char path[160];
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/w%%2Fsession", str(j, "id"));
-    json_decref(must(&st, "PUT", path, "{\"value\":\"1\"}", 204));
+    json_decref(tl_expect(&st, "PUT", path, "{\"value\":\"1\"}", 204));
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", str(j, "id"));
-    json_decref(must(&st, "POST", path, NULL, 200));
+    json_decref(tl_expect(&st, "POST", path, NULL, 200));
     json_decref(j);
-    json_decref(must(&st, "DELETE", "/v1/kv/w%2Fkv", NULL, 200));
+    json_decref(tl_expect(&st, "DELETE", "/v1/kv/w%2Fkv", NULL, 200));
 
     /* Three keys are dirty; the observer transaction of one writes a
      * fourth, which is observed in turn. */
@@ -209,7 +185,7 @@ static void writes_are_observed_however_made(void **state)
         if (strcmp(seen[n], "w/txn") == 0) {
             snprintf(path, sizeof(path), "/v1/txns/%s/keys/w%%2Fby-observer",
                      str(json_object_get(c, "txn"), "id"));
-            json_decref(must(&st, "PUT", path, "{\"value\":\"1\"}", 204));
+            json_decref(tl_expect(&st, "PUT", path, "{\"value\":\"1\"}", 204));
         }
         if (strcmp(seen[n], "w/kv") == 0)
             assert_true(json_is_null(json_object_get(c, "value"))); /* a delete */
@@ -257,7 +233,7 @@ static void *writer(void *arg)
         int k = (i * 7 + id * 13) % KEYS;
         snprintf(path, sizeof(path), "/v1/kv/am%%2Fk%02d", k);
         snprintf(body, sizeof(body), "{\"value\":\"w%d-%d\"}", id, i);
-        json_t *j = must(&AM, "PUT", path, body, 200);
+        json_t *j = tl_expect(&AM, "PUT", path, body, 200);
         uint64_t cts = (uint64_t)json_integer_value(json_object_get(j, "commit_ts"));
         json_decref(j);
         uint64_t prev = atomic_load(&newest[k]);
@@ -299,7 +275,7 @@ static void each_change_is_acknowledged_at_most_once(void **state)
 {
     (void)state;
     assert_int_equal(tl_stack_start(&AM, NULL), 0);
-    json_decref(must(&AM, "PUT", "/v1/observers/am", "{\"prefix\":\"am/\"}", 201));
+    json_decref(tl_expect(&AM, "PUT", "/v1/observers/am", "{\"prefix\":\"am/\"}", 201));
     atomic_store(&writers_left, 2);
     static claimant cs[CLAIMANTS];
     pthread_t th[CLAIMANTS + 2];
@@ -357,16 +333,16 @@ static void draining_reads_notify_entries_not_data(void **state)
             off += (size_t)snprintf(body + off, cap - off, "%s{\"key\":\"s/c%07d\",\"value\":\"x\"}",
                                     i ? "," : "", t * PER_TXN + i);
         snprintf(body + off, cap - off, "]}");
-        json_decref(must(&st, "POST", "/v1/txn", body, 200));
+        json_decref(tl_expect(&st, "POST", "/v1/txn", body, 200));
     }
     free(body);
-    json_decref(must(&st, "PUT", "/v1/observers/scan", "{\"prefix\":\"s/\"}", 201));
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/scan", "{\"prefix\":\"s/\"}", 201));
     char key[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "s%%2Fd%07d", i * 19997);
         put(&st, key, "dirty");
     }
-    double before = metric(&st, "percolator_notify_entries_scanned_total");
+    double before = tl_service_metric(&st, "percolator_notify_entries_scanned_total");
     int claimed = 0;
     json_t *c;
     while ((c = claim(&st, "scan", 300)) != NULL && claimed < 20) {
@@ -374,7 +350,7 @@ static void draining_reads_notify_entries_not_data(void **state)
         json_decref(c);
         claimed++;
     }
-    double scanned = metric(&st, "percolator_notify_entries_scanned_total") - before;
+    double scanned = tl_service_metric(&st, "percolator_notify_entries_scanned_total") - before;
     print_message("%d clean keys, 10 dirty: %d claimed, %.0f notify entries read\n", CLEAN,
                   claimed, scanned);
     assert_int_equal(claimed, 10);
@@ -400,7 +376,7 @@ static void the_document_pipeline_runs(void **state)
         tl_dump_file(cmd);
     }
     assert_int_equal(rc, 0);
-    json_t *j = must(&st, "GET", "/v1/kv?prefix=dups/", NULL, 200);
+    json_t *j = tl_expect(&st, "GET", "/v1/kv?prefix=dups/", NULL, 200);
     json_t *items = json_object_get(j, "items");
     assert_int_equal(json_array_size(items), 3);
     const char *canon[3];

@@ -83,17 +83,6 @@ static size_t lock_count(tl_stack *st)
     return n;
 }
 
-/* A sample of /metrics; a series not created yet counts as 0. */
-static double metric(tl_stack *st, const char *name)
-{
-    char url[128];
-    tl_resp r;
-    snprintf(url, sizeof(url), "%s/metrics", st->svc.url);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
-    double v = tl_metric(r.body, name);
-    tl_resp_free(&r);
-    return v < 0 ? 0 : v;
-}
 
 /* Wait (bounded) until no lock remains; false if some do at the deadline. */
 static bool locks_drain(tl_stack *st, unsigned within_ms)
@@ -160,15 +149,15 @@ static void crash_at(const char *point, bool by_reader)
         for (size_t i = 0; i < NKEYS; i++)
             assert_string_equal(value_of(json_array_get(items, i)), want);
         json_decref(j);
-        assert_true(metric(&st, "percolator_locks_resolved_total{how=\"rolled_forward\"}") +
-                        metric(&st, "percolator_locks_resolved_total{how=\"rolled_back\"}") >
+        assert_true(tl_service_metric(&st, "percolator_locks_resolved_total{how=\"rolled_forward\"}") +
+                        tl_service_metric(&st, "percolator_locks_resolved_total{how=\"rolled_back\"}") >
                     0);
     } else {
         /* Nobody reads: the janitor clears them within a lease TTL plus an
          * interval (1000 + 200 ms; with slack for a loaded machine). */
         assert_true(locks_drain(&st, 1000 + 200 + 3000));
-        assert_true(metric(&st, "percolator_janitor_resolved_total{how=\"rolled_forward\"}") +
-                        metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") >
+        assert_true(tl_service_metric(&st, "percolator_janitor_resolved_total{how=\"rolled_forward\"}") +
+                        tl_service_metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") >
                     0);
     }
     for (int i = 0; i < NKEYS; i++) {
@@ -432,10 +421,10 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
      * while the commit is still stuck (it sleeps 10 s; this waits at most
      * 8 for the janitor). */
     uint64_t end = time_mono_ms() + 8000;
-    while (metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") < 2 &&
+    while (tl_service_metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") < 2 &&
            time_mono_ms() < end)
         time_sleep_ms(50);
-    assert_true(metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") >= 2);
+    assert_true(tl_service_metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") >= 2);
     assert_int_equal(lock_count(&st), 0);
     assert_false(atomic_load(&c.done)); /* the owner is alive and still stuck */
     j = must(&st, "GET", "/v1/kv/s1", NULL, 200);
@@ -475,15 +464,15 @@ static void gc_drops_old_versions_and_reads_stay_right(void **state)
     uint64_t end = time_mono_ms() + 15000;
     double versions = -1, removed = 0;
     while (time_mono_ms() < end) {
-        removed = metric(&st, "percolator_gc_versions_removed_total");
-        versions = metric(&st, "percolator_mvcc_versions");
+        removed = tl_service_metric(&st, "percolator_gc_versions_removed_total");
+        versions = tl_service_metric(&st, "percolator_mvcc_versions");
         if (removed >= 290 && versions <= 10)
             break;
         time_sleep_ms(100);
     }
     print_message("versions stored after GC: %.0f (300 written)\n", versions);
     assert_true(versions >= 10 && versions <= 10);
-    assert_true(metric(&st, "percolator_gc_versions_removed_total") >= 290);
+    assert_true(tl_service_metric(&st, "percolator_gc_versions_removed_total") >= 290);
     for (int k = 0; k < 10; k++) {
         snprintf(path, sizeof(path), "/v1/kv/g%d", k);
         json_t *j = must(&st, "GET", path, NULL, 200);

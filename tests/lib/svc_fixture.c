@@ -1,9 +1,14 @@
 /*
  * svc_fixture.c — the oracle and the service as a test fixture.
  */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "svc_fixture.h"
 
@@ -110,4 +115,29 @@ const char *tl_error_code(json_t *j)
 {
     const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
     return code ? code : "";
+}
+
+json_t *tl_expect(tl_stack *st, const char *method, const char *path, const char *body,
+                  long want)
+{
+    long status = 0;
+    json_t *j = tl_call(st, method, path, body, &status);
+    if (status != want) {
+        char *d = j ? json_dumps(j, 0) : NULL;
+        print_error("%s %s -> %ld (expected %ld) %s\n", method, path, status, want, d ? d : "");
+        free(d);
+    }
+    assert_int_equal(status, want);
+    return j;
+}
+
+double tl_service_metric(tl_stack *st, const char *name)
+{
+    char url[128];
+    tl_resp r;
+    snprintf(url, sizeof(url), "%s/metrics", st->svc.url);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    double v = tl_metric(r.body, name);
+    tl_resp_free(&r);
+    return v < 0 ? 0 : v;
 }

@@ -48,6 +48,12 @@ json_t *tl_call(tl_stack *st, const char *method, const char *path, const char *
 void tl_call_raw(tl_stack *st, const char *method, const char *path, const void *body,
                  size_t len, const char *content_type, tl_resp *out);
 
+/* tl_call that asserts the status (printing the answer when it differs). */
+json_t *tl_expect(tl_stack *st, const char *method, const char *path, const char *body,
+                  long want);
+/* A sample of the service's /metrics; a series not created yet counts as 0. */
+double tl_service_metric(tl_stack *st, const char *name);
+
 /* The error code of an error answer ("" if it is not one). */
 const char *tl_error_code(json_t *j);
 
