@@ -7,6 +7,8 @@
 #   make bench      benchmarks (see README)
 #   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
 #                   validate the HTTP exchanges the tests recorded
+#   make docker-test  build the image with podman from scratch and run
+#                   docker/compose.yml for real (root; see README "Containers")
 #   make clean
 #
 # Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
@@ -54,7 +56,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check unit integration run bench bench-oracle clean
+.PHONY: all deps test check unit integration run bench bench-tools bench-oracle clean
 .SECONDARY:
 all: $(PROGS)
 
@@ -118,7 +120,15 @@ integration: $(PROGS) $(INTEG_BIN)
 run: deps all
 	scripts/run.sh
 
-bench: all bench-oracle
+# bench: the service and the oracle under load (bench/bench.sh; BENCH_SECONDS
+# per row, default 5; about 4 minutes). bench/compare-etcd.sh runs the same
+# load generator against etcd and the service side by side.
+BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty
+bench: deps bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
+	@echo; $(MAKE) --no-print-directory bench-oracle
+
+bench-tools: all $(BENCH_TOOLS)
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle
@@ -141,6 +151,12 @@ api-check:
 	cd api-spec && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no redocly lint openapi.yaml
 	sh api-spec/selftest.sh
 	node api-spec/validate.mjs $(API_EXCHANGES)
+
+# docker-test: build docker/Dockerfile with podman (--no-cache), run
+# docker/compose.yml, commit, restart, read back, health, down (docker/test.sh).
+.PHONY: docker-test
+docker-test:
+	bash docker/test.sh
 
 clean:
 	rm -rf build bin

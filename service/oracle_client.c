@@ -163,7 +163,12 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK)
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        /* Look the oracle's name up again on every new connection: a
+         * restarted oracle (a new container) may have a new address, and
+         * libcurl would otherwise keep the old one for 60 s. The open
+         * connection is reused meanwhile, so this costs nothing per call. */
+        curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) != CURLE_OK)
         goto fail;
     atomic_init(&c->available, true);
     if (metrics)

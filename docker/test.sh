@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# make docker-test: build the image from scratch with podman and run
+# docker/compose.yml for real.
+#
+#  1. podman, podman-compose, runc, netavark and mmdebstrap (installed with
+#     apt-get when missing: needs root; rootful podman).
+#  2. The base image docker.io/library/debian:bookworm-slim, made locally
+#     with mmdebstrap from this host's Debian sources (no registry here) and
+#     kept under $PERCOLATOR_PODMAN_DIR (default /var/tmp/percolator-podman)
+#     with podman's own storage, for the next run.
+#  3. The project image, built with --no-cache every time; it must hold no
+#     compiler and no -dev package. Its size is printed. Run alone with no
+#     settings, `percolator-oracle` listens on 0.0.0.0:8090, the image's
+#     HEALTHCHECK says healthy, and SIGTERM ends it with exit 0.
+#  4. compose up (auth token from a file, free ports on 127.0.0.1), wait for
+#     health, 401 without the token, commits (autocommit + a session) through
+#     the published port; stop the service (exit 0, "stopped cleanly"), start
+#     it again and read the values back from its volume; stop and start the
+#     oracle (503 meanwhile, then recovery); `podman healthcheck run` says
+#     healthy for both; `down`: both exit 0 on SIGTERM.
+#  5. compose up again without a token: the data is still there, no auth
+#     needed, a write works; `down` again, both exit 0.
+# Everything this run created (containers, network, volumes, image, temp
+# files) is removed on exit, also on failure; the base image is kept.
+# A reason it cannot run (not root, podman not installable) fails in one line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORK=${PERCOLATOR_PODMAN_DIR:-/var/tmp/percolator-podman}
+HEALTH_WAIT=${DOCKER_TEST_HEALTH_WAIT:-180}   # seconds, each wait for health
+STOP_WAIT=${DOCKER_TEST_STOP_WAIT:-60}        # seconds SIGTERM may take before SIGKILL
+BASE=docker.io/library/debian:bookworm-slim
+RUN=dt$(date +%s)$$
+PROJECT=pctest$RUN
+IMAGE=localhost/percolator-test:$RUN
+ORACLE_CNT=${PROJECT}_oracle_1
+SERVICE_CNT=${PROJECT}_service_1
+
+passed=0
+step() { echo "docker-test: $*"; }
+ok() { passed=$((passed + 1)); echo "docker-test: ok: $* [${SECONDS}s]"; }
+fail() {
+    echo "docker-test: FAIL: $*" >&2
+    exit 1
+}
+
+# --- 1. what it needs -------------------------------------------------------
+[ "$(id -u)" = 0 ] || fail "needs root (it runs rootful podman and may apt-get install podman): run as root"
+need=""
+for p in podman podman-compose runc netavark aardvark-dns mmdebstrap curl; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need="$need $p"
+done
+if [ -n "$need" ]; then
+    step "installing:$need"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need; } \
+        >/tmp/docker-test-apt.$$ 2>&1 ||
+        { why=$(tail -1 /tmp/docker-test-apt.$$); rm -f /tmp/docker-test-apt.$$;
+          fail "podman is missing and could not be installed (apt-get install$need: $why)"; }
+    rm -f /tmp/docker-test-apt.$$
+fi
+
+# --- podman's configuration and storage, all under $WORK --------------------
+mkdir -p "$WORK"
+cp docker/containers.conf "$WORK/containers.conf"
+cat >>"$WORK/containers.conf" <<EOF
+tmp_dir = "$WORK/run/libpod"
+volume_path = "$WORK/storage/volumes"
+EOF
+cat >"$WORK/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$WORK/storage"
+runroot = "$WORK/run/storage"
+EOF
+export CONTAINERS_CONF=$WORK/containers.conf
+export CONTAINERS_STORAGE_CONF=$WORK/storage.conf
+export BUILDAH_FORMAT=docker        # keep HEALTHCHECK and STOPSIGNAL in the image
+unset CONTAINER_HOST CONTAINER_CONNECTION DOCKER_HOST
+if ! podman info >/dev/null 2>"$WORK/info.err"; then
+    # A storage left in a bad state (e.g. by a crash): start it anew.
+    step "podman storage in $WORK unusable ($(tail -1 "$WORK/info.err")): resetting it"
+    rm -rf "$WORK/storage" "$WORK/run"
+    podman info >/dev/null 2>"$WORK/info.err" || fail "podman does not work here: $(tail -1 "$WORK/info.err")"
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/percolator-docker-test.XXXXXX")
+chmod 0755 "$TMP"
+
+# Remove everything this run created (by its project label, image name and
+# build label), whatever happened; on failure show the containers' logs first.
+cleanup() {
+    local failed=$1 cnts vols nets imgs left c
+    cnts=$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    if [ -n "$cnts" ]; then
+        if [ "$failed" = 1 ]; then
+            for c in "$ORACLE_CNT" "$SERVICE_CNT"; do
+                podman container exists "$c" || continue
+                echo "----- logs of $c (last 30 lines) -----" >&2
+                podman logs --tail 30 "$c" >&2 2>&1
+            done
+        fi
+        podman rm -f -v -t 5 $cnts >/dev/null 2>&1
+    fi
+    if [ "$failed" = 1 ] && [ -s "$TMP/compose.log" ]; then
+        echo "----- podman-compose (last 20 lines) -----" >&2
+        tail -20 "$TMP/compose.log" >&2
+    fi
+    vols=$(podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    [ -z "$vols" ] || podman volume rm -f $vols >/dev/null 2>&1
+    nets=$(podman network ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    [ -z "$nets" ] || podman network rm -f $nets >/dev/null 2>&1
+    podman rmi -f "$IMAGE" >/dev/null 2>&1
+    imgs=$(podman images -a -q --filter "label=io.percolator.docker-test=$RUN" 2>/dev/null)
+    [ -z "$imgs" ] || podman rmi -f $imgs >/dev/null 2>&1
+    rm -rf "$TMP"
+    left=$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
+           podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
+           podman network ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
+           podman images -a -q --filter "label=io.percolator.docker-test=$RUN" 2>/dev/null
+           podman image exists "$IMAGE" && echo "$IMAGE")
+    if [ -n "$left" ]; then
+        echo "docker-test: cleanup left behind:" $left >&2
+        return 1
+    fi
+    return 0
+}
+on_exit() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM
+    cleanup 1
+    [ "$rc" != 0 ] || rc=1   # only a failure comes here
+    echo "docker-test: $passed passed, 1 failed"
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+# --- 2. the base image ------------------------------------------------------
+# Made like the official -slim image: merged /usr without the usrmerge
+# package (no perl), no man pages, locales, info or docs. Made again when
+# this recipe changes or the tarball is more than a week old.
+src=/etc/apt/sources.list.d/debian.sources
+[ -f "$src" ] || src=/etc/apt/sources.list
+MMDEBSTRAP=(mmdebstrap --variant=apt --mode=root --format=tar
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+    --dpkgopt='path-exclude=/usr/share/man/*'
+    --dpkgopt='path-exclude=/usr/share/locale/*'
+    --dpkgopt='path-exclude=/usr/share/info/*'
+    --dpkgopt='path-exclude=/usr/share/lintian/*'
+    --dpkgopt='path-exclude=/usr/share/doc/*'
+    --dpkgopt='path-include=/usr/share/doc/*/copyright'
+    bookworm)
+recipe="${MMDEBSTRAP[*]} $src"
+if [ "$(cat "$WORK/base.recipe" 2>/dev/null)" != "$recipe" ] ||
+   [ -n "$(find "$WORK/base.tar" -mtime +7 2>/dev/null)" ]; then
+    rm -f "$WORK/base.tar" "$WORK/base.recipe"
+    podman rmi -f "$BASE" >/dev/null 2>&1 || true
+fi
+if podman image exists "$BASE"; then
+    step "base image $BASE: reused from $WORK"
+else
+    if [ ! -s "$WORK/base.tar" ]; then
+        [ -f "$src" ] || fail "no Debian apt sources on this host to build the base image from"
+        step "base image: mmdebstrap bookworm from $src (about a minute)"
+        rm -f "$WORK/base.tar.tmp"
+        timeout 1200 "${MMDEBSTRAP[@]}" "$WORK/base.tar.tmp" "$src" >"$TMP/mmdebstrap.log" 2>&1 ||
+            { tail -5 "$TMP/mmdebstrap.log" >&2; fail "mmdebstrap could not build the base image"; }
+        mv "$WORK/base.tar.tmp" "$WORK/base.tar"
+        printf '%s\n' "$recipe" >"$WORK/base.recipe"
+    fi
+    podman import \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'CMD ["bash"]' \
+        "$WORK/base.tar" "$BASE" >/dev/null || fail "podman import of $WORK/base.tar failed"
+    step "base image $BASE: imported from $WORK/base.tar"
+fi
+
+# --- 3. the project image, from scratch ------------------------------------
+step "building $IMAGE from docker/Dockerfile (--no-cache)"
+t0=$(date +%s)
+timeout 1800 podman build --no-cache --pull=never --format docker \
+    --label "io.percolator.docker-test=$RUN" \
+    -f docker/Dockerfile -t "$IMAGE" . >"$TMP/build.log" 2>&1 ||
+    { tail -30 "$TMP/build.log" >&2; fail "podman build failed (see above)"; }
+size=$(podman image inspect -f '{{.Size}}' "$IMAGE")
+ok "image built in $(( $(date +%s) - t0 ))s, size $((size / 1000000)) MB ($size bytes)"
+
+# Nothing the build needed may be in the runtime image.
+bad=$(podman run --rm --no-healthcheck --entrypoint /bin/sh "$IMAGE" -c '
+    dpkg-query -W -f="\${Package}\n" | grep -E -- "-dev$|^(gcc|gcc-[0-9]+|cpp|cpp-[0-9]+|g\+\+|clang|make|binutils|pkg-config|pkgconf|libc6-dev)$"
+    for t in cc gcc cpp c++ make ld as pkg-config; do command -v $t; done
+    [ "$(id -u)" != 0 ] || echo "runs as root"
+    exit 0') || fail "could not look inside the image"
+[ -z "$bad" ] || fail "the runtime image holds build tools or runs as root: $(echo $bad)"
+cfg=$(podman image inspect -f '{{.Config.User}} {{.Config.StopSignal}} {{json .Config.Volumes}} {{json .Config.ExposedPorts}} {{json .Config.Healthcheck.Test}}' "$IMAGE")
+case "$cfg" in
+    "percolator:percolator SIGTERM "*'"/data"'*'"8080/tcp"'*'"8090/tcp"'*percolator-healthcheck*) ;;
+    *) fail "image config not as expected: $cfg" ;;
+esac
+ok "runtime image: no compiler, no -dev package, user percolator, VOLUME /data, EXPOSE 8080 8090, STOPSIGNAL SIGTERM, HEALTHCHECK"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+# The image alone, no settings: the entrypoint's defaults (0.0.0.0:8090 for
+# the oracle) and the image's own HEALTHCHECK; SIGTERM → exit 0.
+PROBE=${PROJECT}_probe
+PPORT=$(free_port)
+podman run -d --name "$PROBE" --label "io.podman.compose.project=$PROJECT" \
+    -p "127.0.0.1:$PPORT:8090" "$IMAGE" percolator-oracle >"$TMP/probe.log" 2>&1 ||
+    fail "podman run $IMAGE percolator-oracle failed: $(tail -1 "$TMP/probe.log")"
+for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+    curl -fsS --max-time 3 -o /dev/null "http://127.0.0.1:$PPORT/v1/health" 2>/dev/null && break
+    sleep 0.5
+done
+out=$(podman healthcheck run "$PROBE" 2>&1) || fail "podman healthcheck run $PROBE (the image's HEALTHCHECK): $out"
+podman stop -t "$STOP_WAIT" "$PROBE" >>"$TMP/probe.log" 2>&1 || fail "podman stop $PROBE failed"
+code=$(podman inspect -f '{{.State.ExitCode}}' "$PROBE")
+[ "$code" = 0 ] || fail "percolator-oracle exited $code on SIGTERM, want 0"
+podman rm -v "$PROBE" >/dev/null 2>&1 || fail "podman rm $PROBE failed"
+ok "the image alone: percolator-oracle on 0.0.0.0:8090 by default, its HEALTHCHECK healthy, SIGTERM → exit 0"
+
+# --- 4. compose up, with an auth token --------------------------------------
+SPORT=$(free_port)
+OPORT=$(free_port)
+while [ "$OPORT" = "$SPORT" ]; do OPORT=$(free_port); done
+B=http://127.0.0.1:$SPORT
+TOKEN=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+printf '%s\n' "$TOKEN" >"$TMP/token"
+chmod 0644 "$TMP/token"
+AUTH="Authorization: Bearer $TOKEN"
+J='Content-Type: application/json'
+
+compose() {
+    timeout 600 podman-compose --no-ansi -p "$PROJECT" -f docker/compose.yml "$@" >>"$TMP/compose.log" 2>&1
+}
+
+# wait_health URL [jq-ish grep]: until URL answers 200 (and the body matches).
+wait_health() {
+    local url=$1 want=${2:-} i body
+    for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+        if body=$(curl -fsS --max-time 3 "$url" 2>/dev/null) && { [ -z "$want" ] || grep -q -- "$want" <<<"$body"; }; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    fail "no healthy answer from $url within ${HEALTH_WAIT}s (last: ${body:-none})"
+}
+
+# req METHOD PATH [BODY] [HEADER]: prints "STATUS BODY".
+req() {
+    local args=(-sS --max-time 30 -o "$TMP/body" -w '%{http_code}' -X "$1" "$B$2")
+    [ -z "${3:-}" ] || args+=(-H "$J" -d "$3")
+    [ -z "${4:-}" ] || args+=(-H "$4")
+    local code
+    code=$(curl "${args[@]}") || code=000
+    echo "$code $(cat "$TMP/body" 2>/dev/null)"
+}
+expect() { # expect WHAT "STATUS BODY" PATTERN
+    [[ "$2" =~ $3 ]] || fail "$1: got '$2', want /$3/"
+}
+
+# exit code of a container that has exited, from podman's events (works
+# after `down` removed it).
+exit_code() {
+    podman events --stream=false --since "$1" --filter "container=$2" --filter event=died \
+        --format '{{.ContainerExitCode}}' 2>/dev/null | tail -1
+}
+
+step "compose up: project $PROJECT, service on 127.0.0.1:$SPORT, oracle on 127.0.0.1:$OPORT, auth token on"
+export PERCOLATOR_IMAGE=$IMAGE PERCOLATOR_PORT=$SPORT PERCOLATOR_ORACLE_PORT=$OPORT
+export PERCOLATOR_BIND=127.0.0.1 PERCOLATOR_AUTH_TOKEN_FILE=$TMP/token
+unset PERCOLATOR_LOG_LEVEL
+t0=$(date +%s)
+compose up -d || fail "podman-compose up failed"
+podman container exists "$ORACLE_CNT" && podman container exists "$SERVICE_CNT" ||
+    fail "compose up did not create $ORACLE_CNT and $SERVICE_CNT"
+wait_health "http://127.0.0.1:$OPORT/v1/health"
+wait_health "$B/v1/health" '"oracle":"ok"'
+ok "compose up: oracle and service healthy in $(( $(date +%s) - t0 ))s, the service reaches the oracle by name"
+
+r=$(req PUT /v1/kv/greeting '{"value":"hello"}')
+expect "PUT without the token" "$r" '^401 '
+r=$(req PUT /v1/kv/greeting '{"value":"hello"}' "$AUTH")
+expect "PUT /v1/kv/greeting" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+r=$(req POST /v1/txns '' "$AUTH")
+expect "POST /v1/txns" "$r" '^201 .*"id":"[^"]+"'
+TXN=$(sed -E 's/.*"id":"([^"]+)".*/\1/' <<<"$r")
+r=$(req PUT "/v1/txns/$TXN/keys/color" '{"value":"blue"}' "$AUTH")
+expect "PUT in the session" "$r" '^204 '
+r=$(req PUT "/v1/txns/$TXN/keys/shape" '{"value":"circle"}' "$AUTH")
+expect "PUT in the session" "$r" '^204 '
+r=$(req POST "/v1/txns/$TXN/commit" '' "$AUTH")
+expect "commit" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+r=$(req GET /v1/kv/color '' "$AUTH")
+expect "GET color" "$r" '^200 \{"key":"color","value":"blue","commit_ts":[0-9]+\}$'
+ok "auth: 401 without the token; committed an autocommit write and a session through 127.0.0.1:$SPORT"
+
+# Restart the service container: SIGTERM, clean exit, same volume.
+podman stop -t "$STOP_WAIT" "$SERVICE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman stop $SERVICE_CNT failed"
+code=$(podman inspect -f '{{.State.ExitCode}}' "$SERVICE_CNT")
+[ "$code" = 0 ] || fail "the service exited $code on SIGTERM, want 0"
+podman logs "$SERVICE_CNT" 2>&1 | grep -q 'service: stopped cleanly' ||
+    fail "the service's log has no 'stopped cleanly' after SIGTERM"
+podman start "$SERVICE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman start $SERVICE_CNT failed"
+wait_health "$B/v1/health" '"oracle":"ok"'
+for kv in greeting:hello color:blue shape:circle; do
+    r=$(req GET "/v1/kv/${kv%%:*}" '' "$AUTH")
+    expect "GET ${kv%%:*} after the restart" "$r" "^200 \\{\"key\":\"${kv%%:*}\",\"value\":\"${kv#*:}\","
+done
+ok "service container stopped (exit 0, stopped cleanly) and started again: the values are read back from its volume"
+
+# The oracle goes away and comes back (at a new address): the service
+# answers 503 meanwhile, reads go on, and it recovers by itself.
+podman stop -t "$STOP_WAIT" "$ORACLE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman stop $ORACLE_CNT failed"
+code=$(podman inspect -f '{{.State.ExitCode}}' "$ORACLE_CNT")
+[ "$code" = 0 ] || fail "the oracle exited $code on SIGTERM, want 0"
+r=$(req PUT /v1/kv/greeting '{"value":"while down"}' "$AUTH")
+expect "PUT while the oracle is down" "$r" '^503 .*"oracle_unavailable"'
+r=$(req GET /v1/kv/greeting '' "$AUTH")
+expect "GET while the oracle is down" "$r" '^200 \{"key":"greeting","value":"hello",'
+podman start "$ORACLE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman start $ORACLE_CNT failed"
+t0=$SECONDS
+# (The oracle comes back at a new address: the service's libcurl keeps a
+# resolved name up to 60 s by default, so this can take about a minute.)
+for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+    r=$(req PUT /v1/kv/greeting '{"value":"hello"}' "$AUTH")
+    [[ "$r" =~ ^503 ]] || break
+    sleep 0.5
+done
+expect "PUT after the oracle is back" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+r=$(req GET /openapi.yaml '' "$AUTH")
+expect "GET /openapi.yaml" "$r" '^200 openapi: '
+ok "oracle stopped (exit 0) and started again: 503 oracle_unavailable meanwhile, reads go on, writes work again after $((SECONDS - t0))s"
+
+for c in "$ORACLE_CNT" "$SERVICE_CNT"; do
+    out=$(podman healthcheck run "$c" 2>&1) || fail "podman healthcheck run $c: $out"
+    [ -z "$out" ] || [ "$out" = healthy ] || fail "podman healthcheck run $c: $out"
+    st=$(podman inspect -f '{{.State.Health.Status}}' "$c")
+    [ "$st" = healthy ] || fail "$c health is '$st' after podman healthcheck run"
+done
+ok "podman healthcheck run: both containers healthy"
+
+# down: both get SIGTERM and must exit 0.
+down_and_check() {
+    local since
+    since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    sleep 1
+    podman logs -f "$SERVICE_CNT" >"$TMP/service.log" 2>&1 &
+    local lp=$!
+    compose down -t "$STOP_WAIT" || fail "podman-compose down failed"
+    wait "$lp" 2>/dev/null || true
+    local c code
+    for c in "$ORACLE_CNT" "$SERVICE_CNT"; do
+        podman container exists "$c" && fail "$c still exists after down"
+        code=$(exit_code "$since" "$c")
+        [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
+    done
+    grep -q 'service: stopped cleanly' "$TMP/service.log" ||
+        fail "the service's log has no 'stopped cleanly' after down"
+}
+down_and_check
+ok "compose down: oracle and service exited 0 on SIGTERM (WiredTiger closed cleanly)"
+
+# --- 5. up again without a token: the volumes kept the data -----------------
+unset PERCOLATOR_AUTH_TOKEN_FILE
+step "compose up again, no auth token"
+compose up -d || fail "podman-compose up (second) failed"
+wait_health "http://127.0.0.1:$OPORT/v1/health"
+wait_health "$B/v1/health" '"oracle":"ok"'
+r=$(req GET /v1/kv/shape)
+expect "GET shape without a token after down/up" "$r" '^200 \{"key":"shape","value":"circle",'
+r=$(req PUT /v1/kv/greeting '{"value":"again"}')
+expect "PUT without a token" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+r=$(req GET /v1/kv/greeting)
+expect "GET greeting" "$r" '^200 \{"key":"greeting","value":"again",'
+ok "compose up again without a token: no auth, data kept across down/up, writes work"
+down_and_check
+ok "compose down again: both exited 0"
+
+trap - EXIT INT TERM
+set +e
+cleanup 0 || fail "cleanup failed"
+echo "docker-test: $passed passed, 0 failed"
