@@ -81,7 +81,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TLIB_OBJ) $(LIB)
 
 # Benchmark programs: bench/<name>.c + the test helpers (to start programs).
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(TLIB_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 # deps: install what is missing when root, else say the one line to run.
 deps:

@@ -7,9 +7,13 @@
  * empty replies, the error envelope {"error":{"code","message",...}},
  * per-route request counters and latency histograms, and a graceful stop.
  *
- * Threading: MHD runs an epoll-based thread pool; a handler runs on one of
- * its threads and may block (it holds that thread only). Handlers share the
- * `ctx` pointer from the config and must synchronise access to it.
+ * Threading: MHD runs an epoll-based pool of `threads` threads. A GET (or
+ * HEAD) handler runs on the MHD thread of its connection: if it blocks, the
+ * other connections of that thread wait. Any other method's handler runs
+ * on a separate pool of `threads` workers fed from one queue (the
+ * connection is suspended meanwhile): it may block and holds its worker
+ * only. Handlers share the `ctx` pointer from the config and must
+ * synchronise access to it.
  *
  * A handler answers exactly once through one of the httpd_reply_* calls; a
  * handler that returns without replying produces a 500 `internal`. The reply
@@ -45,7 +49,7 @@ typedef struct httpd_route {
 
 typedef struct httpd_config {
     const char *listen;           /* "host:port"; port 0 picks a free one */
-    unsigned threads;             /* thread pool size; 0: number of CPUs */
+    unsigned threads;             /* MHD threads, and as many write workers; 0: number of CPUs */
     size_t max_body;              /* 0: HTTPD_DEFAULT_MAX_BODY */
     unsigned max_connections;     /* 0: 1024 */
     unsigned idle_timeout_s;      /* idle keep-alive connections closed after; 0: 120 */

@@ -189,7 +189,11 @@ typedef int (*pc_ts_fn)(void *arg, uint64_t *ts);
 /* One-phase commit: the same conflict checks as prewrite, then the write
  * records at a commit timestamp taken from ts_fn, in one WiredTiger
  * transaction. The keys are held in an in-memory lock table while the
- * timestamp is fetched, so that no snapshot above it reads them early. */
+ * timestamp is fetched, so that no snapshot above it reads them early.
+ *
+ * A blind write (txn->start_ts == 0: nothing was read) needs only one
+ * timestamp: it commits at ts_fn's timestamp, which is also its start, and
+ * conflicts with any lock and with any write at or above it. */
 pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                 pc_ts_fn ts_fn, void *ts_arg, uint64_t *commit_ts, pc_conflict *conflict);
 

@@ -79,12 +79,20 @@ static pc_rc one_pc_body(pc_session *s, void *arg)
 pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                 pc_ts_fn ts_fn, void *ts_arg, uint64_t *commit_ts, pc_conflict *conflict)
 {
-    one_pc_args a = {txn, m, n, 0, conflict};
+    /* A blind write's in-memory lock says start 0: it blocks every
+     * snapshot reader of its keys for the moment it is in flight, since
+     * its timestamp is not known yet. */
+    bool blind = txn != NULL && txn->start_ts == 0;
+    pc_txn_meta t = txn != NULL ? *txn : (pc_txn_meta){0};
+    one_pc_args a = {&t, m, n, 0, conflict};
     size_t busy = 0;
-    pc_rc rc = pc_check_mutations(txn, m, n);
 
+    if (blind)
+        t.start_ts = 1; /* for the argument checks only */
+    pc_rc rc = pc_check_mutations(txn ? &t : NULL, m, n);
     if (rc != PC_OK || ts_fn == NULL)
         return PC_INVALID;
+    t.start_ts = txn->start_ts;
     rc = pc_memlock_acquire(s->e->memlocks, m, n, txn->start_ts, &busy);
     if (rc == PC_LOCKED && conflict != NULL) {
         /* Another one-phase commit of the same key is in flight. */
@@ -97,7 +105,9 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
         rc = PC_TS_UNAVAILABLE;
         goto out;
     }
-    if (a.commit_ts <= txn->start_ts) {
+    if (blind)
+        t.start_ts = a.commit_ts; /* commits where it starts */
+    else if (a.commit_ts <= txn->start_ts) {
         rc = PC_INVALID;
         goto out;
     }

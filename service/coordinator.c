@@ -81,6 +81,22 @@ static size_t total_bytes(const pc_mutation *m, size_t n)
     return b;
 }
 
+pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
+                        uint64_t *commit_ts, pc_conflict *c)
+{
+    /* No locks are written, so no owner is needed. */
+    pc_txn_meta t = {.start_ts = 0, .primary = m[0].key, .wall_ms = time_wall_ms(),
+                     .ttl_ms = s->cfg.max_lock_age_ms};
+    if (!s->cfg.one_pc || n == 0 || n > ONE_PC_MAX_KEYS || total_bytes(m, n) > ONE_PC_MAX_BYTES)
+        return PC_INVALID;
+    pc_rc rc = one_phase(s, ps, &t, m, n, commit_ts, c);
+    if (rc == PC_OK) {
+        metrics_inc(s->m.commits_1pc, 1);
+        observers_wake(s);
+    }
+    return rc;
+}
+
 pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
                    const pc_mutation *m, size_t n, uint64_t *commit_ts, pc_conflict *c)
 {

@@ -21,4 +21,11 @@
 pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
                    const pc_mutation *m, size_t n, uint64_t *commit_ts, pc_conflict *c);
 
+/* A blind write (no reads, no conditions) of at most 64 keys in one
+ * phase with a single timestamp (engine one_pc with start_ts 0). Same
+ * answers as coord_commit; PC_INVALID when it is too big for one phase
+ * (use coord_commit then). */
+pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
+                        uint64_t *commit_ts, pc_conflict *c);
+
 #endif

@@ -419,6 +419,34 @@ static void h_txn(httpd_req *req, void *ctx)
     json_decref(body);
 }
 
+/* A write with nothing to check: one phase, one timestamp (the start is
+ * the commit), retried on conflicts like any one-shot write. false when
+ * it cannot go that way (one-phase commit off): run_one_shot then. */
+static bool blind_write(httpd_req *req, svc *s, one_shot *o, codec_enc enc)
+{
+    pc_session *ps = svc_engine_session(s);
+    if (ps == NULL || !s->cfg.one_pc)
+        return false;
+    for (int attempt = 0;; attempt++) {
+        uint64_t cts = 0;
+        pc_conflict c;
+        pc_rc rc = coord_blind_write(s, ps, o->writes, o->nwrites, &cts, &c);
+        if (rc == PC_INVALID)
+            return false;
+        if (rc == PC_OK) {
+            metrics_inc(s->m.txn_committed, 1);
+            httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
+            return true;
+        }
+        if ((rc == PC_WRITE_CONFLICT || rc == PC_LOCKED) && attempt + 1 < ONE_SHOT_TRIES) {
+            time_sleep_ms(1u << attempt);
+            continue;
+        }
+        reply_engine(req, s, rc, &c, enc);
+        return true;
+    }
+}
+
 /* PUT and DELETE /v1/kv/{key}: a one-shot transaction of one write, with
  * if_commit_ts as a compare-and-set condition. */
 static void single_write(httpd_req *req, svc *s, bool del)
@@ -461,7 +489,8 @@ static void single_write(httpd_req *req, svc *s, bool del)
         o.conds[0].klen = klen;
         o.conds[0].commit_ts = (uint64_t)json_integer_value(cas);
     }
-    run_one_shot(req, s, &o, enc, false);
+    if (cas != NULL || !blind_write(req, s, &o, enc))
+        run_one_shot(req, s, &o, enc, false);
 out:
     one_shot_free(&o);
     json_decref(body);

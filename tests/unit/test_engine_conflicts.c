@@ -294,6 +294,31 @@ static void one_pc_without_a_timestamp_writes_nothing(void **state)
     assert_int_equal(pc_one_pc(f->s, &t, &m, 1, fx_ts_fn, f, &cts, NULL), PC_OK);
 }
 
+static void a_blind_write_commits_at_its_one_timestamp(void **state)
+{
+    fx *f = *state;
+    char v[32];
+    uint64_t cts = 0;
+    pc_conflict c;
+    pc_txn_meta blind = fx_meta(1, "k");
+    blind.start_ts = 0;
+    pc_mutation m = PUT("k", "1");
+
+    f->ts = 100;
+    assert_int_equal(pc_one_pc(f->s, &blind, &m, 1, fx_ts_fn, f, &cts, &c), PC_OK);
+    assert_int_equal(cts, 101);
+    assert_table(f, "write", "k@101 put start=101 short=1\n");
+    assert_int_equal(fx_get(f, "k", 101, v, sizeof(v)), PC_OK);
+    assert_string_equal(v, "1");
+    assert_int_equal(fx_get(f, "k", 100, v, sizeof(v)), PC_NOT_FOUND);
+    /* A lock at any timestamp stops it, as it stops any write. */
+    pc_txn_meta t = fx_meta(fx_ts(f), "k");
+    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(pc_one_pc(f->s, &blind, &m, 1, fx_ts_fn, f, &cts, &c), PC_LOCKED);
+    assert_int_equal(c.lock.start_ts, t.start_ts);
+    assert_table(f, "write", "k@101 put start=101 short=1\n");
+}
+
 static void latest_read_steps_over_uncommitted_and_rolls_forward_committed(void **state)
 {
     fx *f = *state;
@@ -386,6 +411,7 @@ int main(void)
         T(a_dead_owner_is_recognised_at_once),
         T(one_pc_commits_in_one_step_with_the_same_checks),
         T(one_pc_without_a_timestamp_writes_nothing),
+        T(a_blind_write_commits_at_its_one_timestamp),
         T(latest_read_steps_over_uncommitted_and_rolls_forward_committed),
         T(scan_is_blocked_only_by_locks_in_what_it_returns),
         T(bad_arguments_are_refused),

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/bench.sh — `make bench`: the service and the oracle under load.
+#
+# Starts percolator-oracle and percolator-service (--sync fsync, fresh temp
+# data dir, free loopback ports), preloads keys, and runs each workload for
+# BENCH_SECONDS (default 5) per row at 1, 16 and 64 connections with the
+# epoll load generator bench/loadgen.c, printing ops/s and p50/p99 latency.
+# Then: the service's resident size while 1,000,000 keys load, read and
+# write throughput at 10,000 vs 1,000,000 keys, the oracle (one and 1,000
+# timestamps a request), and an empty libmicrohttpd server for scale.
+# Client and servers share the machine's CPUs.
+set -u
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+[ -x "$LG" ] || die "$LG not built (make bench builds it)"
+
+CACHE=${BENCH_CACHE:-256MB}
+CONNS=(1 16 64)
+declare -A OPS P99
+
+hdr() { printf "\n%s\n%-50s %5s %11s %9s %9s  %s\n" "$1" "row" "conns" "ops/s" "p50 ms" "p99 ms" "notes"; }
+# row LABEL URL WORKLOAD CONNS [loadgen args...]: run and print one row
+row() {
+  local label=$1 url=$2 wl=$3 c=$4 note=""
+  shift 4
+  run_lg "$url" "$wl" "$c" --tag "$wl-$c-$RANDOM$RANDOM" "$@"
+  [ "$R_ABORT" != "0.0000" ] && note="aborts $(awk -v a="$R_ABORT" 'BEGIN{printf "%.1f%%", 100*a}')"
+  [ "$R_ERR" != 0 ] && note="$note ERRORS $R_ERR"
+  printf "%-50s %5s %11.0f %9.2f %9.2f  %s\n" "$label" "$c" "$R_OPS" "$R_P50" "$R_P99" "$note"
+  OPS["$wl/$c/$label"]=$R_OPS
+  P99["$wl/$c/$label"]=$R_P99
+  LAST_OPS=$R_OPS
+}
+
+echo "percolator benchmark (make bench), $SECS s per row"
+machine
+echo "servers:  percolator-oracle, percolator-service --sync fsync --cache-size $CACHE (default --threads), 127.0.0.1"
+echo "client:   $LG (epoll, keep-alive, one request in flight per connection, 1 thread)"
+
+start_percolator --cache-size "$CACHE"
+U=$SVC_URL
+
+# --- 10,000 keys: the small end of the scaling pair --------------------
+preload "$U" pc 0 10000
+hdr "scaling, 10,000 keys preloaded"
+row "point read, 10k keys" "$U" pc-get 64 --keys 10000;  G10=$LAST_OPS
+row "autocommit write, 10k keys" "$U" pc-put 64;           W10=$LAST_OPS
+
+# --- 100,000 keys: the main table ---------------------------------------
+preload "$U" pc 10000 100000
+"$LG" --url "$U" --workload pc-hot --hot 10 --format kv >/dev/null || die "hot keys"
+hdr "workloads, 100,000 keys preloaded (load $(cut -d' ' -f1 /proc/loadavg))"
+for c in "${CONNS[@]}"; do row "1. point read GET /v1/kv/{key}" "$U" pc-get "$c" --keys 100000; done
+for c in "${CONNS[@]}"; do row "2. autocommit write PUT /v1/kv/{key}" "$U" pc-put "$c"; done
+for c in "${CONNS[@]}"; do row "3. one-shot txn POST /v1/txn (1 cond, 2 writes)" "$U" pc-txn "$c" --keys 100000; done
+for c in "${CONNS[@]}"; do row "4. session txn (begin, 2 reads, 2 writes, commit)" "$U" pc-session "$c" --keys 100000; done
+row "5. contended transfers, 10 hot keys (session)" "$U" pc-xfer 64 --hot 10
+row "5b. contended transfers, 10 hot keys (read+CAS)" "$U" pc-xfer-cas 64 --hot 10
+echo "(ops/s: requests for 1-3, transactions for 4, commits for 5; aborts: aborted / attempted)"
+
+# --- 1,000,000 keys: resident size while loading, then the large end ----
+echo
+echo "memory: loading keys 100,000..1,000,000 (--cache-size $CACHE)"
+rss0=$(rss_kb "$SVC_PID")
+( max=0; while kill -0 "$SVC_PID" 2>/dev/null && [ ! -e "$TMP/load.done" ]; do
+    r=$(rss_kb "$SVC_PID"); [ "$r" -gt "$max" ] && max=$r; echo "$max" >"$TMP/rss.max"; sleep 0.2
+  done ) &
+SAMPLER=$!
+t0=$(date +%s.%N)
+preload "$U" pc 100000 1000000
+t1=$(date +%s.%N)
+touch "$TMP/load.done"; wait "$SAMPLER" 2>/dev/null
+rssmax=$(cat "$TMP/rss.max" 2>/dev/null || echo 0)
+du_kb=$(du -sk "$TMP/service" | cut -f1)
+printf "  loaded 900,000 keys in %.1f s (%.0f keys/s)\n" "$(calc "$t1 - $t0")" "$(calc "900000 / ($t1 - $t0)")"
+printf "  service resident size: %d MiB before, %d MiB peak while loading, %d MiB after; cache %s; data dir %d MiB\n" \
+  $((rss0 / 1024)) $((rssmax / 1024)) $(($(rss_kb "$SVC_PID") / 1024)) "$CACHE" $((du_kb / 1024))
+hdr "scaling, 1,000,000 keys preloaded"
+row "point read, 1M keys" "$U" pc-get 64 --keys 1000000; G1M=$LAST_OPS
+row "autocommit write, 1M keys" "$U" pc-put 64;          W1M=$LAST_OPS
+printf "  1M/10k throughput ratio: point read %.2f, autocommit write %.2f\n" \
+  "$(calc "$G1M / $G10")" "$(calc "$W1M / $W10")"
+printf "  service resident size now: %d MiB\n" $(($(rss_kb "$SVC_PID") / 1024))
+
+# --- the oracle -----------------------------------------------------------
+hdr "6. oracle POST /v1/timestamps (ops/s = requests/s)"
+for c in "${CONNS[@]}"; do row "timestamps, count=1" "$ORACLE_URL" oracle "$c" --count 1; done
+for c in 16 64; do
+  row "timestamps, count=1000 (batched)" "$ORACLE_URL" oracle "$c" --count 1000
+  printf "%-50s %5s %11.0f timestamps/s\n" "" "$c" "$(calc "$LAST_OPS * 1000")"
+  TS64=$(calc "$LAST_OPS * 1000")
+done
+
+# --- an empty libmicrohttpd server, for scale ----------------------------
+mp=$(free_port)
+"$BENCH_BIN/mhd_empty" "$mp" 2 >"$TMP/mhd.log" 2>&1 &
+MHD_PID=$!; PIDS+=("$MHD_PID")
+wait_http "http://127.0.0.1:$mp/" "$MHD_PID" || die "mhd_empty did not start"
+hdr "empty libmicrohttpd handler (epoll, pool of 2, fixed 150-byte JSON)"
+for c in "${CONNS[@]}"; do row "GET, fixed answer" "http://127.0.0.1:$mp" plain "$c" --path /; done
+E64=$LAST_OPS
+
+echo
+echo "targets (64 connections):"
+printf "  point read vs empty libmicrohttpd: %.0f vs %.0f req/s, empty/ours = %.2f (target: at most 2)\n" \
+  "${OPS["pc-get/64/1. point read GET /v1/kv/{key}"]}" "$E64" \
+  "$(calc "$E64 / ${OPS["pc-get/64/1. point read GET /v1/kv/{key}"]}")"
+printf "  oracle, batched: %.0f timestamps/s (target: at least 2,000,000)\n" "$TS64"
+printf "  resident size while loading 1M keys: peak %d MiB with cache %s\n" $((rssmax / 1024)) "$CACHE"
+echo "  etcd comparison: bench/compare-etcd.sh"
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# bench/compare-etcd.sh — percolator-service and etcd side by side, same
+# load generator (bench/loadgen.c), same connection counts and durations.
+#
+# Installs Debian's etcd-server if missing (as root; else prints the
+# apt-get line), builds what it needs (make bench-tools), starts a single
+# etcd on 127.0.0.1 (free ports, data in a temp dir, WAL fsync on: etcd's
+# default) and percolator (oracle + service --sync fsync), preloads 100,000
+# keys and 10 hot keys into both, then for every row alternates runs:
+# percolator, etcd, percolator, etcd ... (COMPARE_RUNS each, default 2;
+# BENCH_SECONDS per run, default 5) and prints the median of each side.
+#   point read    GET /v1/kv/{key}         vs POST /v3/kv/range (linearizable)
+#   write         PUT /v1/kv/{key}         vs POST /v3/kv/put
+#   2-key txn     POST /v1/txn (exists condition on a, write a and b)
+#                                          vs POST /v3/kv/txn (version(a) > 0, put a, put b)
+#   transfer      10 hot keys: read a, read b, conditional txn on both
+#                 (commit_ts / mod_revision), move 1 from a to b: commits/s
+set -u
+cd "$(dirname "$0")/.."
+
+if ! command -v etcd >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "compare-etcd: installing etcd-server"
+    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq etcd-server >/dev/null ||
+      { echo "compare-etcd: apt-get install etcd-server failed"; exit 1; }
+  else
+    echo "compare-etcd: etcd is missing; run: sudo apt-get install -y etcd-server"; exit 1
+  fi
+fi
+BUILD=${BUILD:-build/plain}
+BINDIR=${BINDIR:-bin}
+make --no-print-directory -s bench-tools BUILD="$BUILD" BINDIR="$BINDIR" || exit 1
+export PERCOLATOR_BIN_DIR=$PWD/$BINDIR BENCH_BIN_DIR=$PWD/$BUILD/bench
+. bench/lib.sh
+RUNS=${COMPARE_RUNS:-2}
+
+echo "percolator vs etcd, $SECS s per run, $RUNS alternating runs per side, median shown"
+machine
+echo "etcd:     $(etcd --version 2>/dev/null | head -1), single node, HTTP/JSON gateway, WAL fsync on"
+echo "ours:     percolator-service --sync fsync (default flags otherwise) + percolator-oracle"
+
+start_percolator
+ep=$(free_port); pp=$(free_port)
+etcd --name bench --data-dir "$TMP/etcd-data" \
+  --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
+  --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+  --initial-cluster "bench=http://127.0.0.1:$pp" --logger zap --log-level warn \
+  >"$TMP/etcd.log" 2>&1 &
+ETCD_PID=$!; PIDS+=("$ETCD_PID")
+ETCD_URL="http://127.0.0.1:$ep"
+wait_http "$ETCD_URL/health" "$ETCD_PID" || { cat "$TMP/etcd.log"; die "etcd did not start"; }
+
+echo "preloading 100,000 keys and 10 hot keys into both..."
+preload "$SVC_URL" pc 0 100000
+preload "$ETCD_URL" etcd 0 100000
+"$LG" --url "$SVC_URL" --workload pc-hot --hot 10 --format kv >/dev/null || die "hot keys"
+"$LG" --url "$ETCD_URL" --workload etcd-hot --hot 10 --format kv >/dev/null || die "hot keys (etcd)"
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+printf "\n%-34s %5s | %9s %8s %8s | %9s %8s %8s | %6s %s\n" "row" "conns" "ours/s" "p50 ms" "p99 ms" \
+  "etcd/s" "p50 ms" "p99 ms" "ratio" "target (>=2x, p99 no worse)"
+ROWS=(
+  "point read|pc-get|etcd-get|--keys 100000"
+  "autocommit write|pc-put|etcd-put|"
+  "2-key txn with condition|pc-txn|etcd-txn|--keys 100000"
+  "contended transfer (10 hot keys)|pc-xfer-cas|etcd-xfer|--hot 10"
+)
+for spec in "${ROWS[@]}"; do
+  IFS='|' read -r label pcw etw args <<<"$spec"
+  for c in 1 16 64; do
+    : >"$TMP/res.pc"; : >"$TMP/res.etcd"
+    for r in $(seq "$RUNS"); do
+      # shellcheck disable=SC2086
+      run_lg "$SVC_URL" "$pcw" "$c" --tag "p$c$r$RANDOM" $args
+      echo "$R_OPS $R_P50 $R_P99 $R_ABORT $R_ERR" >>"$TMP/res.pc"
+      # shellcheck disable=SC2086
+      run_lg "$ETCD_URL" "$etw" "$c" --tag "e$c$r$RANDOM" $args
+      echo "$R_OPS $R_P50 $R_P99 $R_ABORT $R_ERR" >>"$TMP/res.etcd"
+    done
+    po=$(cut -d' ' -f1 "$TMP/res.pc" | median); p5=$(cut -d' ' -f2 "$TMP/res.pc" | median); p9=$(cut -d' ' -f3 "$TMP/res.pc" | median)
+    eo=$(cut -d' ' -f1 "$TMP/res.etcd" | median); e5=$(cut -d' ' -f2 "$TMP/res.etcd" | median); e9=$(cut -d' ' -f3 "$TMP/res.etcd" | median)
+    ratio=$(calc "$po / $eo")
+    verdict=$(awk -v r="$ratio" -v a="$p9" -v b="$e9" 'BEGIN { printf "%s", (r >= 2 && a <= b) ? "met" : "NOT met" }')
+    note=""
+    pa=$(cut -d' ' -f4 "$TMP/res.pc" | median); ea=$(cut -d' ' -f4 "$TMP/res.etcd" | median)
+    if [ "$pcw" = pc-xfer-cas ]; then
+      note=" (aborts: ours $(calc "100*$pa" | cut -d. -f1)%, etcd $(calc "100*$ea" | cut -d. -f1)%)"
+    fi
+    perr=$(awk '{s+=$5} END {print s+0}' "$TMP/res.pc"); eerr=$(awk '{s+=$5} END {print s+0}' "$TMP/res.etcd")
+    [ "$perr$eerr" != 00 ] && note="$note ERRORS ours $perr etcd $eerr"
+    printf "%-34s %5s | %9.0f %8.2f %8.2f | %9.0f %8.2f %8.2f | %6.2f %s%s\n" \
+      "$label" "$c" "$po" "$p5" "$p9" "$eo" "$e5" "$e9" "$ratio" "$([ "$c" = 64 ] && echo "$verdict")" "$note"
+  done
+done
+echo "(ops/s: requests for reads and writes, committed transactions for txn and transfer;"
+echo " ratio = ours / etcd; the targets apply at 64 connections)"
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

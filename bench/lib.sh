@@ -1,0 +1,90 @@
+# bench/lib.sh — shared by bench/bench.sh (make bench) and
+# bench/compare-etcd.sh: start servers on 127.0.0.1 with free ports and
+# temp data dirs, run load generator rows, stop everything by PID at exit.
+# Sourced, not run.
+
+BIN=${PERCOLATOR_BIN_DIR:-bin}
+BENCH_BIN=${BENCH_BIN_DIR:-build/plain/bench}
+LG=$BENCH_BIN/loadgen
+SECS=${BENCH_SECONDS:-5}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/percolator-bench.XXXXXX")
+PIDS=()
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  PIDS=()
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+free_port() { "$LG" --free-port; }
+
+# wait_http URL PID: poll until URL answers 200 (bounded: 20 s).
+wait_http() {
+  for _ in $(seq 200); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# start_percolator [extra service flags...]: sets ORACLE_URL, SVC_URL, SVC_PID, ORACLE_PID
+start_percolator() {
+  local op sp
+  op=$(free_port); sp=$(free_port)
+  "$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" \
+    --log-level warn >"$TMP/oracle.log" 2>&1 &
+  ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
+  ORACLE_URL="http://127.0.0.1:$op"
+  wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
+  "$BIN/percolator-service" --listen "127.0.0.1:$sp" --data-dir "$TMP/service" \
+    --oracle "$ORACLE_URL" --sync fsync --log-level warn "$@" >"$TMP/service.log" 2>&1 &
+  SVC_PID=$!; PIDS+=("$SVC_PID")
+  SVC_URL="http://127.0.0.1:$sp"
+  wait_http "$SVC_URL/v1/health" "$SVC_PID" || { cat "$TMP/service.log"; die "the service did not start"; }
+}
+
+# run_lg URL WORKLOAD CONNS [loadgen args...]: one timed row; sets
+# R_OPS R_P50 R_P99 R_ABORT R_ERR (from loadgen --format kv).
+run_lg() {
+  local url=$1 wl=$2 conns=$3 out
+  shift 3
+  out=$("$LG" --url "$url" --workload "$wl" --conns "$conns" --seconds "$SECS" --format kv "$@") ||
+    echo "bench: loadgen failed for $wl at $conns connections" >&2
+  R_OPS=$(sed -nE 's/.*ops_s=([0-9.]+).*/\1/p' <<<"$out")
+  R_P50=$(sed -nE 's/.*p50_ms=([0-9.]+).*/\1/p' <<<"$out")
+  R_P99=$(sed -nE 's/.*p99_ms=([0-9.]+).*/\1/p' <<<"$out")
+  R_ABORT=$(sed -nE 's/.*abort_rate=([0-9.]+).*/\1/p' <<<"$out")
+  R_ERR=$(sed -nE 's/.*errors=([0-9]+).*/\1/p' <<<"$out")
+  : "${R_OPS:=0}" "${R_P50:=0}" "${R_P99:=0}" "${R_ABORT:=0}" "${R_ERR:=0}"
+}
+
+# preload URL pc|etcd FROM TO: keys k%08d in [FROM, TO), batched transactions.
+preload() {
+  local url=$1 kind=$2 from=$3 to=$4 batch=500
+  [ "$kind" = etcd ] && batch=128 # etcd's default --max-txn-ops
+  "$LG" --url "$url" --workload "$kind-load" --from "$from" --keys "$to" --batch "$batch" \
+    --conns 4 --format kv >"$TMP/load.out" || { cat "$TMP/load.out"; die "preload failed"; }
+  grep -q 'errors=0 ' "$TMP/load.out" || { cat "$TMP/load.out"; die "preload had errors"; }
+}
+
+# calc EXPR: floating-point arithmetic (awk; no bc needed)
+calc() { awk "BEGIN { x = $1; printf \"%.4f\", (x == x ? x : 0) }" 2>/dev/null || echo 0; }
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+machine() {
+  echo "date:     $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "machine:  $(nproc) CPUs ($(sed -nE 's/^model name\s*: (.*)/\1/p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r)"
+  echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; other work shares these CPUs)"
+}
