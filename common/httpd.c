@@ -89,6 +89,7 @@ struct httpd {
     route unmatched;          /* metrics for requests that matched no route */
     uint16_t port;
     _Atomic long in_flight;   /* requests between first call and completion */
+    atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
     metrics_family *req_family, *lat_family;
     metrics_series *conn_total, *conn_open;
 };
@@ -569,6 +570,10 @@ static enum MHD_Result queue_reply(httpd_req *rq)
     if (rq->ctype[0] &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype) != MHD_YES)
         log_warn("httpd: cannot add Content-Type '%s'", rq->ctype);
+    /* Stopping: tell keep-alive clients to go, so the stop can finish. */
+    if (atomic_load(&rq->h->stopping) &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+        log_warn("httpd: cannot add Connection: close");
     for (size_t off = 0; off < rq->headers.len;) {
         const char *name = rq->headers.data + off;
         const char *value = name + strlen(name) + 1;
@@ -812,15 +817,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         answer_early(rq);
         return queue_reply(rq);
     }
-    if (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0) {
+    bool read = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
+    if (read && !rq->route->def->blocking) {
         run_handler(rq);
         return queue_reply(rq);
     }
     /* Hand the request to a worker; MHD stops watching the connection
-     * until the worker resumes it. */
+     * until the worker resumes it. Once stopping, nothing is handed off
+     * (the workers are draining): it runs here instead. The check is under
+     * the queue's lock, as is the workers' stop flag, so no request can be
+     * queued after the workers were told to finish. */
+    pthread_mutex_lock(&h->q_mu);
+    if (h->q_stop || atomic_load(&h->stopping)) {
+        pthread_mutex_unlock(&h->q_mu);
+        run_handler(rq);
+        return queue_reply(rq);
+    }
     rq->dispatched = true;
     MHD_suspend_connection(conn);
-    pthread_mutex_lock(&h->q_mu);
     rq->next = NULL;
     if (h->q_tail)
         h->q_tail->next = rq;
@@ -1032,6 +1046,9 @@ void httpd_stop(httpd *h, unsigned grace_ms)
 {
     if (!h)
         return;
+    /* 0. From now on requests run where they arrive and their replies
+     *    close their connections. */
+    atomic_store(&h->stopping, true);
     /* 1. Stop accepting: MHD gives the listening socket back; closing it
      *    makes new connection attempts fail at once. */
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);

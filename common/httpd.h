@@ -45,6 +45,8 @@ typedef struct httpd_route {
                              non-empty path segment, percent-decoded */
     httpd_handler handler;
     const char *name;     /* metrics label; NULL: "METHOD pattern" */
+    bool blocking;        /* a GET that may wait (locks, the oracle): run it on a
+                             handler worker, not on the event thread */
 } httpd_route;
 
 typedef struct httpd_config {

@@ -200,7 +200,9 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
 /* ---- reads ---- */
 
 /* Snapshot read at ts. PC_LOCKED (with the lock) when a lock at or below
- * ts is in the way: resolve it or wait, then read again. */
+ * ts is in the way: resolve it or wait, then read again. On PC_NOT_FOUND,
+ * *commit_ts is the commit of the delete that removed the key (0 if the
+ * key never had a version at or below ts). */
 pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
              pc_conflict *conflict);
 

@@ -27,6 +27,12 @@ typedef struct {
     size_t resume_len;
     bool started, done;
     uint64_t batch_versions;    /* write records seen by this batch */
+    /* What a batch did, applied only once its transaction committed: a
+     * batch retried after WT_ROLLBACK must start where it started. */
+    pc_gc_stats batch;
+    uint8_t next[PC_KEY_MAX];
+    size_t next_len;
+    bool next_done;
     pc_gc_stats *st;
     pc_buf doomed;              /* [u32 len][vkey] write rows, [u32 len][vkey] data rows */
 } gc_args;
@@ -136,17 +142,11 @@ static pc_rc gc_batch(pc_session *s, void *arg)
             data++;
         off += 5 + len;
     }
-    /* Commit the batch's effects to the stats only when it is the last
-     * attempt: pc_run_txn may run this body again after WT_ROLLBACK. */
-    a->st->keys += keys;
-    a->st->versions += a->batch_versions;
-    a->st->versions_removed += versions;
-    a->st->data_removed += data;
-    a->done = done;
+    a->batch = (pc_gc_stats){keys, a->batch_versions, versions, data};
+    a->next_done = done;
     if (!done) {
-        memcpy(a->resume, ukey, ulen);
-        a->resume_len = ulen;
-        a->started = true;
+        memcpy(a->next, ukey, ulen);
+        a->next_len = ulen;
     }
     return PC_OK;
 }
@@ -163,10 +163,17 @@ pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st)
     a->st = st ? st : &scratch;
     memset(a->st, 0, sizeof(*a->st));
     while (!a->done && rc == PC_OK) {
-        pc_gc_stats before = *a->st;
-        rc = pc_run_txn(s, gc_batch, a);
-        if (rc != PC_OK)
-            *a->st = before;
+        if ((rc = pc_run_txn(s, gc_batch, a)) != PC_OK)
+            break;
+        /* The batch committed: count it and move on. */
+        a->st->keys += a->batch.keys;
+        a->st->versions += a->batch.versions;
+        a->st->versions_removed += a->batch.versions_removed;
+        a->st->data_removed += a->batch.data_removed;
+        a->done = a->next_done;
+        memcpy(a->resume, a->next, a->next_len);
+        a->resume_len = a->next_len;
+        a->started = true;
     }
     pc_buf_free(&a->doomed);
     free(a);

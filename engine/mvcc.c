@@ -89,13 +89,16 @@ pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64
     int ret;
 
     /* (key, ts) is where the newest version at or below ts starts. */
+    *commit_ts = 0;
     if ((rc = pc_cursor_seek_ge(s, s->write, vk, vklen)) != PC_OK)
         return rc;
     while (pc_on_key(s->write, vk, eklen, &cts)) {
         if ((rc = pc_cursor_write_rec(s, s->write, &r)) != PC_OK)
             return rc;
-        if (r.type == PC_W_DELETE)
+        if (r.type == PC_W_DELETE) {
+            *commit_ts = cts;
             return PC_NOT_FOUND;
+        }
         if (r.type == PC_W_PUT) {
             *commit_ts = cts;
             if (r.has_value)

@@ -134,10 +134,12 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
         heartbeat(s, ps, &t);
     }
     failpoint(ps, "after_prewrites");
-    if (!svc_timestamp(s, commit_ts)) {
-        rc = PC_TS_UNAVAILABLE;
-        goto abort;
-    }
+    /* No commit timestamp (the oracle is down): keep the locks. The caller
+     * may retry the commit (its prewrites are idempotent); if it does not,
+     * its session expires and the locks go with their dead owner. Rolling
+     * back here would leave rollback records that fail the retry. */
+    if (!svc_timestamp(s, commit_ts))
+        return PC_TS_UNAVAILABLE;
 
     /* The commit point: the primary's write record, durable before any
      * answer. After it the transaction is committed whatever happens. */

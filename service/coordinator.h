@@ -15,6 +15,8 @@
  * start_ts owned by `owner`. Returns PC_OK with *commit_ts, or:
  *   PC_WRITE_CONFLICT / PC_LOCKED   c names the key; nothing was committed
  *   PC_TS_UNAVAILABLE               the oracle is down; nothing was committed
+ *                                   (prewrite locks stay until a retry or
+ *                                   until the owner's session ends)
  *   PC_ROLLED_BACK                  a cleaner rolled the transaction back
  *   PC_ERROR                        storage failure
  * On any failure the locks it took are rolled back. */

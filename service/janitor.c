@@ -29,6 +29,7 @@
 
 struct janitor {
     svc *s;
+    pc_session *ps;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -113,8 +114,17 @@ static void sweep_locks(janitor *j, pc_session *ps)
     pc_buf_free(&w.last);
 }
 
-/* GC below the timestamp taken --gc-retention-ms ago, and below every
- * running session's snapshot. */
+static int oldest_lock(void *arg, const pc_lock_view *l)
+{
+    uint64_t *oldest = arg;
+    if (l->start_ts < *oldest)
+        *oldest = l->start_ts;
+    return 0;
+}
+
+/* GC below the timestamp taken --gc-retention-ms ago, below every running
+ * session's snapshot, and below every outstanding lock: a lock's
+ * transaction may still need its primary's record to be resolved. */
 static void collect_garbage(janitor *j, pc_session *ps)
 {
     svc *s = j->s;
@@ -134,6 +144,11 @@ static void collect_garbage(janitor *j, pc_session *ps)
     uint64_t safe = j->sample_ts, oldest = sessions_oldest_start(s->sessions);
     if (oldest != UINT64_MAX && oldest <= safe)
         safe = oldest - 1;
+    uint64_t oldest_locked = UINT64_MAX;
+    if (pc_lock_scan(ps, (pc_slice){"", 0}, 1000000, oldest_lock, &oldest_locked) != PC_OK)
+        return;
+    if (oldest_locked != UINT64_MAX && oldest_locked <= safe)
+        safe = oldest_locked - 1;
     j->sample_ts = ts;
     j->sample_ms = now;
     j->gc_last_ms = now;
@@ -160,12 +175,8 @@ static void *janitor_main(void *arg)
 {
     janitor *j = arg;
     svc *s = j->s;
-    pc_session *ps = NULL;
+    pc_session *ps = j->ps;
 
-    if (pc_session_open(s->engine, &ps) != PC_OK) {
-        log_error("janitor: cannot open a storage session; no background cleanup");
-        return NULL;
-    }
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         struct timespec until;
@@ -189,7 +200,6 @@ static void *janitor_main(void *arg)
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);
-    pc_session_close(ps);
     return NULL;
 }
 
@@ -199,11 +209,18 @@ janitor *janitor_start(svc *s)
     if (j == NULL)
         return NULL;
     j->s = s;
+    /* Without its own storage session there would be no cleanup at all:
+     * refuse to start rather than run without it. */
+    if (pc_session_open(s->engine, &j->ps) != PC_OK) {
+        free(j);
+        return NULL;
+    }
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     if (pthread_create(&j->thread, NULL, janitor_main, j) != 0) {
         pthread_cond_destroy(&j->cv);
         pthread_mutex_destroy(&j->mu);
+        pc_session_close(j->ps);
         free(j);
         return NULL;
     }
@@ -219,6 +236,7 @@ void janitor_stop(janitor *j)
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
+    pc_session_close(j->ps);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

@@ -201,6 +201,7 @@ static pc_rc commit_internal(svc *s, pc_session *ps, pc_mutation *m, size_t n)
     txn *t = sessions_begin(s->sessions, start, s->cfg.lease_ttl_ms);
     if (t == NULL)
         return PC_NOMEM;
+    t->internal = true;
     pthread_mutex_lock(&t->mu);
     atomic_store(&t->state, TXN_COMMITTING);
     pc_rc rc = coord_commit(s, ps, t->id, start, m, n, &cts, &c);
@@ -468,9 +469,9 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
     }
     /* The change handed out is the newest at the claim's snapshot. */
     pc_rc rc = rd_get(s, ps, (pc_slice){ek, ks_user(ek, user.data, user.len)}, start, &v, &cts, &c);
-    if (rc == PC_NOT_FOUND)
-        cts = dirty_ts; /* deleted: the delete is the change */
-    else if (rc != PC_OK) {
+    if (rc == PC_NOT_FOUND && cts == 0)
+        cts = dirty_ts; /* deleted (no version left at all) */
+    else if (rc != PC_OK && rc != PC_NOT_FOUND) {
         pc_buf_free(&v);
         release(o, ob->name, user.data, user.len);
         return rc == PC_LOCKED ? PC_NOT_FOUND : rc; /* busy: another key */
@@ -582,9 +583,13 @@ pc_rc observers_claim(svc *s, pc_session *ps, const char *name, uint64_t wait_ms
             if (!jumped && !more)
                 break; /* the whole range was seen */
         }
-        /* Nothing now: wait for a commit or a released claim. */
+        /* Nothing now: wait for a commit or a released claim. Waiting holds
+         * a handler worker, so at most half of them wait at once; past
+         * that a claim answers 204 at once and the client polls again. */
         uint64_t now = time_mono_ms();
         if (now >= deadline)
+            return PC_NOT_FOUND;
+        if ((uint64_t)atomic_load(&o->waiters) >= (s->cfg.threads + 1) / 2)
             return PC_NOT_FOUND;
         uint64_t pause = deadline - now < 100 ? deadline - now : 100;
         struct timespec until;

@@ -51,14 +51,15 @@ void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_
     switch (rc) {
     case PC_WRITE_CONFLICT:
         metrics_inc(metrics_series_get(s->m.conflicts, "write_conflict", NULL), 1);
-        json_object_set_new(extra, "conflict_commit_ts", json_integer((json_int_t)c->commit_ts));
+        if (c != NULL)
+            json_object_set_new(extra, "conflict_commit_ts", json_integer((json_int_t)c->commit_ts));
         httpd_reply_error(req, 409, "write_conflict", extra,
                           "another transaction committed a write to this key after this "
                           "transaction started");
         return;
     case PC_LOCKED:
         metrics_inc(metrics_series_get(s->m.conflicts, "key_locked", NULL), 1);
-        if (c->lock.start_ts != 0)
+        if (c != NULL && c->lock.start_ts != 0)
             json_object_set_new(extra, "lock_start_ts", json_integer((json_int_t)c->lock.start_ts));
         httpd_reply_error(req, 409, "key_locked", extra,
                           "the key is locked by another transaction that is still running");
@@ -121,7 +122,7 @@ bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, 
     }
     if (alen > 0) {
         /* The page after `after` starts just past it: after + "\0". */
-        if (alen >= SVC_MAX_KEY) {
+        if (alen > SVC_MAX_KEY) {
             httpd_reply_error(req, 400, "bad_request", NULL, "after is too long");
             return false;
         }

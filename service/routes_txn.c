@@ -275,6 +275,19 @@ static void h_batch(httpd_req *req, void *ctx)
     }
     if ((t = txn_open(req, s, false)) == NULL)
         goto out;
+    /* All or nothing: refuse a batch that could push the session over its
+     * limit before buffering any of it (counted as if every key were new). */
+    size_t adding = 0;
+    json_array_foreach(writes, i, item) {
+        codec_json_key(req, json_object_get(item, "key"), "writes[].key", enc, key, &klen);
+        adding += klen + vals[i].len;
+    }
+    if (t->bytes + adding > s->cfg.max_txn_bytes) {
+        httpd_reply_error(req, 413, "payload_too_large", NULL,
+                          "the transaction would buffer more than %llu bytes",
+                          (unsigned long long)s->cfg.max_txn_bytes);
+        goto out;
+    }
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         goto out;
@@ -439,16 +452,18 @@ static void h_keepalive(httpd_req *req, void *ctx)
 }
 
 const httpd_route txn_routes[] = {
-    {"POST", "/v1/txns", h_begin, "begin"},
-    {"GET", "/v1/txns/{id}", h_status, "txn_status"},
-    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete"},
-    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get"},
-    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put"},
-    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key"},
-    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch"},
-    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan"},
-    {"POST", "/v1/txns/{id}/commit", h_commit, "commit"},
-    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback"},
-    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive"},
+    {"POST", "/v1/txns", h_begin, "begin", false},
+    /* Session reads wait for the session (a commit may hold it): off the
+     * event threads. */
+    {"GET", "/v1/txns/{id}", h_status, "txn_status", true},
+    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete", false},
+    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get", true},
+    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put", false},
+    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key", false},
+    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch", false},
+    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan", true},
+    {"POST", "/v1/txns/{id}/commit", h_commit, "commit", false},
+    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback", false},
+    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive", false},
 };
 const size_t txn_routes_n = sizeof(txn_routes) / sizeof(txn_routes[0]);

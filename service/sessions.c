@@ -208,7 +208,9 @@ void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
     if (t->claim != NULL && s->end_hook != NULL)
         s->end_hook(s->end_arg, t);
     t->end_reason = reason;
-    t->ended_ms = mono_ms();
+    /* Nobody asks after the service's own sessions: drop them at the next
+     * reap instead of keeping them for the retention time. */
+    t->ended_ms = t->internal ? 0 : mono_ms();
     free_buffer(t);
     atomic_store(&t->state, state);
 }

@@ -37,6 +37,8 @@ typedef struct txn {
     size_t nw, capw, bytes;
     size_t writes;                       /* buffered writes (kept after the end) */
     struct obs_claim *claim;             /* an observer's claim (observers.c) */
+    bool internal;                       /* the service's own (one-shot writes):
+                                          * forgotten as soon as it ends */
     /* Owned by the table. */
     int refs;
     uint64_t ended_ms;

@@ -78,12 +78,12 @@ static void h_slow(httpd_req *req, void *ctx)
 }
 
 static const httpd_route routes[] = {
-    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL},
-    {"POST", "/v1/things", h_post, NULL},
-    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key"},
-    {"GET", "/v1/silent", h_silent, NULL},
-    {"GET", "/openapi.yaml", h_text, NULL},
-    {"POST", "/v1/slow", h_slow, NULL},
+    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL, false},
+    {"POST", "/v1/things", h_post, NULL, false},
+    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key", false},
+    {"GET", "/v1/silent", h_silent, NULL, false},
+    {"GET", "/openapi.yaml", h_text, NULL, false},
+    {"POST", "/v1/slow", h_slow, NULL, false},
 };
 
 typedef struct fixture {
