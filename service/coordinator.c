@@ -41,9 +41,12 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
     unsigned attempt = 0;
 
     for (;;) {
+        *commit_ts = 0;
         pc_rc rc = pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c);
         if (rc == PC_OK)
-            rc = pc_sync(ps);
+            rc = pc_sync(ps); /* an error here leaves *commit_ts set */
+        else
+            *commit_ts = 0;
         if (rc != PC_LOCKED)
             return rc;
         /* A lock: a dead owner's is resolved; otherwise a live 2PC lock
@@ -138,20 +141,23 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
      * may retry the commit (its prewrites are idempotent); if it does not,
      * its session expires and the locks go with their dead owner. Rolling
      * back here would leave rollback records that fail the retry. */
-    if (!svc_timestamp(s, commit_ts))
+    if (!svc_timestamp(s, commit_ts)) {
+        *commit_ts = 0;
         return PC_TS_UNAVAILABLE;
+    }
 
     /* The commit point: the primary's write record, durable before any
      * answer. After it the transaction is committed whatever happens. */
     rc = pc_commit(ps, &m[0].key, 1, start_ts, *commit_ts);
     if (rc != PC_OK) {
+        *commit_ts = 0;
         if (rc == PC_LOCK_MISSING)
             rc = PC_ROLLED_BACK;
         log_warn("commit of %s failed at the primary: %s", owner, pc_rc_name(rc));
         return rc;
     }
     if ((rc = pc_sync(ps)) != PC_OK)
-        return rc;
+        return rc; /* committed (*commit_ts is set), but not known durable */
     metrics_inc(s->m.commits_2pc, 1);
     observers_wake(s);
     failpoint(ps, "after_commit_primary");
@@ -176,6 +182,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     return PC_OK;
 
 abort:
+    *commit_ts = 0;
     for (size_t i = 0; i < n; i += BATCH) {
         size_t k = n - i < BATCH ? n - i : BATCH;
         for (size_t j = 0; j < k; j++)

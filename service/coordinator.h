@@ -18,7 +18,10 @@
  *                                   (prewrite locks stay until a retry or
  *                                   until the owner's session ends)
  *   PC_ROLLED_BACK                  a cleaner rolled the transaction back
- *   PC_ERROR                        storage failure
+ *   PC_ERROR                        storage failure; when *commit_ts is
+ *                                   not 0 the commit point was passed (the
+ *                                   transaction committed) but the log could
+ *                                   not be synced
  * On any failure the locks it took are rolled back. */
 pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
                    const pc_mutation *m, size_t n, uint64_t *commit_ts, pc_conflict *c);

@@ -1,6 +1,8 @@
 /*
  * janitor.c — one background thread that, every --janitor-interval-ms:
  *
+ * (sessions and locks on one thread, GC on another, each with its own
+ * storage session):
  *  1. reads the session clock (which notices a stall of the whole process
  *     and grants a grace TTL: see sessions_now) and expires sessions whose
  *     lease ran out;
@@ -27,13 +29,22 @@
 
 #define SWEEP_BATCH 256
 
+/* Two loops: one sweeps sessions and locks, the other collects garbage,
+ * so a long GC pass never delays lock cleanup (CONTRACT §6.5 deadlines). */
+typedef struct loop {
+    struct janitor *j;
+    pthread_t thread;
+    pc_session *ps;
+    void (*tick)(struct janitor *j, pc_session *ps);
+    bool started;
+} loop;
+
 struct janitor {
     svc *s;
-    pc_session *ps;
-    pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    loop sweeper, collector;
     /* GC's clock: a timestamp and when it was taken. */
     uint64_t sample_ts, sample_ms, gc_last_ms;
 };
@@ -171,36 +182,63 @@ static void collect_garbage(janitor *j, pc_session *ps)
                  (unsigned long long)st.versions_removed, (unsigned long long)st.versions);
 }
 
-static void *janitor_main(void *arg)
+static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
 {
-    janitor *j = arg;
     svc *s = j->s;
-    pc_session *ps = j->ps;
+    size_t expired = sessions_reap(s->sessions, time_wall_ms());
+    if (expired > 0) {
+        metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);
+        log_info("janitor: %zu session(s) expired", expired);
+    }
+    sweep_locks(j, ps);
+}
+
+/* Run l->tick every --janitor-interval-ms until told to stop. */
+static void *loop_main(void *arg)
+{
+    loop *l = arg;
+    janitor *j = l->j;
 
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + s->cfg.janitor_interval_ms * 1000000ull;
+        uint64_t ns = (uint64_t)until.tv_nsec + j->s->cfg.janitor_interval_ms * 1000000ull;
         until.tv_sec += (time_t)(ns / 1000000000ull);
         until.tv_nsec = (long)(ns % 1000000000ull);
         pthread_cond_timedwait(&j->cv, &j->mu, &until);
         if (j->stop)
             break;
         pthread_mutex_unlock(&j->mu);
-
-        size_t expired = sessions_reap(s->sessions, time_wall_ms());
-        if (expired > 0) {
-            metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);
-            log_info("janitor: %zu session(s) expired", expired);
-        }
-        sweep_locks(j, ps);
-        collect_garbage(j, ps);
-
+        l->tick(j, l->ps);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);
     return NULL;
+}
+
+static bool loop_start(janitor *j, loop *l, void (*tick)(janitor *, pc_session *))
+{
+    l->j = j;
+    l->tick = tick;
+    /* Without its own storage session there would be no cleanup at all:
+     * refuse to start rather than run without it. */
+    if (pc_session_open(j->s->engine, &l->ps) != PC_OK)
+        return false;
+    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        pc_session_close(l->ps);
+        return false;
+    }
+    l->started = true;
+    return true;
+}
+
+static void loop_join(loop *l)
+{
+    if (!l->started)
+        return;
+    pthread_join(l->thread, NULL);
+    pc_session_close(l->ps);
 }
 
 janitor *janitor_start(svc *s)
@@ -209,19 +247,10 @@ janitor *janitor_start(svc *s)
     if (j == NULL)
         return NULL;
     j->s = s;
-    /* Without its own storage session there would be no cleanup at all:
-     * refuse to start rather than run without it. */
-    if (pc_session_open(s->engine, &j->ps) != PC_OK) {
-        free(j);
-        return NULL;
-    }
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
-    if (pthread_create(&j->thread, NULL, janitor_main, j) != 0) {
-        pthread_cond_destroy(&j->cv);
-        pthread_mutex_destroy(&j->mu);
-        pc_session_close(j->ps);
-        free(j);
+    if (!loop_start(j, &j->sweeper, sweep_sessions_and_locks) || !loop_start(j, &j->collector, collect_garbage)) {
+        janitor_stop(j);
         return NULL;
     }
     return j;
@@ -233,10 +262,10 @@ void janitor_stop(janitor *j)
         return;
     pthread_mutex_lock(&j->mu);
     j->stop = true;
-    pthread_cond_signal(&j->cv);
+    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    pthread_join(j->thread, NULL);
-    pc_session_close(j->ps);
+    loop_join(&j->sweeper);
+    loop_join(&j->collector);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

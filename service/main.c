@@ -86,18 +86,31 @@ pc_liveness svc_liveness(svc *s)
 
 bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts)
 {
-    uint64_t safe = atomic_load(&s->gc_safe_point);
-    if (ts >= safe)
+    uint64_t safe = atomic_load(&s->gc_safe_point), now;
+    if (ts < safe) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "ts %llu is below the garbage-collection safe point %llu",
+                          (unsigned long long)ts, (unsigned long long)safe);
+        return false;
+    }
+    /* A snapshot above every timestamp handed out so far would not be
+     * repeatable: a commit could still land below it. */
+    if (ts <= atomic_load(&s->ts_seen) || (svc_timestamp(s, &now) && ts <= now))
         return true;
     httpd_reply_error(req, 400, "bad_request", NULL,
-                      "ts %llu is below the garbage-collection safe point %llu",
-                      (unsigned long long)ts, (unsigned long long)safe);
+                      "ts %llu is in the future: the oracle has not handed it out yet",
+                      (unsigned long long)ts);
     return false;
 }
 
 bool svc_timestamp(svc *s, uint64_t *ts)
 {
-    return oc_timestamp(s->oracle, ts) == OC_OK;
+    if (oc_timestamp(s->oracle, ts) != OC_OK)
+        return false;
+    uint64_t seen = atomic_load(&s->ts_seen);
+    while (seen < *ts && !atomic_compare_exchange_weak(&s->ts_seen, &seen, *ts))
+        ;
+    return true;
 }
 
 bool svc_authorized(httpd_req *req, svc *s)

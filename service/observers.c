@@ -242,6 +242,9 @@ pc_rc observers_put(svc *s, pc_session *ps, const char *name, const void *prefix
     return rc;
 }
 
+static bool lookup(observers *o, const char *name, observer *copy, char *prefix_buf);
+static void prefix_range(const observer *ob, char *sbuf, pc_slice *start, char *ebuf, pc_slice *end);
+
 pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
 {
     observers *o = s->obs;
@@ -259,10 +262,36 @@ pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
     pthread_rwlock_unlock(&o->mu);
     pc_rc rc = exists ? commit_internal(s, ps, &m, 1) : PC_NOT_FOUND;
     if (rc == PC_OK) {
+        observer gone;
+        char pbuf[SVC_MAX_KEY + 1], sbuf[KS_MAX + 1], ebuf[KS_MAX + 1];
+        pc_slice start, end;
+        bool had = lookup(o, name, &gone, pbuf);
         pthread_rwlock_wrlock(&o->mu);
         set_observer(o, name, NULL, 0);
         push_prefixes(s);
         pthread_rwlock_unlock(&o->mu);
+        if (had) {
+            /* Dirty keys under its prefix that nobody else watches would
+             * stay dirty for ever: clear them. */
+            pc_items it = {0};
+            prefix_range(&gone, sbuf, &start, ebuf, &end);
+            if (pc_notify_scan(ps, start, end, start, 1000000, &it) == PC_OK) {
+                for (size_t i = 0; i < it.n; i++) {
+                    pc_slice user;
+                    bool watched = false;
+                    if (!ks_is_user(it.items[i].key, &user))
+                        continue;
+                    pthread_rwlock_rdlock(&o->mu);
+                    for (size_t k = 0; k < o->n && !watched; k++)
+                        watched = o->v[k].plen <= user.len &&
+                                  memcmp(o->v[k].prefix, user.data, o->v[k].plen) == 0;
+                    pthread_rwlock_unlock(&o->mu);
+                    if (!watched)
+                        pc_notify_clear(ps, it.items[i].key, UINT64_MAX);
+                }
+            }
+            pc_items_free(&it);
+        }
     }
     pthread_mutex_unlock(&o->reg_mu);
     return rc;

@@ -44,8 +44,12 @@ void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_
     json_t *extra = NULL;
 
     if (c != NULL && (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED)) {
-        if (!ks_is_user(c->lock.key, &user))
-            user = c->lock.key;
+        if (!ks_is_user(c->lock.key, &user)) {
+            /* An observer's acknowledgment ('a' name '\0' key): its key. */
+            const char *k = c->lock.key.data, *nul = c->lock.key.len > 0 && k[0] == KS_ACK
+                                                        ? memchr(k, '\0', c->lock.key.len) : NULL;
+            user = nul ? (pc_slice){nul + 1, c->lock.key.len - (size_t)(nul + 1 - k)} : c->lock.key;
+        }
         extra = key_extra(user.data, user.len, enc);
     }
     switch (rc) {

@@ -413,6 +413,14 @@ static void h_commit(httpd_req *req, void *ctx)
     } else if (rc == PC_TS_UNAVAILABLE) {
         atomic_store(&t->state, TXN_ACTIVE); /* nothing happened: commit may be retried */
         reply_oracle_unavailable(req);
+    } else if (cts != 0) {
+        /* Past the commit point but the log did not sync: the transaction
+         * did commit (its state says so), durability is not known. */
+        t->commit_ts = cts;
+        sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
+        httpd_reply_error(req, 500, "internal", NULL,
+                          "committed at %llu, but the log could not be synced to disk",
+                          (unsigned long long)cts);
     } else {
         const char *why = rc == PC_WRITE_CONFLICT ? "write_conflict"
                           : rc == PC_LOCKED       ? "key_locked"

@@ -58,6 +58,7 @@ typedef struct svc {
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
     _Atomic uint64_t gc_safe_point; /* snapshots below it may have lost versions */
+    _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;

@@ -75,8 +75,20 @@ static void registrations_are_kept(void **state)
     json_decref(tl_expect(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"a/\"}", 201));
     json_decref(tl_expect(&st, "PUT", "/v1/observers/one", "{\"prefix\":\"b/\"}", 200));
     json_decref(tl_expect(&st, "PUT", "/v1/observers/two", "{\"prefix\":\"c/\"}", 201));
+    put(&st, "c%2Fpending", "v"); /* dirty for "two" only */
     json_decref(tl_expect(&st, "DELETE", "/v1/observers/two", NULL, 204));
     json_decref(tl_expect(&st, "DELETE", "/v1/observers/two", NULL, 404));
+    /* Its pending change went with it: a new observer of c/ sees only
+     * changes made after it registered. */
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/three", "{\"prefix\":\"c/\"}", 201));
+    assert_null(claim(&st, "three", 200));
+    put(&st, "c%2Fnew", "v");
+    json_t *c3 = claim(&st, "three", 2000);
+    assert_non_null(c3);
+    assert_string_equal(str(c3, "key"), "c/new");
+    assert_int_equal(finish(&st, c3, "commit"), 200);
+    json_decref(c3);
+    json_decref(tl_expect(&st, "DELETE", "/v1/observers/three", NULL, 204));
     json_decref(tl_expect(&st, "PUT", "/v1/observers/bad%20name", "{\"prefix\":\"x\"}", 400));
     json_decref(tl_expect(&st, "PUT", "/v1/observers/x", "{\"prefx\":\"x\"}", 400));
     json_decref(tl_expect(&st, "POST", "/v1/observers/nobody/claim", NULL, 404));
