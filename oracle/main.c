@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "routes.h"
+#include "signals.h"
 #include "tso.h"
 
 #define PROG "percolator-oracle"
@@ -48,14 +49,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* Block the stop signals before any thread starts, so that only the
-     * main thread's sigwait() sees them. */
+    /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    stop_signals_block(&stop);
 
     int rc = 1;
     httpd *server = NULL;
@@ -92,9 +88,7 @@ int main(int argc, char **argv)
     }
     log_info("oracle: listening on %s (port %u)", listen, (unsigned)httpd_port(server));
 
-    int sig = 0;
-    while (sigwait(&stop, &sig) != 0)
-        ;
+    int sig = stop_signals_wait(&stop);
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "service.h"
 #include "sessions.h"
+#include "signals.h"
 #include "timeutil.h"
 
 #define PROG "percolator-service"
@@ -254,12 +255,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    stop_signals_block(&stop);
 
     int rc = 1;
     httpd *server = NULL;
@@ -343,9 +341,7 @@ int main(int argc, char **argv)
     log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u)",
              s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server));
 
-    int sig = 0;
-    while (sigwait(&stop, &sig) != 0)
-        ;
+    int sig = stop_signals_wait(&stop);
     log_info("service: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
