@@ -18,35 +18,17 @@
 #include "hwm.h"
 #include "testlib.h"
 
-typedef struct fixture {
-    char *dir;          /* temp dir, removed at teardown */
-    char data[600];     /* oracle data dir inside it */
-    tl_oracle o;
-} fixture;
+typedef tl_oracle_env fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    f->dir = tl_mkdtemp("oracle");
-    if (!f->dir) {
-        free(f);
-        return -1;
-    }
-    snprintf(f->data, sizeof f->data, "%s/data", f->dir);
-    *state = f;
-    return 0;
+    *state = tl_oracle_env_new("oracle");
+    return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    if (f->o.pid > 0)
-        tl_oracle_stop(&f->o);
-    tl_rmtree(f->dir);
-    free(f->dir);
-    free(f);
+    tl_oracle_env_free(*state);
     return 0;
 }
 

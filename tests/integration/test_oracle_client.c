@@ -21,32 +21,17 @@
 #include "testlib.h"
 #include "timeutil.h"
 
-typedef struct fixture {
-    char *dir;
-    char data[600];
-    tl_oracle o;
-} fixture;
+typedef tl_oracle_env fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || !(f->dir = tl_mkdtemp("oracle-client"))) {
-        free(f);
-        return -1;
-    }
-    snprintf(f->data, sizeof f->data, "%s/data", f->dir);
-    *state = f;
-    return 0;
+    *state = tl_oracle_env_new("oracle-client");
+    return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    if (f->o.pid > 0)
-        tl_oracle_stop(&f->o);
-    tl_rmtree(f->dir);
-    free(f->dir);
-    free(f);
+    tl_oracle_env_free(*state);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int tl_oracle_start(tl_oracle *o, const char *data_dir, int port)
@@ -60,4 +61,26 @@ int tl_oracle_next(const tl_oracle *o, unsigned n, uint64_t *first)
     }
     tl_resp_free(&r);
     return rc;
+}
+
+tl_oracle_env *tl_oracle_env_new(const char *tag)
+{
+    tl_oracle_env *e = calloc(1, sizeof *e);
+    if (!e || !(e->dir = tl_mkdtemp(tag))) {
+        free(e);
+        return NULL;
+    }
+    snprintf(e->data, sizeof e->data, "%s/data", e->dir);
+    return e;
+}
+
+void tl_oracle_env_free(tl_oracle_env *e)
+{
+    if (!e)
+        return;
+    if (e->o.pid > 0)
+        tl_oracle_stop(&e->o);
+    tl_rmtree(e->dir);
+    free(e->dir);
+    free(e);
 }

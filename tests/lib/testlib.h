@@ -89,6 +89,18 @@ typedef struct tl_oracle {
     char log[600];         /* its stdout+stderr */
 } tl_oracle;
 
+/* A test's oracle with its own temp dir (data in dir/data), for cmocka
+ * setup/teardown: tl_oracle_env_new makes the dir (the oracle is started
+ * by the test), tl_oracle_env_free stops the oracle if running and removes
+ * everything. */
+typedef struct tl_oracle_env {
+    char *dir;
+    char data[600];
+    tl_oracle o;
+} tl_oracle_env;
+tl_oracle_env *tl_oracle_env_new(const char *tag);
+void tl_oracle_env_free(tl_oracle_env *e);
+
 /* Start percolator-oracle on a free port (port <= 0) or the given port with
  * data_dir, wait for health. 0 or -1 (the log is printed on failure). */
 int tl_oracle_start(tl_oracle *o, const char *data_dir, int port);
