@@ -9,6 +9,8 @@
 # keys and 10 hot keys into both, then for every row alternates runs:
 # percolator, etcd, percolator, etcd ... (COMPARE_RUNS each, default 2;
 # BENCH_SECONDS per run, default 5) and prints the median of each side.
+# COMPARE_ONLY="write txn" keeps the rows whose label has one of the words;
+# COMPARE_CONNS="64" the connection counts (default 1 16 64).
 #   point read    GET /v1/kv/{key}         vs POST /v3/kv/range (linearizable)
 #   write         PUT /v1/kv/{key}         vs POST /v3/kv/put
 #   2-key txn     POST /v1/txn (exists condition on a, write a and b)
@@ -68,7 +70,12 @@ ROWS=(
 )
 for spec in "${ROWS[@]}"; do
   IFS='|' read -r label pcw etw args <<<"$spec"
-  for c in 1 16 64; do
+  # COMPARE_ONLY=WORDS: only rows whose label contains one of the words
+  if [ -n "${COMPARE_ONLY:-}" ]; then
+    keep=0; for w in $COMPARE_ONLY; do case $label in *"$w"*) keep=1 ;; esac; done
+    [ "$keep" = 1 ] || continue
+  fi
+  for c in ${COMPARE_CONNS:-1 16 64}; do
     : >"$TMP/res.pc"; : >"$TMP/res.etcd"
     for r in $(seq "$RUNS"); do
       # shellcheck disable=SC2086

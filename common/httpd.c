@@ -89,6 +89,7 @@ struct httpd {
     route unmatched;          /* metrics for requests that matched no route */
     uint16_t port;
     _Atomic long in_flight;   /* requests between first call and completion */
+    _Atomic long deferred;    /* requests held by other threads (httpd_defer) */
     atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
     metrics_family *req_family, *lat_family;
     metrics_series *conn_total, *conn_open;
@@ -755,6 +756,18 @@ static void answer_early(httpd_req *rq)
 
 static void run_handler(httpd_req *rq);
 
+/* Append a suspended request to the workers' queue; q_mu held. */
+static void enqueue(httpd *h, httpd_req *rq)
+{
+    rq->next = NULL;
+    if (h->q_tail)
+        h->q_tail->next = rq;
+    else
+        h->q_head = rq;
+    h->q_tail = rq;
+    pthread_cond_signal(&h->q_cv);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -822,6 +835,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         run_handler(rq);
         return queue_reply(rq);
     }
+    if (rq->route->def->fast != NULL && !atomic_load(&h->stopping)) {
+        rq->route->def->fast(rq, h->cfg.ctx);
+        if (rq->dispatched)
+            return MHD_YES; /* deferred: another thread has it now */
+        if (rq->replied)
+            return queue_reply(rq);
+    }
     /* Hand the request to a worker; MHD stops watching the connection
      * until the worker resumes it. Once stopping, nothing is handed off
      * (the workers are draining): it runs here instead. The check is under
@@ -835,15 +855,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     rq->dispatched = true;
     MHD_suspend_connection(conn);
-    rq->next = NULL;
-    if (h->q_tail)
-        h->q_tail->next = rq;
-    else
-        h->q_head = rq;
-    h->q_tail = rq;
-    pthread_cond_signal(&h->q_cv);
+    enqueue(h, rq);
     pthread_mutex_unlock(&h->q_mu);
     return MHD_YES;
+}
+
+bool httpd_defer(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    if (atomic_load(&h->stopping) || rq->dispatched || rq->replied)
+        return false;
+    rq->dispatched = true;
+    atomic_fetch_add(&h->deferred, 1);
+    /* Suspended before any other thread can see the request, so a quick
+     * httpd_finish always finds it suspended. */
+    MHD_suspend_connection(rq->conn);
+    return true;
+}
+
+void httpd_finish(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    if (!rq->replied) {
+        log_error("httpd: deferred %s finished without a reply", rq->route->label);
+        httpd_reply_error(rq, 500, "internal", NULL, "the handler gave no reply");
+    }
+    atomic_store_explicit(&rq->handled, true, memory_order_release);
+    MHD_resume_connection(rq->conn);
+    atomic_fetch_sub(&h->deferred, 1);
+}
+
+void httpd_dispatch(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    /* httpd_stop stops the workers only once nothing is deferred, so the
+     * queue is still served here. */
+    pthread_mutex_lock(&h->q_mu);
+    enqueue(h, rq);
+    pthread_mutex_unlock(&h->q_mu);
+    atomic_fetch_sub(&h->deferred, 1);
 }
 
 static void run_handler(httpd_req *rq)
@@ -1063,9 +1113,17 @@ void httpd_stop(httpd *h, unsigned grace_ms)
     if (atomic_load(&h->in_flight) > 0)
         log_warn("httpd: %ld request(s) still running after %u ms; closing them",
                  atomic_load(&h->in_flight), grace_ms);
-    /* 3. Let the workers finish what is queued (each resumes its
-     *    connection: MHD must not be stopped with one suspended), then
-     *    close idle keep-alive connections and join MHD's threads. */
+    /* 3. Deferred requests must come back whatever the grace (MHD must not
+     *    be stopped with a connection suspended); their threads answer or
+     *    dispatch them in bounded time (oracle timeout, lock wait). */
+    for (unsigned n = 1; atomic_load(&h->deferred) > 0; n++) {
+        if (n % 1000 == 0)
+            log_warn("httpd: waiting for %ld deferred request(s)", atomic_load(&h->deferred));
+        time_sleep_ms(5);
+    }
+    /* 4. Let the workers finish what is queued (each resumes its
+     *    connection), then close idle keep-alive connections and join
+     *    MHD's threads. */
     workers_stop(h);
     MHD_stop_daemon(h->daemon);
     httpd_free(h);

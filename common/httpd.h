@@ -12,7 +12,10 @@
  * other connections of that thread wait. Any other method's handler runs
  * on a separate pool of `threads` workers fed from one queue (the
  * connection is suspended meanwhile): it may block and holds its worker
- * only. Handlers share the `ctx` pointer from the config and must
+ * only. A write route may also have a `fast` handler that runs on the
+ * event thread and defers the request to another thread (httpd_defer),
+ * which answers it later without a worker in between: no hand-off and no
+ * worker wake-up per request. Handlers share the `ctx` pointer from the config and must
  * synchronise access to it.
  *
  * A handler answers exactly once through one of the httpd_reply_* calls; a
@@ -47,6 +50,10 @@ typedef struct httpd_route {
     const char *name;     /* metrics label; NULL: "METHOD pattern" */
     bool blocking;        /* a GET that may wait (locks, the oracle): run it on a
                              handler worker, not on the event thread */
+    httpd_handler fast;   /* optional, for writes: runs first, on the event
+                             thread, and must not block. It replies, or hands
+                             the request on with httpd_defer, or returns having
+                             done neither: then `handler` runs on a worker. */
 } httpd_route;
 
 typedef struct httpd_config {
@@ -110,6 +117,19 @@ void httpd_reply_empty(httpd_req *req, unsigned status);
 int httpd_add_header(httpd_req *req, const char *name, const char *value);
 /* Whether the handler already replied. */
 bool httpd_replied(const httpd_req *req);
+
+/* --- deferred requests: answered later, from another thread ---
+ * A fast handler calls httpd_defer before it gives the request to another
+ * thread (a batching committer, say); false means the server is stopping
+ * and the request cannot be deferred (run it some other way, or just
+ * return: the handler then runs as usual). That thread later either
+ * replies with httpd_reply_* and calls httpd_finish, or calls
+ * httpd_dispatch to have the route's `handler` run it on a worker. The
+ * request must not be touched after either call. httpd_stop waits for
+ * every deferred request to come back. */
+bool httpd_defer(httpd_req *req);
+void httpd_finish(httpd_req *req);
+void httpd_dispatch(httpd_req *req);
 
 /* Percent-decode src[0..len) into dst (room for len+1 bytes). plus_space:
  * '+' becomes ' ' (query strings). Returns the decoded length or -1 for a

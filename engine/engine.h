@@ -197,6 +197,30 @@ typedef int (*pc_ts_fn)(void *arg, uint64_t *ts);
 pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                 pc_ts_fn ts_fn, void *ts_arg, uint64_t *commit_ts, pc_conflict *conflict);
 
+/* One independent blind write of a batch (pc_one_pc_blind). The caller
+ * fills m and n (engine keys, sorted, distinct); the call fills the rest. */
+typedef struct {
+    const pc_mutation *m;
+    size_t n;
+    pc_rc rc;                 /* as pc_one_pc's; PC_LOCKED with conflict.lock.start_ts
+                                 0: another one-phase commit of a key is in flight */
+    uint64_t commit_ts;       /* when rc == PC_OK */
+    pc_conflict conflict;     /* on PC_LOCKED / PC_WRITE_CONFLICT */
+} pc_blind_write;
+
+/* Source of `count` consecutive timestamps first..first+count-1; 0 on success. */
+typedef int (*pc_ts_range_fn)(void *arg, size_t count, uint64_t *first);
+
+/* Group commit of blind writes: each w[i] is a pc_one_pc with start_ts 0
+ * and keeps its own WiredTiger transaction (one write's conflict fails it
+ * alone), but all of them take their timestamps from one ts_fn call. The
+ * in-memory locks are taken for every write first (a write whose key is
+ * held already, also by an earlier write of the same batch, fails with
+ * PC_LOCKED and takes no timestamp), then the timestamps are fetched, then
+ * the writes commit in order. Nothing is synced: call pc_sync once after. */
+void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_range_fn ts_fn,
+                     void *ts_arg);
+
 /* ---- reads ---- */
 
 /* Snapshot read at ts. PC_LOCKED (with the lock) when a lock at or below

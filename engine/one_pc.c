@@ -76,6 +76,20 @@ static pc_rc one_pc_body(pc_session *s, void *arg)
     return PC_OK;
 }
 
+/* Hold the keys in the in-memory lock table; PC_LOCKED (conflict filled
+ * when given) when another one-phase commit holds one of them. */
+static pc_rc hold_keys(pc_session *s, const pc_mutation *m, size_t n, uint64_t start_ts,
+                       pc_conflict *conflict)
+{
+    size_t busy = 0;
+    pc_rc rc = pc_memlock_acquire(s->e->memlocks, m, n, start_ts, &busy);
+    if (rc == PC_LOCKED && conflict != NULL) {
+        pc_lock_rec l = {.op = m[busy].op, .start_ts = 0, .primary = m[busy].key};
+        pc_conflict_from_lock(conflict, m[busy].key, &l);
+    }
+    return rc;
+}
+
 pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                 pc_ts_fn ts_fn, void *ts_arg, uint64_t *commit_ts, pc_conflict *conflict)
 {
@@ -85,7 +99,6 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
     bool blind = txn != NULL && txn->start_ts == 0;
     pc_txn_meta t = txn != NULL ? *txn : (pc_txn_meta){0};
     one_pc_args a = {&t, m, n, 0, conflict};
-    size_t busy = 0;
 
     if (blind)
         t.start_ts = 1; /* for the argument checks only */
@@ -93,13 +106,7 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
     if (rc != PC_OK || ts_fn == NULL)
         return PC_INVALID;
     t.start_ts = txn->start_ts;
-    rc = pc_memlock_acquire(s->e->memlocks, m, n, txn->start_ts, &busy);
-    if (rc == PC_LOCKED && conflict != NULL) {
-        /* Another one-phase commit of the same key is in flight. */
-        pc_lock_rec l = {.op = m[busy].op, .start_ts = 0, .primary = m[busy].key};
-        pc_conflict_from_lock(conflict, m[busy].key, &l);
-    }
-    if (rc != PC_OK)
+    if ((rc = hold_keys(s, m, n, txn->start_ts, conflict)) != PC_OK)
         return rc;
     if (ts_fn(ts_arg, &a.commit_ts) != 0) {
         rc = PC_TS_UNAVAILABLE;
@@ -116,4 +123,43 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
 out:
     pc_memlock_release(s->e->memlocks, m, n, txn->start_ts);
     return rc;
+}
+
+/* Group commit of blind writes (engine.h). Which rule each step keeps:
+ * the keys are held before the timestamps are asked for, as in pc_one_pc;
+ * every write gets a timestamp of its own, so two writes of a batch never
+ * share a version; a write's keys are let go right after its own commit. */
+void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_range_fn ts_fn,
+                     void *ts_arg)
+{
+    size_t held = 0;
+    uint64_t first = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        pc_txn_meta check = {.start_ts = 1, .primary = w[i]->n ? w[i]->m[0].key : (pc_slice){0}};
+        w[i]->commit_ts = 0;
+        w[i]->rc = w[i]->n == 0 || ts_fn == NULL ? PC_INVALID
+                                                  : pc_check_mutations(&check, w[i]->m, w[i]->n);
+        if (w[i]->rc == PC_OK)
+            w[i]->rc = hold_keys(s, w[i]->m, w[i]->n, 0, &w[i]->conflict);
+        held += w[i]->rc == PC_OK;
+    }
+    if (held == 0)
+        return;
+    bool have_ts = ts_fn(ts_arg, held, &first) == 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i]->rc != PC_OK)
+            continue; /* it holds nothing */
+        if (have_ts) {
+            pc_txn_meta t = {.start_ts = first, .primary = w[i]->m[0].key};
+            one_pc_args a = {&t, w[i]->m, w[i]->n, first, &w[i]->conflict};
+            w[i]->rc = pc_run_txn(s, one_pc_body, &a);
+            if (w[i]->rc == PC_OK)
+                w[i]->commit_ts = first;
+            first++;
+        } else {
+            w[i]->rc = PC_TS_UNAVAILABLE;
+        }
+        pc_memlock_release(s->e->memlocks, w[i]->m, w[i]->n, 0);
+    }
 }

@@ -22,6 +22,7 @@
 #include "observers.h"
 #include "log.h"
 #include "service.h"
+#include "write_batch.h"
 #include "sessions.h"
 #include "signals.h"
 #include "timeutil.h"
@@ -104,14 +105,19 @@ bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts)
     return false;
 }
 
-bool svc_timestamp(svc *s, uint64_t *ts)
+bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
-    if (oc_timestamp(s->oracle, ts) != OC_OK)
+    if (oc_timestamps(s->oracle, count, first) != OC_OK)
         return false;
-    uint64_t seen = atomic_load(&s->ts_seen);
-    while (seen < *ts && !atomic_compare_exchange_weak(&s->ts_seen, &seen, *ts))
+    uint64_t last = *first + count - 1, seen = atomic_load(&s->ts_seen);
+    while (seen < last && !atomic_compare_exchange_weak(&s->ts_seen, &seen, last))
         ;
     return true;
+}
+
+bool svc_timestamp(svc *s, uint64_t *ts)
+{
+    return svc_timestamps(s, 1, ts);
 }
 
 bool svc_authorized(httpd_req *req, svc *s)
@@ -329,6 +335,10 @@ int main(int argc, char **argv)
         .ctx = s,
         .metrics = s->metrics,
     };
+    if ((s->batch = write_batch_start(s)) == NULL) {
+        log_error("cannot start the write committer");
+        goto done;
+    }
     if ((jan = janitor_start(s)) == NULL) {
         log_error("cannot start the janitor");
         goto done;
@@ -348,6 +358,7 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     httpd_stop(server, 0);
+    write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */
     janitor_stop(jan);
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);

@@ -280,12 +280,14 @@ static void batch_free(oc_batch *b)
     }
 }
 
-int oc_timestamp(oc_client *c, uint64_t *ts)
+int oc_timestamps(oc_client *c, unsigned count, uint64_t *first)
 {
+    if (count == 0 || count > OC_MAX_BATCH)
+        return OC_PROTOCOL;
     uint64_t t0 = time_mono_ns();
     pthread_mutex_lock(&c->mu);
     /* A full batch cannot take more members: wait for the next one. */
-    while (c->pending && c->pending->n >= OC_MAX_BATCH)
+    while (c->pending && c->pending->n + count > OC_MAX_BATCH)
         pthread_cond_wait(&c->cv, &c->mu);
     if (!c->pending) {
         c->pending = batch_new();
@@ -295,7 +297,8 @@ int oc_timestamp(oc_client *c, uint64_t *ts)
         }
     }
     oc_batch *b = c->pending;
-    unsigned idx = b->n++;
+    unsigned idx = b->n;
+    b->n += count;
     b->refs++;
 
     while (!b->done) {
@@ -303,8 +306,7 @@ int oc_timestamp(oc_client *c, uint64_t *ts)
             /* Lead this batch: detach it so newcomers start the next one. */
             c->in_flight = true;
             c->pending = NULL;
-            if (b->n >= OC_MAX_BATCH)
-                pthread_cond_broadcast(&c->cv); /* room again for the waiters */
+            pthread_cond_broadcast(&c->cv); /* room again for any waiter */
             unsigned n = b->n;
             pthread_mutex_unlock(&c->mu);
 
@@ -326,12 +328,17 @@ int oc_timestamp(oc_client *c, uint64_t *ts)
 
     int err = b->err;
     if (err == OC_OK)
-        *ts = b->first + idx;
+        *first = b->first + idx;
     if (--b->refs == 0)
         batch_free(b);
     pthread_mutex_unlock(&c->mu);
     metrics_observe(c->m_wait, (double)(time_mono_ns() - t0) / 1e9);
     return err;
+}
+
+int oc_timestamp(oc_client *c, uint64_t *ts)
+{
+    return oc_timestamps(c, 1, ts);
 }
 
 bool oc_available(oc_client *c)

@@ -45,6 +45,10 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
  * two timeouts (the flight in the air, then ours). */
 int oc_timestamp(oc_client *c, uint64_t *ts);
 
+/* count (1..OC_MAX_BATCH) consecutive timestamps first..first+count-1, from
+ * the same coalesced batches as oc_timestamp. */
+int oc_timestamps(oc_client *c, unsigned count, uint64_t *first);
+
 /* Whether the most recent oracle request succeeded (for health reports). */
 bool oc_available(oc_client *c);
 

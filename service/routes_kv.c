@@ -17,6 +17,7 @@
 #include "reader.h"
 #include "respond.h"
 #include "timeutil.h"
+#include "write_batch.h"
 
 #define ONE_SHOT_TRIES 5
 #define MAX_ITEMS 1000 /* per list of /v1/txn: each item may take a 4 KiB key */
@@ -450,20 +451,26 @@ static bool blind_write(httpd_req *req, svc *s, one_shot *o, codec_enc enc)
 
 /* PUT and DELETE /v1/kv/{key}: a one-shot transaction of one write, with
  * if_commit_ts as a compare-and-set condition. */
-static void single_write(httpd_req *req, svc *s, bool del)
-{
+typedef struct {
     codec_enc enc;
+    one_shot o;           /* the write; a condition in o.conds when if_commit_ts was given */
+} single;
+
+/* Parse the request into w; false when it answered (a bad request). */
+static bool parse_single(httpd_req *req, svc *s, bool del, single *w)
+{
     char key[SVC_MAX_KEY];
     size_t klen;
     json_t *body = NULL, *v = NULL, *cas = NULL;
-    one_shot o = {0};
+    one_shot *o = &w->o;
+    bool ok = false;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
-        !codec_path_key(req, "key", enc, key, &klen))
-        return;
+    if (!svc_authorized(req, s) || !codec_encoding(req, &w->enc) ||
+        !codec_path_key(req, "key", w->enc, key, &klen))
+        return false;
     if (!del || httpd_body(req, NULL)[0] != '\0') {
         if ((body = httpd_body_json(req)) == NULL)
-            return;
+            return false;
         v = json_object_get(body, "value");
         cas = json_object_get(body, "if_commit_ts");
         if (!json_is_object(body) || (!del && v == NULL) || (del && v != NULL) ||
@@ -474,39 +481,120 @@ static void single_write(httpd_req *req, svc *s, bool del)
             goto out;
         }
     }
-    if (!alloc_writes(req, &o, 1) ||
-        (v != NULL && !codec_json_value(req, v, "value", enc, s->cfg.max_value_bytes, &o.vals[0])))
+    if (!alloc_writes(req, o, 1) ||
+        (v != NULL &&
+         !codec_json_value(req, v, "value", w->enc, s->cfg.max_value_bytes, &o->vals[0])))
         goto out;
-    add_write(req, &o, key, klen, del);
+    add_write(req, o, key, klen, del);
     if (cas != NULL) {
-        o.conds = calloc(1, sizeof(*o.conds));
-        if (o.conds == NULL) {
+        o->conds = calloc(1, sizeof(*o->conds));
+        if (o->conds == NULL) {
             httpd_reply_error(req, 500, "internal", NULL, "out of memory");
             goto out;
         }
-        o.nconds = 1;
-        o.conds[0].kind = COND_COMMIT_TS;
-        memcpy(o.conds[0].key, key, klen);
-        o.conds[0].klen = klen;
-        o.conds[0].commit_ts = (uint64_t)json_integer_value(cas);
+        o->nconds = 1;
+        o->conds[0].kind = COND_COMMIT_TS;
+        memcpy(o->conds[0].key, key, klen);
+        o->conds[0].klen = klen;
+        o->conds[0].commit_ts = (uint64_t)json_integer_value(cas);
     }
-    if (cas != NULL || !blind_write(req, s, &o, enc))
-        run_one_shot(req, s, &o, enc, false);
+    ok = true;
 out:
-    one_shot_free(&o);
     json_decref(body);
+    return ok;
 }
 
+/* On a handler worker: the whole one-shot transaction, waiting out
+ * locks and retrying conflicts. */
+static void single_write(httpd_req *req, svc *s, bool del)
+{
+    single w = {0};
+    if (parse_single(req, s, del, &w) && (w.o.nconds > 0 || !blind_write(req, s, &w.o, w.enc)))
+        run_one_shot(req, s, &w.o, w.enc, false);
+    one_shot_free(&w.o);
+}
+
+/* ---- blind writes through the committer (write_batch.h) ---- */
+
+#define FAST_MAX_BODY (64u << 10) /* bigger bodies are decoded on a worker */
+
+typedef struct {
+    wb_job job;           /* first: done() gets this pointer back */
+    httpd_req *req;
+    svc *s;
+    single w;
+} batched_write;
+
+static void batched_free(batched_write *b)
+{
+    one_shot_free(&b->w.o);
+    free(b);
+}
+
+/* On the committer thread, once the round is durable (or failed). */
+static void batched_done(wb_job *job)
+{
+    batched_write *b = (batched_write *)job;
+    pc_blind_write *w = &job->w;
+
+    if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {
+        /* Busy key or a newer write: the worker's path waits and retries
+         * (with a fresh timestamp) as any one-shot write does. */
+        httpd_dispatch(b->req);
+    } else {
+        if (w->rc == PC_OK) {
+            metrics_inc(b->s->m.txn_committed, 1);
+            httpd_reply_json(b->req, 200,
+                             json_pack("{s:I}", "commit_ts", (json_int_t)w->commit_ts));
+        } else {
+            reply_engine(b->req, b->s, w->rc, &w->conflict, b->w.enc);
+        }
+        httpd_finish(b->req);
+    }
+    batched_free(b);
+}
+
+/* On the event thread: parse, and hand a blind write to the committer.
+ * Anything else (a condition, a big body, one-phase commit off) returns
+ * without an answer and runs on a worker as single_write. */
+static void fast_write(httpd_req *req, svc *s, bool del)
+{
+    size_t len;
+    batched_write *b;
+
+    httpd_body(req, &len);
+    if (s->batch == NULL || !s->cfg.one_pc || len > FAST_MAX_BODY ||
+        (b = calloc(1, sizeof(*b))) == NULL)
+        return;
+    b->req = req;
+    b->s = s;
+    if (!parse_single(req, s, del, &b->w) || b->w.o.nconds > 0 || !httpd_defer(req)) {
+        batched_free(b);
+        return;
+    }
+    b->job.w.m = b->w.o.writes;
+    b->job.w.n = b->w.o.nwrites;
+    b->job.done = batched_done;
+    if (!write_batch_submit(s->batch, &b->job)) {
+        httpd_dispatch(req); /* the committer is stopping */
+        batched_free(b);
+    }
+}
+
+static void f_put(httpd_req *req, void *ctx) { fast_write(req, ctx, false); }
+static void f_delete(httpd_req *req, void *ctx) { fast_write(req, ctx, true); }
 static void h_put(httpd_req *req, void *ctx) { single_write(req, ctx, false); }
 static void h_delete(httpd_req *req, void *ctx) { single_write(req, ctx, true); }
 
 const httpd_route kv_routes[] = {
     /* A scan asks the oracle and may wait on locks: off the event threads.
      * Point reads stay on them (the hot path); only ?ts= reads can wait. */
-    {"GET", "/v1/kv", h_scan, "kv_scan", true},
-    {"GET", "/v1/kv/{key}", h_get, "kv_get", false},
-    {"PUT", "/v1/kv/{key}", h_put, "kv_put", false},
-    {"DELETE", "/v1/kv/{key}", h_delete, "kv_delete", false},
-    {"POST", "/v1/txn", h_txn, "txn_oneshot", false},
+    {"GET", "/v1/kv", h_scan, "kv_scan", true, NULL},
+    {"GET", "/v1/kv/{key}", h_get, "kv_get", false, NULL},
+    /* Blind writes go from the event thread to the committer (f_*); the
+     * rest run on a worker (h_*). */
+    {"PUT", "/v1/kv/{key}", h_put, "kv_put", false, f_put},
+    {"DELETE", "/v1/kv/{key}", h_delete, "kv_delete", false, f_delete},
+    {"POST", "/v1/txn", h_txn, "txn_oneshot", false, NULL},
 };
 const size_t kv_routes_n = sizeof(kv_routes) / sizeof(kv_routes[0]);

@@ -133,9 +133,9 @@ static void h_claim(httpd_req *req, void *ctx)
 }
 
 const httpd_route observer_routes[] = {
-    {"GET", "/v1/observers", h_list, "observers_list", true},
-    {"PUT", "/v1/observers/{name}", h_put, "observer_put", false},
-    {"DELETE", "/v1/observers/{name}", h_delete, "observer_delete", false},
-    {"POST", "/v1/observers/{name}/claim", h_claim, "observer_claim", false},
+    {"GET", "/v1/observers", h_list, "observers_list", true, NULL},
+    {"PUT", "/v1/observers/{name}", h_put, "observer_put", false, NULL},
+    {"DELETE", "/v1/observers/{name}", h_delete, "observer_delete", false, NULL},
+    {"POST", "/v1/observers/{name}/claim", h_claim, "observer_claim", false, NULL},
 };
 const size_t observer_routes_n = sizeof(observer_routes) / sizeof(observer_routes[0]);

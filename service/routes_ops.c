@@ -103,9 +103,9 @@ static void h_openapi(httpd_req *req, void *ctx)
 }
 
 const httpd_route ops_routes[] = {
-    {"GET", "/v1/health", h_health, "health", true}, /* asks the oracle */
-    {"GET", "/metrics", h_metrics, "metrics", false},
-    {"GET", "/v1/locks", h_locks, "locks", true},
-    {"GET", "/openapi.yaml", h_openapi, "openapi", false},
+    {"GET", "/v1/health", h_health, "health", true, NULL}, /* asks the oracle */
+    {"GET", "/metrics", h_metrics, "metrics", false, NULL},
+    {"GET", "/v1/locks", h_locks, "locks", true, NULL},
+    {"GET", "/openapi.yaml", h_openapi, "openapi", false, NULL},
 };
 const size_t ops_routes_n = sizeof(ops_routes) / sizeof(ops_routes[0]);

@@ -460,18 +460,18 @@ static void h_keepalive(httpd_req *req, void *ctx)
 }
 
 const httpd_route txn_routes[] = {
-    {"POST", "/v1/txns", h_begin, "begin", false},
+    {"POST", "/v1/txns", h_begin, "begin", false, NULL},
     /* Session reads wait for the session (a commit may hold it): off the
      * event threads. */
-    {"GET", "/v1/txns/{id}", h_status, "txn_status", true},
-    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete", false},
-    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get", true},
-    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put", false},
-    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key", false},
-    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch", false},
-    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan", true},
-    {"POST", "/v1/txns/{id}/commit", h_commit, "commit", false},
-    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback", false},
-    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive", false},
+    {"GET", "/v1/txns/{id}", h_status, "txn_status", true, NULL},
+    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete", false, NULL},
+    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get", true, NULL},
+    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put", false, NULL},
+    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key", false, NULL},
+    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch", false, NULL},
+    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan", true, NULL},
+    {"POST", "/v1/txns/{id}/commit", h_commit, "commit", false, NULL},
+    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback", false, NULL},
+    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive", false, NULL},
 };
 const size_t txn_routes_n = sizeof(txn_routes) / sizeof(txn_routes[0]);

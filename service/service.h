@@ -32,6 +32,7 @@ typedef struct svc_config {
 
 typedef struct sessions sessions;
 typedef struct observers observers;
+typedef struct write_batch write_batch;
 
 /* Metrics the protocol layers update (HTTP ones live in httpd). */
 typedef struct svc_metrics {
@@ -51,6 +52,7 @@ typedef struct svc {
     oc_client *oracle;
     sessions *sessions;
     observers *obs;
+    write_batch *batch;             /* committer of blind writes; NULL: none */
     metrics_registry *metrics;
     svc_metrics m;
     char *auth_token;               /* NULL: no auth */
@@ -80,6 +82,8 @@ bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts);
 
 /* A fresh timestamp; false when the oracle cannot be reached. */
 bool svc_timestamp(svc *s, uint64_t *ts);
+/* count consecutive fresh timestamps from *first on; false as above. */
+bool svc_timestamps(svc *s, unsigned count, uint64_t *first);
 
 /* The routes of each resource. */
 extern const httpd_route txn_routes[];

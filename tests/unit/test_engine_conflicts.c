@@ -319,6 +319,112 @@ static void a_blind_write_commits_at_its_one_timestamp(void **state)
     assert_table(f, "write", "k@101 put start=101 short=1\n");
 }
 
+/* The stand-in oracle of a batch: counts calls and what they asked for. */
+typedef struct {
+    fx *f;
+    int calls;
+    size_t asked;
+    bool fail;
+} range_oracle;
+
+static int range_ts(void *arg, size_t count, uint64_t *first)
+{
+    range_oracle *o = arg;
+    o->calls++;
+    o->asked = count;
+    if (o->fail)
+        return -1;
+    *first = o->f->ts + 1;
+    o->f->ts += count;
+    return 0;
+}
+
+static void a_batch_of_blind_writes_takes_one_timestamp_each_in_one_call(void **state)
+{
+    fx *f = *state;
+    char v[32];
+    pc_mutation a = PUT("a", "1"), b[2] = {PUT("b", "2"), DEL("c")}, a2 = PUT("a", "again");
+    pc_blind_write w[3] = {{.m = &a, .n = 1}, {.m = b, .n = 2}, {.m = &a2, .n = 1}};
+    pc_blind_write *pw[3] = {&w[0], &w[1], &w[2]};
+    range_oracle o = {.f = f};
+
+    f->ts = 100;
+    pc_one_pc_blind(f->s, pw, 3, range_ts, &o);
+    /* One oracle call for the two writes that could hold their keys; the
+     * third writes a key the first holds: it waits, with no timestamp. */
+    assert_int_equal(o.calls, 1);
+    assert_int_equal(o.asked, 2);
+    assert_int_equal(w[0].rc, PC_OK);
+    assert_int_equal(w[0].commit_ts, 101);
+    assert_int_equal(w[1].rc, PC_OK);
+    assert_int_equal(w[1].commit_ts, 102);
+    assert_int_equal(w[2].rc, PC_LOCKED);
+    assert_int_equal(w[2].conflict.lock.start_ts, 0);
+    assert_int_equal(w[2].commit_ts, 0);
+    assert_table(f, "write",
+                 "a@101 put start=101 short=1\nb@102 put start=102 short=2\n"
+                 "c@102 delete start=102\n");
+    assert_table(f, "lock", "");
+    assert_int_equal(fx_get(f, "b", 101, v, sizeof(v)), PC_NOT_FOUND);
+    assert_int_equal(fx_get(f, "b", 102, v, sizeof(v)), PC_OK);
+    assert_string_equal(v, "2");
+    /* Every in-memory lock was let go: the put-off write goes through now. */
+    pc_one_pc_blind(f->s, &pw[2], 1, range_ts, &o);
+    assert_int_equal(w[2].rc, PC_OK);
+    assert_int_equal(w[2].commit_ts, 103);
+    assert_int_equal(fx_get(f, "a", 103, v, sizeof(v)), PC_OK);
+    assert_string_equal(v, "again");
+}
+
+static void a_conflict_in_a_batch_fails_only_its_own_write(void **state)
+{
+    fx *f = *state;
+    char v[32];
+    pc_conflict c;
+    pc_mutation x = PUT("x", "1"), y = PUT("y", "1"), z = PUT("z", "1");
+    pc_blind_write w[3] = {{.m = &x, .n = 1}, {.m = &y, .n = 1}, {.m = &z, .n = 1}};
+    pc_blind_write *pw[3] = {&w[0], &w[1], &w[2]};
+    range_oracle o = {.f = f};
+
+    /* y is locked by a 2PC transaction; z has a version above what the
+     * batch's timestamps will be (an oracle that lags behind a write). */
+    pc_txn_meta t = fx_meta(fx_ts(f), "y");
+    assert_int_equal(pc_prewrite(f->s, &t, &y, 1, NULL), PC_OK);
+    pc_txn_meta late = fx_meta(500, "z");
+    pc_mutation z0 = PUT("z", "0");
+    uint64_t cts;
+    f->ts = 500;
+    assert_int_equal(pc_one_pc(f->s, &late, &z0, 1, fx_ts_fn, f, &cts, &c), PC_OK);
+    f->ts = 200;
+    pc_one_pc_blind(f->s, pw, 3, range_ts, &o);
+    assert_int_equal(w[0].rc, PC_OK);
+    assert_int_equal(w[1].rc, PC_LOCKED);
+    assert_int_equal(w[1].conflict.lock.start_ts, t.start_ts);
+    assert_int_equal(w[2].rc, PC_WRITE_CONFLICT);
+    assert_int_equal(fx_get(f, "x", w[0].commit_ts, v, sizeof(v)), PC_OK);
+    assert_int_equal(fx_get(f, "z", 1000, v, sizeof(v)), PC_OK);
+    assert_string_equal(v, "0");
+}
+
+static void a_batch_without_timestamps_writes_nothing(void **state)
+{
+    fx *f = *state;
+    pc_mutation a = PUT("a", "1"), b = PUT("b", "1");
+    pc_blind_write w[2] = {{.m = &a, .n = 1}, {.m = &b, .n = 0}};
+    pc_blind_write *pw[2] = {&w[0], &w[1]};
+    range_oracle o = {.f = f, .fail = true};
+
+    pc_one_pc_blind(f->s, pw, 2, range_ts, &o);
+    assert_int_equal(w[0].rc, PC_TS_UNAVAILABLE);
+    assert_int_equal(w[1].rc, PC_INVALID); /* no keys */
+    assert_int_equal(o.asked, 1);
+    assert_table(f, "write", "");
+    /* The key was let go. */
+    o.fail = false;
+    pc_one_pc_blind(f->s, pw, 1, range_ts, &o);
+    assert_int_equal(w[0].rc, PC_OK);
+}
+
 static void latest_read_steps_over_uncommitted_and_rolls_forward_committed(void **state)
 {
     fx *f = *state;
@@ -412,6 +518,9 @@ int main(void)
         T(one_pc_commits_in_one_step_with_the_same_checks),
         T(one_pc_without_a_timestamp_writes_nothing),
         T(a_blind_write_commits_at_its_one_timestamp),
+        T(a_batch_of_blind_writes_takes_one_timestamp_each_in_one_call),
+        T(a_conflict_in_a_batch_fails_only_its_own_write),
+        T(a_batch_without_timestamps_writes_nothing),
         T(latest_read_steps_over_uncommitted_and_rolls_forward_committed),
         T(scan_is_blocked_only_by_locks_in_what_it_returns),
         T(bad_arguments_are_refused),

@@ -77,13 +77,58 @@ static void h_slow(httpd_req *req, void *ctx)
     httpd_reply_empty(req, 204);
 }
 
+/* POST /v1/deferred?mode=M: the fast handler answers on the event thread
+ * (reply), leaves it to the worker (worker), or defers it to a thread of
+ * its own that answers 202 after 300 ms (defer) or gives it back to the
+ * worker (dispatch). */
+static void h_deferred_worker(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    httpd_reply_json(req, 200, json_pack("{s:s}", "where", "worker"));
+}
+
+static _Atomic int deferred_done;
+
+static void *deferred_thread(void *arg)
+{
+    httpd_req *req = arg;
+    const char *mode = httpd_query(req, "mode", NULL);
+    time_sleep_ms(300);
+    if (strcmp(mode, "dispatch") == 0) {
+        httpd_dispatch(req);
+    } else {
+        httpd_reply_json(req, 202, json_pack("{s:s}", "where", "deferred"));
+        atomic_store(&deferred_done, 1);
+        httpd_finish(req);
+    }
+    return NULL;
+}
+
+static void f_deferred(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    const char *mode = httpd_query(req, "mode", NULL);
+    pthread_t t;
+    if (mode == NULL || strcmp(mode, "worker") == 0)
+        return;
+    if (strcmp(mode, "reply") == 0) {
+        httpd_reply_json(req, 200, json_pack("{s:s}", "where", "event"));
+        return;
+    }
+    assert_true(httpd_defer(req));
+    assert_false(httpd_defer(req)); /* once only */
+    assert_int_equal(pthread_create(&t, NULL, deferred_thread, req), 0);
+    pthread_detach(t);
+}
+
 static const httpd_route routes[] = {
-    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL, false},
-    {"POST", "/v1/things", h_post, NULL, false},
-    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key", false},
-    {"GET", "/v1/silent", h_silent, NULL, false},
-    {"GET", "/openapi.yaml", h_text, NULL, false},
-    {"POST", "/v1/slow", h_slow, NULL, false},
+    {"POST", "/v1/deferred", h_deferred_worker, NULL, false, f_deferred},
+    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL, false, NULL},
+    {"POST", "/v1/things", h_post, NULL, false, NULL},
+    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key", false, NULL},
+    {"GET", "/v1/silent", h_silent, NULL, false, NULL},
+    {"GET", "/openapi.yaml", h_text, NULL, false, NULL},
+    {"POST", "/v1/slow", h_slow, NULL, false, NULL},
 };
 
 typedef struct fixture {
@@ -322,6 +367,56 @@ static void test_stop_finishes_requests_in_flight(void **state)
     assert_int_equal((intptr_t)st, 204);
 }
 
+static void test_fast_handlers_reply_defer_or_hand_on(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *mode, *where;
+        long status;
+    } cases[] = {{"reply", "event", 200},
+                 {"worker", "worker", 200},
+                 {"defer", "deferred", 202},
+                 {"dispatch", "worker", 200}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[64];
+        long st;
+        snprintf(path, sizeof path, "/v1/deferred?mode=%s", cases[i].mode);
+        json_t *j = req(f, "POST", path, NULL, NULL, &st, NULL);
+        assert_int_equal(st, cases[i].status);
+        assert_string_equal(json_string_value(json_object_get(j, "where")), cases[i].where);
+        json_decref(j);
+    }
+}
+
+static void *deferred_client(void *arg)
+{
+    fixture *f = arg;
+    tl_resp r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/deferred?mode=defer", f->base);
+    tl_http("POST", url, NULL, 0, NULL, 5000, &r);
+    long st = r.status;
+    tl_resp_free(&r);
+    return (void *)(intptr_t)st;
+}
+
+static void test_stop_waits_for_deferred_requests(void **state)
+{
+    fixture *f = *state;
+    atomic_store(&deferred_done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, deferred_client, f), 0);
+    time_sleep_ms(100); /* deferred by now; its thread answers at 300 ms */
+    /* No grace at all: the deferred request still comes back first (MHD
+     * must not stop with a connection suspended). */
+    httpd_stop(f->h, 0);
+    f->h = NULL;
+    assert_int_equal(atomic_load(&deferred_done), 1);
+    void *st;
+    pthread_join(t, &st);
+    assert_int_equal((intptr_t)st, 202);
+}
+
 static void test_listen_parsing(void **state)
 {
     (void)state;
@@ -352,6 +447,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_error_envelope_headers_and_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_and_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_finishes_requests_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fast_handlers_reply_defer_or_hand_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_waits_for_deferred_requests, setup, teardown),
         cmocka_unit_test(test_listen_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,44 @@
+/*
+ * write_batch.h — group commit of blind autocommit writes.
+ *
+ * A blind write (PUT or DELETE of keys with no condition) needs one
+ * timestamp, one small WiredTiger transaction and the log on disk before
+ * its answer. Done by each request's own thread, every write costs an
+ * oracle round trip, a log flush wait and several thread wake-ups. Here
+ * one committer thread takes every write queued since its last round and
+ * runs them together: one oracle request for all their timestamps, one
+ * WiredTiger transaction each (a conflict fails only its own write), one
+ * log flush for the whole round, then every answer. The more writers wait,
+ * the bigger the round: the cost per write falls as load rises, the way
+ * etcd batches its raft log and TiKV its raftstore.
+ *
+ * Jobs come from the event threads (routes_kv.c); each job's `done` runs
+ * on the committer thread once its write is durable or has failed.
+ */
+#ifndef PC_WRITE_BATCH_H
+#define PC_WRITE_BATCH_H
+
+#include "engine.h"
+#include "service.h"
+
+#define WB_MAX_ROUND 256 /* writes per round; more wait for the next one */
+
+typedef struct wb_job wb_job;
+struct wb_job {
+    pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
+    void (*done)(wb_job *job); /* on the committer thread; owns the job from then on */
+    unsigned rounds;           /* rounds it was put off (its key was busy) */
+    wb_job *next;
+};
+
+typedef struct write_batch write_batch;
+
+/* Start the committer thread. NULL when it cannot start. */
+write_batch *write_batch_start(svc *s);
+/* Queue a job; its done() runs later on the committer thread. false when
+ * the committer is stopping (the job was not taken). */
+bool write_batch_submit(write_batch *b, wb_job *job);
+/* Finish every queued job, then stop the thread and free. NULL is fine. */
+void write_batch_stop(write_batch *b);
+
+#endif
