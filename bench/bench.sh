@@ -6,7 +6,8 @@
 # BENCH_SECONDS (default 5) per row at 1, 16 and 64 connections with the
 # epoll load generator bench/loadgen.c, printing ops/s and p50/p99 latency.
 # Then: the service's resident size while 1,000,000 keys load, read and
-# write throughput at 10,000 vs 1,000,000 keys, the oracle (one and 1,000
+# write throughput at 10,000 vs 1,000,000 keys (two services, alternating
+# runs), the oracle (one and 1,000
 # timestamps a request), and an empty libmicrohttpd server for scale.
 # Client and servers share the machine's CPUs.
 set -u
@@ -40,14 +41,8 @@ echo "client:   $LG (epoll, keep-alive, one request in flight per connection, 1 
 start_percolator --cache-size "$CACHE"
 U=$SVC_URL
 
-# --- 10,000 keys: the small end of the scaling pair --------------------
-preload "$U" pc 0 10000
-hdr "scaling, 10,000 keys preloaded"
-row "point read, 10k keys" "$U" pc-get 64 --keys 10000;  G10=$LAST_OPS
-row "autocommit write, 10k keys" "$U" pc-put 64;           W10=$LAST_OPS
-
 # --- 100,000 keys: the main table ---------------------------------------
-preload "$U" pc 10000 100000
+preload "$U" pc 0 100000
 "$LG" --url "$U" --workload pc-hot --hot 10 --format kv >/dev/null || die "hot keys"
 hdr "workloads, 100,000 keys preloaded (load $(cut -d' ' -f1 /proc/loadavg))"
 for c in "${CONNS[@]}"; do row "1. point read GET /v1/kv/{key}" "$U" pc-get "$c" --keys 100000; done
@@ -61,26 +56,64 @@ echo "(ops/s: requests for 1-3, transactions for 4, commits for 5; aborts: abort
 # --- 1,000,000 keys: resident size while loading, then the large end ----
 echo
 echo "memory: loading keys 100,000..1,000,000 (--cache-size $CACHE)"
+# load_sampling PID URL FROM TO: preload while sampling PID's resident
+# size every 0.2 s; sets RSS_MAX (KiB) and LOAD_S.
+load_sampling() {
+  local pid=$1 url=$2 t0 t1
+  rm -f "$TMP/load.done" "$TMP/rss.max"
+  ( max=0; while kill -0 "$pid" 2>/dev/null && [ ! -e "$TMP/load.done" ]; do
+      r=$(rss_kb "$pid"); [ "$r" -gt "$max" ] && max=$r; echo "$max" >"$TMP/rss.max"; sleep 0.2
+    done ) &
+  local sampler=$!
+  t0=$(date +%s.%N)
+  preload "$url" pc "$3" "$4"
+  t1=$(date +%s.%N)
+  touch "$TMP/load.done"; wait "$sampler" 2>/dev/null
+  RSS_MAX=$(cat "$TMP/rss.max" 2>/dev/null || echo 0)
+  LOAD_S=$(calc "$t1 - $t0")
+}
 rss0=$(rss_kb "$SVC_PID")
-( max=0; while kill -0 "$SVC_PID" 2>/dev/null && [ ! -e "$TMP/load.done" ]; do
-    r=$(rss_kb "$SVC_PID"); [ "$r" -gt "$max" ] && max=$r; echo "$max" >"$TMP/rss.max"; sleep 0.2
-  done ) &
-SAMPLER=$!
-t0=$(date +%s.%N)
-preload "$U" pc 100000 1000000
-t1=$(date +%s.%N)
-touch "$TMP/load.done"; wait "$SAMPLER" 2>/dev/null
-rssmax=$(cat "$TMP/rss.max" 2>/dev/null || echo 0)
+load_sampling "$SVC_PID" "$U" 100000 1000000
+rssmax=$RSS_MAX
 du_kb=$(du -sk "$TMP/service" | cut -f1)
-printf "  loaded 900,000 keys in %.1f s (%.0f keys/s)\n" "$(calc "$t1 - $t0")" "$(calc "900000 / ($t1 - $t0)")"
+printf "  loaded 900,000 keys in %.1f s (%.0f keys/s)\n" "$LOAD_S" "$(calc "900000 / $LOAD_S")"
 printf "  service resident size: %d MiB before, %d MiB peak while loading, %d MiB after; cache %s; data dir %d MiB\n" \
   $((rss0 / 1024)) $((rssmax / 1024)) $(($(rss_kb "$SVC_PID") / 1024)) "$CACHE" $((du_kb / 1024))
-hdr "scaling, 1,000,000 keys preloaded"
-row "point read, 1M keys" "$U" pc-get 64 --keys 1000000; G1M=$LAST_OPS
-row "autocommit write, 1M keys" "$U" pc-put 64;          W1M=$LAST_OPS
-printf "  1M/10k throughput ratio: point read %.2f, autocommit write %.2f\n" \
-  "$(calc "$G1M / $G10")" "$(calc "$W1M / $W10")"
-printf "  service resident size now: %d MiB\n" $(($(rss_kb "$SVC_PID") / 1024))
+# The same 1,000,000 keys into a service whose cache is far smaller than
+# the data: the resident size follows the cache setting, not the data.
+SMALL_CACHE=${BENCH_SMALL_CACHE:-64MB}
+MAIN_URL=$SVC_URL MAIN_PID=$SVC_PID
+start_service tight --cache-size "$SMALL_CACHE"
+load_sampling "$SVC_PID" "$SVC_URL" 0 1000000
+printf "  with --cache-size %s: %d MiB peak while loading 1,000,000 keys (data dir %d MiB)\n" \
+  "$SMALL_CACHE" $((RSS_MAX / 1024)) $(($(du -sk "$TMP/tight" | cut -f1) / 1024))
+TIGHT_MAX=$RSS_MAX
+kill -TERM "$SVC_PID"; wait "$SVC_PID" 2>/dev/null
+SVC_URL=$MAIN_URL SVC_PID=$MAIN_PID
+
+# --- how cost grows: 10,000 vs 1,000,000 keys ---------------------------
+# A second service (same flags, same oracle) holds 10,000 keys; runs
+# alternate between the two so that both see the same machine.
+BIG=$U BIG_PID=$SVC_PID
+start_service small --cache-size "$CACHE"
+SMALL=$SVC_URL
+preload "$SMALL" pc 0 10000
+RUNS=${SCALING_RUNS:-3}
+hdr "scaling: 10,000 vs 1,000,000 keys preloaded, $RUNS alternating runs each"
+: >"$TMP/scale"
+for r in $(seq "$RUNS"); do
+  row "point read, 10k keys" "$SMALL" pc-get 64 --keys 10000;       echo "g10 $LAST_OPS" >>"$TMP/scale"
+  row "point read, 1M keys" "$BIG" pc-get 64 --keys 1000000;        echo "g1m $LAST_OPS" >>"$TMP/scale"
+  row "autocommit write, 10k keys" "$SMALL" pc-put 64;               echo "w10 $LAST_OPS" >>"$TMP/scale"
+  row "autocommit write, 1M keys" "$BIG" pc-put 64;                  echo "w1m $LAST_OPS" >>"$TMP/scale"
+done
+med() { awk -v k="$1" '$1 == k {print $2}' "$TMP/scale" | median; }
+printf "  medians: point read %.0f (10k) vs %.0f (1M) ops/s, autocommit write %.0f vs %.0f ops/s\n" \
+  "$(med g10)" "$(med g1m)" "$(med w10)" "$(med w1m)"
+printf "  1M/10k throughput ratio: point read %.2f, autocommit write %.2f (near 1: cost does not grow with size)\n" \
+  "$(calc "$(med g1m) / $(med g10)")" "$(calc "$(med w1m) / $(med w10)")"
+printf "  resident size of the 1M-key service after these runs: %d MiB (cache %s)\n" \
+  $(($(rss_kb "$BIG_PID") / 1024)) "$CACHE"
 
 # --- the oracle -----------------------------------------------------------
 hdr "6. oracle POST /v1/timestamps (ops/s = requests/s)"
@@ -106,6 +139,7 @@ printf "  point read vs empty libmicrohttpd: %.0f vs %.0f req/s, empty/ours = %.
   "${OPS["pc-get/64/1. point read GET /v1/kv/{key}"]}" "$E64" \
   "$(calc "$E64 / ${OPS["pc-get/64/1. point read GET /v1/kv/{key}"]}")"
 printf "  oracle, batched: %.0f timestamps/s (target: at least 2,000,000)\n" "$TS64"
-printf "  resident size while loading 1M keys: peak %d MiB with cache %s\n" $((rssmax / 1024)) "$CACHE"
+printf "  resident size while loading 1M keys: peak %d MiB with cache %s, %d MiB with cache %s\n" \
+  $((rssmax / 1024)) "$CACHE" $((TIGHT_MAX / 1024)) "$SMALL_CACHE"
 echo "  etcd comparison: bench/compare-etcd.sh"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

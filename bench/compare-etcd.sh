@@ -58,8 +58,6 @@ preload "$ETCD_URL" etcd 0 100000
 "$LG" --url "$SVC_URL" --workload pc-hot --hot 10 --format kv >/dev/null || die "hot keys"
 "$LG" --url "$ETCD_URL" --workload etcd-hot --hot 10 --format kv >/dev/null || die "hot keys (etcd)"
 
-median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-
 printf "\n%-34s %5s | %9s %8s %8s | %9s %8s %8s | %6s %s\n" "row" "conns" "ours/s" "p50 ms" "p99 ms" \
   "etcd/s" "p50 ms" "p99 ms" "ratio" "target (>=2x, p99 no worse)"
 ROWS=(

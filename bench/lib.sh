@@ -40,19 +40,31 @@ wait_http() {
 
 # start_percolator [extra service flags...]: sets ORACLE_URL, SVC_URL, SVC_PID, ORACLE_PID
 start_percolator() {
-  local op sp
-  op=$(free_port); sp=$(free_port)
+  local op
+  op=$(free_port)
   "$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" \
     --log-level warn >"$TMP/oracle.log" 2>&1 &
   ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
   ORACLE_URL="http://127.0.0.1:$op"
   wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
-  "$BIN/percolator-service" --listen "127.0.0.1:$sp" --data-dir "$TMP/service" \
-    --oracle "$ORACLE_URL" --sync fsync --log-level warn "$@" >"$TMP/service.log" 2>&1 &
+  start_service service "$@"
+}
+
+# start_service NAME [extra service flags...]: one more service on the same
+# oracle, data in $TMP/NAME; sets SVC_URL and SVC_PID.
+start_service() {
+  local name=$1 sp
+  shift
+  sp=$(free_port)
+  "$BIN/percolator-service" --listen "127.0.0.1:$sp" --data-dir "$TMP/$name" \
+    --oracle "$ORACLE_URL" --sync fsync --log-level warn "$@" >"$TMP/$name.log" 2>&1 &
   SVC_PID=$!; PIDS+=("$SVC_PID")
   SVC_URL="http://127.0.0.1:$sp"
-  wait_http "$SVC_URL/v1/health" "$SVC_PID" || { cat "$TMP/service.log"; die "the service did not start"; }
+  wait_http "$SVC_URL/v1/health" "$SVC_PID" || { cat "$TMP/$name.log"; die "the service ($name) did not start"; }
 }
+
+# median: of the numbers on stdin, one a line
+median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 # run_lg URL WORKLOAD CONNS [loadgen args...]: one timed row; sets
 # R_OPS R_P50 R_P99 R_ABORT R_ERR (from loadgen --format kv).

@@ -17,7 +17,11 @@
  *                    MHD thread; any other method on a handler worker: the
  *                    connection is suspended, the worker runs the handler
  *                    and resumes it, MHD calls on_request once more and the
- *                    reply is queued there, on MHD's thread.
+ *                    reply is queued there, on MHD's thread. A route's fast
+ *                    handler runs first, here: it may answer, or defer the
+ *                    request to a thread of its own (httpd_defer; that
+ *                    thread answers and resumes it with httpd_finish, or
+ *                    passes it to the workers with httpd_dispatch).
  *   5. on_completed() MHD is done with the request: record nothing more,
  *                    free the context.
  *

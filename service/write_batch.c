@@ -1,17 +1,24 @@
 /*
- * write_batch.c — the committer thread of blind writes (see write_batch.h).
+ * write_batch.c — the committer of blind writes (see write_batch.h).
  *
- * One round:
- *   1. take every queued job (at most WB_MAX_ROUND), in arrival order;
- *   2. engine pc_one_pc_blind: hold every write's keys in memory, one
- *      oracle request for all their timestamps, one WiredTiger
- *      transaction per write (seed 001 §4.2.5, one-phase commit);
- *   3. one pc_sync: a single log flush makes the whole round durable;
- *   4. hand each job to its done(): the answers go out only now, so no
- *      client hears of a write that a crash could still take back.
- * A write whose key was held (by an earlier write of the same round, as a
- * rule) is put off to the next round, a few times, before it is handed
- * back with PC_LOCKED so that its route can wait for the key the slow way.
+ * Two threads make a pipeline, so that one round's log flush overlaps the
+ * next round's oracle request and commits:
+ *
+ *   committer  1. takes every queued job (at most WB_MAX_ROUND), in
+ *                 arrival order;
+ *              2. engine pc_one_pc_blind: holds every write's keys in
+ *                 memory, one oracle request for all their timestamps, one
+ *                 WiredTiger transaction per write (seed 001 §4.2.5,
+ *                 one-phase commit); a write whose key was held (by an
+ *                 earlier write of the same round, as a rule) is put back
+ *                 at the front of the queue for the next round, a few
+ *                 times, before it is handed back with PC_LOCKED so that
+ *                 its route can wait for the key the slow way;
+ *              3. passes the round to the syncer and goes on.
+ *   syncer     4. takes every round passed so far, one pc_sync (a single
+ *                 log flush makes all of them durable), then hands each
+ *                 job to its done(): the answers go out only now, so no
+ *                 client hears of a write that a crash could take back.
  */
 #include <stdlib.h>
 
@@ -22,104 +29,98 @@
 
 #define PUT_OFF_ROUNDS 3
 
+/* A FIFO of jobs linked through job->next. */
+typedef struct {
+    wb_job *head, *tail;
+} job_list;
+
 struct write_batch {
     svc *s;
-    pthread_t thread;
+    pthread_t committer, syncer;
+    bool committer_started, syncer_started;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    wb_job *head, *tail;
-    bool stop;
+    pthread_cond_t cv, sync_cv;
+    job_list queue;           /* submitted, not yet committed */
+    job_list synced;          /* committed (or failed), waiting for the flush */
+    bool stop, sync_stop;
     metrics_series *m_round;
 };
+
+static void list_push(job_list *l, wb_job *j)
+{
+    j->next = NULL;
+    if (l->tail != NULL)
+        l->tail->next = j;
+    else
+        l->head = j;
+    l->tail = j;
+}
+
+/* Put the list `front` before l's jobs. */
+static void list_prepend(job_list *l, job_list *front)
+{
+    if (front->head == NULL)
+        return;
+    front->tail->next = l->head;
+    if (l->head == NULL)
+        l->tail = front->tail;
+    l->head = front->head;
+}
 
 static int round_timestamps(void *arg, size_t count, uint64_t *first)
 {
     return svc_timestamps(arg, (unsigned)count, first) ? 0 : -1;
 }
 
-/* Take up to WB_MAX_ROUND jobs; 0 when stopped and nothing is left. */
+/* Step 1: up to WB_MAX_ROUND jobs; 0 when stopped and nothing is left. */
 static size_t take_round(write_batch *b, pc_session *ps, wb_job **job)
 {
     size_t n = 0;
     pthread_mutex_lock(&b->mu);
-    while (b->head == NULL && !b->stop)
+    while (b->queue.head == NULL && !b->stop)
         pthread_cond_wait(&b->cv, &b->mu);
-    if (b->head != NULL) {
+    if (b->queue.head != NULL) {
         /* Tests stall here to let a round fill up. */
         pthread_mutex_unlock(&b->mu);
         failpoint(ps, "write_batch_round");
         pthread_mutex_lock(&b->mu);
     }
-    while (b->head != NULL && n < WB_MAX_ROUND) {
-        job[n++] = b->head;
-        b->head = b->head->next;
+    while (b->queue.head != NULL && n < WB_MAX_ROUND) {
+        job[n++] = b->queue.head;
+        b->queue.head = b->queue.head->next;
     }
-    if (b->head == NULL)
-        b->tail = NULL;
+    if (b->queue.head == NULL)
+        b->queue.tail = NULL;
     pthread_mutex_unlock(&b->mu);
     return n;
 }
 
-/* Steps 2 and 3 for one round; every job's w.rc is set after it. */
+/* Steps 2 and 3. */
 static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
 {
     pc_blind_write *w[WB_MAX_ROUND];
-    size_t committed = 0;
-
-    for (size_t i = 0; i < n; i++)
-        w[i] = &job[i]->w;
-    if (ps == NULL) {
-        for (size_t i = 0; i < n; i++)
-            w[i]->rc = PC_ERROR;
-        return;
-    }
-    pc_one_pc_blind(ps, w, n, round_timestamps, b->s);
-    for (size_t i = 0; i < n; i++)
-        committed += w[i]->rc == PC_OK;
-    if (committed == 0)
-        return;
-    pc_rc rc = pc_sync(ps);
-    if (rc != PC_OK) {
-        /* Committed but not known to be durable: PC_ERROR with the
-         * commit_ts kept, as coord_commit reports it. */
-        log_error("write batch: log flush failed for %zu commits: %s", committed,
-                  pc_rc_name(rc));
-        for (size_t i = 0; i < n; i++)
-            if (w[i]->rc == PC_OK)
-                w[i]->rc = rc;
-        return;
-    }
-    metrics_inc(b->s->m.commits_1pc, committed);
-    observers_wake(b->s);
-}
-
-/* Step 4: put off the writes whose key was busy, answer the others. */
-static void finish_round(write_batch *b, wb_job **job, size_t n)
-{
-    wb_job *first = NULL, *last = NULL;
+    job_list later = {0}, done = {0};
 
     for (size_t i = 0; i < n; i++) {
-        pc_blind_write *w = &job[i]->w;
-        bool busy = w->rc == PC_LOCKED && w->conflict.lock.start_ts == 0;
-        if (busy && job[i]->rounds++ < PUT_OFF_ROUNDS) {
-            job[i]->next = NULL;
-            if (last != NULL)
-                last->next = job[i];
-            else
-                first = job[i];
-            last = job[i];
-        } else {
-            job[i]->done(job[i]);
-        }
+        w[i] = &job[i]->w;
+        w[i]->rc = PC_ERROR; /* stays so without a storage session */
     }
-    if (first == NULL)
-        return;
-    /* Back to the front of the queue, in their order. */
+    if (ps != NULL)
+        pc_one_pc_blind(ps, w, n, round_timestamps, b->s);
+    for (size_t i = 0; i < n; i++) {
+        bool busy = w[i]->rc == PC_LOCKED && w[i]->conflict.lock.start_ts == 0;
+        if (busy && job[i]->rounds++ < PUT_OFF_ROUNDS)
+            list_push(&later, job[i]);
+        else
+            list_push(&done, job[i]);
+    }
     pthread_mutex_lock(&b->mu);
-    last->next = b->head;
-    if (b->head == NULL)
-        b->tail = last;
-    b->head = first;
+    list_prepend(&b->queue, &later);
+    if (done.head != NULL) {
+        list_prepend(&done, &b->synced); /* keep the order: earlier rounds first */
+        b->synced = done;
+        pthread_cond_signal(&b->sync_cv);
+    }
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -137,7 +138,45 @@ static void *committer_main(void *arg)
             return NULL;
         metrics_observe(b->m_round, (double)n);
         commit_round(b, ps, job, n);
-        finish_round(b, job, n);
+    }
+}
+
+/* Step 4 for everything committed so far. */
+static void *syncer_main(void *arg)
+{
+    write_batch *b = arg;
+    pc_session *ps = svc_engine_session(b->s);
+
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        while (b->synced.head == NULL && !b->sync_stop)
+            pthread_cond_wait(&b->sync_cv, &b->mu);
+        job_list l = b->synced;
+        b->synced = (job_list){0};
+        pthread_mutex_unlock(&b->mu);
+        if (l.head == NULL)
+            return NULL;
+
+        size_t committed = 0;
+        for (wb_job *j = l.head; j != NULL; j = j->next)
+            committed += j->w.rc == PC_OK;
+        pc_rc rc = committed == 0 ? PC_OK : ps == NULL ? PC_ERROR : pc_sync(ps);
+        if (rc != PC_OK) {
+            /* Committed but not known to be durable: PC_ERROR with the
+             * commit_ts kept, as coord_commit reports it. */
+            log_error("write batch: log flush failed for %zu commits: %s", committed,
+                      pc_rc_name(rc));
+            for (wb_job *j = l.head; j != NULL; j = j->next)
+                if (j->w.rc == PC_OK)
+                    j->w.rc = rc;
+        } else if (committed > 0) {
+            metrics_inc(b->s->m.commits_1pc, committed);
+            observers_wake(b->s);
+        }
+        for (wb_job *j = l.head, *next; j != NULL; j = next) {
+            next = j->next; /* done() frees j */
+            j->done(j);
+        }
     }
 }
 
@@ -157,29 +196,29 @@ write_batch *write_batch_start(svc *s)
                               "request, one log flush)",
                               NULL, NULL, buckets, sizeof(buckets) / sizeof(buckets[0])),
             NULL, NULL);
-    if (pthread_create(&b->thread, NULL, committer_main, b) != 0) {
-        pthread_cond_destroy(&b->cv);
-        pthread_mutex_destroy(&b->mu);
-        free(b);
+    pthread_cond_init(&b->sync_cv, NULL);
+    if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
+        write_batch_stop(b);
         return NULL;
     }
+    b->syncer_started = true;
+    if (pthread_create(&b->committer, NULL, committer_main, b) != 0) {
+        write_batch_stop(b);
+        return NULL;
+    }
+    b->committer_started = true;
     return b;
 }
 
 bool write_batch_submit(write_batch *b, wb_job *job)
 {
-    job->next = NULL;
     job->rounds = 0;
     pthread_mutex_lock(&b->mu);
     if (b->stop) {
         pthread_mutex_unlock(&b->mu);
         return false;
     }
-    if (b->tail != NULL)
-        b->tail->next = job;
-    else
-        b->head = job;
-    b->tail = job;
+    list_push(&b->queue, job);
     pthread_cond_signal(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return true;
@@ -189,11 +228,21 @@ void write_batch_stop(write_batch *b)
 {
     if (b == NULL)
         return;
+    /* The committer first (it empties the queue, put-off jobs included),
+     * then the syncer (it answers what the committer passed on). */
     pthread_mutex_lock(&b->mu);
     b->stop = true;
     pthread_cond_signal(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    pthread_join(b->thread, NULL);
+    if (b->committer_started)
+        pthread_join(b->committer, NULL);
+    pthread_mutex_lock(&b->mu);
+    b->sync_stop = true;
+    pthread_cond_signal(&b->sync_cv);
+    pthread_mutex_unlock(&b->mu);
+    if (b->syncer_started)
+        pthread_join(b->syncer, NULL);
+    pthread_cond_destroy(&b->sync_cv);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
