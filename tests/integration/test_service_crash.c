@@ -32,32 +32,11 @@
 
 #define NKEYS 6
 
-/* A request whose answer may never come (the service dies): status 0. */
-static long try_call(tl_stack *st, const char *method, const char *path, const char *body,
-                     json_t **out)
-{
-    char url[512];
-    tl_resp r;
-    snprintf(url, sizeof(url), "%s%s", st->svc.url, path);
-    if (out)
-        *out = NULL;
-    if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
-                20000, &r) != 0) {
-        tl_resp_free(&r);
-        return 0;
-    }
-    long status = r.status;
-    if (out && r.len > 0)
-        *out = json_loadb(r.body, r.len, 0, NULL);
-    tl_resp_free(&r);
-    return status;
-}
-
 static json_t *must(tl_stack *st, const char *method, const char *path, const char *body,
                     long want)
 {
     json_t *j;
-    long status = try_call(st, method, path, body, &j);
+    long status = tl_try_call(st, method, path, body, &j);
     if (status != want) {
         char *d = j ? json_dumps(j, 0) : NULL;
         print_error("%s %s -> %ld (expected %ld) %s\n", method, path, status, want, d ? d : "");
@@ -131,7 +110,7 @@ static void crash_at(const char *point, bool by_reader)
         json_decref(must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
     }
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
-    assert_int_equal(try_call(&st, "POST", path, NULL, NULL), 0); /* no answer: it died */
+    assert_int_equal(tl_try_call(&st, "POST", path, NULL, NULL), 0); /* no answer: it died */
     assert_int_equal(tl_wait_exit(st.svc.pid, 10000), 128 + SIGKILL);
     st.svc.pid = 0;
 
@@ -206,7 +185,7 @@ static int transfer(int client, int seq, unsigned *seed)
 
     if (seq % 2 == 0) {
         /* Through a session. */
-        if ((st = try_call(&BANK, "POST", "/v1/txns", NULL, &j)) != 201) {
+        if ((st = tl_try_call(&BANK, "POST", "/v1/txns", NULL, &j)) != 201) {
             json_decref(j);
             return M_NONE; /* nothing started: try again later */
         }
@@ -214,7 +193,7 @@ static int transfer(int client, int seq, unsigned *seed)
         json_decref(j);
         snprintf(path, sizeof(path), "/v1/txns/%s/batch", id);
         snprintf(body, sizeof(body), "{\"reads\":[\"a%02d\",\"a%02d\"]}", from, to);
-        if ((st = try_call(&BANK, "POST", path, body, &j)) != 200) {
+        if ((st = tl_try_call(&BANK, "POST", path, body, &j)) != 200) {
             json_decref(j);
             return M_NONE;
         }
@@ -227,14 +206,14 @@ static int transfer(int client, int seq, unsigned *seed)
                  "{\"writes\":[{\"key\":\"a%02d\",\"value\":\"%ld\"},{\"key\":\"a%02d\",\"value\":"
                  "\"%ld\"},{\"key\":\"m/%d/%d\",\"value\":\"x\"}]}",
                  from, fa - amount, to, tb + amount, client, seq);
-        if ((st = try_call(&BANK, "POST", path, body, NULL)) != 200)
+        if ((st = tl_try_call(&BANK, "POST", path, body, NULL)) != 200)
             return M_NONE;
         snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
-        st = try_call(&BANK, "POST", path, NULL, NULL);
+        st = tl_try_call(&BANK, "POST", path, NULL, NULL);
     } else {
         /* Read, then a compare-and-set through /v1/txn. */
         snprintf(body, sizeof(body), "{\"reads\":[\"a%02d\",\"a%02d\"]}", from, to);
-        if ((st = try_call(&BANK, "POST", "/v1/txn", body, &j)) != 200) {
+        if ((st = tl_try_call(&BANK, "POST", "/v1/txn", body, &j)) != 200) {
             json_decref(j);
             return M_NONE;
         }
@@ -251,7 +230,7 @@ static int transfer(int client, int seq, unsigned *seed)
                  "\"commit_ts\":%lld}],\"writes\":[{\"key\":\"a%02d\",\"value\":\"%ld\"},{\"key\":"
                  "\"a%02d\",\"value\":\"%ld\"},{\"key\":\"m/%d/%d\",\"value\":\"x\"}]}",
                  from, ca, to, cb, from, fa - amount, to, tb + amount, client, seq);
-        st = try_call(&BANK, "POST", "/v1/txn", body, NULL);
+        st = tl_try_call(&BANK, "POST", "/v1/txn", body, NULL);
     }
     if (st == 200)
         return M_ACKED;
@@ -383,7 +362,7 @@ static void *commit_thread(void *arg)
     committer *c = arg;
     char path[160];
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", c->id);
-    c->status = try_call(c->st, "POST", path, NULL, NULL);
+    c->status = tl_try_call(c->st, "POST", path, NULL, NULL);
     atomic_store(&c->done, 1);
     return NULL;
 }

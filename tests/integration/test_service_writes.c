@@ -30,27 +30,6 @@
 #include "svc_fixture.h"
 #include "timeutil.h"
 
-/* A request whose answer may never come (the service dies): status 0. */
-static long try_call(tl_stack *st, const char *method, const char *path, const char *body,
-                     json_t **out)
-{
-    char url[512];
-    tl_resp r;
-    snprintf(url, sizeof(url), "%s%s", st->svc.url, path);
-    if (out)
-        *out = NULL;
-    if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
-                20000, &r) != 0) {
-        tl_resp_free(&r);
-        return 0;
-    }
-    long status = r.status;
-    if (out && r.len > 0)
-        *out = json_loadb(r.body, r.len, 0, NULL);
-    tl_resp_free(&r);
-    return status;
-}
-
 static uint64_t commit_ts_of(json_t *j)
 {
     return (uint64_t)json_integer_value(json_object_get(j, "commit_ts"));
@@ -83,12 +62,12 @@ static void *write_loop(void *arg)
             snprintf(path, sizeof(path), "/v1/kv/%s", hot_key(seq / 2));
             w->deleted[seq] = (w->id + seq) % 7 == 0;
             snprintf(body, sizeof(body), "{\"value\":\"w%d-%d\"}", w->id, seq);
-            st = try_call(w->st, w->deleted[seq] ? "DELETE" : "PUT", path,
+            st = tl_try_call(w->st, w->deleted[seq] ? "DELETE" : "PUT", path,
                           w->deleted[seq] ? NULL : body, &j);
         } else {
             snprintf(path, sizeof(path), "/v1/kv/d%02d-%03d", w->id, seq);
             snprintf(body, sizeof(body), "{\"value\":\"w%d-%d\"}", w->id, seq);
-            st = try_call(w->st, "PUT", path, body, &j);
+            st = tl_try_call(w->st, "PUT", path, body, &j);
         }
         w->ts[seq] = st == 200 ? commit_ts_of(j) : 0;
         json_decref(j);
@@ -171,6 +150,14 @@ static void concurrent_writes_are_each_committed_once(void **state)
 
 /* ---- writes that arrive together share a round ---- */
 
+static void restart_with_failpoint(tl_stack *st, const char *point)
+{
+    assert_int_equal(tl_service_stop(st), 0);
+    snprintf(st->svc.env[0], sizeof(st->svc.env[0]), "PERCOLATOR_FAILPOINT=%s", point);
+    st->svc.nenv = 1;
+    assert_int_equal(tl_service_start(st), 0);
+}
+
 #define TOGETHER 16
 
 typedef struct {
@@ -187,7 +174,7 @@ static void *put_one(void *arg)
     json_t *j;
     snprintf(path, sizeof(path), "/v1/kv/t%02d", p->i);
     snprintf(body, sizeof(body), "{\"value\":\"v%d\"}", p->i);
-    p->status = try_call(p->st, "PUT", path, body, &j);
+    p->status = tl_try_call(p->st, "PUT", path, body, &j);
     p->ts = p->status == 200 ? commit_ts_of(j) : 0;
     json_decref(j);
     return NULL;
@@ -214,11 +201,7 @@ static void writes_arriving_together_share_one_round(void **state)
     assert_int_equal(tl_stack_start(&st, no_gc), 0);
     /* The committer waits 300 ms before it takes a round: the writes sent
      * meanwhile pile up and go together. */
-    assert_int_equal(tl_service_stop(&st), 0);
-    snprintf(st.svc.env[0], sizeof(st.svc.env[0]),
-             "PERCOLATOR_FAILPOINT=write_batch_round=sleep:300");
-    st.svc.nenv = 1;
-    assert_int_equal(tl_service_start(&st), 0);
+    restart_with_failpoint(&st, "write_batch_round=sleep:300");
     double oracle0 = tl_service_metric(&st, "percolator_oracle_client_requests_total{result=\"ok\"}");
     put_together(&st, p, TOGETHER);
     for (int i = 0; i < TOGETHER; i++)
@@ -263,11 +246,7 @@ static void stop_answers_the_writes_it_holds(void **state)
     void *rc;
 
     assert_int_equal(tl_stack_start(&st, NULL), 0);
-    assert_int_equal(tl_service_stop(&st), 0);
-    snprintf(st.svc.env[0], sizeof(st.svc.env[0]),
-             "PERCOLATOR_FAILPOINT=write_batch_round=sleep:1500");
-    st.svc.nenv = 1;
-    assert_int_equal(tl_service_start(&st), 0);
+    restart_with_failpoint(&st, "write_batch_round=sleep:1500");
     /* The writes reach the committer, which sleeps 1.5 s before it takes
      * them; the stop begins 0.4 s in. */
     assert_int_equal(pthread_create(&stopper, NULL, stop_soon, &st), 0);
@@ -308,7 +287,7 @@ static void *kill_writer(void *arg)
         json_t *j;
         snprintf(path, sizeof(path), "/v1/kv/c%d-%05d", c, seq);
         snprintf(body, sizeof(body), "{\"value\":\"%d.%d\"}", c, seq);
-        if (try_call(&KS, "PUT", path, body, &j) == 200)
+        if (tl_try_call(&KS, "PUT", path, body, &j) == 200)
             k_acked[c][seq] = commit_ts_of(j);
         else
             time_sleep_ms(5); /* down or restarting */

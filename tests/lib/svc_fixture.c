@@ -111,6 +111,26 @@ json_t *tl_call(tl_stack *st, const char *method, const char *path, const char *
     return j;
 }
 
+long tl_try_call(tl_stack *st, const char *method, const char *path, const char *body,
+                 json_t **out)
+{
+    char url[8192 + 128];
+    tl_resp r;
+    snprintf(url, sizeof(url), "%s%s", st->svc.url, path);
+    if (out)
+        *out = NULL;
+    if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
+                20000, &r) != 0) {
+        tl_resp_free(&r);
+        return 0;
+    }
+    long status = r.status;
+    if (out && r.len > 0)
+        *out = json_loadb(r.body, r.len, 0, NULL);
+    tl_resp_free(&r);
+    return status;
+}
+
 const char *tl_error_code(json_t *j)
 {
     const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));

@@ -48,6 +48,11 @@ json_t *tl_call(tl_stack *st, const char *method, const char *path, const char *
 void tl_call_raw(tl_stack *st, const char *method, const char *path, const void *body,
                  size_t len, const char *content_type, tl_resp *out);
 
+/* A request whose answer may never come (the service is being killed):
+ * the status, or 0 when no answer came; *out (may be NULL) the JSON
+ * answer or NULL. */
+long tl_try_call(tl_stack *st, const char *method, const char *path, const char *body,
+                 json_t **out);
 /* tl_call that asserts the status (printing the answer when it differs). */
 json_t *tl_expect(tl_stack *st, const char *method, const char *path, const char *body,
                   long want);
