@@ -867,10 +867,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 bool httpd_defer(httpd_req *rq)
 {
     httpd *h = rq->h;
-    if (atomic_load(&h->stopping) || rq->dispatched || rq->replied)
+    if (rq->dispatched || rq->replied)
         return false;
-    rq->dispatched = true;
+    /* Count first, then look at `stopping`; httpd_stop sets `stopping`
+     * first, then reads the count (both sequentially consistent). So
+     * either httpd_stop waits for this request, or we see it stopping and
+     * back out: a request is never deferred behind its back. */
     atomic_fetch_add(&h->deferred, 1);
+    if (atomic_load(&h->stopping)) {
+        atomic_fetch_sub(&h->deferred, 1);
+        return false;
+    }
+    rq->dispatched = true;
     /* Suspended before any other thread can see the request, so a quick
      * httpd_finish always finds it suspended. */
     MHD_suspend_connection(rq->conn);

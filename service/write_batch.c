@@ -14,7 +14,9 @@
  *                 at the front of the queue for the next round, a few
  *                 times, before it is handed back with PC_LOCKED so that
  *                 its route can wait for the key the slow way;
- *              3. passes the round to the syncer and goes on.
+ *              3. passes the committed writes to the syncer and goes on;
+ *                 a write that failed wrote nothing and is answered at
+ *                 once (its done() runs here).
  *   syncer     4. takes every round passed so far, one pc_sync (a single
  *                 log flush makes all of them durable), then hands each
  *                 job to its done(): the answers go out only now, so no
@@ -27,7 +29,11 @@
 #include "observers.h"
 #include "write_batch.h"
 
-#define PUT_OFF_ROUNDS 3
+/* Rounds a write may be put off because a key of it was held. A key held
+ * by a write of the same round is free in the next one, so k writes of one
+ * key that arrive together need k - 1 put-offs; past this, the write waits
+ * for its key on a worker (reader.c's backoff) instead. */
+#define PUT_OFF_ROUNDS 16
 
 /* A FIFO of jobs linked through job->next. */
 typedef struct {
@@ -43,6 +49,7 @@ struct write_batch {
     job_list queue;           /* submitted, not yet committed */
     job_list synced;          /* committed (or failed), waiting for the flush */
     bool stop, sync_stop;
+    int ready, failed;        /* threads that have (not) got a storage session */
     metrics_series *m_round;
 };
 
@@ -99,39 +106,55 @@ static size_t take_round(write_batch *b, pc_session *ps, wb_job **job)
 static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
 {
     pc_blind_write *w[WB_MAX_ROUND];
-    job_list later = {0}, done = {0};
+    job_list later = {0}, committed = {0}, failed = {0};
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         w[i] = &job[i]->w;
-        w[i]->rc = PC_ERROR; /* stays so without a storage session */
-    }
-    if (ps != NULL)
-        pc_one_pc_blind(ps, w, n, round_timestamps, b->s);
+    pc_one_pc_blind(ps, w, n, round_timestamps, b->s);
     for (size_t i = 0; i < n; i++) {
         bool busy = w[i]->rc == PC_LOCKED && w[i]->conflict.lock.start_ts == 0;
         if (busy && job[i]->rounds++ < PUT_OFF_ROUNDS)
             list_push(&later, job[i]);
         else
-            list_push(&done, job[i]);
+            list_push(w[i]->rc == PC_OK ? &committed : &failed, job[i]);
     }
     pthread_mutex_lock(&b->mu);
     list_prepend(&b->queue, &later);
-    if (done.head != NULL) {
-        list_prepend(&done, &b->synced); /* keep the order: earlier rounds first */
-        b->synced = done;
+    if (committed.head != NULL) {
+        list_prepend(&committed, &b->synced); /* keep the order: earlier rounds first */
+        b->synced = committed;
         pthread_cond_signal(&b->sync_cv);
     }
     pthread_mutex_unlock(&b->mu);
+    for (wb_job *j = failed.head, *next; j != NULL; j = next) {
+        next = j->next; /* done() frees j */
+        j->done(j);
+    }
+}
+
+/* Each thread needs its own storage session; write_batch_start waits for
+ * both to say whether they got one. */
+static pc_session *thread_session(write_batch *b)
+{
+    pc_session *ps = svc_engine_session(b->s);
+    pthread_mutex_lock(&b->mu);
+    if (ps != NULL)
+        b->ready++;
+    else
+        b->failed++;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return ps;
 }
 
 static void *committer_main(void *arg)
 {
     write_batch *b = arg;
-    pc_session *ps = svc_engine_session(b->s);
+    pc_session *ps = thread_session(b);
     wb_job *job[WB_MAX_ROUND];
 
     if (ps == NULL)
-        log_error("write batch: no storage session; blind writes will fail");
+        return NULL; /* write_batch_start gives up */
     for (;;) {
         size_t n = take_round(b, ps, job);
         if (n == 0)
@@ -145,8 +168,10 @@ static void *committer_main(void *arg)
 static void *syncer_main(void *arg)
 {
     write_batch *b = arg;
-    pc_session *ps = svc_engine_session(b->s);
+    pc_session *ps = thread_session(b);
 
+    if (ps == NULL)
+        return NULL; /* write_batch_start gives up */
     for (;;) {
         pthread_mutex_lock(&b->mu);
         while (b->synced.head == NULL && !b->sync_stop)
@@ -159,8 +184,8 @@ static void *syncer_main(void *arg)
 
         size_t committed = 0;
         for (wb_job *j = l.head; j != NULL; j = j->next)
-            committed += j->w.rc == PC_OK;
-        pc_rc rc = committed == 0 ? PC_OK : ps == NULL ? PC_ERROR : pc_sync(ps);
+            committed++;
+        pc_rc rc = pc_sync(ps);
         if (rc != PC_OK) {
             /* Committed but not known to be durable: PC_ERROR with the
              * commit_ts kept, as coord_commit reports it. */
@@ -169,7 +194,7 @@ static void *syncer_main(void *arg)
             for (wb_job *j = l.head; j != NULL; j = j->next)
                 if (j->w.rc == PC_OK)
                     j->w.rc = rc;
-        } else if (committed > 0) {
+        } else {
             metrics_inc(b->s->m.commits_1pc, committed);
             observers_wake(b->s);
         }
@@ -207,6 +232,16 @@ write_batch *write_batch_start(svc *s)
         return NULL;
     }
     b->committer_started = true;
+    pthread_mutex_lock(&b->mu);
+    while (b->ready + b->failed < 2)
+        pthread_cond_wait(&b->cv, &b->mu);
+    bool ok = b->failed == 0;
+    pthread_mutex_unlock(&b->mu);
+    if (!ok) {
+        log_error("write batch: no storage session for the committer threads");
+        write_batch_stop(b);
+        return NULL;
+    }
     return b;
 }
 

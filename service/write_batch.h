@@ -13,7 +13,13 @@
  * etcd batches its raft log and TiKV its raftstore.
  *
  * Jobs come from the event threads (routes_kv.c); each job's `done` runs
- * on the committer thread once its write is durable or has failed.
+ * on one of the batcher's two threads once its write is durable (the
+ * syncer) or has failed (the committer, at once: nothing was written).
+ *
+ * One committer is a batching point, not a lock: transactions of sessions
+ * and /v1/txn run on the handler workers beside it, and the committer's
+ * rounds grow with the load, so its throughput does too (measured in
+ * bench/RESULTS.md); a write that must wait for a key does so on a worker.
  */
 #ifndef PC_WRITE_BATCH_H
 #define PC_WRITE_BATCH_H
@@ -26,16 +32,17 @@
 typedef struct wb_job wb_job;
 struct wb_job {
     pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
-    void (*done)(wb_job *job); /* on the committer thread; owns the job from then on */
+    void (*done)(wb_job *job); /* on a batcher thread; owns the job from then on */
     unsigned rounds;           /* rounds it was put off (its key was busy) */
     wb_job *next;
 };
 
 typedef struct write_batch write_batch;
 
-/* Start the committer thread. NULL when it cannot start. */
+/* Start the committer and syncer threads, each with its storage session.
+ * NULL when they cannot start. */
 write_batch *write_batch_start(svc *s);
-/* Queue a job; its done() runs later on the committer thread. false when
+/* Queue a job; its done() runs later on a batcher thread. false when
  * the committer is stopping (the job was not taken). */
 bool write_batch_submit(write_batch *b, wb_job *job);
 /* Finish every queued job, then stop the thread and free. NULL is fine. */
