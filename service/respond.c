@@ -31,6 +31,12 @@ static json_t *key_extra(const void *key, size_t len, codec_enc enc)
     return extra;
 }
 
+void reply_committed(httpd_req *req, svc *s, uint64_t cts)
+{
+    metrics_inc(s->m.txn_committed, 1);
+    httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
+}
+
 void reply_oracle_unavailable(httpd_req *req)
 {
     httpd_add_header(req, "Retry-After", "1");

@@ -436,8 +436,7 @@ static bool blind_write(httpd_req *req, svc *s, one_shot *o, codec_enc enc)
         if (rc == PC_INVALID)
             return false;
         if (rc == PC_OK) {
-            metrics_inc(s->m.txn_committed, 1);
-            httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
+            reply_committed(req, s, cts);
             return true;
         }
         if ((rc == PC_WRITE_CONFLICT || rc == PC_LOCKED) && attempt + 1 < ONE_SHOT_TRIES) {
@@ -542,13 +541,10 @@ static void batched_done(wb_job *job)
          * (with a fresh timestamp) as any one-shot write does. */
         httpd_dispatch(b->req);
     } else {
-        if (w->rc == PC_OK) {
-            metrics_inc(b->s->m.txn_committed, 1);
-            httpd_reply_json(b->req, 200,
-                             json_pack("{s:I}", "commit_ts", (json_int_t)w->commit_ts));
-        } else {
+        if (w->rc == PC_OK)
+            reply_committed(b->req, b->s, w->commit_ts);
+        else
             reply_engine(b->req, b->s, w->rc, &w->conflict, b->w.enc);
-        }
         httpd_finish(b->req);
     }
     batched_free(b);

@@ -408,8 +408,7 @@ static void h_commit(httpd_req *req, void *ctx)
         if (t->claim != NULL)
             observers_committed(s, ps, t);
         sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
-        metrics_inc(s->m.txn_committed, 1);
-        httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
+        reply_committed(req, s, cts);
     } else if (rc == PC_TS_UNAVAILABLE) {
         atomic_store(&t->state, TXN_ACTIVE); /* nothing happened: commit may be retried */
         reply_oracle_unavailable(req);
