@@ -224,7 +224,7 @@ static void init_metrics(svc *s)
 static void limit_malloc_arenas(void)
 {
     if (getenv("MALLOC_ARENA_MAX") == NULL && mallopt(M_ARENA_MAX, 4) != 1)
-        log_warn("mallopt(M_ARENA_MAX) failed; the default arenas stay");
+        log_debug("mallopt(M_ARENA_MAX) refused (another allocator, e.g. a sanitizer's)");
 }
 
 int main(int argc, char **argv)

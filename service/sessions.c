@@ -251,7 +251,10 @@ size_t sessions_reap(sessions *s, uint64_t now_ms)
             }
             st = atomic_load(&t->state);
             bool done = st == TXN_COMMITTED || st == TXN_ABORTED;
-            if (done && t->refs == 0 && now - t->ended_ms > s->retention_ms) {
+            /* ended_ms may be later than `now` (a session that ended in
+             * this very pass): no unsigned wrap-around may reap it early. */
+            if (done && t->refs == 0 && now >= t->ended_ms &&
+                now - t->ended_ms > s->retention_ms) {
                 *pp = t->next;
                 txn_free(t);
                 continue;
