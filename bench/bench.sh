@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/bench.sh — `make bench`: the service and the oracle under load.
 #
+# BENCH_QUICK=1 runs only rows 1-3 at 64 connections.
 # Starts percolator-oracle and percolator-service (--sync fsync, fresh temp
 # data dir, free loopback ports), preloads keys, and runs each workload for
 # BENCH_SECONDS (default 5) per row at 1, 16 and 64 connections with the
@@ -45,6 +46,13 @@ U=$SVC_URL
 preload "$U" pc 0 100000
 "$LG" --url "$U" --workload pc-hot --hot 10 --format kv >/dev/null || die "hot keys"
 hdr "workloads, 100,000 keys preloaded (load $(cut -d' ' -f1 /proc/loadavg))"
+# BENCH_QUICK=1: rows 1-3 at 64 connections only (a before/after check).
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  row "1. point read GET /v1/kv/{key}" "$U" pc-get 64 --keys 100000
+  row "2. autocommit write PUT /v1/kv/{key}" "$U" pc-put 64
+  row "3. one-shot txn POST /v1/txn (1 cond, 2 writes)" "$U" pc-txn 64 --keys 100000
+  exit 0
+fi
 for c in "${CONNS[@]}"; do row "1. point read GET /v1/kv/{key}" "$U" pc-get "$c" --keys 100000; done
 for c in "${CONNS[@]}"; do row "2. autocommit write PUT /v1/kv/{key}" "$U" pc-put "$c"; done
 for c in "${CONNS[@]}"; do row "3. one-shot txn POST /v1/txn (1 cond, 2 writes)" "$U" pc-txn "$c" --keys 100000; done

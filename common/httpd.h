@@ -12,10 +12,12 @@
  * other connections of that thread wait. Any other method's handler runs
  * on a separate pool of `threads` workers fed from one queue (the
  * connection is suspended meanwhile): it may block and holds its worker
- * only. A write route may also have a `fast` handler that runs on the
- * event thread and defers the request to another thread (httpd_defer),
- * which answers it later without a worker in between: no hand-off and no
- * worker wake-up per request. Handlers share the `ctx` pointer from the config and must
+ * only. A write route, or a blocking GET, may also have a `fast` handler
+ * that runs first on the event thread: it answers what it can at once,
+ * defers the request to another thread (httpd_defer), which answers it
+ * later without a worker in between, or returns and lets the worker run
+ * the route's handler: no hand-off and no worker wake-up when the fast
+ * path suffices. Handlers share the `ctx` pointer from the config and must
  * synchronise access to it.
  *
  * A handler answers exactly once through one of the httpd_reply_* calls; a
@@ -50,10 +52,11 @@ typedef struct httpd_route {
     const char *name;     /* metrics label; NULL: "METHOD pattern" */
     bool blocking;        /* a GET that may wait (locks, the oracle): run it on a
                              handler worker, not on the event thread */
-    httpd_handler fast;   /* optional, for writes: runs first, on the event
-                             thread, and must not block. It replies, or hands
-                             the request on with httpd_defer, or returns having
-                             done neither: then `handler` runs on a worker. */
+    httpd_handler fast;   /* optional, for writes and blocking GETs: runs first,
+                             on the event thread, and must not block. It replies,
+                             or hands the request on with httpd_defer, or returns
+                             having done neither: then `handler` runs on a
+                             worker. */
 } httpd_route;
 
 typedef struct httpd_config {

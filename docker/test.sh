@@ -2,8 +2,11 @@
 # make docker-test: build the image from scratch with podman and run
 # docker/compose.yml for real.
 #
-#  1. podman, podman-compose, runc, netavark and mmdebstrap (installed with
-#     apt-get when missing: needs root; rootful podman).
+#  1. podman, podman-compose, runc, netavark, aardvark-dns, iptables (netavark
+#     calls it to set up a container network), mmdebstrap and curl
+#     (installed with apt-get when missing: needs root; rootful podman);
+#     then every program they run is checked to be there, so that a
+#     missing one fails here in one line and not deep inside podman.
 #  2. The base image docker.io/library/debian:bookworm-slim, made locally
 #     with mmdebstrap from this host's Debian sources (no registry here) and
 #     kept under $PERCOLATOR_PODMAN_DIR (default /var/tmp/percolator-podman)
@@ -47,7 +50,7 @@ fail() {
 # --- 1. what it needs -------------------------------------------------------
 [ "$(id -u)" = 0 ] || fail "needs root (it runs rootful podman and may apt-get install podman): run as root"
 need=""
-for p in podman podman-compose runc netavark aardvark-dns mmdebstrap curl; do
+for p in podman podman-compose runc netavark aardvark-dns iptables mmdebstrap curl; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -58,6 +61,13 @@ if [ -n "$need" ]; then
           fail "podman is missing and could not be installed (apt-get install$need: $why)"; }
     rm -f /tmp/docker-test-apt.$$
 fi
+# The programs podman and netavark execute (netavark runs iptables for every
+# container network), wherever Debian puts them.
+export PATH=$PATH:/usr/sbin:/sbin
+for b in podman podman-compose runc mmdebstrap curl iptables ip6tables \
+         /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
+    command -v "$b" >/dev/null 2>&1 || fail "$b is missing although its package is installed"
+done
 
 # --- podman's configuration and storage, all under $WORK --------------------
 mkdir -p "$WORK"

@@ -12,7 +12,9 @@
  *                                             so a late prewrite fails
  *
  * All in one WiredTiger transaction, so a commit of the primary and its
- * rollback by a cleaner cannot both succeed.
+ * rollback by a cleaner cannot both succeed. A commit whose log flush is
+ * still running (pc_commit_primary holds it in flight) answers "locked":
+ * nobody rolls a secondary forward from a commit point a crash could undo.
  */
 #include <string.h>
 
@@ -76,5 +78,14 @@ pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
 
     if (!pc_key_ok(primary) || start_ts == 0 || st == NULL)
         return PC_INVALID;
-    return pc_run_txn(s, status_body, &a);
+    pc_rc rc = pc_run_txn(s, status_body, &a);
+    if (rc == PC_OK && st->state == PC_TXN_COMMITTED &&
+        pc_memlock_blocked(s->e->memlocks, primary, NULL, true, st->commit_ts,
+                           PC_MEMLOCK_COMMITTED, NULL)) {
+        /* Committed, not yet durable: still in flight for everyone else. */
+        st->state = PC_TXN_LOCKED;
+        st->wall_ms = live != NULL ? live->now_ms : 0;
+        st->ttl_ms = 0;
+    }
+    return rc;
 }

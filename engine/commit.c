@@ -56,3 +56,22 @@ pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts
             return PC_INVALID;
     return pc_run_txn(s, commit_body, &a);
 }
+
+/* The commit point (docs/DESIGN.md §4.4): held as a commit in flight from
+ * before its WiredTiger commit until the flush, so a reader that finds the
+ * primary's write record (or asks check_txn_status about it) waits for the
+ * flush instead of telling its client about a commit a crash could undo. */
+pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t commit_ts)
+{
+    pc_rc rc;
+
+    if (!pc_key_ok(primary) || start_ts == 0 || commit_ts <= start_ts)
+        return PC_INVALID;
+    if ((rc = pc_memlock_hold_commit(s->e->memlocks, primary, commit_ts)) != PC_OK)
+        return rc;
+    rc = pc_commit(s, &primary, 1, start_ts, commit_ts);
+    if (rc == PC_OK && (rc = pc_sync(s)) != PC_OK)
+        return rc; /* stays held: never visible, the process must stop */
+    pc_memlock_release_key(s->e->memlocks, primary, commit_ts);
+    return rc;
+}

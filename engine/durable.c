@@ -36,5 +36,5 @@ pc_rc pc_sync(pc_session *s)
         }
     }
     pthread_mutex_unlock(&e->sync_mu);
-    return rc == PC_RETRY ? PC_ERROR : rc;
+    return rc == PC_OK ? PC_OK : PC_SYNC_FAILED;
 }

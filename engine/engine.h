@@ -42,7 +42,12 @@ typedef enum {
     PC_TS_UNAVAILABLE,   /* one_pc: the commit timestamp could not be had */
     PC_INVALID,          /* bad argument (empty or oversized key, zero timestamp) */
     PC_NOMEM,
-    PC_ERROR             /* storage failure; details were logged */
+    PC_ERROR,            /* storage failure; details were logged */
+    PC_SYNC_FAILED,      /* committed in memory, but the log flush failed: the
+                            commit stays invisible, and the process must stop
+                            (recovery then decides from the log what survived) */
+    PC_RETRY             /* internal: the WiredTiger transaction hit WT_ROLLBACK;
+                            the engine runs it again and never returns this */
 } pc_rc;
 
 const char *pc_rc_name(pc_rc rc);
@@ -65,8 +70,9 @@ void pc_session_close(pc_session *s);
 
 /* Waits until everything this process committed so far is in the log on
  * disk (fsync when the engine was opened with sync=1). Concurrent callers
- * share one flush: group commit. Call it after a commit point. */
+ * share one flush: group commit. PC_SYNC_FAILED when the flush failed. */
 pc_rc pc_sync(pc_session *s);
+
 
 /* ---- values passed in and out ---- */
 
@@ -108,12 +114,16 @@ typedef struct {
 } pc_lock_view;
 
 /* Why an action could not go on: the lock met (PC_LOCKED), or the newer
- * write (PC_WRITE_CONFLICT: lock.key and commit_ts are set). Self-contained:
+ * write (PC_WRITE_CONFLICT: lock.key and commit_ts are set). A lock with
+ * start_ts 0 is a commit in flight (see pc_wait_in_flight): nothing to
+ * resolve, only to wait for. Self-contained:
  * the views point into the buffers below, so a pc_conflict must not be
  * moved or copied by value (memcpy, realloc): copy one with pc_lock_copy. */
 typedef struct {
     pc_lock_view lock;
     uint64_t commit_ts;
+    uint64_t in_flight_ts;    /* start_ts 0: what pc_wait_in_flight waits for */
+    int in_flight_mode;
     char key_buf[PC_KEY_MAX];
     char primary_buf[PC_KEY_MAX];
     char owner_buf[PC_OWNER_MAX];
@@ -122,6 +132,15 @@ typedef struct {
 /* Copy a lock view (e.g. from pc_lock_scan's callback) into a report that
  * outlives the call. */
 void pc_lock_copy(pc_conflict *dst, const pc_lock_view *src);
+
+/* Durable before visible (docs/DESIGN.md §4.4): a commit stays in the
+ * engine's in-memory table of commits in flight until the log flush that
+ * makes it durable, and no read returns a version still there: such a read
+ * answers PC_LOCKED with an in-flight lock (start_ts 0). Actions never
+ * wait on their own; this waits, at most until deadline_mono_ms
+ * (CLOCK_MONOTONIC milliseconds), for the commit that conflict c reports.
+ * PC_OK: run the action again; PC_LOCKED: still in flight. */
+pc_rc pc_wait_in_flight(pc_session *s, const pc_conflict *c, uint64_t deadline_mono_ms);
 
 /* How the caller judges a lock's owner: dead if owner_alive says so, or if
  * the lock's wall time plus TTL is before now_ms. */
@@ -141,10 +160,18 @@ pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, s
                   pc_conflict *conflict);
 
 /* Commit: replace each key's lock of start_ts by a write record at
- * commit_ts. Idempotent; PC_ROLLED_BACK or PC_LOCK_MISSING otherwise. The
- * commit of the primary alone is the transaction's commit point. */
+ * commit_ts. Idempotent; PC_ROLLED_BACK or PC_LOCK_MISSING otherwise. For
+ * the secondaries (and roll-forward): nothing is synced. */
 pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts,
                 uint64_t commit_ts);
+
+/* The commit point: commit the primary and flush the log, holding the
+ * primary as a commit in flight meanwhile, so that no reader sees the
+ * commit (or rolls a secondary forward from it) before it is durable.
+ * PC_OK: committed and durable; PC_SYNC_FAILED: committed, not durable (the
+ * process must stop); otherwise as pc_commit (nothing committed). */
+pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts,
+                        uint64_t commit_ts);
 
 /* Rollback: remove start_ts's lock and data, leave a rollback record so a
  * late prewrite fails. PC_COMMITTED if a key already committed. */
@@ -188,8 +215,10 @@ typedef int (*pc_ts_fn)(void *arg, uint64_t *ts);
 
 /* One-phase commit: the same conflict checks as prewrite, then the write
  * records at a commit timestamp taken from ts_fn, in one WiredTiger
- * transaction. The keys are held in an in-memory lock table while the
- * timestamp is fetched, so that no snapshot above it reads them early.
+ * transaction, then pc_sync. The keys are held in the table of commits in
+ * flight from before the timestamp is fetched until the flush, so that no
+ * snapshot above it reads them early and no read sees them before they
+ * are durable. PC_OK means durable; PC_SYNC_FAILED as pc_commit_primary.
  *
  * A blind write (txn->start_ts == 0: nothing was read) needs only one
  * timestamp: it commits at ts_fn's timestamp, which is also its start, and
@@ -215,26 +244,34 @@ typedef int (*pc_ts_range_fn)(void *arg, size_t count, uint64_t *first);
  * and keeps its own WiredTiger transaction (one write's conflict fails it
  * alone), but all of them take their timestamps from one ts_fn call. The
  * in-memory locks are taken for every write first (a write whose key is
- * held already, also by an earlier write of the same batch, fails with
- * PC_LOCKED and takes no timestamp), then the timestamps are fetched, then
- * the writes commit in order. Nothing is synced: call pc_sync once after. */
+ * held already, also by an earlier write of the same batch or by a commit
+ * not yet durable, fails with PC_LOCKED and takes no timestamp), then the
+ * timestamps are fetched, then the writes commit in order. Nothing is
+ * synced and the committed writes stay held (invisible to reads): call
+ * pc_sync once, then pc_one_pc_blind_durable. */
 void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_range_fn ts_fn,
                      void *ts_arg);
+/* After a pc_sync that followed pc_one_pc_blind: let the writes that
+ * committed (rc PC_OK) be read. Never call it after a failed pc_sync. */
+void pc_one_pc_blind_durable(pc_session *s, pc_blind_write *const *w, size_t n);
 
 /* ---- reads ---- */
 
 /* Snapshot read at ts. PC_LOCKED (with the lock) when a lock at or below
- * ts is in the way: resolve it or wait, then read again. On PC_NOT_FOUND,
+ * ts is in the way, or a commit in flight (start_ts 0): resolve it or
+ * wait (pc_wait_in_flight), then read again. On PC_NOT_FOUND,
  * *commit_ts is the commit of the delete that removed the key (0 if the
  * key never had a version at or below ts). */
 pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
              pc_conflict *conflict);
 
-/* The latest committed value, without a timestamp: locks of transactions
- * that have not reached their commit point are stepped over, locks whose
- * primary committed are rolled forward first. Never waits. */
+/* The latest durable committed value, without a timestamp: locks of
+ * transactions that have not reached their commit point are stepped over,
+ * locks whose primary committed are rolled forward first. Never waits:
+ * PC_LOCKED (an in-flight lock in *conflict) when the newest commit of the
+ * key is not durable yet. */
 pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
-                    uint64_t *commit_ts);
+                    uint64_t *commit_ts, pc_conflict *conflict);
 
 typedef struct {
     pc_slice key, value;
@@ -272,8 +309,21 @@ typedef struct {
 /* Drop the versions no snapshot at or above safe_point can see: for each
  * key, every version older than the newest put/delete at or below
  * safe_point (that one too when it is a delete), and rollback records below
- * safe_point. Runs in batches of short transactions. */
-pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st);
+ * safe_point. The safe point is lowered below every pinned snapshot, then
+ * raised in memory (new pins below it are refused) and stored durably
+ * before anything is removed; *applied (may be NULL) says where it ended
+ * (0: not raised, nothing done). Runs in batches of short transactions. */
+pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied);
+
+/* The GC safe point: snapshots below it may have lost versions. Kept in
+ * the store, so it survives restarts. */
+uint64_t pc_gc_safe_point(pc_engine *e);
+
+/* Pin a snapshot while a read at ts runs (pc_gc never passes a pinned
+ * ts). PC_INVALID when ts is below the safe point already. Every pin is
+ * undone by one pc_snapshot_unpin. */
+pc_rc pc_snapshot_pin(pc_engine *e, uint64_t ts);
+void pc_snapshot_unpin(pc_engine *e, uint64_t ts);
 
 typedef struct {
     uint64_t data, lock, write, notify;

@@ -10,7 +10,9 @@
  *   at/below: first put                keep
  *   at/below: first delete             drop (nothing older stays for it to hide)
  *   at/below: anything older           drop, with its data row
- * The caller picks safe_point below every snapshot still in use. Work goes
+ * The caller picks safe_point below every snapshot still in use; it is
+ * lowered below every pinned read and stored before anything goes
+ * (snapshots.c). Work goes
  * in batches of keys, one short transaction each, so GC never holds a big
  * transaction open against the foreground.
  */
@@ -151,17 +153,25 @@ static pc_rc gc_batch(pc_session *s, void *arg)
     return PC_OK;
 }
 
-pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st)
+pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied)
 {
-    gc_args *a = calloc(1, sizeof(*a));
     pc_gc_stats scratch = {0};
-    pc_rc rc = PC_OK;
+    uint64_t raised = 0;
+    pc_rc rc;
 
+    if (st != NULL)
+        memset(st, 0, sizeof(*st));
+    if (applied != NULL)
+        *applied = 0;
+    if ((rc = pc_safe_point_raise(s, safe_point, &raised)) != PC_OK || raised == 0)
+        return rc;
+    if (applied != NULL)
+        *applied = raised;
+    gc_args *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return PC_NOMEM;
-    a->safe_point = safe_point;
+    a->safe_point = raised;
     a->st = st ? st : &scratch;
-    memset(a->st, 0, sizeof(*a->st));
     while (!a->done && rc == PC_OK) {
         if ((rc = pc_run_txn(s, gc_batch, a)) != PC_OK)
             break;

@@ -13,8 +13,6 @@
 
 #include "engine.h"
 
-/* Internal result: the WiredTiger transaction hit WT_ROLLBACK; run it again. */
-#define PC_RETRY ((pc_rc)100)
 
 /* Encoded user key: escaped bytes plus a 2-byte terminator, then 8 bytes of
  * inverted timestamp in versioned tables. */
@@ -36,6 +34,12 @@ struct pc_engine {
 
     pc_memlocks *memlocks;        /* one_pc's in-flight keys (memlock.c) */
 
+    /* Snapshots (snapshots.c): the GC safe point and the reads pinned. */
+    pthread_mutex_t snap_mu;
+    _Atomic uint64_t safe_point;
+    uint64_t *pins;               /* one entry per pinned read, unordered */
+    size_t npins, cappins;
+
     /* Observed prefixes (notify.c), replaced as a whole under the rwlock. */
     pthread_rwlock_t notify_mu;
     pc_buf notify_prefixes;       /* [u32 len][bytes]... */
@@ -45,7 +49,7 @@ struct pc_engine {
 struct pc_session {
     pc_engine *e;
     WT_SESSION *wt;
-    WT_CURSOR *data, *lock, *write, *notify;
+    WT_CURSOR *data, *lock, *write, *notify, *meta;
     pc_buf scratch;               /* record encoding, reused */
 };
 
@@ -164,18 +168,45 @@ pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
 /* Is this lock's owner gone, or its wall time + TTL past? */
 bool pc_lock_dead(const pc_lock_rec *r, const pc_liveness *live);
 
-/* ---- memlock.c: one_pc's in-memory locks ---- */
+/* ---- memlock.c: commits in flight (pending, or committed but not durable) ---- */
+
+typedef enum {
+    PC_MEMLOCK_SNAPSHOT = 1, /* a snapshot read at ts: any entry that may land at or below ts */
+    PC_MEMLOCK_COMMITTED,    /* a read that found versions up to ts: committed, not durable */
+    PC_MEMLOCK_ANY           /* a writer that needs the key free */
+} pc_memlock_mode;
 
 pc_rc pc_memlocks_new(pc_memlocks **out);
 void pc_memlocks_free(pc_memlocks *m);
-/* Take all keys for start_ts, or none (PC_LOCKED, *busy names the key). */
+/* Take all keys for start_ts (pending), or none (PC_LOCKED, *busy names
+ * the key): a key with any entry is busy. */
 pc_rc pc_memlock_acquire(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts,
                          size_t *busy);
-void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts);
-/* Wait until no in-memory lock at or below ts covers [start, end) (a point
- * when end is NULL). PC_LOCKED if one stays longer than a few seconds. */
-pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
-                      uint64_t ts);
+/* The acquired keys of start_ts committed at commit_ts: they stay held
+ * until released after the flush. */
+void pc_memlock_committed(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts,
+                          uint64_t commit_ts);
+/* Hold a two-phase commit point (tag commit_ts) while it commits and syncs. */
+pc_rc pc_memlock_hold_commit(pc_memlocks *m, pc_slice key, uint64_t commit_ts);
+void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t tag);
+void pc_memlock_release_key(pc_memlocks *m, pc_slice key, uint64_t tag);
+/* Never waits: true when an entry keeps a read of [start, end) (a point
+ * when point) at ts from going on; c then reports it as an in-flight lock
+ * (start_ts 0) for pc_wait_in_flight. */
+bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
+                        uint64_t ts, pc_memlock_mode mode, pc_conflict *c);
+/* Wait until no entry blocks key at ts, at most until the deadline
+ * (CLOCK_MONOTONIC ms). PC_LOCKED when it is still there. */
+pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice key, uint64_t ts, pc_memlock_mode mode,
+                      uint64_t deadline_mono_ms);
+
+/* ---- snapshots.c ---- */
+
+/* Load the stored safe point (engine open). */
+pc_rc pc_snapshots_load(pc_session *s);
+/* Raise the safe point to at most want, below every pinned read, and store
+ * it durably. *applied: the new safe point, 0 if it was not raised. */
+pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied);
 
 /* ---- read.c: building a pc_items answer ---- */
 

@@ -1,15 +1,26 @@
 /*
- * memlock.c — the in-memory lock table of one-phase commit.
+ * memlock.c — the in-memory table of commits in flight.
  *
- * one_pc writes no lock: it takes its commit timestamp from the oracle and
- * then commits data and write records in one WiredTiger transaction. In
- * between, a reader whose start_ts is above that commit timestamp could
- * read the key, find nothing yet, and later see the commit appear below
- * its snapshot — a non-repeatable read. So one_pc holds its keys here from
- * before it asks for the timestamp until its WiredTiger commit, and
- * snapshot readers at or above its start_ts wait for it (TiKV keeps such
- * in-memory locks for the same reason). Only in-flight one-phase commits
- * are here, so the table is tiny, and readers skip it when it is empty.
+ * Two kinds of entry, both about keys whose newest commit is not yet safe
+ * to read (docs/DESIGN.md §4.4):
+ *
+ *  - pending: a one-phase commit holds its keys from before it asks for
+ *    its commit timestamp until its WiredTiger commit. A reader whose
+ *    snapshot is at or above the commit's start could otherwise read the
+ *    key, find nothing yet, and later see the commit appear below its
+ *    snapshot — a non-repeatable read (TiKV keeps in-memory locks for the
+ *    same reason). A blind write's start is 0: its timestamp is unknown,
+ *    so it blocks every snapshot for that moment.
+ *  - committed, not durable: after the WiredTiger commit the entry stays
+ *    until the log flush that makes the commit durable (pc_sync). No read
+ *    may return a version a crash could still take back: a read that found
+ *    such a version answers PC_LOCKED and waits for the flush instead. The
+ *    commit point of a two-phase commit (its primary) is held the same way.
+ *
+ * Entries are found by (key, tag): the tag is the start_ts given at
+ * acquire (0 for blind writes), or the commit_ts of a two-phase commit
+ * point. Only commits in flight are here, so the table is tiny, and
+ * readers skip it when it is empty.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,17 +29,17 @@
 
 #include "internal.h"
 
-#define MEMLOCK_WAIT_MS 5000
-
 typedef struct {
     uint8_t *key;
     size_t len;
-    uint64_t start_ts;
+    uint64_t tag;         /* identity with the key: see above */
+    uint64_t from_ts;     /* snapshots at or above it must not read the key yet */
+    uint64_t commit_ts;   /* 0: pending; else committed at it, not yet durable */
 } memlock;
 
 struct pc_memlocks {
     pthread_mutex_t mu;
-    pthread_cond_t released;
+    pthread_cond_t released;  /* on CLOCK_MONOTONIC */
     atomic_size_t count;
     memlock *v;
     size_t n, cap;
@@ -36,11 +47,15 @@ struct pc_memlocks {
 
 pc_rc pc_memlocks_new(pc_memlocks **out)
 {
+    pthread_condattr_t ca;
     pc_memlocks *m = calloc(1, sizeof(*m));
     if (m == NULL)
         return PC_NOMEM;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->released, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->released, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_init(&m->count, 0);
     *out = m;
     return PC_OK;
@@ -58,12 +73,45 @@ void pc_memlocks_free(pc_memlocks *m)
     free(m);
 }
 
-static ssize_t find(pc_memlocks *m, pc_slice k)
+static bool same_key(const memlock *l, pc_slice k)
+{
+    return pc_key_cmp(l->key, l->len, k.data, k.len) == 0;
+}
+
+static ssize_t find(pc_memlocks *m, pc_slice k, uint64_t tag)
 {
     for (size_t i = 0; i < m->n; i++)
-        if (pc_key_cmp(m->v[i].key, m->v[i].len, k.data, k.len) == 0)
+        if (m->v[i].tag == tag && same_key(&m->v[i], k))
             return (ssize_t)i;
     return -1;
+}
+
+static bool key_held(pc_memlocks *m, pc_slice k)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (same_key(&m->v[i], k))
+            return true;
+    return false;
+}
+
+/* Append an entry; the caller holds m->mu. */
+static pc_rc add(pc_memlocks *m, pc_slice k, uint64_t tag, uint64_t from_ts, uint64_t commit_ts)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        memlock *v = realloc(m->v, cap * sizeof(*v));
+        if (v == NULL)
+            return PC_NOMEM;
+        m->v = v;
+        m->cap = cap;
+    }
+    uint8_t *copy = malloc(k.len);
+    if (copy == NULL)
+        return PC_NOMEM;
+    memcpy(copy, k.data, k.len);
+    m->v[m->n++] = (memlock){copy, k.len, tag, from_ts, commit_ts};
+    atomic_store(&m->count, m->n);
+    return PC_OK;
 }
 
 pc_rc pc_memlock_acquire(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts,
@@ -74,43 +122,52 @@ pc_rc pc_memlock_acquire(pc_memlocks *m, const pc_mutation *muts, size_t n, uint
 
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++) {
-        if (find(m, muts[i].key) >= 0) {
+        /* Exclusive: a key with any commit in flight is busy. */
+        if (key_held(m, muts[i].key)) {
             *busy = i;
             rc = PC_LOCKED;
             break;
         }
-        if (m->n == m->cap) {
-            size_t cap = m->cap ? m->cap * 2 : 16;
-            memlock *v = realloc(m->v, cap * sizeof(*v));
-            if (v == NULL) {
-                rc = PC_NOMEM;
-                break;
-            }
-            m->v = v;
-            m->cap = cap;
-        }
-        uint8_t *copy = malloc(muts[i].key.len);
-        if (copy == NULL) {
-            rc = PC_NOMEM;
+        if ((rc = add(m, muts[i].key, start_ts, start_ts, 0)) != PC_OK)
             break;
-        }
-        memcpy(copy, muts[i].key.data, muts[i].key.len);
-        m->v[m->n++] = (memlock){copy, muts[i].key.len, start_ts};
         taken++;
     }
-    atomic_store(&m->count, m->n);
     pthread_mutex_unlock(&m->mu);
     if (rc != PC_OK)
         pc_memlock_release(m, muts, taken, start_ts);
     return rc;
 }
 
-void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts)
+pc_rc pc_memlock_hold_commit(pc_memlocks *m, pc_slice key, uint64_t commit_ts)
+{
+    pthread_mutex_lock(&m->mu);
+    pc_rc rc = add(m, key, commit_ts, commit_ts, commit_ts);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+void pc_memlock_committed(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t start_ts,
+                          uint64_t commit_ts)
 {
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++) {
-        ssize_t j = find(m, muts[i].key);
-        if (j < 0 || m->v[j].start_ts != start_ts)
+        ssize_t j = find(m, muts[i].key, start_ts);
+        if (j < 0)
+            continue;
+        /* Older snapshots cannot see it: only those at or above it wait. */
+        m->v[j].from_ts = commit_ts;
+        m->v[j].commit_ts = commit_ts;
+    }
+    pthread_cond_broadcast(&m->released);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t tag)
+{
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++) {
+        ssize_t j = find(m, muts[i].key, tag);
+        if (j < 0)
             continue;
         free(m->v[j].key);
         m->v[j] = m->v[--m->n];
@@ -120,34 +177,76 @@ void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint6
     pthread_mutex_unlock(&m->mu);
 }
 
-static bool blocks(const memlock *l, pc_slice start, const pc_slice *end, bool point, uint64_t ts)
+void pc_memlock_release_key(pc_memlocks *m, pc_slice key, uint64_t tag)
 {
-    if (l->start_ts > ts)
-        return false;
+    pc_mutation one = {.op = PC_OP_PUT, .key = key};
+    pc_memlock_release(m, &one, 1, tag);
+}
+
+/* Does entry l keep a read of [start, end) (a point when point) at ts
+ * from going on? */
+static bool blocks(const memlock *l, pc_slice start, const pc_slice *end, bool point, uint64_t ts,
+                   pc_memlock_mode mode)
+{
+    switch (mode) {
+    case PC_MEMLOCK_SNAPSHOT:
+        if (l->from_ts > ts)
+            return false;
+        break;
+    case PC_MEMLOCK_COMMITTED:
+        if (l->commit_ts == 0 || l->commit_ts > ts)
+            return false;
+        break;
+    case PC_MEMLOCK_ANY:
+        break;
+    }
     if (point)
-        return pc_key_cmp(l->key, l->len, start.data, start.len) == 0;
+        return same_key(l, start);
     if (pc_key_cmp(l->key, l->len, start.data, start.len) < 0)
         return false;
     return end == NULL || end->len == 0 || pc_key_cmp(l->key, l->len, end->data, end->len) < 0;
 }
 
-pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
-                      uint64_t ts)
+/* The first blocking entry's index, or -1; the caller holds m->mu. */
+static ssize_t first_blocking(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
+                              uint64_t ts, pc_memlock_mode mode)
 {
-    struct timespec deadline;
+    for (size_t i = 0; i < m->n; i++)
+        if (blocks(&m->v[i], start, end, point, ts, mode))
+            return (ssize_t)i;
+    return -1;
+}
+
+bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
+                        uint64_t ts, pc_memlock_mode mode, pc_conflict *c)
+{
+    if (atomic_load(&m->count) == 0)
+        return false;
+    pthread_mutex_lock(&m->mu);
+    ssize_t i = first_blocking(m, start, end, point, ts, mode);
+    if (i >= 0 && c != NULL) {
+        /* Report it as a lock of start 0 (nothing to resolve: wait). */
+        pc_slice k = {m->v[i].key, m->v[i].len};
+        pc_lock_rec l = {.op = PC_OP_PUT, .start_ts = 0, .primary = k};
+        pc_conflict_from_lock(c, k, &l);
+        c->in_flight_ts = ts;
+        c->in_flight_mode = (int)mode;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return i >= 0;
+}
+
+pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice key, uint64_t ts, pc_memlock_mode mode,
+                      uint64_t deadline_mono_ms)
+{
+    struct timespec deadline = {.tv_sec = (time_t)(deadline_mono_ms / 1000),
+                                .tv_nsec = (long)(deadline_mono_ms % 1000) * 1000000};
     pc_rc rc = PC_OK;
 
     if (atomic_load(&m->count) == 0)
         return PC_OK;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += MEMLOCK_WAIT_MS / 1000;
     pthread_mutex_lock(&m->mu);
-    for (;;) {
-        bool blocked = false;
-        for (size_t i = 0; i < m->n && !blocked; i++)
-            blocked = blocks(&m->v[i], start, end, point, ts);
-        if (!blocked)
-            break;
+    while (first_blocking(m, key, NULL, true, ts, mode) >= 0) {
         if (pthread_cond_timedwait(&m->released, &m->mu, &deadline) == ETIMEDOUT) {
             rc = PC_LOCKED;
             break;

@@ -136,6 +136,8 @@ void pc_lock_copy(pc_conflict *c, const pc_lock_view *l)
     c->lock.wall_ms = l->wall_ms;
     c->lock.ttl_ms = l->ttl_ms;
     c->commit_ts = 0;
+    c->in_flight_ts = 0;
+    c->in_flight_mode = 0;
     copy_slice(&c->lock.key, c->key_buf, sizeof(c->key_buf), l->key);
     copy_slice(&c->lock.primary, c->primary_buf, sizeof(c->primary_buf), l->primary);
     copy_slice(&c->lock.owner, c->owner_buf, sizeof(c->owner_buf), l->owner);
@@ -156,6 +158,8 @@ void pc_conflict_from_write(pc_conflict *c, pc_slice key, uint64_t commit_ts)
         return;
     memset(&c->lock, 0, sizeof(c->lock));
     c->commit_ts = commit_ts;
+    c->in_flight_ts = 0;
+    c->in_flight_mode = 0;
     copy_slice(&c->lock.key, c->key_buf, sizeof(c->key_buf), key);
     c->lock.primary.data = c->primary_buf;
     c->lock.owner.data = c->owner_buf;

@@ -6,10 +6,12 @@
  * ever written, so there is nothing to clean up after a crash: WiredTiger's
  * atomic commit makes it all or nothing.
  *
- * Two details keep snapshot isolation:
- *  - the keys sit in the in-memory lock table (memlock.c) from before the
- *    commit timestamp is fetched until the commit, so no snapshot above
- *    that timestamp reads them early;
+ * Three details keep snapshot isolation and durability:
+ *  - the keys sit in the in-memory table of commits in flight (memlock.c)
+ *    from before the commit timestamp is fetched until the commit, so no
+ *    snapshot above that timestamp reads them early;
+ *  - they stay there, marked committed, until the log flush that makes the
+ *    commit durable: no read sees a commit a crash could take back;
  *  - each key's lock row is written and erased inside the transaction, so a
  *    concurrent prewrite of the same key collides with it in WiredTiger
  *    (WT_ROLLBACK) instead of slipping past the checks unseen.
@@ -86,6 +88,8 @@ static pc_rc hold_keys(pc_session *s, const pc_mutation *m, size_t n, uint64_t s
     if (rc == PC_LOCKED && conflict != NULL) {
         pc_lock_rec l = {.op = m[busy].op, .start_ts = 0, .primary = m[busy].key};
         pc_conflict_from_lock(conflict, m[busy].key, &l);
+        conflict->in_flight_ts = PC_TS_MAX; /* wait until the key is free */
+        conflict->in_flight_mode = PC_MEMLOCK_ANY;
     }
     return rc;
 }
@@ -118,8 +122,12 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
         rc = PC_INVALID;
         goto out;
     }
-    if ((rc = pc_run_txn(s, one_pc_body, &a)) == PC_OK)
+    if ((rc = pc_run_txn(s, one_pc_body, &a)) == PC_OK) {
         *commit_ts = a.commit_ts;
+        pc_memlock_committed(s->e->memlocks, m, n, txn->start_ts, a.commit_ts);
+        if ((rc = pc_sync(s)) != PC_OK)
+            return rc; /* stays held: never visible, the process must stop */
+    }
 out:
     pc_memlock_release(s->e->memlocks, m, n, txn->start_ts);
     return rc;
@@ -128,7 +136,8 @@ out:
 /* Group commit of blind writes (engine.h). Which rule each step keeps:
  * the keys are held before the timestamps are asked for, as in pc_one_pc;
  * every write gets a timestamp of its own, so two writes of a batch never
- * share a version; a write's keys are let go right after its own commit. */
+ * share a version; a write that failed lets its keys go at once, one that
+ * committed only after the flush (pc_one_pc_blind_durable). */
 void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_range_fn ts_fn,
                      void *ts_arg)
 {
@@ -160,6 +169,16 @@ void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_ra
         } else {
             w[i]->rc = PC_TS_UNAVAILABLE;
         }
-        pc_memlock_release(s->e->memlocks, w[i]->m, w[i]->n, 0);
+        if (w[i]->rc == PC_OK)
+            pc_memlock_committed(s->e->memlocks, w[i]->m, w[i]->n, 0, w[i]->commit_ts);
+        else
+            pc_memlock_release(s->e->memlocks, w[i]->m, w[i]->n, 0);
     }
+}
+
+void pc_one_pc_blind_durable(pc_session *s, pc_blind_write *const *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i]->rc == PC_OK)
+            pc_memlock_release(s->e->memlocks, w[i]->m, w[i]->n, 0);
 }

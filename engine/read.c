@@ -9,6 +9,12 @@
  * §4.2.3): it wants the newest committed value now, so a lock whose
  * primary has not reached its commit point is simply older news, and one
  * whose primary committed is rolled forward first.
+ *
+ * Commits in flight (memlock.c) are checked twice, never waited on here:
+ * before a snapshot read, for a one-phase commit that may still land at or
+ * below ts; after any read, for a version it found that is committed but
+ * not yet durable (docs/DESIGN.md §4.4). Either answers PC_LOCKED with a
+ * lock of start 0, and the caller waits with pc_wait_in_flight.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,40 +55,59 @@ pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *
     get_args a = {key, ts, false, value, commit_ts, conflict};
     pc_rc rc;
 
-    if (!pc_key_ok(key) || ts == 0 || value == NULL || commit_ts == NULL)
+    if (!pc_key_ok(key) || ts == 0 || value == NULL || commit_ts == NULL || conflict == NULL)
         return PC_INVALID;
-    if ((rc = pc_memlock_wait(s->e->memlocks, key, NULL, true, ts)) != PC_OK) {
-        if (conflict != NULL) {
-            pc_lock_rec l = {.op = PC_OP_PUT, .primary = key};
-            pc_conflict_from_lock(conflict, key, &l);
-        }
-        return rc;
-    }
-    return pc_run_txn(s, get_body, &a);
+    if (pc_memlock_blocked(s->e->memlocks, key, NULL, true, ts, PC_MEMLOCK_SNAPSHOT, conflict))
+        return PC_LOCKED;
+    rc = pc_run_txn(s, get_body, &a);
+    if ((rc == PC_OK || rc == PC_NOT_FOUND) &&
+        pc_memlock_blocked(s->e->memlocks, key, NULL, true, ts, PC_MEMLOCK_COMMITTED, conflict))
+        return PC_LOCKED;
+    return rc;
 }
 
-pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
-                    uint64_t *commit_ts)
+pc_rc pc_wait_in_flight(pc_session *s, const pc_conflict *c, uint64_t deadline_mono_ms)
 {
-    pc_conflict c;
+    if (c == NULL || c->lock.start_ts != 0 || c->in_flight_mode == 0)
+        return PC_INVALID;
+    return pc_memlock_wait(s->e->memlocks, c->lock.key, c->in_flight_ts,
+                           (pc_memlock_mode)c->in_flight_mode, deadline_mono_ms);
+}
+
+static pc_rc get_latest(pc_session *s, get_args *a, const pc_liveness *live)
+{
     pc_txn_status st;
-    get_args a = {key, PC_TS_MAX, false, value, commit_ts, &c};
     pc_rc rc;
 
-    if (!pc_key_ok(key) || value == NULL || commit_ts == NULL)
-        return PC_INVALID;
     /* A few rounds at most: each one removes the lock it met. */
     for (int round = 0; round < 8; round++) {
-        if ((rc = pc_run_txn(s, get_body, &a)) != PC_LOCKED)
+        if ((rc = pc_run_txn(s, get_body, a)) != PC_LOCKED)
             return rc;
-        rc = pc_resolve_met_lock(s, &c.lock, live, &st);
+        rc = pc_resolve_met_lock(s, &a->conflict->lock, live, &st);
         if (rc == PC_LOCKED)
             break; /* not committed yet: the newest committed value is below it */
         if (rc != PC_OK)
             return rc;
     }
-    a.ignore_locks = true;
-    return pc_run_txn(s, get_body, &a);
+    a->ignore_locks = true;
+    return pc_run_txn(s, get_body, a);
+}
+
+pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
+                    uint64_t *commit_ts, pc_conflict *conflict)
+{
+    get_args a = {key, PC_TS_MAX, false, value, commit_ts, conflict};
+
+    if (!pc_key_ok(key) || value == NULL || commit_ts == NULL || conflict == NULL)
+        return PC_INVALID;
+    pc_rc rc = get_latest(s, &a, live);
+    /* Whatever it found, the newest commit of the key must be durable
+     * before anybody hears of it. */
+    if ((rc == PC_OK || rc == PC_NOT_FOUND) &&
+        pc_memlock_blocked(s->e->memlocks, key, NULL, true, PC_TS_MAX, PC_MEMLOCK_COMMITTED,
+                           conflict))
+        return PC_LOCKED;
+    return rc;
 }
 
 void pc_items_free(pc_items *it)
@@ -225,15 +250,19 @@ pc_rc pc_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t l
     scan_args a = {start, end, ts, limit, out, conflict};
     pc_rc rc;
 
-    if (ts == 0 || limit == 0 || out == NULL || start.len > PC_KEY_MAX || end.len > PC_KEY_MAX)
+    if (ts == 0 || limit == 0 || out == NULL || conflict == NULL || start.len > PC_KEY_MAX ||
+        end.len > PC_KEY_MAX)
         return PC_INVALID;
-    rc = pc_memlock_wait(s->e->memlocks, start, &end, false, ts);
-    if (rc != PC_OK) {
-        if (conflict != NULL) {
-            pc_lock_rec l = {.op = PC_OP_PUT, .primary = start};
-            pc_conflict_from_lock(conflict, start, &l);
-        }
+    if (pc_memlock_blocked(s->e->memlocks, start, &end, false, ts, PC_MEMLOCK_SNAPSHOT, conflict))
+        return PC_LOCKED;
+    if ((rc = pc_run_txn(s, scan_body, &a)) != PC_OK)
         return rc;
+    /* The items' keys are pointers now; a held key anywhere in the range
+     * is enough to wait (the range is small next to a flush). */
+    if (pc_memlock_blocked(s->e->memlocks, start, &end, false, ts, PC_MEMLOCK_COMMITTED,
+                           conflict)) {
+        pc_items_free(out);
+        return PC_LOCKED;
     }
-    return pc_run_txn(s, scan_body, &a);
+    return PC_OK;
 }

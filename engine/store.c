@@ -18,7 +18,11 @@
 
 #include "internal.h"
 
-static const char *const TABLES[] = {"table:data", "table:lock", "table:write", "table:notify"};
+/* meta holds the engine's own settings that must survive a restart (the
+ * GC safe point, snapshots.c). */
+static const char *const TABLES[] = {"table:data", "table:lock", "table:write", "table:notify",
+                                     "table:meta"};
+#define NTABLES (sizeof(TABLES) / sizeof(TABLES[0]))
 #define TABLE_FORMAT "key_format=u,value_format=u"
 
 const char *pc_rc_name(pc_rc rc)
@@ -35,8 +39,10 @@ const char *pc_rc_name(pc_rc rc)
     case PC_INVALID: return "invalid";
     case PC_NOMEM: return "nomem";
     case PC_ERROR: return "error";
+    case PC_SYNC_FAILED: return "sync_failed";
+    case PC_RETRY: return "retry";
     }
-    return rc == PC_RETRY ? "retry" : "unknown";
+    return "unknown";
 }
 
 uint64_t pc_now_ms(void)
@@ -84,6 +90,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pthread_mutex_init(&e->sync_mu, NULL);
     pthread_cond_init(&e->sync_cv, NULL);
     pthread_rwlock_init(&e->notify_mu, NULL);
+    pthread_mutex_init(&e->snap_mu, NULL);
     if (pc_memlocks_new(&e->memlocks) != PC_OK)
         goto nomem;
 
@@ -107,7 +114,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
         fprintf(stderr, "engine: open_session: %s\n", wiredtiger_strerror(ret));
         goto fail;
     }
-    for (size_t i = 0; i < sizeof(TABLES) / sizeof(TABLES[0]); i++) {
+    for (size_t i = 0; i < NTABLES; i++) {
         if ((ret = ws->create(ws, TABLES[i], TABLE_FORMAT)) != 0) {
             fprintf(stderr, "engine: create %s: %s\n", TABLES[i], wiredtiger_strerror(ret));
             goto fail;
@@ -117,6 +124,17 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
         ws = NULL;
         fprintf(stderr, "engine: session close: %s\n", wiredtiger_strerror(ret));
         goto fail;
+    }
+    pc_session *boot;
+    pc_rc rc = pc_session_open(e, &boot);
+    if (rc == PC_OK) {
+        rc = pc_snapshots_load(boot);
+        pc_session_close(boot);
+    }
+    if (rc != PC_OK) {
+        fprintf(stderr, "engine: cannot read the stored GC safe point\n");
+        pc_engine_close(e);
+        return rc;
     }
     *out = e;
     return PC_OK;
@@ -143,6 +161,8 @@ void pc_engine_close(pc_engine *e)
     pc_memlocks_free(e->memlocks);
     pc_buf_free(&e->notify_prefixes);
     pthread_rwlock_destroy(&e->notify_mu);
+    pthread_mutex_destroy(&e->snap_mu);
+    free(e->pins);
     pthread_cond_destroy(&e->sync_cv);
     pthread_mutex_destroy(&e->sync_mu);
     free(e);
@@ -151,7 +171,7 @@ void pc_engine_close(pc_engine *e)
 pc_rc pc_session_open(pc_engine *e, pc_session **out)
 {
     pc_session *s;
-    WT_CURSOR **cursors[4];
+    WT_CURSOR **cursors[NTABLES];
     int ret;
 
     *out = NULL;
@@ -168,7 +188,8 @@ pc_rc pc_session_open(pc_engine *e, pc_session **out)
     cursors[1] = &s->lock;
     cursors[2] = &s->write;
     cursors[3] = &s->notify;
-    for (size_t i = 0; i < 4; i++) {
+    cursors[4] = &s->meta;
+    for (size_t i = 0; i < NTABLES; i++) {
         if ((ret = s->wt->open_cursor(s->wt, TABLES[i], NULL, NULL, cursors[i])) != 0) {
             pc_wt_error(s, ret, "open_cursor");
             pc_session_close(s);
@@ -208,8 +229,8 @@ static void retry_pause(int attempt)
  * no page in the meantime. */
 static pc_rc reset_cursors(pc_session *s)
 {
-    WT_CURSOR *all[4] = {s->data, s->lock, s->write, s->notify};
-    for (size_t i = 0; i < 4; i++) {
+    WT_CURSOR *all[NTABLES] = {s->data, s->lock, s->write, s->notify, s->meta};
+    for (size_t i = 0; i < NTABLES; i++) {
         int ret = all[i]->reset(all[i]);
         if (ret != 0)
             return pc_wt_error(s, ret, "cursor reset");

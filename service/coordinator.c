@@ -43,9 +43,9 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
     for (;;) {
         *commit_ts = 0;
         pc_rc rc = pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c);
-        if (rc == PC_OK)
-            rc = pc_sync(ps); /* an error here leaves *commit_ts set */
-        else
+        if (rc == PC_SYNC_FAILED)
+            svc_storage_failed("one-phase commit", rc);
+        if (rc != PC_OK)
             *commit_ts = 0;
         if (rc != PC_LOCKED)
             return rc;
@@ -100,9 +100,36 @@ pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
     return rc;
 }
 
-pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
-                   const pc_mutation *m, size_t n, uint64_t *commit_ts, pc_conflict *c)
+/* Roll back every key's lock of start_ts (after a failed prewrite, or for
+ * a pending commit given up). Failures are left to the janitor. */
+static void rollback_all(pc_session *ps, const char *owner, uint64_t start_ts,
+                         const pc_mutation *m, size_t n)
 {
+    pc_slice keys[BATCH];
+    for (size_t i = 0; i < n; i += BATCH) {
+        size_t k = n - i < BATCH ? n - i : BATCH;
+        for (size_t j = 0; j < k; j++)
+            keys[j] = m[i + j].key;
+        pc_rc r = pc_rollback(ps, keys, k, start_ts);
+        if (r != PC_OK)
+            log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
+                     pc_rc_name(r));
+    }
+}
+
+void coord_rollback(svc *s, pc_session *ps, txn *t, const pc_mutation *m, size_t n)
+{
+    (void)s;
+    if (t->commit_pending)
+        rollback_all(ps, t->id, t->start_ts, m, n);
+    t->commit_pending = false;
+}
+
+pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t n,
+                   uint64_t *commit_ts, pc_conflict *c)
+{
+    const char *owner = tx->id;
+    uint64_t start_ts = tx->start_ts;
     pc_txn_meta t = {
         .start_ts = start_ts,
         .primary = n > 0 ? m[0].key : (pc_slice){NULL, 0},
@@ -117,7 +144,8 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
         *commit_ts = start_ts; /* nothing to write: the snapshot is the answer */
         return PC_OK;
     }
-    if (s->cfg.one_pc && n <= ONE_PC_MAX_KEYS && total_bytes(m, n) <= ONE_PC_MAX_BYTES) {
+    if (!tx->commit_pending && s->cfg.one_pc && n <= ONE_PC_MAX_KEYS &&
+        total_bytes(m, n) <= ONE_PC_MAX_BYTES) {
         rc = one_phase(s, ps, &t, m, n, commit_ts, c);
         if (rc == PC_OK) {
             metrics_inc(s->m.commits_1pc, 1);
@@ -140,15 +168,21 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
     /* No commit timestamp (the oracle is down): keep the locks. The caller
      * may retry the commit (its prewrites are idempotent); if it does not,
      * its session expires and the locks go with their dead owner. Rolling
-     * back here would leave rollback records that fail the retry. */
+     * back here would leave rollback records that fail the retry. From now
+     * on the locks hold these exact values under this primary: the session
+     * takes no more writes until it commits or rolls back (DESIGN §3.3). */
     if (!svc_timestamp(s, commit_ts)) {
         *commit_ts = 0;
+        tx->commit_pending = true;
         return PC_TS_UNAVAILABLE;
     }
 
     /* The commit point: the primary's write record, durable before any
-     * answer. After it the transaction is committed whatever happens. */
-    rc = pc_commit(ps, &m[0].key, 1, start_ts, *commit_ts);
+     * answer and before any reader can see it. After it the transaction
+     * is committed whatever happens. */
+    rc = pc_commit_primary(ps, m[0].key, start_ts, *commit_ts);
+    if (rc == PC_SYNC_FAILED)
+        svc_storage_failed("commit point", rc);
     if (rc != PC_OK) {
         *commit_ts = 0;
         if (rc == PC_LOCK_MISSING)
@@ -156,8 +190,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
         log_warn("commit of %s failed at the primary: %s", owner, pc_rc_name(rc));
         return rc;
     }
-    if ((rc = pc_sync(ps)) != PC_OK)
-        return rc; /* committed (*commit_ts is set), but not known durable */
+    tx->commit_pending = false;
     metrics_inc(s->m.commits_2pc, 1);
     observers_wake(s);
     failpoint(ps, "after_commit_primary");
@@ -183,14 +216,27 @@ pc_rc coord_commit(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
 
 abort:
     *commit_ts = 0;
-    for (size_t i = 0; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
-        for (size_t j = 0; j < k; j++)
-            keys[j] = m[i + j].key;
-        pc_rc r = pc_rollback(ps, keys, k, start_ts);
-        if (r != PC_OK)
-            log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
-                     pc_rc_name(r));
-    }
+    rollback_all(ps, owner, start_ts, m, n);
+    tx->commit_pending = false;
+    return rc;
+}
+
+pc_rc coord_commit_internal(svc *s, pc_session *ps, uint64_t start_ts, const pc_mutation *m,
+                            size_t n, uint64_t *commit_ts, pc_conflict *c)
+{
+    txn *t = sessions_begin(s->sessions, start_ts, s->cfg.lease_ttl_ms);
+    if (t == NULL)
+        return PC_NOMEM;
+    t->internal = true;
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->state, TXN_COMMITTING);
+    pc_rc rc = coord_commit(s, ps, t, m, n, commit_ts, c);
+    /* Nobody will retry it: locks left for a retry go now. */
+    coord_rollback(s, ps, t, m, n);
+    t->commit_ts = rc == PC_OK ? *commit_ts : 0;
+    sessions_end(s->sessions, t, rc == PC_OK ? TXN_COMMITTED : TXN_ABORTED,
+                 rc == PC_OK ? "committed" : "conflict");
+    pthread_mutex_unlock(&t->mu);
+    sessions_release(s->sessions, t);
     return rc;
 }

@@ -12,6 +12,7 @@
 
 static char point[64];
 static unsigned sleep_ms; /* 0: die */
+static bool fail_here;     /* "=error" */
 
 void failpoint_init(void)
 {
@@ -26,12 +27,19 @@ void failpoint_init(void)
     point[n] = '\0';
     if (eq != NULL && strncmp(eq + 1, "sleep:", 6) == 0)
         sleep_ms = (unsigned)strtoul(eq + 7, NULL, 10);
-    log_warn("failpoint armed: %s (%s)", point, sleep_ms ? "sleep" : "crash");
+    fail_here = eq != NULL && strcmp(eq + 1, "error") == 0;
+    log_warn("failpoint armed: %s (%s)", point,
+             fail_here ? "error" : sleep_ms ? "sleep" : "crash");
+}
+
+bool failpoint_fails(const char *name)
+{
+    return fail_here && strcmp(point, name) == 0;
 }
 
 void failpoint(pc_session *ps, const char *name)
 {
-    if (point[0] == '\0' || strcmp(point, name) != 0)
+    if (point[0] == '\0' || strcmp(point, name) != 0 || fail_here)
         return;
     if (sleep_ms > 0) {
         log_warn("failpoint %s: sleeping %u ms", name, sleep_ms);

@@ -163,16 +163,20 @@ static void collect_garbage(janitor *j, pc_session *ps)
     j->sample_ts = ts;
     j->sample_ms = now;
     j->gc_last_ms = now;
-    if (safe <= atomic_load(&s->gc_safe_point))
+    if (safe <= pc_gc_safe_point(s->engine))
         return;
-    /* Reads below the safe point are refused from now on. */
-    atomic_store(&s->gc_safe_point, safe);
+    /* The engine lowers it below every pinned read, stores it, refuses
+     * reads below it from then on, and only then removes versions. */
     pc_gc_stats st;
-    pc_rc rc = pc_gc(ps, safe, &st);
+    pc_rc rc = pc_gc(ps, safe, &st, &safe);
+    if (rc == PC_SYNC_FAILED)
+        svc_storage_failed("gc safe point", rc);
     if (rc != PC_OK) {
         log_warn("janitor: gc: %s", pc_rc_name(rc));
         return;
     }
+    if (safe == 0)
+        return; /* a pinned read kept it where it was */
     metrics_inc(s->m.gc_versions_removed, st.versions_removed);
     metrics_set(s->m.mvcc_versions, (int64_t)(st.versions - st.versions_removed));
     metrics_set(s->m.gc_safe_point, (int64_t)safe);

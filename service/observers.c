@@ -198,18 +198,7 @@ static pc_rc commit_internal(svc *s, pc_session *ps, pc_mutation *m, size_t n)
     pc_conflict c;
     if (!svc_timestamp(s, &start))
         return PC_TS_UNAVAILABLE;
-    txn *t = sessions_begin(s->sessions, start, s->cfg.lease_ttl_ms);
-    if (t == NULL)
-        return PC_NOMEM;
-    t->internal = true;
-    pthread_mutex_lock(&t->mu);
-    atomic_store(&t->state, TXN_COMMITTING);
-    pc_rc rc = coord_commit(s, ps, t->id, start, m, n, &cts, &c);
-    sessions_end(s->sessions, t, rc == PC_OK ? TXN_COMMITTED : TXN_ABORTED,
-                 rc == PC_OK ? "committed" : "conflict");
-    pthread_mutex_unlock(&t->mu);
-    sessions_release(s->sessions, t);
-    return rc;
+    return coord_commit_internal(s, ps, start, m, n, &cts, &c);
 }
 
 pc_rc observers_put(svc *s, pc_session *ps, const char *name, const void *prefix, size_t plen,
@@ -309,8 +298,7 @@ static uint64_t acked_at(svc *s, pc_session *ps, const char *name, const void *k
     pc_conflict c;
     pc_rc rc;
     if (ts == 0) {
-        pc_liveness live = svc_liveness(s);
-        rc = pc_get_latest(ps, k, &live, &v, &cts);
+        rc = rd_get_latest(s, ps, k, &v, &cts, &c, true);
     } else {
         rc = rd_get(s, ps, k, ts, &v, &cts, &c);
     }

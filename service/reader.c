@@ -25,16 +25,24 @@ bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadl
                     unsigned *attempt, pc_rc *rc)
 {
     *rc = PC_LOCKED;
-    /* start_ts 0 marks a one-phase commit's in-memory lock: it lasts one
-     * WiredTiger transaction, there is nothing to resolve. */
-    if (c->lock.start_ts != 0) {
-        pc_rc r = rd_resolve(s, ps, &c->lock);
-        if (r == PC_OK)
+    /* start_ts 0 marks a commit in flight (a one-phase commit, or a commit
+     * waiting for its log flush): nothing to resolve, it ends by itself;
+     * wait for it, never past the deadline. */
+    if (c->lock.start_ts == 0) {
+        if (*attempt == 0)
+            metrics_inc(s->m.lock_waits, 1);
+        (*attempt)++;
+        if (pc_wait_in_flight(ps, c, deadline_ms) == PC_OK)
             return true;
-        if (r != PC_LOCKED) {
-            *rc = r;
-            return false;
-        }
+        metrics_inc(s->m.lock_wait_timeouts, 1);
+        return false;
+    }
+    pc_rc r = rd_resolve(s, ps, &c->lock);
+    if (r == PC_OK)
+        return true;
+    if (r != PC_LOCKED) {
+        *rc = r;
+        return false;
     }
     uint64_t now = time_mono_ms();
     if (now >= deadline_ms) {
@@ -63,6 +71,21 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             break;
     return rc;
+}
+
+pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
+                    pc_conflict *c, bool may_wait)
+{
+    uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+    unsigned attempt = 0;
+    pc_rc rc;
+
+    for (;;) {
+        pc_liveness live = svc_liveness(s);
+        rc = pc_get_latest(ps, key, &live, value, commit_ts, c);
+        if (rc != PC_LOCKED || !may_wait || !rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+            return rc;
+    }
 }
 
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,

@@ -12,6 +12,12 @@
 
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c);
+/* The latest durable value (engine pc_get_latest). A newest commit still
+ * waiting for its log flush is waited for up to --lock-wait-ms when
+ * may_wait, else PC_LOCKED at once (for the event threads: the caller then
+ * hands the request to a worker). */
+pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
+                    pc_conflict *c, bool may_wait);
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *c);
 

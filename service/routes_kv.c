@@ -6,7 +6,10 @@
  * A one-shot write is a whole Percolator transaction run for the client:
  * begin (start_ts), check conditions at start_ts, commit. The client saw
  * nothing before the commit, so a write_conflict is retried here, with a
- * fresh start_ts, a few times.
+ * fresh start_ts, a few times. A blind write (no condition, no read) has
+ * nothing to conflict with: it retries, waiting out locks, until
+ * --lock-wait-ms runs out, and then answers key_locked, never
+ * write_conflict (docs/DESIGN.md §5.2).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +25,14 @@
 #define ONE_SHOT_TRIES 5
 #define MAX_ITEMS 1000 /* per list of /v1/txn: each item may take a 4 KiB key */
 
-static void h_get(httpd_req *req, void *ctx)
+/* GET /v1/kv/{key}. On an event thread (on_worker false) only what
+ * cannot wait runs: a latest read whose value is durable. A ?ts= read (it
+ * may ask the oracle, wait on locks and on commits in flight) or a latest
+ * read that meets a commit still being flushed returns without an answer,
+ * and the route's worker runs it again from the start (docs/DESIGN.md §5:
+ * nothing that waits runs on an event thread). */
+static void get_key(httpd_req *req, svc *s, bool on_worker)
 {
-    svc *s = ctx;
     codec_enc enc;
     char key[SVC_MAX_KEY], ek[KS_MAX];
     size_t klen;
@@ -36,8 +44,9 @@ static void h_get(httpd_req *req, void *ctx)
 
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) ||
-        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts) ||
-        (ts != 0 && !svc_ts_readable(req, s, ts)))
+        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
+        return;
+    if (ts != 0 && !on_worker)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
@@ -45,11 +54,17 @@ static void h_get(httpd_req *req, void *ctx)
     }
     pc_slice k = {ek, ks_user(ek, key, klen)};
     if (ts != 0) {
+        if (!svc_snapshot_begin(req, s, ts))
+            return;
         rc = rd_get(s, ps, k, ts, &v, &cts, &c);
+        svc_snapshot_end(s, ts);
     } else {
         /* The latest committed value: no timestamp, so no oracle needed. */
-        pc_liveness live = svc_liveness(s);
-        rc = pc_get_latest(ps, k, &live, &v, &cts);
+        rc = rd_get_latest(s, ps, k, &v, &cts, &c, on_worker);
+        if (rc == PC_LOCKED && !on_worker) {
+            pc_buf_free(&v);
+            return;
+        }
     }
     if (rc == PC_OK) {
         json_t *jk = codec_to_json(key, klen, enc), *jv = codec_to_json(v.data, v.len, enc);
@@ -67,6 +82,9 @@ static void h_get(httpd_req *req, void *ctx)
     pc_buf_free(&v);
 }
 
+static void f_get(httpd_req *req, void *ctx) { get_key(req, ctx, false); }
+static void h_get(httpd_req *req, void *ctx) { get_key(req, ctx, true); }
+
 static void h_scan(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -78,19 +96,23 @@ static void h_scan(httpd_req *req, void *ctx)
 
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         !parse_scan_range(req, enc, start, &slen, end, &elen, &limit) ||
-        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts) ||
-        (ts != 0 && !svc_ts_readable(req, s, ts)))
+        !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
         return;
-    /* Without ts a scan still reads one consistent snapshot: a fresh one. */
-    if (ts == 0 && !svc_timestamp(s, &ts)) {
+    /* Without ts a scan still reads one consistent snapshot: a fresh one
+     * (far above the GC safe point, which trails by --gc-retention-ms). */
+    bool pinned = ts != 0;
+    if (pinned && !svc_snapshot_begin(req, s, ts))
+        return;
+    if (!pinned && !svc_timestamp(s, &ts)) {
         reply_oracle_unavailable(req);
         return;
     }
-    if ((ps = svc_engine_session(s)) == NULL) {
+    if ((ps = svc_engine_session(s)) == NULL)
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
-        return;
-    }
-    reply_scan_page(req, s, ps, start, slen, end, elen, ts, limit, NULL, enc);
+    else
+        reply_scan_page(req, s, ps, start, slen, end, elen, ts, limit, NULL, enc);
+    if (pinned)
+        svc_snapshot_end(s, ts);
 }
 
 /* ---- one-shot transactions ---- */
@@ -305,18 +327,60 @@ static pc_rc check_condition(svc *s, pc_session *ps, const condition *c, uint64_
     return rc;
 }
 
+/* How a one-shot write that failed with *rc goes on: true to try again.
+ * Only conflicts are retried. A blind write waits a lock out (resolving a
+ * dead owner's) and retries a newer write at once, until the deadline;
+ * past it, whatever stopped it is reported as key_locked. Other one-shot
+ * writes try ONE_SHOT_TRIES times with a short pause. */
+typedef struct {
+    bool blind;
+    uint64_t deadline_ms;
+    unsigned attempt, waits;
+} retry_policy;
+
+static bool retry_one_shot(svc *s, pc_session *ps, retry_policy *p, pc_rc *rc, pc_conflict *c)
+{
+    if (*rc != PC_WRITE_CONFLICT && *rc != PC_LOCKED)
+        return false;
+    p->attempt++;
+    if (!p->blind) {
+        if (p->attempt >= ONE_SHOT_TRIES)
+            return false;
+        time_sleep_ms(1u << (p->attempt - 1));
+        return true;
+    }
+    if (*rc == PC_LOCKED) {
+        pc_rc why = PC_LOCKED;
+        if (rd_handle_lock(s, ps, c, p->deadline_ms, &p->waits, &why))
+            return true;
+        *rc = why;
+        return false;
+    }
+    if (time_mono_ms() < p->deadline_ms)
+        return true;
+    *rc = PC_LOCKED; /* kept busy by newer writes all along: say so */
+    return false;
+}
+
+static retry_policy one_shot_policy(svc *s, const one_shot *o, bool want_reads)
+{
+    return (retry_policy){.blind = o->nconds == 0 && (!want_reads || o->nreads == 0),
+                          .deadline_ms = time_mono_ms() + s->cfg.lock_wait_ms};
+}
+
 /* Run a one-shot transaction and answer the request: conditions and reads
  * at a fresh start_ts, then the commit; retried on conflicts. */
 static void run_one_shot(httpd_req *req, svc *s, one_shot *o, codec_enc enc, bool want_reads)
 {
     pc_session *ps = svc_engine_session(s);
+    retry_policy policy = one_shot_policy(s, o, want_reads);
     char why[128];
 
     if (ps == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         return;
     }
-    for (int attempt = 0;; attempt++) {
+    for (;;) {
         uint64_t start, cts = 0;
         pc_conflict c;
         pc_rc rc = PC_OK;
@@ -364,23 +428,8 @@ static void run_one_shot(httpd_req *req, svc *s, one_shot *o, codec_enc enc, boo
                 json_array_append_new(reads, item);
             }
         }
-        if (rc == PC_OK) {
-            txn *t = sessions_begin(s->sessions, start, s->cfg.lease_ttl_ms);
-            if (t == NULL) {
-                json_decref(reads);
-                httpd_reply_error(req, 500, "internal", NULL, "out of memory");
-                return;
-            }
-            t->internal = true;
-            pthread_mutex_lock(&t->mu);
-            atomic_store(&t->state, TXN_COMMITTING);
-            rc = coord_commit(s, ps, t->id, start, o->writes, o->nwrites, &cts, &c);
-            t->commit_ts = cts;
-            sessions_end(s->sessions, t, rc == PC_OK ? TXN_COMMITTED : TXN_ABORTED,
-                         rc == PC_OK ? "committed" : "conflict");
-            pthread_mutex_unlock(&t->mu);
-            sessions_release(s->sessions, t);
-        }
+        if (rc == PC_OK)
+            rc = coord_commit_internal(s, ps, start, o->writes, o->nwrites, &cts, &c);
         if (rc == PC_OK) {
             metrics_inc(s->m.txn_committed, 1);
             json_t *ans = json_pack("{s:I}", "commit_ts", (json_int_t)cts);
@@ -392,14 +441,10 @@ static void run_one_shot(httpd_req *req, svc *s, one_shot *o, codec_enc enc, boo
         json_decref(reads);
         /* The client saw nothing yet: a conflict is retried with a fresh
          * snapshot (which re-checks the conditions). */
-        if ((rc == PC_WRITE_CONFLICT || rc == PC_LOCKED) && attempt + 1 < ONE_SHOT_TRIES) {
-            time_sleep_ms(1u << attempt);
+        if (retry_one_shot(s, ps, &policy, &rc, &c))
             continue;
-        }
-        metrics_inc(metrics_series_get(s->m.txn_aborted,
-                                       rc == PC_WRITE_CONFLICT ? "write_conflict" : "key_locked",
-                                       NULL),
-                    1);
+        if (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED)
+            metrics_inc(metrics_series_get(s->m.txn_aborted, pc_rc_name(rc), NULL), 1);
         reply_engine(req, s, rc, &c, enc);
         return;
     }
@@ -427,9 +472,10 @@ static void h_txn(httpd_req *req, void *ctx)
 static bool blind_write(httpd_req *req, svc *s, one_shot *o, codec_enc enc)
 {
     pc_session *ps = svc_engine_session(s);
+    retry_policy policy = one_shot_policy(s, o, false);
     if (ps == NULL || !s->cfg.one_pc)
         return false;
-    for (int attempt = 0;; attempt++) {
+    for (;;) {
         uint64_t cts = 0;
         pc_conflict c;
         pc_rc rc = coord_blind_write(s, ps, o->writes, o->nwrites, &cts, &c);
@@ -439,10 +485,8 @@ static bool blind_write(httpd_req *req, svc *s, one_shot *o, codec_enc enc)
             reply_committed(req, s, cts);
             return true;
         }
-        if ((rc == PC_WRITE_CONFLICT || rc == PC_LOCKED) && attempt + 1 < ONE_SHOT_TRIES) {
-            time_sleep_ms(1u << attempt);
+        if (retry_one_shot(s, ps, &policy, &rc, &c))
             continue;
-        }
         reply_engine(req, s, rc, &c, enc);
         return true;
     }
@@ -584,9 +628,10 @@ static void h_delete(httpd_req *req, void *ctx) { single_write(req, ctx, true); 
 
 const httpd_route kv_routes[] = {
     /* A scan asks the oracle and may wait on locks: off the event threads.
-     * Point reads stay on them (the hot path); only ?ts= reads can wait. */
+     * Latest point reads stay on them (the hot path, f_get); whatever may
+     * wait goes to a worker (h_get). */
     {"GET", "/v1/kv", h_scan, "kv_scan", true, NULL},
-    {"GET", "/v1/kv/{key}", h_get, "kv_get", false, NULL},
+    {"GET", "/v1/kv/{key}", h_get, "kv_get", true, f_get},
     /* Blind writes go from the event thread to the committer (f_*); the
      * rest run on a worker (h_*). */
     {"PUT", "/v1/kv/{key}", h_put, "kv_put", false, f_put},

@@ -160,6 +160,21 @@ static void h_get_key(httpd_req *req, void *ctx)
     txn_close(s, t);
 }
 
+/* After a commit that left its prewrite locks (503 with the oracle down),
+ * the locks hold the buffered values under the buffer's first key as the
+ * primary: the buffer must stay as it is until the commit is retried or
+ * rolled back (docs/DESIGN.md §3.3). true when it answered 409. */
+static bool refuse_pending(httpd_req *req, const txn *t)
+{
+    if (!t->commit_pending)
+        return false;
+    httpd_reply_error(req, 409, "commit_pending", NULL,
+                      "a commit of this transaction is pending (its locks are written): "
+                      "retry POST /v1/txns/%s/commit or roll it back; no more writes",
+                      t->id);
+    return true;
+}
+
 /* Buffer one write, answering 413 when the session grows too big. */
 static bool buffer_write(httpd_req *req, svc *s, txn *t, const char *key, size_t klen,
                          bool deleted, const buf *val)
@@ -197,7 +212,7 @@ static void h_put_key(httpd_req *req, void *ctx)
         goto out;
     if ((t = txn_open(req, s, false)) == NULL)
         goto out;
-    if (buffer_write(req, s, t, key, klen, false, &val))
+    if (!refuse_pending(req, t) && buffer_write(req, s, t, key, klen, false, &val))
         httpd_reply_empty(req, 204);
     txn_close(s, t);
 out:
@@ -216,7 +231,7 @@ static void h_delete_key(httpd_req *req, void *ctx)
     if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
         return;
-    if (buffer_write(req, s, t, key, klen, true, NULL))
+    if (!refuse_pending(req, t) && buffer_write(req, s, t, key, klen, true, NULL))
         httpd_reply_empty(req, 204);
     txn_close(s, t);
 }
@@ -274,6 +289,8 @@ static void h_batch(httpd_req *req, void *ctx)
             goto out;
     }
     if ((t = txn_open(req, s, false)) == NULL)
+        goto out;
+    if (nw > 0 && refuse_pending(req, t))
         goto out;
     /* All or nothing: refuse a batch that could push the session over its
      * limit before buffering any of it (counted as if every key were new). */
@@ -402,7 +419,7 @@ static void h_commit(httpd_req *req, void *ctx)
     }
     /* While committing, the owner counts as alive whatever its lease. */
     atomic_store(&t->state, TXN_COMMITTING);
-    pc_rc rc = coord_commit(s, ps, t->id, t->start_ts, m, nm, &cts, &c);
+    pc_rc rc = coord_commit(s, ps, t, m, nm, &cts, &c);
     if (rc == PC_OK) {
         t->commit_ts = cts;
         if (t->claim != NULL)
@@ -410,16 +427,10 @@ static void h_commit(httpd_req *req, void *ctx)
         sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
         reply_committed(req, s, cts);
     } else if (rc == PC_TS_UNAVAILABLE) {
-        atomic_store(&t->state, TXN_ACTIVE); /* nothing happened: commit may be retried */
+        /* Nothing committed: the commit may be retried (with the same
+         * writes, if it left locks: t->commit_pending). */
+        atomic_store(&t->state, TXN_ACTIVE);
         reply_oracle_unavailable(req);
-    } else if (cts != 0) {
-        /* Past the commit point but the log did not sync: the transaction
-         * did commit (its state says so), durability is not known. */
-        t->commit_ts = cts;
-        sessions_end(s->sessions, t, TXN_COMMITTED, "committed");
-        httpd_reply_error(req, 500, "internal", NULL,
-                          "committed at %llu, but the log could not be synced to disk",
-                          (unsigned long long)cts);
     } else {
         const char *why = rc == PC_WRITE_CONFLICT ? "write_conflict"
                           : rc == PC_LOCKED       ? "key_locked"
@@ -441,7 +452,24 @@ static void h_rollback(httpd_req *req, void *ctx)
     txn *t;
     if (!svc_authorized(req, s) || (t = txn_open(req, s, false)) == NULL)
         return;
-    /* Nothing reached the engine yet: writes are buffered until commit. */
+    /* Writes are buffered until commit: nothing reached the engine, unless
+     * a commit is pending, whose locks go now. */
+    if (t->commit_pending) {
+        char *keys = NULL;
+        size_t nm = 0;
+        pc_mutation *m = mutations(t, &keys, &nm);
+        pc_session *ps = svc_engine_session(s);
+        if (m == NULL || ps == NULL) {
+            free(m);
+            free(keys);
+            httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+            txn_close(s, t);
+            return;
+        }
+        coord_rollback(s, ps, t, m, nm);
+        free(m);
+        free(keys);
+    }
     sessions_end(s->sessions, t, TXN_ABORTED, "rollback");
     metrics_inc(metrics_series_get(s->m.txn_aborted, "rollback", NULL), 1);
     httpd_reply_empty(req, 204);

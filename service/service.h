@@ -59,7 +59,6 @@ typedef struct svc {
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
-    _Atomic uint64_t gc_safe_point; /* snapshots below it may have lost versions */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -77,8 +76,16 @@ void svc_close_engine_sessions(svc *s);
  * lease in this run of the service. */
 pc_liveness svc_liveness(svc *s);
 
-/* Answers 400 and returns false when ts is below the GC safe point. */
-bool svc_ts_readable(httpd_req *req, svc *s, uint64_t ts);
+/* A snapshot read at ts (?ts=) begins: answers 400 and returns false when
+ * ts is below the GC safe point or above every timestamp handed out;
+ * otherwise ts is pinned against GC until svc_snapshot_end. */
+bool svc_snapshot_begin(httpd_req *req, svc *s, uint64_t ts);
+void svc_snapshot_end(svc *s, uint64_t ts);
+
+/* The exit status after a storage failure (a failed log flush). */
+#define SVC_EXIT_STORAGE 70
+/* Log and exit at once with SVC_EXIT_STORAGE (never returns). */
+_Noreturn void svc_storage_failed(const char *what, pc_rc rc);
 
 /* A fresh timestamp; false when the oracle cannot be reached. */
 bool svc_timestamp(svc *s, uint64_t *ts);

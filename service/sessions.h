@@ -36,6 +36,9 @@ typedef struct txn {
     txn_write *w;                        /* buffered writes, sorted by key */
     size_t nw, capw, bytes;
     size_t writes;                       /* buffered writes (kept after the end) */
+    bool commit_pending;                 /* a commit left its prewrite locks (the
+                                          * oracle was down): the writes are fixed
+                                          * until it commits or rolls back */
     struct obs_claim *claim;             /* an observer's claim (observers.c) */
     bool internal;                       /* the service's own (one-shot writes):
                                           * forgotten as soon as it ends */

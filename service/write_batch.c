@@ -18,9 +18,17 @@
  *                 a write that failed wrote nothing and is answered at
  *                 once (its done() runs here).
  *   syncer     4. takes every round passed so far, one pc_sync (a single
- *                 log flush makes all of them durable), then hands each
+ *                 log flush makes all of them durable), lets the engine
+ *                 show them to readers (pc_one_pc_blind_durable: until then
+ *                 they are commits in flight, invisible), then hands each
  *                 job to its done(): the answers go out only now, so no
- *                 client hears of a write that a crash could take back.
+ *                 client hears of a write that a crash could take back,
+ *                 neither as a writer nor as a reader. A failed flush
+ *                 stops the process (svc_storage_failed).
+ *
+ * A write whose key is still held by an earlier round's write (in flight
+ * until its flush) is put off; when a whole round is put off, the
+ * committer waits for the next flush instead of spinning.
  */
 #include <stdlib.h>
 
@@ -49,6 +57,8 @@ struct write_batch {
     job_list queue;           /* submitted, not yet committed */
     job_list synced;          /* committed (or failed), waiting for the flush */
     bool stop, sync_stop;
+    uint64_t flushes;         /* flushes done by the syncer */
+    size_t unflushed;         /* committed writes not yet flushed and shown */
     int ready, failed;        /* threads that have (not) got a storage session */
     metrics_series *m_round;
 };
@@ -119,7 +129,16 @@ static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
             list_push(w[i]->rc == PC_OK ? &committed : &failed, job[i]);
     }
     pthread_mutex_lock(&b->mu);
+    if (later.head != NULL && committed.head == NULL && failed.head == NULL &&
+        b->unflushed > 0) {
+        /* Only put-off writes: their keys wait for a flush under way. */
+        uint64_t seen = b->flushes;
+        while (b->flushes == seen && b->unflushed > 0)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
     list_prepend(&b->queue, &later);
+    for (wb_job *j = committed.head; j != NULL; j = j->next)
+        b->unflushed++;
     if (committed.head != NULL) {
         list_prepend(&committed, &b->synced); /* keep the order: earlier rounds first */
         b->synced = committed;
@@ -183,21 +202,29 @@ static void *syncer_main(void *arg)
             return NULL;
 
         size_t committed = 0;
+        pc_blind_write *w[64];
         for (wb_job *j = l.head; j != NULL; j = j->next)
             committed++;
-        pc_rc rc = pc_sync(ps);
-        if (rc != PC_OK) {
-            /* Committed but not known to be durable: PC_ERROR with the
-             * commit_ts kept, as coord_commit reports it. */
-            log_error("write batch: log flush failed for %zu commits: %s", committed,
-                      pc_rc_name(rc));
-            for (wb_job *j = l.head; j != NULL; j = j->next)
-                if (j->w.rc == PC_OK)
-                    j->w.rc = rc;
-        } else {
-            metrics_inc(b->s->m.commits_1pc, committed);
-            observers_wake(b->s);
+        /* Tests widen the window between commit and flush here, or fail
+         * the flush. */
+        failpoint(ps, "write_batch_sync");
+        pc_rc rc = failpoint_fails("write_batch_sync") ? PC_SYNC_FAILED : pc_sync(ps);
+        if (rc != PC_OK)
+            svc_storage_failed("write batch flush", rc);
+        /* Durable: readers may see them now, and only now their writers. */
+        for (wb_job *j = l.head; j != NULL;) {
+            size_t k = 0;
+            for (; j != NULL && k < sizeof(w) / sizeof(w[0]); j = j->next)
+                w[k++] = &j->w;
+            pc_one_pc_blind_durable(ps, w, k);
         }
+        metrics_inc(b->s->m.commits_1pc, committed);
+        observers_wake(b->s);
+        pthread_mutex_lock(&b->mu);
+        b->unflushed -= committed;
+        b->flushes++;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
         for (wb_job *j = l.head, *next; j != NULL; j = next) {
             next = j->next; /* done() frees j */
             j->done(j);

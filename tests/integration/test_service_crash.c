@@ -32,21 +32,6 @@
 
 #define NKEYS 6
 
-static json_t *must(tl_stack *st, const char *method, const char *path, const char *body,
-                    long want)
-{
-    json_t *j;
-    long status = tl_try_call(st, method, path, body, &j);
-    if (status != want) {
-        char *d = j ? json_dumps(j, 0) : NULL;
-        print_error("%s %s -> %ld (expected %ld) %s\n", method, path, status, want, d ? d : "");
-        free(d);
-        tl_dump_file(st->svc.log);
-    }
-    assert_int_equal(status, want);
-    return j;
-}
-
 static const char *value_of(json_t *j)
 {
     const char *v = json_string_value(json_object_get(j, "value"));
@@ -56,7 +41,7 @@ static const char *value_of(json_t *j)
 
 static size_t lock_count(tl_stack *st)
 {
-    json_t *j = must(st, "GET", "/v1/locks?limit=1000", NULL, 200);
+    json_t *j = tl_must(st, "GET", "/v1/locks?limit=1000", NULL, 200);
     size_t n = json_array_size(json_object_get(j, "locks"));
     json_decref(j);
     return n;
@@ -94,20 +79,20 @@ static void crash_at(const char *point, bool by_reader)
         snprintf(body + strlen(body), sizeof(body) - strlen(body),
                  "%s{\"key\":\"k%d\",\"value\":\"old\"}", i ? "," : "", i);
     strcat(body, "]}");
-    json_decref(must(&st, "POST", "/v1/txn", body, 200));
+    json_decref(tl_must(&st, "POST", "/v1/txn", body, 200));
 
     /* Restart with the failpoint armed, then commit a transaction. */
     assert_int_equal(tl_service_stop(&st), 0);
     snprintf(st.svc.env[0], sizeof(st.svc.env[0]), "PERCOLATOR_FAILPOINT=%s", point);
     st.svc.nenv = 1;
     assert_int_equal(tl_service_start(&st), 0);
-    json_t *j = must(&st, "POST", "/v1/txns", NULL, 201);
+    json_t *j = tl_must(&st, "POST", "/v1/txns", NULL, 201);
     char id[64];
     snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
     for (int i = 0; i < NKEYS; i++) {
         snprintf(path, sizeof(path), "/v1/txns/%s/keys/k%d", id, i);
-        json_decref(must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
+        json_decref(tl_must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
     }
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
     assert_int_equal(tl_try_call(&st, "POST", path, NULL, NULL), 0); /* no answer: it died */
@@ -122,7 +107,7 @@ static void crash_at(const char *point, bool by_reader)
         assert_true(lock_count(&st) > 0); /* the crash left locks behind */
         /* A snapshot scan meets them first: their owner (of the earlier run)
          * is dead, so they are resolved at once. */
-        j = must(&st, "GET", "/v1/kv?prefix=k", NULL, 200);
+        j = tl_must(&st, "GET", "/v1/kv?prefix=k", NULL, 200);
         json_t *items = json_object_get(j, "items");
         assert_int_equal(json_array_size(items), NKEYS);
         for (size_t i = 0; i < NKEYS; i++)
@@ -141,7 +126,7 @@ static void crash_at(const char *point, bool by_reader)
     }
     for (int i = 0; i < NKEYS; i++) {
         snprintf(path, sizeof(path), "/v1/kv/k%d", i);
-        j = must(&st, "GET", path, NULL, 200);
+        j = tl_must(&st, "GET", path, NULL, 200);
         assert_string_equal(value_of(j), want);
         json_decref(j);
     }
@@ -263,7 +248,7 @@ static void bank_survives_repeated_kill9(void **state)
         snprintf(body + strlen(body), sizeof(body) - strlen(body),
                  "%s{\"key\":\"a%02d\",\"value\":\"1000\"}", i ? "," : "", i);
     strcat(body, "]}");
-    json_decref(must(&BANK, "POST", "/v1/txn", body, 200));
+    json_decref(tl_must(&BANK, "POST", "/v1/txn", body, 200));
 
     pthread_t th[CLIENTS];
     for (intptr_t i = 0; i < CLIENTS; i++)
@@ -282,7 +267,7 @@ static void bank_survives_repeated_kill9(void **state)
 
     /* Abandoned locks go within a lease TTL plus an interval (slack added). */
     assert_true(locks_drain(&BANK, 2000 + 200 + 5000));
-    json_t *j = must(&BANK, "GET", "/v1/kv?prefix=a&limit=100", NULL, 200);
+    json_t *j = tl_must(&BANK, "GET", "/v1/kv?prefix=a&limit=100", NULL, 200);
     json_t *items = json_object_get(j, "items");
     assert_int_equal(json_array_size(items), ACCOUNTS);
     long sum = 0;
@@ -301,7 +286,7 @@ static void bank_survives_repeated_kill9(void **state)
             }
             char path[64];
             snprintf(path, sizeof(path), "/v1/kv/m%%2F%d%%2F%d", c, seq);
-            json_decref(must(&BANK, "GET", path, NULL, m == M_ACKED ? 200 : 404));
+            json_decref(tl_must(&BANK, "GET", path, NULL, m == M_ACKED ? 200 : 404));
             acked += m == M_ACKED;
             refused += m == M_REFUSED;
         }
@@ -322,14 +307,14 @@ static void a_paused_service_gives_sessions_one_more_ttl(void **state)
     tl_stack st;
     char a[64], b[64], path[160];
     assert_int_equal(tl_stack_start(&st, extra), 0);
-    json_t *j = must(&st, "POST", "/v1/txns", NULL, 201);
+    json_t *j = tl_must(&st, "POST", "/v1/txns", NULL, 201);
     snprintf(a, sizeof(a), "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
-    j = must(&st, "POST", "/v1/txns", NULL, 201);
+    j = tl_must(&st, "POST", "/v1/txns", NULL, 201);
     snprintf(b, sizeof(b), "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/p", a);
-    json_decref(must(&st, "PUT", path, "{\"value\":\"v\"}", 204));
+    json_decref(tl_must(&st, "PUT", path, "{\"value\":\"v\"}", 204));
 
     /* Stopped for 2.5 leases: no client could renew meanwhile. */
     assert_int_equal(kill(st.svc.pid, SIGSTOP), 0);
@@ -338,13 +323,13 @@ static void a_paused_service_gives_sessions_one_more_ttl(void **state)
 
     /* a renews right away: it lives, and commits. */
     snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", a);
-    json_decref(must(&st, "POST", path, NULL, 200));
+    json_decref(tl_must(&st, "POST", path, NULL, 200));
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", a);
-    json_decref(must(&st, "POST", path, NULL, 200));
+    json_decref(tl_must(&st, "POST", path, NULL, 200));
     /* b does not renew within the extra TTL: then it expires. */
     time_sleep_ms(1000 + 1500);
     snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", b);
-    json_decref(must(&st, "POST", path, NULL, 410));
+    json_decref(tl_must(&st, "POST", path, NULL, 410));
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
@@ -374,7 +359,7 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
                            "--janitor-interval-ms", "100", NULL};
     tl_stack st;
     assert_int_equal(tl_stack_start(&st, extra), 0);
-    json_decref(must(&st, "POST", "/v1/txn",
+    json_decref(tl_must(&st, "POST", "/v1/txn",
                      "{\"writes\":[{\"key\":\"s1\",\"value\":\"old\"},{\"key\":\"s2\",\"value\":\"old\"}]}",
                      200));
     assert_int_equal(tl_service_stop(&st), 0);
@@ -385,14 +370,14 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
     assert_int_equal(tl_service_start(&st), 0);
 
     committer c = {.st = &st};
-    json_t *j = must(&st, "POST", "/v1/txns", NULL, 201);
+    json_t *j = tl_must(&st, "POST", "/v1/txns", NULL, 201);
     snprintf(c.id, sizeof(c.id), "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
     char path[160];
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/s1", c.id);
-    json_decref(must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
+    json_decref(tl_must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/s2", c.id);
-    json_decref(must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
+    json_decref(tl_must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, commit_thread, &c), 0);
 
@@ -406,13 +391,13 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
     assert_true(tl_service_metric(&st, "percolator_janitor_resolved_total{how=\"rolled_back\"}") >= 2);
     assert_int_equal(lock_count(&st), 0);
     assert_false(atomic_load(&c.done)); /* the owner is alive and still stuck */
-    j = must(&st, "GET", "/v1/kv/s1", NULL, 200);
+    j = tl_must(&st, "GET", "/v1/kv/s1", NULL, 200);
     assert_string_equal(value_of(j), "old");
     json_decref(j);
     /* When the owner wakes up, its commit finds itself rolled back. */
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(c.status, 410);
-    j = must(&st, "GET", "/v1/kv/s2", NULL, 200);
+    j = tl_must(&st, "GET", "/v1/kv/s2", NULL, 200);
     assert_string_equal(value_of(j), "old");
     json_decref(j);
     assert_int_equal(tl_stack_stop(&st), 0);
@@ -432,7 +417,7 @@ static void gc_drops_old_versions_and_reads_stay_right(void **state)
         for (int k = 0; k < 10; k++) {
             snprintf(path, sizeof(path), "/v1/kv/g%d", k);
             snprintf(body, sizeof(body), "{\"value\":\"%d\"}", round);
-            json_t *j = must(&st, "PUT", path, body, 200);
+            json_t *j = tl_must(&st, "PUT", path, body, 200);
             if (first_ts == 0)
                 first_ts = json_integer_value(json_object_get(j, "commit_ts"));
             json_decref(j);
@@ -454,13 +439,13 @@ static void gc_drops_old_versions_and_reads_stay_right(void **state)
     assert_true(tl_service_metric(&st, "percolator_gc_versions_removed_total") >= 290);
     for (int k = 0; k < 10; k++) {
         snprintf(path, sizeof(path), "/v1/kv/g%d", k);
-        json_t *j = must(&st, "GET", path, NULL, 200);
+        json_t *j = tl_must(&st, "GET", path, NULL, 200);
         assert_string_equal(value_of(j), "29");
         json_decref(j);
     }
     /* A snapshot from before the safe point cannot be read any more. */
     snprintf(path, sizeof(path), "/v1/kv/g0?ts=%lld", (long long)first_ts);
-    json_decref(must(&st, "GET", path, NULL, 400));
+    json_decref(tl_must(&st, "GET", path, NULL, 400));
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 

@@ -40,6 +40,11 @@ int tl_oracle_stop(tl_oracle *o)
         return -1;
     int rc = tl_stop(o->pid, 15000);
     o->pid = 0;
+    if (rc != 0) {
+        /* Not a clean stop: the log says why. */
+        fprintf(stderr, "testlib: the oracle exited with status %d\n", rc);
+        tl_dump_file(o->log);
+    }
     return rc;
 }
 

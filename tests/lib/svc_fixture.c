@@ -151,6 +151,20 @@ json_t *tl_expect(tl_stack *st, const char *method, const char *path, const char
     return j;
 }
 
+json_t *tl_must(tl_stack *st, const char *method, const char *path, const char *body, long want)
+{
+    json_t *j;
+    long status = tl_try_call(st, method, path, body, &j);
+    if (status != want) {
+        char *d = j ? json_dumps(j, 0) : NULL;
+        print_error("%s %s -> %ld (expected %ld) %s\n", method, path, status, want, d ? d : "");
+        free(d);
+        tl_dump_file(st->svc.log);
+    }
+    assert_int_equal(status, want);
+    return j;
+}
+
 double tl_service_metric(tl_stack *st, const char *name)
 {
     char url[128];

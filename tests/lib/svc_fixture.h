@@ -56,6 +56,9 @@ long tl_try_call(tl_stack *st, const char *method, const char *path, const char 
 /* tl_call that asserts the status (printing the answer when it differs). */
 json_t *tl_expect(tl_stack *st, const char *method, const char *path, const char *body,
                   long want);
+/* tl_try_call that asserts the status; on a mismatch it prints the answer
+ * and the service's log (for requests around crashes and restarts). */
+json_t *tl_must(tl_stack *st, const char *method, const char *path, const char *body, long want);
 /* A sample of the service's /metrics; a series not created yet counts as 0. */
 double tl_service_metric(tl_stack *st, const char *name);
 

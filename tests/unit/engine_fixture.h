@@ -122,6 +122,17 @@ static inline pc_mutation DEL(const char *k)
     return (pc_mutation){.op = PC_OP_DELETE, .key = S(k)};
 }
 
+/* Prewrite and commit one key (a one-key 2PC transaction). */
+static inline void fx_put_committed(fx *f, const char *key, const char *value, uint64_t start,
+                                    uint64_t commit)
+{
+    pc_txn_meta t = fx_meta(start, key);
+    pc_mutation m = PUT(key, value);
+    pc_slice k = S(key);
+    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
+}
+
 /* Snapshot read of a string value: returns rc; value copied to out. */
 static inline pc_rc fx_get(fx *f, const char *key, uint64_t ts, char *out, size_t cap)
 {

@@ -5,16 +5,6 @@
 #include "engine_fixture.h"
 
 /* Commit "key=value" alone at (start, commit). */
-static void put_committed(fx *f, const char *key, const char *value, uint64_t start,
-                          uint64_t commit)
-{
-    pc_txn_meta t = fx_meta(start, key);
-    pc_mutation m = PUT(key, value);
-    pc_slice k = S(key);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
-}
-
 static void prewrite_aborts_on_a_lock_at_any_timestamp(void **state)
 {
     fx *f = *state;
@@ -36,7 +26,7 @@ static void prewrite_aborts_on_a_write_after_start(void **state)
 {
     fx *f = *state;
     pc_conflict c;
-    put_committed(f, "k", "a", 10, 12);
+    fx_put_committed(f, "k", "a", 10, 12);
     pc_txn_meta t11 = fx_meta(11, "k"), t13 = fx_meta(13, "k");
     pc_mutation m = PUT("k", "b");
     assert_int_equal(pc_prewrite(f->s, &t11, &m, 1, &c), PC_WRITE_CONFLICT);
@@ -50,7 +40,7 @@ static void prewrite_aborts_on_a_write_after_start(void **state)
 static void a_conflict_on_one_key_writes_nothing(void **state)
 {
     fx *f = *state;
-    put_committed(f, "b", "old", 10, 12);
+    fx_put_committed(f, "b", "old", 10, 12);
     pc_txn_meta t = fx_meta(11, "a");
     pc_mutation m[3] = {PUT("a", "1"), PUT("b", "2"), PUT("c", "3")};
     assert_int_equal(pc_prewrite(f->s, &t, m, 3, NULL), PC_WRITE_CONFLICT);
@@ -62,7 +52,7 @@ static void read_blocked_by_a_lock_at_or_below_its_ts_only(void **state)
 {
     fx *f = *state;
     char v[32];
-    put_committed(f, "k", "old", 2, 3);
+    fx_put_committed(f, "k", "old", 2, 3);
     pc_txn_meta t = fx_meta(10, "k");
     pc_mutation m = PUT("k", "new");
     assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
@@ -79,8 +69,8 @@ static void no_partial_transaction_is_ever_visible(void **state)
     pc_conflict c;
     pc_txn_status st;
     pc_liveness live = {.now_ms = pc_now_ms()};
-    put_committed(f, "a", "a0", 2, 3);
-    put_committed(f, "b", "b0", 4, 5);
+    fx_put_committed(f, "a", "a0", 2, 3);
+    fx_put_committed(f, "b", "b0", 4, 5);
     pc_txn_meta t = fx_meta(10, "a");
     pc_mutation m[2] = {PUT("a", "a1"), PUT("b", "b1")};
     pc_slice a = S("a");
@@ -173,7 +163,7 @@ static void rollback_of_a_committed_key_fails(void **state)
 {
     fx *f = *state;
     pc_slice k = S("k");
-    put_committed(f, "k", "v", 10, 11);
+    fx_put_committed(f, "k", "v", 10, 11);
     assert_int_equal(pc_rollback(f->s, &k, 1, 10), PC_COMMITTED);
 }
 
@@ -365,13 +355,34 @@ static void a_batch_of_blind_writes_takes_one_timestamp_each_in_one_call(void **
                  "a@101 put start=101 short=1\nb@102 put start=102 short=2\n"
                  "c@102 delete start=102\n");
     assert_table(f, "lock", "");
+    /* Committed, not yet durable: no read may see them, and the key is
+     * still busy for the put-off write. */
     assert_int_equal(fx_get(f, "b", 101, v, sizeof(v)), PC_NOT_FOUND);
+    assert_int_equal(fx_get(f, "b", 102, v, sizeof(v)), PC_LOCKED);
+    pc_buf lv = {0};
+    uint64_t cts;
+    pc_conflict c;
+    pc_liveness live = {.now_ms = pc_now_ms()};
+    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_LOCKED);
+    assert_int_equal(c.lock.start_ts, 0);
+    assert_int_equal(pc_wait_in_flight(f->s, &c, 0), PC_LOCKED); /* deadline passed */
+    pc_one_pc_blind(f->s, &pw[2], 1, range_ts, &o);
+    assert_int_equal(w[2].rc, PC_LOCKED);
+    /* The flush, then they are let go. */
+    assert_int_equal(pc_sync(f->s), PC_OK);
+    pc_one_pc_blind_durable(f->s, pw, 3);
+    assert_int_equal(pc_wait_in_flight(f->s, &c, 0), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_OK);
+    assert_int_equal(cts, 101);
+    pc_buf_free(&lv);
     assert_int_equal(fx_get(f, "b", 102, v, sizeof(v)), PC_OK);
     assert_string_equal(v, "2");
-    /* Every in-memory lock was let go: the put-off write goes through now. */
+    /* The put-off write goes through now. */
     pc_one_pc_blind(f->s, &pw[2], 1, range_ts, &o);
     assert_int_equal(w[2].rc, PC_OK);
     assert_int_equal(w[2].commit_ts, 103);
+    assert_int_equal(pc_sync(f->s), PC_OK);
+    pc_one_pc_blind_durable(f->s, &pw[2], 1);
     assert_int_equal(fx_get(f, "a", 103, v, sizeof(v)), PC_OK);
     assert_string_equal(v, "again");
 }
@@ -401,6 +412,8 @@ static void a_conflict_in_a_batch_fails_only_its_own_write(void **state)
     assert_int_equal(w[1].rc, PC_LOCKED);
     assert_int_equal(w[1].conflict.lock.start_ts, t.start_ts);
     assert_int_equal(w[2].rc, PC_WRITE_CONFLICT);
+    assert_int_equal(pc_sync(f->s), PC_OK);
+    pc_one_pc_blind_durable(f->s, pw, 3);
     assert_int_equal(fx_get(f, "x", w[0].commit_ts, v, sizeof(v)), PC_OK);
     assert_int_equal(fx_get(f, "z", 1000, v, sizeof(v)), PC_OK);
     assert_string_equal(v, "0");
@@ -430,22 +443,23 @@ static void latest_read_steps_over_uncommitted_and_rolls_forward_committed(void 
     fx *f = *state;
     pc_buf v = {0};
     uint64_t cts;
+    pc_conflict c;
     pc_liveness live = {.now_ms = pc_now_ms()};
-    put_committed(f, "a", "a0", 2, 3);
-    put_committed(f, "b", "b0", 4, 5);
+    fx_put_committed(f, "a", "a0", 2, 3);
+    fx_put_committed(f, "b", "b0", 4, 5);
 
     /* In flight, before its commit point: the latest value is still a0. */
     pc_txn_meta t = fx_meta(10, "a");
     pc_mutation m[2] = {PUT("a", "a1"), PUT("b", "b1")};
     assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
-    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &v, &cts), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "a0", 2);
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "b0", 2);
     /* Past the commit point: the secondary is rolled forward and read. */
     pc_slice a = S("a");
     assert_int_equal(pc_commit(f->s, &a, 1, 10, 11), PC_OK);
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "b1", 2);
     assert_int_equal(cts, 11);
     assert_table(f, "lock", "");
@@ -457,9 +471,9 @@ static void scan_is_blocked_only_by_locks_in_what_it_returns(void **state)
     fx *f = *state;
     pc_items it = {0};
     pc_conflict c;
-    put_committed(f, "a", "1", 2, 3);
-    put_committed(f, "b", "2", 4, 5);
-    put_committed(f, "m", "3", 6, 7);
+    fx_put_committed(f, "a", "1", 2, 3);
+    fx_put_committed(f, "b", "2", 4, 5);
+    fx_put_committed(f, "m", "3", 6, 7);
     pc_txn_meta t = fx_meta(10, "m");
     pc_mutation m = PUT("m", "4");
     assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);

@@ -321,7 +321,8 @@ static void check_latest(fx *f, int key)
     pc_buf v = {0};
     uint64_t cts = 0;
     pc_liveness live = liveness();
-    pc_rc rc = pc_get_latest(f->s, key_slice(key), &live, &v, &cts);
+    pc_conflict c;
+    pc_rc rc = pc_get_latest(f->s, key_slice(key), &live, &v, &cts, &c);
     const version *want = model_at(key, PC_TS_MAX);
     if (want == NULL) {
         assert_int_equal(rc, PC_NOT_FOUND);

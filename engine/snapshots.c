@@ -1,0 +1,137 @@
+/*
+ * snapshots.c — which snapshots can still be read: the GC safe point and
+ * the reads pinned above it (TiKV's GC safe point, docs/DESIGN.md §4.6).
+ *
+ * GC drops versions that no snapshot at or above the safe point needs, so
+ * a read below it could silently miss a value. Three rules keep reads
+ * honest:
+ *  - the safe point is stored in the meta table and flushed to disk before
+ *    GC removes anything below it, and loaded at open: a restart (clean
+ *    or kill -9) never forgets it;
+ *  - a read at ts pins ts for as long as it runs, and the check "ts is not
+ *    below the safe point" is made under the same mutex that raising the
+ *    safe point takes: GC never passes a pinned read, and a read never
+ *    starts below a safe point that was raised;
+ *  - it only goes up.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char SAFE_POINT_KEY[] = "gc_safe_point";
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+typedef struct {
+    uint64_t value;
+} meta_args;
+
+static pc_rc load_body(pc_session *s, void *arg)
+{
+    meta_args *a = arg;
+    WT_ITEM v;
+    pc_rc rc = pc_cursor_get(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, &v);
+    if (rc == PC_NOT_FOUND) {
+        a->value = 0;
+        return PC_OK;
+    }
+    if (rc != PC_OK)
+        return rc;
+    if (v.size != 8)
+        return PC_ERROR;
+    a->value = get_be64(v.data);
+    return PC_OK;
+}
+
+static pc_rc store_body(pc_session *s, void *arg)
+{
+    meta_args *a = arg;
+    uint8_t v[8];
+    be64(v, a->value);
+    return pc_cursor_put(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, v, 8);
+}
+
+pc_rc pc_snapshots_load(pc_session *s)
+{
+    meta_args a = {0};
+    pc_rc rc = pc_run_txn(s, load_body, &a);
+    if (rc == PC_OK)
+        atomic_store(&s->e->safe_point, a.value);
+    return rc;
+}
+
+uint64_t pc_gc_safe_point(pc_engine *e)
+{
+    return atomic_load(&e->safe_point);
+}
+
+pc_rc pc_snapshot_pin(pc_engine *e, uint64_t ts)
+{
+    pc_rc rc = PC_OK;
+    pthread_mutex_lock(&e->snap_mu);
+    if (ts == 0 || ts < atomic_load(&e->safe_point)) {
+        rc = PC_INVALID;
+    } else if (e->npins == e->cappins) {
+        size_t cap = e->cappins ? e->cappins * 2 : 64;
+        uint64_t *v = realloc(e->pins, cap * sizeof(*v));
+        if (v == NULL)
+            rc = PC_NOMEM;
+        else {
+            e->pins = v;
+            e->cappins = cap;
+        }
+    }
+    if (rc == PC_OK)
+        e->pins[e->npins++] = ts;
+    pthread_mutex_unlock(&e->snap_mu);
+    return rc;
+}
+
+void pc_snapshot_unpin(pc_engine *e, uint64_t ts)
+{
+    pthread_mutex_lock(&e->snap_mu);
+    for (size_t i = 0; i < e->npins; i++) {
+        if (e->pins[i] == ts) {
+            e->pins[i] = e->pins[--e->npins];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->snap_mu);
+}
+
+pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied)
+{
+    pc_engine *e = s->e;
+    *applied = 0;
+    pthread_mutex_lock(&e->snap_mu);
+    for (size_t i = 0; i < e->npins; i++)
+        if (e->pins[i] <= want)
+            want = e->pins[i] - 1;
+    bool raise = want > atomic_load(&e->safe_point);
+    if (raise)
+        atomic_store(&e->safe_point, want); /* from now on reads below it are refused */
+    pthread_mutex_unlock(&e->snap_mu);
+    if (!raise)
+        return PC_OK;
+    /* On disk before the first removal: a restart must not forget it. */
+    meta_args a = {want};
+    pc_rc rc = pc_run_txn(s, store_body, &a);
+    if (rc == PC_OK)
+        rc = pc_sync(s);
+    if (rc == PC_OK)
+        *applied = want;
+    return rc;
+}

@@ -1,0 +1,147 @@
+/*
+ * svc.c — the service's shared context: what every layer above the engine
+ * asks of the service as a whole (service.h): the calling thread's storage
+ * session, timestamps from the oracle, owner liveness for the engine, the
+ * snapshot-read checks, the auth check, and the stop on a storage failure.
+ * main.c only starts and stops.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "service.h"
+#include "sessions.h"
+#include "timeutil.h"
+
+/* ---- engine sessions: one per thread ---- */
+
+static _Thread_local pc_session *tls_session;
+
+pc_session *svc_engine_session(svc *s)
+{
+    if (tls_session != NULL)
+        return tls_session;
+    pc_session *ps;
+    if (pc_session_open(s->engine, &ps) != PC_OK)
+        return NULL;
+    pthread_mutex_lock(&s->es_mu);
+    if (s->nes == s->capes) {
+        size_t cap = s->capes ? s->capes * 2 : 16;
+        pc_session **v = realloc(s->es, cap * sizeof(*v));
+        if (v == NULL) {
+            pthread_mutex_unlock(&s->es_mu);
+            pc_session_close(ps);
+            return NULL;
+        }
+        s->es = v;
+        s->capes = cap;
+    }
+    s->es[s->nes++] = ps;
+    pthread_mutex_unlock(&s->es_mu);
+    tls_session = ps;
+    return ps;
+}
+
+void svc_close_engine_sessions(svc *s)
+{
+    for (size_t i = 0; i < s->nes; i++)
+        pc_session_close(s->es[i]);
+    free(s->es);
+    s->es = NULL;
+    s->nes = s->capes = 0;
+}
+
+/* ---- what the protocol layers ask of the service ---- */
+
+static int owner_alive(void *arg, const void *owner, size_t len)
+{
+    svc *s = arg;
+    return sessions_owner_alive(s->sessions, owner, len, time_wall_ms());
+}
+
+pc_liveness svc_liveness(svc *s)
+{
+    /* Right after a stall of the whole process, lock ages do not count the
+     * time it was stopped: its locks are not stale for that. Read the
+     * session clock first: the first reader after a stall is the one that
+     * notices it (sessions_now), before it judges any lock's age. */
+    sessions_now(s->sessions);
+    uint64_t now = time_wall_ms() - sessions_stall_credit_ms(s->sessions);
+    return (pc_liveness){.now_ms = now, .owner_alive = owner_alive, .arg = s};
+}
+
+bool svc_snapshot_begin(httpd_req *req, svc *s, uint64_t ts)
+{
+    uint64_t now;
+    /* A snapshot above every timestamp handed out so far would not be
+     * repeatable: a commit could still land below it. */
+    if (ts > atomic_load(&s->ts_seen) && !(svc_timestamp(s, &now) && ts <= now)) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "ts %llu is in the future: the oracle has not handed it out yet",
+                          (unsigned long long)ts);
+        return false;
+    }
+    /* Checked and pinned at once: GC cannot pass it while the read runs. */
+    pc_rc rc = pc_snapshot_pin(s->engine, ts);
+    if (rc == PC_OK)
+        return true;
+    if (rc == PC_NOMEM)
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
+    else
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "ts %llu is below the garbage-collection safe point %llu",
+                          (unsigned long long)ts,
+                          (unsigned long long)pc_gc_safe_point(s->engine));
+    return false;
+}
+
+void svc_snapshot_end(svc *s, uint64_t ts)
+{
+    pc_snapshot_unpin(s->engine, ts);
+}
+
+void svc_storage_failed(const char *what, pc_rc rc)
+{
+    /* A failed log flush leaves commits in memory that may or may not be
+     * on disk, and a storage engine that cannot flush will not recover by
+     * itself: stop now, without answering, and let the supervisor restart
+     * the service; recovery from the log then decides what survived, and
+     * no client was told anything else (docs/DESIGN.md §4.4). */
+    log_error("storage failure (%s: %s): stopping at once; restart to recover from the log",
+              what, pc_rc_name(rc));
+    _exit(SVC_EXIT_STORAGE);
+}
+
+bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
+{
+    if (oc_timestamps(s->oracle, count, first) != OC_OK)
+        return false;
+    uint64_t last = *first + count - 1, seen = atomic_load(&s->ts_seen);
+    while (seen < last && !atomic_compare_exchange_weak(&s->ts_seen, &seen, last))
+        ;
+    return true;
+}
+
+bool svc_timestamp(svc *s, uint64_t *ts)
+{
+    return svc_timestamps(s, 1, ts);
+}
+
+bool svc_authorized(httpd_req *req, svc *s)
+{
+    if (s->auth_token == NULL)
+        return true;
+    const char *h = httpd_header(req, "Authorization");
+    size_t want = strlen(s->auth_token);
+    /* Compare every byte whatever the first difference (no timing hint). */
+    unsigned diff = h == NULL || strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != want;
+    for (size_t i = 0; h != NULL && !diff && i < want; i++)
+        diff |= (unsigned)(h[7 + i] ^ s->auth_token[i]);
+    if (diff == 0)
+        return true;
+    httpd_add_header(req, "WWW-Authenticate", "Bearer");
+    httpd_reply_error(req, 401, "unauthorized", NULL,
+                      "this request needs the header Authorization: Bearer <token>");
+    return false;
+}
