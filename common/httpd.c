@@ -954,6 +954,16 @@ static void workers_stop(httpd *h)
     h->nworkers = 0;
 }
 
+/* MHD's accept policy: once stopping, every new connection is closed at
+ * once (httpd_stop, step 1). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    httpd *h = cls;
+    (void)addr;
+    (void)addrlen;
+    return atomic_load(&h->stopping) ? MHD_NO : MHD_YES;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -1067,7 +1077,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h,
+        flags, 0, on_accept, h, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it covers all */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
@@ -1109,15 +1119,14 @@ void httpd_stop(httpd *h, unsigned grace_ms)
     if (!h)
         return;
     /* 0. From now on requests run where they arrive and their replies
-     *    close their connections. */
+     *    close their connections.
+     * 1. Stop accepting: on_accept turns every new connection away (MHD
+     *    closes it at once). Not MHD_quiesce_daemon: with epoll and a
+     *    thread pool, MHD 0.9.75 races its own threads to take the listen
+     *    socket out of their epoll sets, and the loser aborts the process
+     *    (MHD_PANIC "Failed to remove listen FD from epoll set"); seen as
+     *    a SIGABRT on about one stop in a few hundred. */
     atomic_store(&h->stopping, true);
-    /* 1. Stop accepting: MHD gives the listening socket back; closing it
-     *    makes new connection attempts fail at once. */
-    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
-    else
-        log_warn("httpd: could not quiesce; stopping at once");
     /* 2. Let requests in flight finish, bounded. */
     uint64_t deadline = time_mono_ms() + grace_ms;
     while (atomic_load(&h->in_flight) > 0 && time_mono_ms() < deadline)
