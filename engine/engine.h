@@ -267,9 +267,10 @@ pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *
 
 /* The latest durable committed value, without a timestamp: locks of
  * transactions that have not reached their commit point are stepped over,
- * locks whose primary committed are rolled forward first. Never waits:
- * PC_LOCKED (an in-flight lock in *conflict) when the newest commit of the
- * key is not durable yet. */
+ * locks whose primary committed are rolled forward first, and a newest
+ * commit still waiting for its log flush is read under (nobody has been
+ * told of it yet). Never waits; PC_LOCKED (an in-flight lock in
+ * *conflict) only when commits kept landing under it, which is rare. */
 pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
                     uint64_t *commit_ts, pc_conflict *conflict);
 

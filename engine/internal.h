@@ -195,6 +195,8 @@ void pc_memlock_release_key(pc_memlocks *m, pc_slice key, uint64_t tag);
  * (start_ts 0) for pc_wait_in_flight. */
 bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
                         uint64_t ts, pc_memlock_mode mode, pc_conflict *c);
+/* The oldest commit of key that is committed but not yet durable; 0: none. */
+uint64_t pc_memlock_oldest_commit(pc_memlocks *m, pc_slice key);
 /* Wait until no entry blocks key at ts, at most until the deadline
  * (CLOCK_MONOTONIC ms). PC_LOCKED when it is still there. */
 pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice key, uint64_t ts, pc_memlock_mode mode,

@@ -236,6 +236,21 @@ bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, boo
     return i >= 0;
 }
 
+uint64_t pc_memlock_oldest_commit(pc_memlocks *m, pc_slice key)
+{
+    uint64_t oldest = 0;
+    if (atomic_load(&m->count) == 0)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++) {
+        const memlock *l = &m->v[i];
+        if (l->commit_ts != 0 && (oldest == 0 || l->commit_ts < oldest) && same_key(l, key))
+            oldest = l->commit_ts;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return oldest;
+}
+
 pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice key, uint64_t ts, pc_memlock_mode mode,
                       uint64_t deadline_mono_ms)
 {
