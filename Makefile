@@ -5,6 +5,7 @@
 #                   test plain and then under AddressSanitizer + UBSan
 #   make run        start the oracle and the service on 127.0.0.1, data in ./data
 #   make bench      benchmarks (see README)
+#   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
 #   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
 #                   validate the HTTP exchanges the tests recorded
 #   make docker-test  build the image with podman from scratch and run
@@ -18,7 +19,7 @@ CC      ?= cc
 SAN     ?= 0
 
 # The Debian bookworm packages the project needs to build and test.
-DEB_PKGS = gcc make pkg-config curl libwiredtiger-dev wiredtiger \
+DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
            libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev
 
 ifeq ($(SAN),1)
@@ -34,7 +35,16 @@ OPT      = -O2
 endif
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -pthread \
-          -MMD -MP -Icommon -Iengine -Ioracle -Iservice -Itests/lib $(SANFLAGS) $(EXTRA_CFLAGS)
+          -MMD -MP $(SANFLAGS) $(EXTRA_CFLAGS)
+# Each folder sees only the headers of the layers under it, so that a wrong
+# include does not compile: the engine speaks WiredTiger only, the service
+# speaks engine.h and common/, nothing includes the service.
+INC_engine  = -Iengine
+INC_common  = -Icommon
+INC_oracle  = -Icommon -Ioracle
+INC_service = -Icommon -Iengine -Iservice
+INC_tests   = -Icommon -Iengine -Ioracle -Iservice -Itests/lib
+INC_bench   = $(INC_tests)
 LDFLAGS = -pthread $(SANFLAGS)
 LDLIBS  = -lwiredtiger -lmicrohttpd -ljansson -lcurl -lm
 
@@ -56,13 +66,13 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check unit integration run bench bench-tools bench-oracle clean
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle clean
 .SECONDARY:
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -102,6 +112,7 @@ deps:
 # exchange the integration tests made checked against the OpenAPI spec.
 test: deps
 	$(MAKE) check SAN=0
+	$(MAKE) check-layers SAN=0
 	$(MAKE) check SAN=1
 	$(MAKE) api-check
 
@@ -110,6 +121,12 @@ check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
 	rm -rf $(BUILD)/exchanges && mkdir -p $(BUILD)/exchanges
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) PERCOLATOR_EXCHANGE_DIR=$(abspath $(BUILD))/exchanges \
 	  tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
+
+# check-layers: no call loop between the files of engine/ or service/, the
+# engine calls nothing above it, nothing but the engine calls WiredTiger
+# (scripts/check-layers.sh reads the compiled objects).
+check-layers: $(PROGS)
+	scripts/check-layers.sh $(BUILD)
 
 unit: $(UNIT_BIN)
 	tests/run.sh $(UNIT_BIN)

@@ -8,6 +8,32 @@
  */
 #include "internal.h"
 
+/* A key's lock of start_ts becomes its write record at commit_ts (the
+ * paper's Commit step for one key), marked dirty for observers. */
+pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
+                           uint64_t commit_ts)
+{
+    uint8_t vk[PC_VKEY_MAX];
+    size_t vklen = pc_vkey(vk, key.data, key.len, commit_ts);
+    pc_write_rec w = {
+        .type = lock->op == PC_OP_PUT ? PC_W_PUT : PC_W_DELETE,
+        .start_ts = lock->start_ts,
+        .has_value = lock->has_value,
+        .value = lock->value,
+    };
+    pc_rc rc;
+
+    /* Encode before touching the lock cursor: lock points into it. */
+    s->scratch.len = 0;
+    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
+        return rc;
+    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
+        return rc;
+    if ((rc = pc_cursor_del(s, s->lock, key.data, key.len)) != PC_OK)
+        return rc;
+    return pc_notify_mark(s, key, commit_ts);
+}
+
 typedef struct {
     const pc_slice *keys;
     size_t n;

@@ -55,6 +55,11 @@ struct pc_session {
 
 /* ---- store.c: running actions as WiredTiger transactions ---- */
 
+/* The tables, in the order of pc_session's cursors (data, lock, write,
+ * notify, meta). */
+#define PC_NTABLES 5
+extern const char *const pc_tables[PC_NTABLES];
+
 /* The body of one action; returns PC_OK to commit, anything else to roll
  * back (PC_RETRY: roll back and run again). */
 typedef pc_rc (*pc_txn_body)(pc_session *s, void *arg);
@@ -120,7 +125,7 @@ pc_rc pc_write_decode(const void *p, size_t len, pc_write_rec *r);
 
 pc_rc pc_buf_reserve(pc_buf *b, size_t extra);
 
-/* ---- mvcc.c: lookups the actions share ---- */
+/* ---- mvcc.c: lookups the actions share (none writes) ---- */
 
 /* The lock on key, if any: PC_OK with *r pointing into the lock cursor. */
 pc_rc pc_lock_load(pc_session *s, pc_slice key, pc_lock_rec *r);
@@ -143,6 +148,11 @@ pc_rc pc_find_txn_write(pc_session *s, pc_slice key, uint64_t start_ts, pc_write
 pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_conflict *c,
                         bool *own_lock, bool *own_commit);
 
+/* read.c: pc_get's transaction alone (no check of commits in flight):
+ * PC_LOCKED on a lock at or below ts unless ignore_locks. */
+pc_rc pc_read_txn(pc_session *s, pc_slice key, uint64_t ts, bool ignore_locks, pc_buf *value,
+                  uint64_t *commit_ts, pc_conflict *conflict);
+
 /* The value visible at ts, ignoring locks: PC_OK (appended to value),
  * PC_NOT_FOUND. */
 pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value,
@@ -154,11 +164,12 @@ pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n);
 /* Roll back one key inside the caller's transaction (rollback.c). */
 pc_rc pc_rollback_key(pc_session *s, pc_slice key, uint64_t start_ts);
 
-/* Fill a conflict report from a lock record. */
+/* Fill a conflict report from a lock record (conflict.c). */
 void pc_conflict_from_lock(pc_conflict *c, pc_slice key, const pc_lock_rec *r);
 void pc_conflict_from_write(pc_conflict *c, pc_slice key, uint64_t commit_ts);
 
-/* Write the rollback record of start_ts on key and drop its data. */
+/* Write the rollback record of start_ts on key and drop its data
+ * (rollback.c). */
 pc_rc pc_put_rollback_record(pc_session *s, pc_slice key, uint64_t start_ts);
 
 /* Turn a lock of this key into a write record at commit_ts (commit.c). */
@@ -210,7 +221,7 @@ pc_rc pc_snapshots_load(pc_session *s);
  * it durably. *applied: the new safe point, 0 if it was not raised. */
 pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied);
 
-/* ---- read.c: building a pc_items answer ---- */
+/* ---- items.c: building a pc_items answer ---- */
 
 /* Append an item whose value was already appended to the arena at voff
  * (voff == arena.len: no value). Items hold arena offsets until

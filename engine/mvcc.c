@@ -1,8 +1,8 @@
 /*
  * mvcc.c — the lookups every action is built from: the lock on a key, the
  * record a transaction left in the write column, the value visible at a
- * timestamp, and the two writes that end a lock (commit record, rollback
- * record). All run inside the caller's WiredTiger transaction.
+ * timestamp, and whether a lock's owner is gone. All run inside the
+ * caller's WiredTiger transaction, and none writes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -118,90 +118,6 @@ pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64
             return pc_wt_error(s, ret, "cursor next");
     }
     return PC_NOT_FOUND;
-}
-
-static void copy_slice(pc_slice *dst, char *buf, size_t cap, pc_slice src)
-{
-    size_t n = src.len < cap ? src.len : cap;
-    if (n)
-        memcpy(buf, src.data, n);
-    dst->data = buf;
-    dst->len = n;
-}
-
-void pc_lock_copy(pc_conflict *c, const pc_lock_view *l)
-{
-    c->lock.op = l->op;
-    c->lock.start_ts = l->start_ts;
-    c->lock.wall_ms = l->wall_ms;
-    c->lock.ttl_ms = l->ttl_ms;
-    c->commit_ts = 0;
-    c->in_flight_ts = 0;
-    c->in_flight_mode = 0;
-    copy_slice(&c->lock.key, c->key_buf, sizeof(c->key_buf), l->key);
-    copy_slice(&c->lock.primary, c->primary_buf, sizeof(c->primary_buf), l->primary);
-    copy_slice(&c->lock.owner, c->owner_buf, sizeof(c->owner_buf), l->owner);
-}
-
-void pc_conflict_from_lock(pc_conflict *c, pc_slice key, const pc_lock_rec *r)
-{
-    if (c == NULL)
-        return;
-    pc_lock_view v = {.op = r->op, .start_ts = r->start_ts, .wall_ms = r->wall_ms,
-                      .ttl_ms = r->ttl_ms, .key = key, .primary = r->primary, .owner = r->owner};
-    pc_lock_copy(c, &v);
-}
-
-void pc_conflict_from_write(pc_conflict *c, pc_slice key, uint64_t commit_ts)
-{
-    if (c == NULL)
-        return;
-    memset(&c->lock, 0, sizeof(c->lock));
-    c->commit_ts = commit_ts;
-    c->in_flight_ts = 0;
-    c->in_flight_mode = 0;
-    copy_slice(&c->lock.key, c->key_buf, sizeof(c->key_buf), key);
-    c->lock.primary.data = c->primary_buf;
-    c->lock.owner.data = c->owner_buf;
-}
-
-pc_rc pc_put_rollback_record(pc_session *s, pc_slice key, uint64_t start_ts)
-{
-    uint8_t vk[PC_VKEY_MAX];
-    size_t vklen = pc_vkey(vk, key.data, key.len, start_ts);
-    pc_write_rec w = {.type = PC_W_ROLLBACK, .start_ts = start_ts};
-    pc_rc rc;
-
-    s->scratch.len = 0;
-    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
-        return rc;
-    return pc_cursor_del(s, s->data, vk, vklen);
-}
-
-pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
-                           uint64_t commit_ts)
-{
-    uint8_t vk[PC_VKEY_MAX];
-    size_t vklen = pc_vkey(vk, key.data, key.len, commit_ts);
-    pc_write_rec w = {
-        .type = lock->op == PC_OP_PUT ? PC_W_PUT : PC_W_DELETE,
-        .start_ts = lock->start_ts,
-        .has_value = lock->has_value,
-        .value = lock->value,
-    };
-    pc_rc rc;
-
-    /* Encode before touching the lock cursor: lock points into it. */
-    s->scratch.len = 0;
-    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_del(s, s->lock, key.data, key.len)) != PC_OK)
-        return rc;
-    return pc_notify_mark(s, key, commit_ts);
 }
 
 bool pc_lock_dead(const pc_lock_rec *r, const pc_liveness *live)

@@ -1,14 +1,9 @@
 /*
- * read.c — snapshot reads (seed 003, Figure 6 Get): a lock at or below the
- * read timestamp means a transaction that may commit below it is in
+ * read.c — snapshot reads (the paper, Figure 6 Get): a lock at or below
+ * the read timestamp means a transaction that may commit below it is in
  * flight, so the reader must not guess: it gets the lock back, to resolve
  * or wait on. Otherwise the newest put or delete at or below ts wins;
- * rollback records are stepped over.
- *
- * pc_get_latest is TiKV's point read without a timestamp (seed 001
- * §4.2.3): it wants the newest committed value now, so a lock whose
- * primary has not reached its commit point is simply older news, and one
- * whose primary committed is rolled forward first.
+ * rollback records are stepped over. A leaf: it resolves nothing itself.
  *
  * Commits in flight (memlock.c) are checked twice, never waited on here:
  * before a snapshot read, for a one-phase commit that may still land at or
@@ -49,6 +44,13 @@ static pc_rc get_body(pc_session *s, void *arg)
     return pc_read_at(s, a->key, a->ts, a->value, a->commit_ts);
 }
 
+pc_rc pc_read_txn(pc_session *s, pc_slice key, uint64_t ts, bool ignore_locks, pc_buf *value,
+                  uint64_t *commit_ts, pc_conflict *conflict)
+{
+    get_args a = {key, ts, ignore_locks, value, commit_ts, conflict};
+    return pc_run_txn(s, get_body, &a);
+}
+
 pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
              pc_conflict *conflict)
 {
@@ -74,61 +76,6 @@ pc_rc pc_wait_in_flight(pc_session *s, const pc_conflict *c, uint64_t deadline_m
                            (pc_memlock_mode)c->in_flight_mode, deadline_mono_ms);
 }
 
-static pc_rc get_latest(pc_session *s, get_args *a, const pc_liveness *live)
-{
-    pc_txn_status st;
-    pc_rc rc;
-
-    /* A few rounds at most: each one removes the lock it met. */
-    for (int round = 0; round < 8; round++) {
-        if ((rc = pc_run_txn(s, get_body, a)) != PC_LOCKED)
-            return rc;
-        rc = pc_resolve_met_lock(s, &a->conflict->lock, live, &st);
-        if (rc == PC_LOCKED)
-            break; /* not committed yet: the newest committed value is below it */
-        if (rc != PC_OK)
-            return rc;
-    }
-    a->ignore_locks = true;
-    return pc_run_txn(s, get_body, a);
-}
-
-/* The latest durable value: the newest commit of the key whose log flush
- * is still running has not been acknowledged to anybody, so the read goes
- * below it instead of waiting for it (a hot key under constant writes
- * would otherwise keep its readers waiting round after round). */
-pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
-                    uint64_t *commit_ts, pc_conflict *conflict)
-{
-    get_args a = {key, PC_TS_MAX, false, value, commit_ts, conflict};
-    pc_rc rc = PC_LOCKED;
-
-    if (!pc_key_ok(key) || value == NULL || commit_ts == NULL || conflict == NULL)
-        return PC_INVALID;
-    for (int round = 0; round < 4; round++) {
-        uint64_t in_flight = pc_memlock_oldest_commit(s->e->memlocks, key);
-        a.ts = in_flight != 0 ? in_flight - 1 : PC_TS_MAX;
-        a.ignore_locks = false;
-        rc = get_latest(s, &a, live);
-        /* A commit that became visible meanwhile must be durable before
-         * anybody hears of it: read again below it. */
-        if ((rc != PC_OK && rc != PC_NOT_FOUND) ||
-            !pc_memlock_blocked(s->e->memlocks, key, NULL, true, a.ts, PC_MEMLOCK_COMMITTED,
-                                conflict))
-            return rc;
-    }
-    return PC_LOCKED; /* conflict names the commit in flight: wait for it */
-}
-
-void pc_items_free(pc_items *it)
-{
-    free(it->items);
-    it->items = NULL;
-    it->n = it->cap = 0;
-    pc_buf_free(&it->arena);
-    it->more = 0;
-}
-
 typedef struct {
     pc_slice start, end;
     uint64_t ts;
@@ -136,34 +83,6 @@ typedef struct {
     pc_items *out;
     pc_conflict *conflict;
 } scan_args;
-
-pc_rc pc_items_push(pc_items *out, const void *key, size_t klen, size_t voff, uint64_t ts)
-{
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 16;
-        pc_item *v = realloc(out->items, cap * sizeof(*v));
-        if (v == NULL)
-            return PC_NOMEM;
-        out->items = v;
-        out->cap = cap;
-    }
-    size_t koff = out->arena.len;
-    if (pc_buf_append(&out->arena, key, klen) != PC_OK)
-        return PC_NOMEM;
-    pc_item *it = &out->items[out->n++];
-    it->key = (pc_slice){(const void *)(uintptr_t)koff, klen};
-    it->value = (pc_slice){(const void *)(uintptr_t)voff, koff - voff};
-    it->commit_ts = ts;
-    return PC_OK;
-}
-
-void pc_items_finish(pc_items *out)
-{
-    for (size_t i = 0; i < out->n; i++) {
-        out->items[i].key.data = out->arena.data + (uintptr_t)out->items[i].key.data;
-        out->items[i].value.data = out->arena.data + (uintptr_t)out->items[i].value.data;
-    }
-}
 
 /* The first lock at or below ts on a key in [start, bound). */
 static pc_rc scan_locks(pc_session *s, const scan_args *a, const uint8_t *bound, size_t blen,

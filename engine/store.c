@@ -20,10 +20,8 @@
 
 /* meta holds the engine's own settings that must survive a restart (the
  * GC safe point, snapshots.c). */
-static const char *const TABLES[] = {"table:data", "table:lock", "table:write", "table:notify",
-                                     "table:meta"};
-#define NTABLES (sizeof(TABLES) / sizeof(TABLES[0]))
-#define TABLE_FORMAT "key_format=u,value_format=u"
+const char *const pc_tables[PC_NTABLES] = {"table:data", "table:lock", "table:write",
+                                           "table:notify", "table:meta"};
 
 const char *pc_rc_name(pc_rc rc)
 {
@@ -70,108 +68,10 @@ pc_rc pc_wt_error(pc_session *s, int ret, const char *what)
     return PC_ERROR;
 }
 
-pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
-{
-    char conf[512];
-    pc_engine *e;
-    WT_SESSION *ws = NULL;
-    int ret;
-
-    *out = NULL;
-    if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0')
-        return PC_INVALID;
-    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "engine: cannot create %s: %s\n", cfg->dir, strerror(errno));
-        return PC_ERROR;
-    }
-    if ((e = calloc(1, sizeof(*e))) == NULL)
-        return PC_NOMEM;
-    e->sync = cfg->sync;
-    pthread_mutex_init(&e->sync_mu, NULL);
-    pthread_cond_init(&e->sync_cv, NULL);
-    pthread_rwlock_init(&e->notify_mu, NULL);
-    pthread_mutex_init(&e->snap_mu, NULL);
-    if (pc_memlocks_new(&e->memlocks) != PC_OK)
-        goto nomem;
-
-    /*
-     * The log is on so that commits survive a crash; commits themselves do
-     * not sync (transaction_sync off): pc_sync flushes the log once for a
-     * whole group of committers. Checkpoints bound recovery time and let
-     * old log files be archived.
-     */
-    snprintf(conf, sizeof(conf),
-             "create,cache_size=%s,session_max=2000,"
-             "log=(enabled=true,archive=true,file_max=64MB),"
-             "transaction_sync=(enabled=false),checkpoint=(wait=%d)",
-             cfg->cache_size ? cfg->cache_size : "128MB",
-             cfg->checkpoint_secs > 0 ? cfg->checkpoint_secs : 60);
-    if ((ret = wiredtiger_open(cfg->dir, NULL, conf, &e->conn)) != 0) {
-        fprintf(stderr, "engine: wiredtiger_open %s: %s\n", cfg->dir, wiredtiger_strerror(ret));
-        goto fail;
-    }
-    if ((ret = e->conn->open_session(e->conn, NULL, NULL, &ws)) != 0) {
-        fprintf(stderr, "engine: open_session: %s\n", wiredtiger_strerror(ret));
-        goto fail;
-    }
-    for (size_t i = 0; i < NTABLES; i++) {
-        if ((ret = ws->create(ws, TABLES[i], TABLE_FORMAT)) != 0) {
-            fprintf(stderr, "engine: create %s: %s\n", TABLES[i], wiredtiger_strerror(ret));
-            goto fail;
-        }
-    }
-    if ((ret = ws->close(ws, NULL)) != 0) {
-        ws = NULL;
-        fprintf(stderr, "engine: session close: %s\n", wiredtiger_strerror(ret));
-        goto fail;
-    }
-    pc_session *boot;
-    pc_rc rc = pc_session_open(e, &boot);
-    if (rc == PC_OK) {
-        rc = pc_snapshots_load(boot);
-        pc_session_close(boot);
-    }
-    if (rc != PC_OK) {
-        fprintf(stderr, "engine: cannot read the stored GC safe point\n");
-        pc_engine_close(e);
-        return rc;
-    }
-    *out = e;
-    return PC_OK;
-
-nomem:
-    pc_engine_close(e);
-    return PC_NOMEM;
-fail:
-    if (ws != NULL)
-        ws->close(ws, NULL);
-    pc_engine_close(e);
-    return PC_ERROR;
-}
-
-void pc_engine_close(pc_engine *e)
-{
-    if (e == NULL)
-        return;
-    if (e->conn != NULL) {
-        int ret = e->conn->close(e->conn, NULL);
-        if (ret != 0)
-            fprintf(stderr, "engine: close: %s\n", wiredtiger_strerror(ret));
-    }
-    pc_memlocks_free(e->memlocks);
-    pc_buf_free(&e->notify_prefixes);
-    pthread_rwlock_destroy(&e->notify_mu);
-    pthread_mutex_destroy(&e->snap_mu);
-    free(e->pins);
-    pthread_cond_destroy(&e->sync_cv);
-    pthread_mutex_destroy(&e->sync_mu);
-    free(e);
-}
-
 pc_rc pc_session_open(pc_engine *e, pc_session **out)
 {
     pc_session *s;
-    WT_CURSOR **cursors[NTABLES];
+    WT_CURSOR **cursors[PC_NTABLES];
     int ret;
 
     *out = NULL;
@@ -189,8 +89,8 @@ pc_rc pc_session_open(pc_engine *e, pc_session **out)
     cursors[2] = &s->write;
     cursors[3] = &s->notify;
     cursors[4] = &s->meta;
-    for (size_t i = 0; i < NTABLES; i++) {
-        if ((ret = s->wt->open_cursor(s->wt, TABLES[i], NULL, NULL, cursors[i])) != 0) {
+    for (size_t i = 0; i < PC_NTABLES; i++) {
+        if ((ret = s->wt->open_cursor(s->wt, pc_tables[i], NULL, NULL, cursors[i])) != 0) {
             pc_wt_error(s, ret, "open_cursor");
             pc_session_close(s);
             return PC_ERROR;
@@ -229,8 +129,8 @@ static void retry_pause(int attempt)
  * no page in the meantime. */
 static pc_rc reset_cursors(pc_session *s)
 {
-    WT_CURSOR *all[NTABLES] = {s->data, s->lock, s->write, s->notify, s->meta};
-    for (size_t i = 0; i < NTABLES; i++) {
+    WT_CURSOR *all[PC_NTABLES] = {s->data, s->lock, s->write, s->notify, s->meta};
+    for (size_t i = 0; i < PC_NTABLES; i++) {
         int ret = all[i]->reset(all[i]);
         if (ret != 0)
             return pc_wt_error(s, ret, "cursor reset");

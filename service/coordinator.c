@@ -6,7 +6,6 @@
 #include "coordinator.h"
 #include "failpoint.h"
 #include "log.h"
-#include "observers.h"
 #include "reader.h"
 #include "timeutil.h"
 
@@ -95,7 +94,7 @@ pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
     pc_rc rc = one_phase(s, ps, &t, m, n, commit_ts, c);
     if (rc == PC_OK) {
         metrics_inc(s->m.commits_1pc, 1);
-        observers_wake(s);
+        svc_committed(s);
     }
     return rc;
 }
@@ -149,7 +148,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
         rc = one_phase(s, ps, &t, m, n, commit_ts, c);
         if (rc == PC_OK) {
             metrics_inc(s->m.commits_1pc, 1);
-            observers_wake(s);
+            svc_committed(s);
         }
         return rc;
     }
@@ -192,7 +191,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     }
     tx->commit_pending = false;
     metrics_inc(s->m.commits_2pc, 1);
-    observers_wake(s);
+    svc_committed(s);
     failpoint(ps, "after_commit_primary");
 
     /* Phase two: the secondaries, in batches that break at the half-way
@@ -229,7 +228,7 @@ pc_rc coord_commit_internal(svc *s, pc_session *ps, uint64_t start_ts, const pc_
         return PC_NOMEM;
     t->internal = true;
     pthread_mutex_lock(&t->mu);
-    atomic_store(&t->state, TXN_COMMITTING);
+    sessions_commit_begin(t);
     pc_rc rc = coord_commit(s, ps, t, m, n, commit_ts, c);
     /* Nobody will retry it: locks left for a retry go now. */
     coord_rollback(s, ps, t, m, n);

@@ -202,6 +202,7 @@ int main(int argc, char **argv)
         (s->obs = observers_new()) == NULL)
         goto done;
     sessions_set_end_hook(s->sessions, observers_session_ended, s);
+    s->on_commit = observers_wake;
     init_metrics(s);
     /* The janitor reads the session clock every interval: a longer gap
      * means the whole process stood still. */

@@ -418,7 +418,7 @@ static void h_commit(httpd_req *req, void *ctx)
         goto out;
     }
     /* While committing, the owner counts as alive whatever its lease. */
-    atomic_store(&t->state, TXN_COMMITTING);
+    sessions_commit_begin(t);
     pc_rc rc = coord_commit(s, ps, t, m, nm, &cts, &c);
     if (rc == PC_OK) {
         t->commit_ts = cts;
@@ -429,7 +429,7 @@ static void h_commit(httpd_req *req, void *ctx)
     } else if (rc == PC_TS_UNAVAILABLE) {
         /* Nothing committed: the commit may be retried (with the same
          * writes, if it left locks: t->commit_pending). */
-        atomic_store(&t->state, TXN_ACTIVE);
+        sessions_commit_retry(t);
         reply_oracle_unavailable(req);
     } else {
         const char *why = rc == PC_WRITE_CONFLICT ? "write_conflict"

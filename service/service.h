@@ -59,6 +59,7 @@ typedef struct svc {
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
+    void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -91,6 +92,11 @@ _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
 bool svc_timestamp(svc *s, uint64_t *ts);
 /* count consecutive fresh timestamps from *first on; false as above. */
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first);
+
+/* Every commit calls it once it is durable (coordinator, write batch): the
+ * hook set at start (observers' claim waiters) learns of new writes
+ * without the commit paths knowing who listens. */
+void svc_committed(svc *s);
 
 /* The routes of each resource. */
 extern const httpd_route txn_routes[];

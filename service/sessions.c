@@ -3,6 +3,7 @@
  * global lock), reference counts so a session is never freed under a
  * request that uses it, and leases on the monotonic clock.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -203,8 +204,25 @@ void sessions_set_end_hook(sessions *s, void (*fn)(void *arg, txn *t), void *arg
     s->end_arg = arg;
 }
 
+void sessions_commit_begin(txn *t)
+{
+    assert(atomic_load(&t->state) == TXN_ACTIVE);
+    atomic_store(&t->state, TXN_COMMITTING);
+}
+
+void sessions_commit_retry(txn *t)
+{
+    assert(atomic_load(&t->state) == TXN_COMMITTING);
+    atomic_store(&t->state, TXN_ACTIVE);
+}
+
 void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
 {
+    int from = atomic_load(&t->state);
+    /* Only a running session ends, and only a commit commits. */
+    assert(from == TXN_ACTIVE || from == TXN_COMMITTING);
+    assert(state == TXN_ABORTED || (state == TXN_COMMITTED && from == TXN_COMMITTING));
+    (void)from;
     if (t->claim != NULL && s->end_hook != NULL)
         s->end_hook(s->end_arg, t);
     t->end_reason = reason;

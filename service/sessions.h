@@ -16,6 +16,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * A session's states and the only transitions between them (each made by
+ * one function of sessions.c, which asserts it, with t->mu held):
+ *
+ *   (begin) ------------------------------> ACTIVE       sessions_begin
+ *   ACTIVE ---- a commit starts ----------> COMMITTING   sessions_commit_begin
+ *   COMMITTING -- nothing committed, the
+ *                 commit may be retried ---> ACTIVE       sessions_commit_retry
+ *   COMMITTING -- committed ---------------> COMMITTED    sessions_end
+ *   COMMITTING -- conflict, rolled back ---> ABORTED      sessions_end
+ *   ACTIVE ---- rollback, lease expired ---> ABORTED      sessions_end
+ *
+ * COMMITTED and ABORTED are final. While COMMITTING the owner counts as
+ * alive whatever its lease: its locks are being written or committed.
+ */
 typedef enum { TXN_ACTIVE, TXN_COMMITTING, TXN_COMMITTED, TXN_ABORTED } txn_state;
 
 typedef struct txn_write {
@@ -74,6 +89,10 @@ uint64_t sessions_stall_credit_ms(sessions *s);
 /* Renew the lease; false if it had already run out (the caller then ends
  * the session as expired). Only for active sessions. */
 bool sessions_renew(sessions *s, txn *t);
+/* ACTIVE -> COMMITTING, and back to ACTIVE when the commit committed
+ * nothing and may be retried (the oracle was down). t->mu held. */
+void sessions_commit_begin(txn *t);
+void sessions_commit_retry(txn *t);
 /* End the session: committed or aborted, with the reason. Frees its
  * buffer; call with t->mu held. */
 void sessions_end(sessions *s, txn *t, txn_state state, const char *reason);

@@ -145,3 +145,9 @@ bool svc_authorized(httpd_req *req, svc *s)
                       "this request needs the header Authorization: Bearer <token>");
     return false;
 }
+
+void svc_committed(svc *s)
+{
+    if (s->on_commit != NULL)
+        s->on_commit(s);
+}

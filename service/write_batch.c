@@ -34,7 +34,6 @@
 
 #include "failpoint.h"
 #include "log.h"
-#include "observers.h"
 #include "write_batch.h"
 
 /* Rounds a write may be put off because a key of it was held. A key held
@@ -219,7 +218,7 @@ static void *syncer_main(void *arg)
             pc_one_pc_blind_durable(ps, w, k);
         }
         metrics_inc(b->s->m.commits_1pc, committed);
-        observers_wake(b->s);
+        svc_committed(b->s);
         pthread_mutex_lock(&b->mu);
         b->unflushed -= committed;
         b->flushes++;

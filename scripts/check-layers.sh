@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# scripts/check-layers.sh BUILD_DIR — the layering the design relies on,
+# read off the compiled objects (nm), so it sees calls, not only includes:
+#
+#  1. no file of engine/ or service/ depends, through the functions it
+#     calls, on a file of the same folder that depends back on it: the
+#     call graph of each folder has no loop (tsort finds one if there is);
+#  2. engine/ calls nothing of service/, oracle/ or common/ (it speaks only
+#     WiredTiger and libc), and nothing outside engine/ calls WiredTiger.
+#
+# Prints the graph's size per folder and every loop or breach; exits 1 on any.
+set -u
+B=${1:-build/plain}
+fail=0
+
+# defs FILE.o: the global functions and data it defines
+defs() { nm --defined-only -g "$1" 2>/dev/null | awk '$2 ~ /^[TDBR]$/ {print $3}'; }
+# uses FILE.o: the symbols it needs from elsewhere
+uses() { nm -u "$1" 2>/dev/null | awk '{print $NF}'; }
+
+# edges FOLDER: "a b" when a.o calls something b.o defines (a != b)
+edges() {
+  local dir=$1 o
+  declare -A owner
+  for o in "$B/$dir"/*.o; do
+    for s in $(defs "$o"); do owner[$s]=$(basename "$o" .o); done
+  done
+  for o in "$B/$dir"/*.o; do
+    local me; me=$(basename "$o" .o)
+    for s in $(uses "$o"); do
+      local to=${owner[$s]:-}
+      [ -n "$to" ] && [ "$to" != "$me" ] && echo "$me $to"
+    done
+  done | sort -u
+}
+
+for dir in engine service; do
+  ls "$B/$dir"/*.o >/dev/null 2>&1 || { echo "check-layers: no objects in $B/$dir (build first)"; exit 1; }
+  e=$(edges "$dir")
+  n=$(printf '%s\n' "$e" | grep -c . || true)
+  if out=$(printf '%s\n' "$e" | tsort 2>&1 >/dev/null) && [ -z "$out" ]; then
+    echo "check-layers: $dir/: $n call edges between files, no loop"
+  else
+    echo "check-layers: $dir/: a loop in the call graph:"; printf '%s\n' "$out" | sed 's/^/  /'
+    fail=1
+  fi
+done
+
+# 2. engine/ needs only itself, WiredTiger and the C library.
+for o in "$B"/engine/*.o; do
+  bad=$(uses "$o" | grep -E '^(httpd_|svc_|coord_|rd_|sessions_|observers_|oc_|metrics_|log_|buf_|flags_|time_)' || true)
+  [ -n "$bad" ] && { echo "check-layers: $(basename "$o") (engine) calls outside the engine: $bad"; fail=1; }
+done
+for dir in common service oracle; do
+  for o in "$B/$dir"/*.o; do
+    bad=$(uses "$o" | grep -E '^wiredtiger_' || true)
+    [ -n "$bad" ] && { echo "check-layers: $dir/$(basename "$o") calls WiredTiger: $bad"; fail=1; }
+  done
+done
+[ $fail = 0 ] && echo "check-layers: engine/ speaks only WiredTiger; nothing else calls WiredTiger"
+exit $fail
