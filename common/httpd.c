@@ -737,6 +737,14 @@ static void first_call(httpd_req *rq, const char *method)
     route_request(rq);
     if (!rq->route)
         return;
+    /* Refuse before spending: no body is kept for a request that may not
+     * be made (it is drained, bounded, so that the client reads the 401). */
+    const char *why = NULL;
+    if (!rq->route->def->public && h->cfg.authorize != NULL &&
+        (why = h->cfg.authorize(rq, h->cfg.ctx)) != NULL) {
+        set_early(rq, 401, "unauthorized", "%s", why);
+        return;
+    }
 
     const char *cl = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -755,6 +763,8 @@ static void first_call(httpd_req *rq, const char *method)
 
 static void answer_early(httpd_req *rq)
 {
+    if (rq->early_status == 401)
+        httpd_add_header(rq, "WWW-Authenticate", "Bearer");
     httpd_reply_error(rq, rq->early_status, rq->early_code, NULL, "%s", rq->early_msg);
 }
 

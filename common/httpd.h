@@ -52,6 +52,7 @@ typedef struct httpd_route {
     const char *name;     /* metrics label; NULL: "METHOD pattern" */
     bool blocking;        /* a GET that may wait (locks, the oracle): run it on a
                              handler worker, not on the event thread */
+    bool public;          /* served without the authorize check (health) */
     httpd_handler fast;   /* optional, for writes and blocking GETs: runs first,
                              on the event thread, and must not block. It replies,
                              or hands the request on with httpd_defer, or returns
@@ -68,6 +69,11 @@ typedef struct httpd_config {
     const httpd_route *routes;
     size_t nroutes;
     void *ctx;                    /* passed to every handler */
+    /* Optional: checked as soon as a request's headers are in, before any
+     * body is read, for every route but the public ones. NULL: allowed;
+     * otherwise the reason, and the request is answered 401 unauthorized
+     * (with WWW-Authenticate: Bearer) without running its handler. */
+    const char *(*authorize)(const httpd_req *req, void *ctx);
     metrics_registry *metrics;    /* optional: request counters and latency */
 } httpd_config;
 

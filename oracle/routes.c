@@ -89,9 +89,9 @@ static void handle_metrics(httpd_req *req, void *arg)
 }
 
 static const httpd_route routes[] = {
-    {"POST", "/v1/timestamps", handle_timestamps, NULL, false, NULL},
-    {"GET", "/v1/health", handle_health, NULL, false, NULL},
-    {"GET", "/metrics", handle_metrics, NULL, false, NULL},
+    {.method = "POST", .pattern = "/v1/timestamps", .handler = handle_timestamps},
+    {.method = "GET", .pattern = "/v1/health", .handler = handle_health},
+    {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
 };
 
 const httpd_route *oracle_routes(size_t *n)

@@ -29,7 +29,6 @@
 #include "timeutil.h"
 
 #define PROG "percolator-service"
-#define MAX_ROUTES 64
 
 static const char *const SYNC_MODES[] = {"fsync", "none", NULL};
 
@@ -173,6 +172,7 @@ int main(int argc, char **argv)
     int rc = 1;
     httpd *server = NULL;
     janitor *jan = NULL;
+    httpd_route *routes = NULL;
     pthread_mutex_init(&s->es_mu, NULL);
     failpoint_init();
     limit_malloc_arenas();
@@ -227,12 +227,17 @@ int main(int argc, char **argv)
         goto done;
     }
 
-    httpd_route routes[MAX_ROUTES];
-    size_t n = 0;
+    /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes};
     const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n};
+    size_t n = 0;
     for (size_t g = 0; g < 4; g++)
-        for (size_t i = 0; i < sizes[g] && n < MAX_ROUTES; i++)
+        n += sizes[g];
+    if ((routes = calloc(n, sizeof(*routes))) == NULL)
+        goto done;
+    n = 0;
+    for (size_t g = 0; g < 4; g++)
+        for (size_t i = 0; i < sizes[g]; i++)
             routes[n++] = groups[g][i];
     httpd_config hc = {
         .listen = c->listen,
@@ -242,6 +247,7 @@ int main(int argc, char **argv)
         .nroutes = n,
         .ctx = s,
         .metrics = s->metrics,
+        .authorize = svc_authorize,
     };
     if ((s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
@@ -274,6 +280,7 @@ done:
     sessions_free(s->sessions);
     observers_free(s->obs);
     metrics_registry_free(s->metrics);
+    free(routes);
     free(s->auth_token);
     free(s->openapi);
     if (rc == 0)

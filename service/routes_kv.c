@@ -42,7 +42,7 @@ static void get_key(httpd_req *req, svc *s, bool on_worker)
     pc_session *ps;
     pc_rc rc;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) ||
         !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
         return;
@@ -94,7 +94,7 @@ static void h_scan(httpd_req *req, void *ctx)
     uint64_t limit, ts;
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !parse_scan_range(req, enc, start, &slen, end, &elen, &limit) ||
         !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
         return;
@@ -457,7 +457,7 @@ static void h_txn(httpd_req *req, void *ctx)
     json_t *body;
     one_shot o = {0};
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         (body = httpd_body_json(req)) == NULL)
         return;
     if (parse_txn(req, s, body, enc, &o))
@@ -508,7 +508,7 @@ static bool parse_single(httpd_req *req, svc *s, bool del, single *w)
     one_shot *o = &w->o;
     bool ok = false;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &w->enc) ||
+    if (!codec_encoding(req, &w->enc) ||
         !codec_path_key(req, "key", w->enc, key, &klen))
         return false;
     if (!del || httpd_body(req, NULL)[0] != '\0') {
@@ -630,12 +630,14 @@ const httpd_route kv_routes[] = {
     /* A scan asks the oracle and may wait on locks: off the event threads.
      * Latest point reads stay on them (the hot path, f_get); whatever may
      * wait goes to a worker (h_get). */
-    {"GET", "/v1/kv", h_scan, "kv_scan", true, NULL},
-    {"GET", "/v1/kv/{key}", h_get, "kv_get", true, f_get},
+    {.method = "GET", .pattern = "/v1/kv", .handler = h_scan, .name = "kv_scan", .blocking = true},
+    {.method = "GET", .pattern = "/v1/kv/{key}", .handler = h_get,
+     .name = "kv_get", .blocking = true, .fast = f_get},
     /* Blind writes go from the event thread to the committer (f_*); the
      * rest run on a worker (h_*). */
-    {"PUT", "/v1/kv/{key}", h_put, "kv_put", false, f_put},
-    {"DELETE", "/v1/kv/{key}", h_delete, "kv_delete", false, f_delete},
-    {"POST", "/v1/txn", h_txn, "txn_oneshot", false, NULL},
+    {.method = "PUT", .pattern = "/v1/kv/{key}", .handler = h_put, .name = "kv_put", .fast = f_put},
+    {.method = "DELETE", .pattern = "/v1/kv/{key}", .handler = h_delete,
+     .name = "kv_delete", .fast = f_delete},
+    {.method = "POST", .pattern = "/v1/txn", .handler = h_txn, .name = "txn_oneshot"},
 };
 const size_t kv_routes_n = sizeof(kv_routes) / sizeof(kv_routes[0]);

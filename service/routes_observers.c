@@ -32,7 +32,7 @@ static void h_put(httpd_req *req, void *ctx)
     pc_session *ps;
     bool created = false;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) || !name_param(req, name) ||
+    if (!codec_encoding(req, &enc) || !name_param(req, name) ||
         (body = httpd_body_json(req)) == NULL)
         return;
     p = json_object_get(body, "prefix");
@@ -67,7 +67,7 @@ static void h_delete(httpd_req *req, void *ctx)
     char name[OBS_NAME_MAX + 1];
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !name_param(req, name))
+    if (!name_param(req, name))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
@@ -88,7 +88,7 @@ static void h_list(httpd_req *req, void *ctx)
     codec_enc enc;
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc))
+    if (!codec_encoding(req, &enc))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
@@ -112,7 +112,7 @@ static void h_claim(httpd_req *req, void *ctx)
     json_t *item = NULL;
     bool no_observer = false;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) || !name_param(req, name) ||
+    if (!codec_encoding(req, &enc) || !name_param(req, name) ||
         !codec_query_u64(req, "wait_ms", 0, 0, 60000, &wait_ms))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
@@ -133,9 +133,12 @@ static void h_claim(httpd_req *req, void *ctx)
 }
 
 const httpd_route observer_routes[] = {
-    {"GET", "/v1/observers", h_list, "observers_list", true, NULL},
-    {"PUT", "/v1/observers/{name}", h_put, "observer_put", false, NULL},
-    {"DELETE", "/v1/observers/{name}", h_delete, "observer_delete", false, NULL},
-    {"POST", "/v1/observers/{name}/claim", h_claim, "observer_claim", false, NULL},
+    {.method = "GET", .pattern = "/v1/observers", .handler = h_list,
+     .name = "observers_list", .blocking = true},
+    {.method = "PUT", .pattern = "/v1/observers/{name}", .handler = h_put, .name = "observer_put"},
+    {.method = "DELETE", .pattern = "/v1/observers/{name}", .handler = h_delete,
+     .name = "observer_delete"},
+    {.method = "POST", .pattern = "/v1/observers/{name}/claim", .handler = h_claim,
+     .name = "observer_claim"},
 };
 const size_t observer_routes_n = sizeof(observer_routes) / sizeof(observer_routes[0]);

@@ -26,8 +26,6 @@ static void h_metrics(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     buf out = BUF_INIT;
-    if (!svc_authorized(req, s))
-        return;
     if (metrics_render(s->metrics, &out) != 0) {
         buf_free(&out);
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
@@ -70,7 +68,7 @@ static void h_locks(httpd_req *req, void *ctx)
     uint64_t limit;
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !codec_query_u64(req, "limit", 100, 1, 10000, &limit))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
@@ -93,8 +91,6 @@ static void h_locks(httpd_req *req, void *ctx)
 static void h_openapi(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
-    if (!svc_authorized(req, s))
-        return;
     if (s->openapi == NULL) {
         httpd_reply_error(req, 404, "not_found", NULL, "the OpenAPI spec was not found at start-up");
         return;
@@ -103,9 +99,11 @@ static void h_openapi(httpd_req *req, void *ctx)
 }
 
 const httpd_route ops_routes[] = {
-    {"GET", "/v1/health", h_health, "health", true, NULL}, /* asks the oracle */
-    {"GET", "/metrics", h_metrics, "metrics", false, NULL},
-    {"GET", "/v1/locks", h_locks, "locks", true, NULL},
-    {"GET", "/openapi.yaml", h_openapi, "openapi", false, NULL},
+    {.method = "GET", .pattern = "/v1/health", .handler = h_health,
+     .name = "health", .blocking = true, .public = true}, /* asks the oracle */
+    {.method = "GET", .pattern = "/metrics", .handler = h_metrics, .name = "metrics"},
+    {.method = "GET", .pattern = "/v1/locks", .handler = h_locks,
+     .name = "locks", .blocking = true},
+    {.method = "GET", .pattern = "/openapi.yaml", .handler = h_openapi, .name = "openapi"},
 };
 const size_t ops_routes_n = sizeof(ops_routes) / sizeof(ops_routes[0]);

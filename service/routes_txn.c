@@ -36,8 +36,6 @@ static void h_begin(httpd_req *req, void *ctx)
     uint64_t ttl = s->cfg.lease_ttl_ms, ts;
     size_t blen = 0;
 
-    if (!svc_authorized(req, s))
-        return;
     httpd_body(req, &blen);
     if (blen > 0) {
         json_t *body = httpd_body_json(req), *v;
@@ -80,7 +78,7 @@ static void h_status(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     txn *t;
-    if (!svc_authorized(req, s) || (t = txn_open(req, s, true)) == NULL)
+    if ((t = txn_open(req, s, true)) == NULL)
         return;
     httpd_reply_json(req, 200, txn_json(t));
     txn_close(s, t);
@@ -143,7 +141,7 @@ static void h_get_key(httpd_req *req, void *ctx)
     pc_session *ps;
     bool found;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
@@ -200,7 +198,7 @@ static void h_put_key(httpd_req *req, void *ctx)
     json_t *body = NULL;
     txn *t;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) || (body = httpd_body_json(req)) == NULL)
         return;
     if (!json_is_object(body) || json_object_get(body, "value") == NULL) {
@@ -228,7 +226,7 @@ static void h_delete_key(httpd_req *req, void *ctx)
     size_t klen;
     txn *t;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
         return;
     if (!refuse_pending(req, t) && buffer_write(req, s, t, key, klen, true, NULL))
@@ -249,7 +247,7 @@ static void h_batch(httpd_req *req, void *ctx)
     txn *t = NULL;
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         (body = httpd_body_json(req)) == NULL)
         return;
     reads = json_object_get(body, "reads");
@@ -359,7 +357,7 @@ static void h_scan(httpd_req *req, void *ctx)
     txn *t;
     pc_session *ps;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         !parse_scan_range(req, enc, start, &slen, end, &elen, &limit) ||
         (t = txn_open(req, s, false)) == NULL)
         return;
@@ -408,7 +406,7 @@ static void h_commit(httpd_req *req, void *ctx)
     char *keys = NULL;
     uint64_t cts = 0;
 
-    if (!svc_authorized(req, s) || !codec_encoding(req, &enc) ||
+    if (!codec_encoding(req, &enc) ||
         (t = txn_open(req, s, false)) == NULL)
         return;
     size_t nm = 0;
@@ -450,7 +448,7 @@ static void h_rollback(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     txn *t;
-    if (!svc_authorized(req, s) || (t = txn_open(req, s, false)) == NULL)
+    if ((t = txn_open(req, s, false)) == NULL)
         return;
     /* Writes are buffered until commit: nothing reached the engine, unless
      * a commit is pending, whose locks go now. */
@@ -480,25 +478,32 @@ static void h_keepalive(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     txn *t;
-    if (!svc_authorized(req, s) || (t = txn_open(req, s, false)) == NULL)
+    if ((t = txn_open(req, s, false)) == NULL)
         return;
     httpd_reply_json(req, 200, json_pack("{s:I}", "lease_ttl_ms", (json_int_t)t->lease_ttl_ms));
     txn_close(s, t);
 }
 
 const httpd_route txn_routes[] = {
-    {"POST", "/v1/txns", h_begin, "begin", false, NULL},
+    {.method = "POST", .pattern = "/v1/txns", .handler = h_begin, .name = "begin"},
     /* Session reads wait for the session (a commit may hold it): off the
      * event threads. */
-    {"GET", "/v1/txns/{id}", h_status, "txn_status", true, NULL},
-    {"DELETE", "/v1/txns/{id}", h_rollback, "txn_delete", false, NULL},
-    {"GET", "/v1/txns/{id}/keys/{key}", h_get_key, "txn_get", true, NULL},
-    {"PUT", "/v1/txns/{id}/keys/{key}", h_put_key, "txn_put", false, NULL},
-    {"DELETE", "/v1/txns/{id}/keys/{key}", h_delete_key, "txn_delete_key", false, NULL},
-    {"POST", "/v1/txns/{id}/batch", h_batch, "txn_batch", false, NULL},
-    {"GET", "/v1/txns/{id}/scan", h_scan, "txn_scan", true, NULL},
-    {"POST", "/v1/txns/{id}/commit", h_commit, "commit", false, NULL},
-    {"POST", "/v1/txns/{id}/rollback", h_rollback, "rollback", false, NULL},
-    {"POST", "/v1/txns/{id}/keepalive", h_keepalive, "keepalive", false, NULL},
+    {.method = "GET", .pattern = "/v1/txns/{id}", .handler = h_status,
+     .name = "txn_status", .blocking = true},
+    {.method = "DELETE", .pattern = "/v1/txns/{id}", .handler = h_rollback, .name = "txn_delete"},
+    {.method = "GET", .pattern = "/v1/txns/{id}/keys/{key}", .handler = h_get_key,
+     .name = "txn_get", .blocking = true},
+    {.method = "PUT", .pattern = "/v1/txns/{id}/keys/{key}", .handler = h_put_key,
+     .name = "txn_put"},
+    {.method = "DELETE", .pattern = "/v1/txns/{id}/keys/{key}", .handler = h_delete_key,
+     .name = "txn_delete_key"},
+    {.method = "POST", .pattern = "/v1/txns/{id}/batch", .handler = h_batch, .name = "txn_batch"},
+    {.method = "GET", .pattern = "/v1/txns/{id}/scan", .handler = h_scan,
+     .name = "txn_scan", .blocking = true},
+    {.method = "POST", .pattern = "/v1/txns/{id}/commit", .handler = h_commit, .name = "commit"},
+    {.method = "POST", .pattern = "/v1/txns/{id}/rollback", .handler = h_rollback,
+     .name = "rollback"},
+    {.method = "POST", .pattern = "/v1/txns/{id}/keepalive", .handler = h_keepalive,
+     .name = "keepalive"},
 };
 const size_t txn_routes_n = sizeof(txn_routes) / sizeof(txn_routes[0]);

@@ -108,7 +108,8 @@ extern const size_t ops_routes_n;
 extern const httpd_route observer_routes[];
 extern const size_t observer_routes_n;
 
-/* Every handler begins here: false when it already answered 401. */
-bool svc_authorized(httpd_req *req, svc *s);
+/* The router's authorize check (httpd_config.authorize): NULL when the
+ * request carries the bearer token (or no token is configured). */
+const char *svc_authorize(const httpd_req *req, void *ctx);
 
 #endif

@@ -592,6 +592,20 @@ static void auth_token_is_required(void **state)
     assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
     assert_int_equal(r.status, 401);
     tl_resp_free(&r);
+    /* The right token opens every route; a wrong one none. */
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3cret",
+                                  5000, &r), 0);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3creT",
+                                  5000, &r), 0);
+    assert_int_equal(r.status, 401);
+    tl_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/v1/kv/a", ST.svc.url);
+    assert_int_equal(tl_http_with("PUT", url, "{\"value\":\"1\"}", 13, "application/json",
+                                  "Authorization: Bearer s3cret", 5000, &r), 0);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
     assert_int_equal(tl_stack_stop(&ST), 0);
     ST = saved;
 }

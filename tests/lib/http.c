@@ -29,6 +29,12 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 int tl_http(const char *method, const char *url, const void *body, size_t body_len,
             const char *content_type, int timeout_ms, tl_resp *out)
 {
+    return tl_http_with(method, url, body, body_len, content_type, NULL, timeout_ms, out);
+}
+
+int tl_http_with(const char *method, const char *url, const void *body, size_t body_len,
+                 const char *content_type, const char *header, int timeout_ms, tl_resp *out)
+{
     pthread_once(&curl_once, curl_init);
     memset(out, 0, sizeof *out);
     buf b = BUF_INIT, h = BUF_INIT;
@@ -48,6 +54,11 @@ int tl_http(const char *method, const char *url, const void *body, size_t body_l
     if (!h2)
         goto done;
     hdrs = h2;
+    if (header != NULL) {
+        if ((h2 = curl_slist_append(hdrs, header)) == NULL)
+            goto done;
+        hdrs = h2;
+    }
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 5000));

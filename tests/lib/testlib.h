@@ -63,6 +63,9 @@ typedef struct tl_resp {
  * arrived, -1 on transport error. Always call tl_resp_free. */
 int tl_http(const char *method, const char *url, const void *body, size_t body_len,
             const char *content_type, int timeout_ms, tl_resp *out);
+/* tl_http with one more request header ("Name: value"; NULL: none). */
+int tl_http_with(const char *method, const char *url, const void *body, size_t body_len,
+                 const char *content_type, const char *header, int timeout_ms, tl_resp *out);
 /* Exchanges are recorded for the OpenAPI check when PERCOLATOR_EXCHANGE_LOG
  * names a file (exchange_log.c). A test that sends a request the API does
  * not route on purpose (an unknown path, a method a path lacks) brackets

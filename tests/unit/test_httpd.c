@@ -122,14 +122,74 @@ static void f_deferred(httpd_req *req, void *ctx)
 }
 
 static const httpd_route routes[] = {
-    {"POST", "/v1/deferred", h_deferred_worker, NULL, false, f_deferred},
-    {"GET", "/v1/things/{id}/keys/{key}", h_echo, NULL, false, NULL},
-    {"POST", "/v1/things", h_post, NULL, false, NULL},
-    {"PUT", "/v1/things/{id}/keys/{key}", h_conflict, "put-key", false, NULL},
-    {"GET", "/v1/silent", h_silent, NULL, false, NULL},
-    {"GET", "/openapi.yaml", h_text, NULL, false, NULL},
-    {"POST", "/v1/slow", h_slow, NULL, false, NULL},
+    {.method = "POST", .pattern = "/v1/deferred", .handler = h_deferred_worker, .fast = f_deferred},
+    {.method = "GET", .pattern = "/v1/things/{id}/keys/{key}", .handler = h_echo},
+    {.method = "POST", .pattern = "/v1/things", .handler = h_post},
+    {.method = "PUT", .pattern = "/v1/things/{id}/keys/{key}", .handler = h_conflict,
+     .name = "put-key"},
+    {.method = "GET", .pattern = "/v1/silent", .handler = h_silent},
+    {.method = "GET", .pattern = "/openapi.yaml", .handler = h_text},
+    {.method = "POST", .pattern = "/v1/slow", .handler = h_slow},
 };
+
+/* ---- the authorize hook ---- */
+
+static atomic_int posts_run;
+
+static void h_count_post(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&posts_run, 1);
+    httpd_reply_empty(req, 204);
+}
+
+static const char *need_key(const httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    const char *k = httpd_header(req, "X-Key");
+    return k != NULL && strcmp(k, "yes") == 0 ? NULL : "send X-Key: yes";
+}
+
+static void test_authorize_refuses_before_the_handler(void **state)
+{
+    (void)state;
+    static const httpd_route auth_routes[] = {
+        {.method = "POST", .pattern = "/v1/things", .handler = h_count_post},
+        {.method = "GET", .pattern = "/open", .handler = h_text, .public = true},
+    };
+    httpd_config cfg = {.listen = "127.0.0.1:0", .threads = 1, .routes = auth_routes,
+                        .nroutes = 2, .max_body = 1 << 20, .authorize = need_key};
+    httpd *h;
+    char err[256], url[96];
+    assert_int_equal(httpd_start(&cfg, &h, err, sizeof err), 0);
+    size_t big = 512 << 10;
+    char *body = malloc(big);
+    assert_non_null(body);
+    memset(body, ' ', big);
+    body[0] = '{';
+    body[big - 1] = '}';
+    tl_resp r;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/things", httpd_port(h));
+    assert_int_equal(tl_http("POST", url, body, big, "application/json", 5000, &r), 0);
+    assert_int_equal(r.status, 401);
+    char v[64];
+    assert_non_null(tl_resp_header(&r, "WWW-Authenticate", v, sizeof v));
+    assert_string_equal(v, "Bearer");
+    assert_non_null(strstr(r.body, "send X-Key: yes"));
+    tl_resp_free(&r);
+    assert_int_equal(atomic_load(&posts_run), 0); /* the handler never ran */
+    assert_int_equal(tl_http_with("POST", url, "{}", 2, "application/json", "X-Key: yes", 5000,
+                                  &r), 0);
+    assert_int_equal(r.status, 204);
+    tl_resp_free(&r);
+    assert_int_equal(atomic_load(&posts_run), 1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/open", httpd_port(h));
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 200); /* public: no key needed */
+    tl_resp_free(&r);
+    free(body);
+    httpd_stop(h, 1000);
+}
 
 typedef struct fixture {
     httpd *h;
@@ -441,6 +501,7 @@ static void test_listen_parsing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_authorize_refuses_before_the_handler),
         cmocka_unit_test_setup_teardown(test_params_are_percent_decoded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_paths_and_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_rules, setup, teardown),
