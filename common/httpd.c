@@ -143,6 +143,10 @@ struct httpd_req {
     size_t resp_len;
     char ctype[96];
     buf headers;              /* "name\0value\0" pairs */
+
+    /* What a fast handler parsed, for the worker that runs the handler. */
+    void *slot;
+    void (*slot_free)(void *);
 };
 
 /* ------------------------------------------------------------------ */
@@ -685,12 +689,27 @@ static void req_free(httpd_req *rq)
 {
     if (!rq)
         return;
+    if (rq->slot != NULL && rq->slot_free != NULL)
+        rq->slot_free(rq->slot);
     free(rq->uri);
     free(rq->scratch);
     free(rq->resp);
     buf_free(&rq->body);
     buf_free(&rq->headers);
     free(rq);
+}
+
+void httpd_set_slot(httpd_req *rq, void *p, void (*free_fn)(void *))
+{
+    if (rq->slot != NULL && rq->slot_free != NULL)
+        rq->slot_free(rq->slot);
+    rq->slot = p;
+    rq->slot_free = free_fn;
+}
+
+void *httpd_slot(const httpd_req *rq)
+{
+    return rq->slot;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

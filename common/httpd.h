@@ -108,6 +108,12 @@ const char *httpd_body(const httpd_req *req, size_t *len);
  * bad_request itself and returns NULL. The caller owns the result. */
 json_t *httpd_body_json(httpd_req *req);
 
+/* --- one slot per request: what the fast handler parsed, for the
+ * handler on the worker (a request is parsed once). The slot owns p: it
+ * is freed with free_fn when replaced or when the request ends. --- */
+void httpd_set_slot(httpd_req *req, void *p, void (*free_fn)(void *));
+void *httpd_slot(const httpd_req *req);
+
 /* --- replies: exactly one per request --- */
 /* JSON body; takes ownership of `body` (even on failure). */
 void httpd_reply_json(httpd_req *req, unsigned status, json_t *body);

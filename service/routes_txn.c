@@ -13,6 +13,7 @@
 #include "observers.h"
 #include "reader.h"
 #include "respond.h"
+#include "writes.h"
 
 #define MAX_BATCH_ITEMS 10000
 
@@ -234,70 +235,53 @@ static void h_delete_key(httpd_req *req, void *ctx)
     txn_close(s, t);
 }
 
+/* One read of a batch as its answer item: {"key","found":true,"value",
+ * "commit_ts"} or {"key","found":false}; NULL when it answered. */
+static json_t *batch_read(httpd_req *req, svc *s, pc_session *ps, txn *t, const char *key,
+                          size_t klen, codec_enc enc)
+{
+    bool found;
+    json_t *r = session_read(req, s, ps, t, key, klen, enc, &found);
+    if (r == NULL || found) {
+        if (r != NULL)
+            json_object_set_new(r, "found", json_true());
+        return r;
+    }
+    json_t *k = r;
+    r = json_pack("{s:O,s:b}", "key", k, "found", 0);
+    json_decref(k);
+    return r;
+}
+
 /* {"reads":[k...],"writes":[{"key","value"}|{"key","delete":true}...]}:
- * everything is checked before anything is buffered. */
+ * everything is parsed and checked before anything is buffered. */
 static void h_batch(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     codec_enc enc;
-    json_t *body = NULL, *reads, *writes, *out = NULL, *item;
-    char key[SVC_MAX_KEY];
-    size_t klen, i;
-    buf *vals = NULL;
+    json_t *body = NULL, *out = NULL;
+    key_list rl = {0};
+    write_list wl = {0};
     txn *t = NULL;
     pc_session *ps;
 
-    if (!codec_encoding(req, &enc) ||
-        (body = httpd_body_json(req)) == NULL)
+    if (!codec_encoding(req, &enc) || (body = httpd_body_json(req)) == NULL)
         return;
-    reads = json_object_get(body, "reads");
-    writes = json_object_get(body, "writes");
-    if (!json_is_object(body) || (reads && !json_is_array(reads)) ||
-        (writes && !json_is_array(writes))) {
+    if (!json_is_object(body)) {
         httpd_reply_error(req, 400, "bad_request", NULL,
                           "the body must be {\"reads\":[keys], \"writes\":[...]}");
         goto out;
     }
-    if (json_array_size(reads) > MAX_BATCH_ITEMS || json_array_size(writes) > MAX_BATCH_ITEMS) {
-        httpd_reply_error(req, 400, "bad_request", NULL, "at most %d reads and %d writes",
-                          MAX_BATCH_ITEMS, MAX_BATCH_ITEMS);
+    if (!keys_parse(req, json_object_get(body, "reads"), "reads", enc, MAX_BATCH_ITEMS, &rl) ||
+        !writes_parse(req, json_object_get(body, "writes"), enc, MAX_BATCH_ITEMS,
+                      s->cfg.max_value_bytes, &wl) ||
+        (t = txn_open(req, s, false)) == NULL)
         goto out;
-    }
-    size_t nw = json_array_size(writes);
-    vals = calloc(nw ? nw : 1, sizeof(*vals));
-    if (vals == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
-        goto out;
-    }
-    json_array_foreach(writes, i, item) {
-        json_t *del = json_object_get(item, "delete"), *v = json_object_get(item, "value");
-        if (!json_is_object(item) || !codec_json_key(req, json_object_get(item, "key"),
-                                                     "writes[].key", enc, key, &klen))
-            goto bad_write;
-        if (del != NULL && !json_is_boolean(del))
-            goto bad_write;
-        if (json_is_true(del) ? v != NULL : v == NULL)
-            goto bad_write;
-        if (v != NULL && !codec_json_value(req, v, "writes[].value", enc,
-                                           s->cfg.max_value_bytes, &vals[i]))
-            goto out;
-    }
-    json_array_foreach(reads, i, item) {
-        if (!codec_json_key(req, item, "reads[]", enc, key, &klen))
-            goto out;
-    }
-    if ((t = txn_open(req, s, false)) == NULL)
-        goto out;
-    if (nw > 0 && refuse_pending(req, t))
+    if (wl.n > 0 && refuse_pending(req, t))
         goto out;
     /* All or nothing: refuse a batch that could push the session over its
      * limit before buffering any of it (counted as if every key were new). */
-    size_t adding = 0;
-    json_array_foreach(writes, i, item) {
-        codec_json_key(req, json_object_get(item, "key"), "writes[].key", enc, key, &klen);
-        adding += klen + vals[i].len;
-    }
-    if (t->bytes + adding > s->cfg.max_txn_bytes) {
+    if (t->bytes + wl.bytes > s->cfg.max_txn_bytes) {
         httpd_reply_error(req, 413, "payload_too_large", NULL,
                           "the transaction would buffer more than %llu bytes",
                           (unsigned long long)s->cfg.max_txn_bytes);
@@ -308,43 +292,26 @@ static void h_batch(httpd_req *req, void *ctx)
         goto out;
     }
     out = json_array();
-    json_array_foreach(reads, i, item) {
-        bool found;
-        codec_json_key(req, item, "reads[]", enc, key, &klen);
-        json_t *r = session_read(req, s, ps, t, key, klen, enc, &found);
+    for (size_t i = 0; i < rl.n; i++) {
+        json_t *r = batch_read(req, s, ps, t, keys_at(&rl, i), rl.len[i], enc);
         if (r == NULL)
             goto out;
-        if (found) {
-            json_object_set_new(r, "found", json_true());
-        } else {
-            json_t *k = r;
-            r = json_pack("{s:O,s:b}", "key", k, "found", 0);
-            json_decref(k);
-        }
         json_array_append_new(out, r);
     }
-    json_array_foreach(writes, i, item) {
-        codec_json_key(req, json_object_get(item, "key"), "writes[].key", enc, key, &klen);
-        if (!buffer_write(req, s, t, key, klen, json_is_true(json_object_get(item, "delete")),
-                          &vals[i]))
+    for (size_t i = 0; i < wl.n; i++) {
+        if (!buffer_write(req, s, t, writes_key(&wl, i), wl.w[i].klen, wl.w[i].deleted,
+                          &wl.vals[i]))
             goto out;
     }
     httpd_reply_json(req, 200, json_pack("{s:o}", "reads", out));
     out = NULL;
-    goto out;
-bad_write:
-    if (!httpd_replied(req))
-        httpd_reply_error(req, 400, "bad_request", NULL,
-                          "each write is {\"key\",\"value\"} or {\"key\",\"delete\":true}");
 out:
     if (t != NULL)
         txn_close(s, t);
     json_decref(out);
     json_decref(body);
-    if (vals != NULL)
-        for (i = 0; i < nw; i++)
-            buf_free(&vals[i]);
-    free(vals);
+    writes_free(&wl);
+    keys_free(&rl);
 }
 
 static void h_scan(httpd_req *req, void *ctx)
