@@ -3,6 +3,7 @@
  */
 #include <time.h>
 
+#include "keyspace.h"
 #include "reader.h"
 #include "timeutil.h"
 
@@ -99,4 +100,70 @@ pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             break;
     return rc;
+}
+
+pc_rc rd_scan_view(svc *s, pc_session *ps, const char *start, size_t slen, const char *end,
+                   size_t elen, uint64_t ts, size_t limit, const txn *own, rd_view *v,
+                   pc_conflict *c)
+{
+    char sbuf[KS_MAX + 1], ebuf[KS_MAX + 1];
+    pc_slice es, ee;
+    size_t deletes = 0;
+
+    *v = (rd_view){.own = own, .limit = limit};
+    /* The session's writes in range, and how many of them are deletes:
+     * each may hide one stored key, so ask the engine for that many more. */
+    if (own != NULL) {
+        v->wi = txn_lower_bound(own, start, slen);
+        v->wend = elen > 0 ? txn_lower_bound(own, end, elen) : own->nw;
+        for (size_t i = v->wi; i < v->wend; i++)
+            deletes += own->w[i].deleted;
+    }
+    ks_user_range(start, slen, end, elen, sbuf, &es, ebuf, &ee);
+    return rd_scan(s, ps, es, ee, ts, limit + 1 + deletes, &v->it, c);
+}
+
+void rd_view_each(const rd_view *v, bool (*fn)(void *arg, const rd_item *it), void *arg)
+{
+    const pc_items *it = &v->it;
+    const txn *own = v->own;
+    size_t ei = 0, wi = v->wi;
+
+    /* Merge, both sides in key order. When the engine stopped at its
+     * limit, nothing past its last key is known, so own writes past it
+     * wait for the next page. */
+    pc_slice stop = {NULL, 0};
+    if (it->more && it->n > 0)
+        stop = it->items[it->n - 1].key;
+    for (;;) {
+        pc_slice ek = {NULL, 0};
+        bool have_e = ei < it->n && ks_is_user(it->items[ei].key, &ek);
+        const txn_write *w = wi < v->wend ? &own->w[wi] : NULL;
+        if (w != NULL && stop.data != NULL &&
+            key_cmp(w->key, w->klen, (const char *)stop.data + 1, stop.len - 1) > 0)
+            w = NULL;
+        if (!have_e && w == NULL)
+            return;
+        int cmp = !have_e ? 1 : w == NULL ? -1 : key_cmp(ek.data, ek.len, w->key, w->klen);
+        if (cmp < 0) {
+            rd_item x = {ek, it->items[ei].value, it->items[ei].commit_ts};
+            ei++;
+            if (!fn(arg, &x))
+                return;
+            continue;
+        }
+        if (cmp == 0)
+            ei++; /* the session's own write wins */
+        wi++;
+        if (w->deleted)
+            continue;
+        rd_item x = {{w->key, w->klen}, {w->val, w->vlen}, 0};
+        if (!fn(arg, &x))
+            return;
+    }
+}
+
+void rd_view_free(rd_view *v)
+{
+    pc_items_free(&v->it);
 }

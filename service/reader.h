@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "service.h"
+#include "sessions.h"
 
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c);
@@ -20,6 +21,31 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
                     pc_conflict *c, bool may_wait);
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *c);
+
+/* A session's view of a range of user keys: the engine's items at ts with
+ * the session's own buffered writes merged over them (own writes win;
+ * their commit_ts is 0; own deletes hide keys). */
+typedef struct {
+    pc_slice key, value;      /* user key */
+    uint64_t commit_ts;
+} rd_item;
+
+typedef struct {
+    pc_items it;              /* the engine's answer */
+    const txn *own;           /* NULL: no session */
+    size_t wi, wend;          /* own writes in range: own->w[wi..wend) */
+    size_t limit;
+} rd_view;
+
+/* Scan [start, end) (user keys; end empty: no end) at ts, own (may be
+ * NULL) merged over it, enough for limit + 1 items (one more than a page
+ * tells that a next page exists). Free with rd_view_free. */
+pc_rc rd_scan_view(svc *s, pc_session *ps, const char *start, size_t slen, const char *end,
+                   size_t elen, uint64_t ts, size_t limit, const txn *own, rd_view *v,
+                   pc_conflict *c);
+/* Visit the view's items in key order until fn returns false. */
+void rd_view_each(const rd_view *v, bool (*fn)(void *arg, const rd_item *it), void *arg);
+void rd_view_free(rd_view *v);
 
 /* Resolve a lock met on the way: roll it forward or back when its
  * transaction's fate is known (counted in /metrics). PC_OK: it is gone;

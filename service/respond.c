@@ -153,6 +153,11 @@ typedef struct {
     bool not_text;
 } page;
 
+struct page_arg {
+    page *p;
+    codec_enc enc;
+};
+
 /* Add one item; false when the page is full (one more than the limit
  * tells that a next page exists). */
 static bool page_add(page *p, const void *key, size_t klen, const void *val, size_t vlen,
@@ -177,77 +182,41 @@ static bool page_add(page *p, const void *key, size_t klen, const void *val, siz
     return true;
 }
 
+static bool page_item(void *arg, const rd_item *it)
+{
+    struct page_arg *a = arg;
+    return page_add(a->p, it->key.data, it->key.len, it->value.data, it->value.len,
+                    it->commit_ts, a->enc);
+}
+
 void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, size_t slen,
                      const char *end, size_t elen, uint64_t ts, size_t limit, const txn *own,
                      codec_enc enc)
 {
-    char sbuf[KS_MAX + 1], ebuf[KS_MAX + 1];
-    pc_slice es, ee;
-    pc_items it = {0};
     pc_conflict c;
     page p = {json_array(), 0, limit, NULL, 0, false};
-    size_t wi = 0, wend = 0, deletes = 0;
-
-    /* The session's writes in range, and how many of them are deletes:
-     * each may hide one stored key, so ask the engine for that many more. */
-    if (own != NULL) {
-        wi = txn_lower_bound(own, start, slen);
-        wend = elen > 0 ? txn_lower_bound(own, end, elen) : own->nw;
-        for (size_t i = wi; i < wend; i++)
-            deletes += own->w[i].deleted;
-    }
-    ks_user_range(start, slen, end, elen, sbuf, &es, ebuf, &ee);
-    pc_rc rc = rd_scan(s, ps, es, ee, ts, limit + 1 + deletes, &it, &c);
+    struct page_arg a = {&p, enc};
+    /* The items must stay alive until the page is answered (p.last). */
+    rd_view v = {0};
+    pc_rc rc = rd_scan_view(s, ps, start, slen, end, elen, ts, limit, own, &v, &c);
     if (rc != PC_OK) {
         json_decref(p.items);
-        pc_items_free(&it);
+        rd_view_free(&v);
         reply_engine(req, s, rc, &c, enc);
         return;
     }
-    /* Merge, both sides in key order. When the engine stopped at its
-     * limit, nothing past its last key is known, so own writes past it
-     * wait for the next page. */
-    pc_slice stop = {NULL, 0};
-    if (it.more && it.n > 0)
-        stop = it.items[it.n - 1].key;
-    size_t ei = 0;
-    bool open = true;
-    while (open) {
-        pc_slice ek = {NULL, 0}, uk = {NULL, 0};
-        bool have_e = ei < it.n && ks_is_user(it.items[ei].key, &uk);
-        if (have_e)
-            ek = uk;
-        const txn_write *w = wi < wend ? &own->w[wi] : NULL;
-        if (w != NULL && stop.data != NULL &&
-            key_cmp(w->key, w->klen, (const char *)stop.data + 1, stop.len - 1) > 0)
-            w = NULL;
-        if (!have_e && w == NULL)
-            break;
-        int cmp = !have_e ? 1 : w == NULL ? -1 : key_cmp(ek.data, ek.len, w->key, w->klen);
-        if (cmp < 0) {
-            open = page_add(&p, ek.data, ek.len, it.items[ei].value.data,
-                            it.items[ei].value.len, it.items[ei].commit_ts, enc);
-            ei++;
-            continue;
-        }
-        if (cmp == 0)
-            ei++; /* the session's own write wins */
-        if (!w->deleted)
-            open = page_add(&p, w->key, w->klen, w->val, w->vlen, 0, enc);
-        wi++;
-    }
+    rd_view_each(&v, page_item, &a);
     if (p.not_text) {
         json_decref(p.items);
-        pc_items_free(&it);
+        rd_view_free(&v);
         codec_reply_not_text(req);
         return;
     }
     json_t *next = json_null();
-    if (p.n > limit && p.last != NULL) {
+    if (p.n > limit && p.last != NULL)
         next = codec_to_json(p.last, p.last_len, enc);
-    }
-    pc_items_free(&it);
     httpd_reply_json(req, 200, json_pack("{s:o,s:o}", "items", p.items, "next", next));
+    rd_view_free(&v);
 }
 
 txn *txn_open(httpd_req *req, svc *s, bool any_state)
