@@ -5,7 +5,7 @@
  * "--data-dir" has the twin variable PERCOLATOR_DATA_DIR; precedence is
  * flag > environment > default. "--help" prints every flag with its twin and
  * default. A bad flag or value is one line on stderr and exit status 2
- * (flags_parse_or_exit), as CONTRACT §2 asks.
+ * (flags_parse_or_exit), as the README's Configuration section says.
  *
  * Accepted forms: "--name value" and "--name=value". A bool flag given with
  * no value ("--one-pc" followed by another flag or nothing) means on.

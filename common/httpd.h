@@ -37,7 +37,7 @@
 
 #include "metrics.h"
 
-#define HTTPD_DEFAULT_MAX_BODY ((size_t)64 << 20) /* CONTRACT §3: 64 MiB */
+#define HTTPD_DEFAULT_MAX_BODY ((size_t)64 << 20) /* DESIGN §2: 64 MiB */
 
 typedef struct httpd httpd;
 typedef struct httpd_req httpd_req;

@@ -1,7 +1,7 @@
 /*
  * check_txn_status.c — what became of transaction start_ts, asked of its
- * primary key, the one place where its fate is decided (seed 003: "the
- * primary lock is the synchronisation point"; seed 001 §3.3):
+ * primary key, the one place where its fate is decided (the paper: "the
+ * primary lock is the synchronisation point"; DESIGN §3.5):
  *
  *   primary's write record is a commit     -> committed at commit_ts
  *   primary's write record is a rollback   -> rolled back

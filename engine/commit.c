@@ -1,5 +1,5 @@
 /*
- * commit.c — the second phase (seed 003, Figure 6 Commit): a key locked by
+ * commit.c — the second phase (the paper, Figure 6 Commit): a key locked by
  * start_ts gets a write record at commit_ts pointing at start_ts's data,
  * and its lock is erased, in one WiredTiger transaction. Committing the
  * primary is the transaction's commit point; the secondaries follow, and

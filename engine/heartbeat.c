@@ -1,7 +1,7 @@
 /*
  * heartbeat.c — a long commit refreshes the wall time (and TTL) of its
  * primary lock, so that cleaners do not mistake it for a stuck worker
- * (seed 003: "the worker periodically updates the wall time").
+ * (the paper: "the worker periodically updates the wall time").
  */
 #include "internal.h"
 

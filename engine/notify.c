@@ -1,5 +1,5 @@
 /*
- * notify.c — the notify column (seed 003 "通知"): a hint that an observed
+ * notify.c — the notify column (the paper's notifications, §2.4): a hint that an observed
  * key changed. A commit writes key -> commit_ts here, in the same
  * WiredTiger transaction as its write record, when the key is under a
  * prefix some observer watches. It is not Percolator state: observers

@@ -1,5 +1,5 @@
 /*
- * one_pc.c — one-phase commit (seed 001 §4.2.5): when every key of a small
+ * one_pc.c — one-phase commit (TiKV; DESIGN §3.4): when every key of a small
  * transaction lives in this store, the two phases collapse into one
  * WiredTiger transaction that runs prewrite's conflict checks and writes
  * the data and write records directly at the commit timestamp. No lock is

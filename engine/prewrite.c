@@ -1,5 +1,5 @@
 /*
- * prewrite.c — the first phase of Percolator's commit (seed 003, Figure 6
+ * prewrite.c — the first phase of Percolator's commit (the paper, Figure 6
  * Prewrite): for every key, in one WiredTiger transaction, abort on a write
  * committed at or after start_ts or on a lock at any timestamp, else write
  * the data at start_ts and a lock that names the primary.
@@ -36,7 +36,7 @@ pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_confl
      * versions committed at or after start_ts, newest first. Other
      * transactions' rollback records are not writes; our own record means
      * we already committed (a retry) or were rolled back (too late:
-     * seed 001 §4.2.1, the rollback record stops a late prewrite). */
+     * TiKV's rollback record stops a late prewrite, DESIGN §3.5). */
     eklen = pc_ekey(ek, key.data, key.len);
     if ((rc = pc_cursor_seek_ge(s, s->write, ek, eklen)) == PC_NOT_FOUND)
         return PC_OK;

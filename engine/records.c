@@ -5,7 +5,7 @@
  * Both start with a format version byte so that a later format can be told
  * apart. Integers are big-endian. Values of at most PC_SHORT_VALUE_MAX
  * bytes travel inside the lock and then the write record (TiKV's short
- * value, seed 001 §4.2.2): reading them costs one lookup instead of two.
+ * value, DESIGN §3.1): reading them costs one lookup instead of two.
  *
  *   lock:  ver op flags start_ts wall_ms ttl_ms u32 primary_len primary
  *          u8 owner_len owner [u32 value_len value]      flags bit 0: value

@@ -1,5 +1,5 @@
 /*
- * resolve_lock.c — lazy cleanup (seed 003 "BackoffAndMaybeCleanupLock"):
+ * resolve_lock.c — lazy cleanup (the paper's BackoffAndMaybeCleanupLock, Figure 6):
  * a lock left by a transaction is rolled forward when its primary
  * committed, rolled back when the primary was rolled back, and left alone
  * (the caller waits) while the primary's owner is alive.

@@ -1,7 +1,7 @@
 /*
  * rollback.c — abort a transaction's keys: remove start_ts's lock and data
  * and leave a rollback record in the write column at start_ts (TiKV's
- * refinement, seed 001 §4.2.1), so that a prewrite of start_ts arriving
+ * refinement, DESIGN §3.5), so that a prewrite of start_ts arriving
  * late finds the record and fails instead of locking the key again.
  */
 #include "internal.h"

@@ -3,7 +3,7 @@
  *
  * The oracle may hand out a timestamp only once a mark at or above it is on
  * disk; after any crash it restarts above the mark, so no timestamp is ever
- * handed out twice (CONTRACT §4, the paper's §2.3).
+ * handed out twice (DESIGN §1.5, the paper's §2.3).
  *
  * On disk: <data-dir>/oracle.state, one line
  *     percolator-oracle-state v1 hwm=<decimal> crc32=<8 hex digits>\n

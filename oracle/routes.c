@@ -42,7 +42,7 @@ static void handle_timestamps(httpd_req *req, void *arg)
     uint64_t first;
     char err[256];
     int rc = tso_next(ctx->tso, count, &first, err, sizeof err);
-    /* Both failures are CONTRACT §3's oracle_unavailable (503 with
+    /* Both failures are the API's oracle_unavailable (503 with
      * Retry-After); the message tells them apart. */
     if (rc == TSO_ERR_EXHAUSTED) {
         httpd_add_header(req, "Retry-After", "3600");

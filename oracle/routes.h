@@ -1,5 +1,5 @@
 /*
- * routes.h — the oracle's HTTP API (CONTRACT §4):
+ * routes.h — the oracle's HTTP API (api-spec/openapi.yaml):
  *   POST /v1/timestamps?count=N   {"first":F,"count":N}
  *   GET  /v1/health               {"status":"ok",...}
  *   GET  /metrics                 Prometheus text

@@ -15,8 +15,8 @@
 
 #include "metrics.h"
 
-#define TSO_MAX_TS ((UINT64_C(1) << 53) - 1) /* JSON-safe integers (CONTRACT §3) */
-#define TSO_MAX_COUNT 100000                  /* per request (CONTRACT §4) */
+#define TSO_MAX_TS ((UINT64_C(1) << 53) - 1) /* JSON-safe integers (DESIGN §2) */
+#define TSO_MAX_COUNT 100000                  /* per request (the oracle's API) */
 
 enum { TSO_OK = 0, TSO_ERR_IO = -1, TSO_ERR_EXHAUSTED = -2, TSO_ERR_ARG = -3 };
 

@@ -1,5 +1,5 @@
 /*
- * codec.c — UTF-8 and base64 for keys and values (CONTRACT §3).
+ * codec.c — UTF-8 and base64 for keys and values (DESIGN §2).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * codec.h — keys and values between HTTP/JSON and bytes (CONTRACT §3):
+ * codec.h — keys and values between HTTP/JSON and bytes (DESIGN §2):
  * UTF-8 text by default, standard base64 with ?encoding=base64, and the
  * checks on their sizes. Every function that takes the request answers
  * 400 itself when the input is bad and then returns false.

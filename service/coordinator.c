@@ -19,7 +19,7 @@ static int oracle_ts(void *arg, uint64_t *ts)
 }
 
 /* Prewrite a batch; a lock of a dead owner is resolved and the batch tried
- * again, a live one fails the commit (seed 003: abort on a lock). */
+ * again, a live one fails the commit (the paper: abort on a lock). */
 static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mutation *m,
                       size_t n, pc_conflict *c)
 {
@@ -60,7 +60,7 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
     }
 }
 
-/* A long prewrite keeps its primary lock fresh (seed 003: the worker
+/* A long prewrite keeps its primary lock fresh (the paper: the worker
  * updates the wall time), so the janitor does not take it for stuck. */
 static void heartbeat(svc *s, pc_session *ps, pc_txn_meta *t)
 {

@@ -1,9 +1,9 @@
 /*
- * coordinator.h — Percolator's client-side commit (seed 003 Figure 6
+ * coordinator.h — Percolator's client-side commit (the paper's Figure 6
  * Commit), run by the service on behalf of a session: prewrite the primary,
  * then the secondaries, take the commit timestamp, commit the primary (the
  * commit point, made durable before anyone is told), then the secondaries.
- * Small transactions may instead commit in one phase (seed 001 §4.2.5).
+ * Small transactions may instead commit in one phase (TiKV; DESIGN §3.4).
  */
 #ifndef PC_COORDINATOR_H
 #define PC_COORDINATOR_H

@@ -1,5 +1,5 @@
 /*
- * failpoint.h — crash points for tests (CONTRACT §6.3). The environment
+ * failpoint.h — crash points for tests (DESIGN §1.4). The environment
  * variable PERCOLATOR_FAILPOINT names one point of the commit:
  *
  *   PERCOLATOR_FAILPOINT=after_prewrite_primary      die there

@@ -1,8 +1,8 @@
 /*
- * janitor.c — one background thread that, every --janitor-interval-ms:
- *
- * (sessions and locks on one thread, GC on another, each with its own
- * storage session):
+ * janitor.c — the background upkeep, on two threads, each with its own
+ * storage session and each waking every --janitor-interval-ms: sessions
+ * and locks on one (1, 2), garbage collection on the other (3), so that a
+ * long GC pass never delays lock cleanup:
  *  1. reads the session clock (which notices a stall of the whole process
  *     and grants a grace TTL: see sessions_now) and expires sessions whose
  *     lease ran out;
@@ -10,11 +10,12 @@
  *     expired, ended, or belongs to an earlier run of the service) or whose
  *     wall time is older than its TTL (--max-lock-age-ms: a stuck owner) is
  *     resolved through its primary — rolled forward when the primary
- *     committed, rolled back otherwise (seed 003: lazy cleanup, done eagerly
+ *     committed, rolled back otherwise (the paper's lazy cleanup, done eagerly
  *     here so abandoned locks do not wait for a reader);
  *  3. runs MVCC garbage collection below a safe point: the timestamp the
- *     oracle gave --gc-retention-ms ago, and never above the start of the
- *     oldest session still running.
+ *     oracle gave --gc-retention-ms ago, never above the start of the
+ *     oldest session still running or the oldest lock; the engine keeps it
+ *     below every pinned read and stores it first (DESIGN §4.6).
  *
  * Every resolution is counted in /metrics and logged.
  */
@@ -30,7 +31,7 @@
 #define SWEEP_BATCH 256
 
 /* Two loops: one sweeps sessions and locks, the other collects garbage,
- * so a long GC pass never delays lock cleanup (CONTRACT §6.5 deadlines). */
+ * so a long GC pass never delays lock cleanup (DESIGN §4.5 deadlines). */
 typedef struct loop {
     struct janitor *j;
     pthread_t thread;

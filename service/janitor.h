@@ -1,5 +1,5 @@
 /*
- * janitor.h — the service's background upkeep (CONTRACT §6.5): expire
+ * janitor.h — the service's background upkeep (DESIGN §4.5): expire
  * sessions whose lease ran out, resolve abandoned locks, collect garbage.
  */
 #ifndef PC_JANITOR_H

@@ -1,5 +1,5 @@
 /*
- * observers.h — Percolator's notifications (seed 003 "通知", CONTRACT §5
+ * observers.h — Percolator's notifications (the paper's §2.4; the spec's
  * Observers): observers registered by name with a key prefix; a claim
  * hands out a key whose latest committed write is newer than the
  * observer's acknowledgment, inside a session that already carries the

@@ -31,7 +31,7 @@ enum {
     OC_NOMEM = 3
 };
 
-#define OC_MAX_BATCH 100000   /* the oracle's per-request limit (CONTRACT §4) */
+#define OC_MAX_BATCH 100000   /* the oracle's per-request limit */
 
 typedef struct oc_client oc_client;
 

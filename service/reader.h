@@ -1,5 +1,5 @@
 /*
- * reader.h — snapshot reads for the service (seed 003 Get with
+ * reader.h — snapshot reads for the service (the paper's Get with
  * BackoffAndMaybeCleanupLock): a lock in the way is resolved at once when
  * its owner is dead; a live one is waited on with backoff, up to
  * --lock-wait-ms, after which the read answers PC_LOCKED (409 key_locked).

@@ -1,6 +1,6 @@
 /*
  * respond.h — answers shared by the route files: engine results as HTTP
- * errors (one table, CONTRACT §3), a page of a scan, and opening a session
+ * errors (one table, DESIGN §2), a page of a scan, and opening a session
  * for a request (404 / 409 / 410 checks and the lease renewal).
  */
 #ifndef PC_RESPOND_H

@@ -1,5 +1,5 @@
 /*
- * routes_observers.c — /v1/observers... (CONTRACT §5 Observers).
+ * routes_observers.c — /v1/observers... (the spec's observers).
  */
 #include <string.h>
 

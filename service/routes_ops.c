@@ -1,5 +1,5 @@
 /*
- * routes_ops.c — operations (CONTRACT §5): health, Prometheus metrics, the
+ * routes_ops.c — operations (the spec's ops routes): health, Prometheus metrics, the
  * outstanding locks, and the OpenAPI spec.
  */
 #include <string.h>
@@ -13,7 +13,7 @@ static void h_health(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     uint64_t ts;
-    /* Health needs no token (CONTRACT §5), and reports the oracle without
+    /* Health needs no token (it is a public route), and reports the oracle without
      * failing on it: the service still serves latest reads without it. */
     bool oracle = svc_timestamp(s, &ts);
     httpd_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle",

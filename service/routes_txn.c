@@ -1,5 +1,5 @@
 /*
- * routes_txn.c — transaction sessions, /v1/txns... (CONTRACT §5): begin
+ * routes_txn.c — transaction sessions, /v1/txns... (the spec's sessions): begin
  * takes start_ts from the oracle; reads go to the engine at start_ts after
  * the session's own buffered writes; writes stay buffered until commit,
  * which runs the coordinator's two-phase (or one-phase) commit.

@@ -19,7 +19,7 @@
 #include "metrics.h"
 #include "oracle_client.h"
 
-#define SVC_MAX_KEY 4096            /* CONTRACT §3: keys are 1..4096 bytes */
+#define SVC_MAX_KEY 4096            /* DESIGN §2: keys are 1..4096 bytes */
 
 typedef struct svc_config {
     const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;

@@ -1,11 +1,11 @@
 /*
- * sessions.h — transaction sessions (CONTRACT §5): their state, the writes
+ * sessions.h — transaction sessions (the spec's sessions): their state, the writes
  * they buffer until commit, and the liveness lease every request renews.
  *
  * A session's id is "<run id>-<sequence>". It is also the owner written
  * into every lock the session's commit takes, so whether a lock's owner is
  * alive is a lookup here: a session of an earlier run of the service is
- * never found, so its locks are recognised as dead at once (CONTRACT §6.5).
+ * never found, so its locks are recognised as dead at once (DESIGN §3.5).
  */
 #ifndef PC_SESSIONS_H
 #define PC_SESSIONS_H
@@ -79,7 +79,7 @@ void sessions_release(sessions *s, txn *t);
  * the clock jumps by more than stall_ms between readings (the janitor reads
  * it every interval), the process was not running, so no client could have
  * renewed its lease. Sessions alive when the stall began then get one more
- * lease TTL from the moment it ended (CONTRACT §6.5). */
+ * lease TTL from the moment it ended (DESIGN §4.5). */
 uint64_t sessions_now(sessions *s);
 void sessions_set_stall_ms(sessions *s, uint64_t stall_ms);
 /* How long the last stall lasted, while its grace period runs (else 0):

@@ -8,7 +8,7 @@
  *                 arrival order;
  *              2. engine pc_one_pc_blind: holds every write's keys in
  *                 memory, one oracle request for all their timestamps, one
- *                 WiredTiger transaction per write (seed 001 §4.2.5,
+ *                 WiredTiger transaction per write (TiKV's one-phase commit,
  *                 one-phase commit); a write whose key was held (by an
  *                 earlier write of the same round, as a rule) is put back
  *                 at the front of the queue for the next round, a few

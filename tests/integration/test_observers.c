@@ -1,6 +1,6 @@
 /*
- * test_observers.c — Percolator's notifications over HTTP (CONTRACT §5
- * Observers, seed 003 "通知"):
+ * test_observers.c — Percolator's notifications over HTTP (the paper's
+ * §2.4; the spec's observers):
  *
  *  - registrations: create, replace, list, delete, kept across restarts;
  *  - at most once: 4 claimants while 2 writers commit 2,000 writes to 50

@@ -1,6 +1,6 @@
 /*
  * test_oracle.c — percolator-oracle's API, errors, restarts, state file and
- * flags, against the real program on a free loopback port (CONTRACT §2, §4).
+ * flags, against the real program on a free loopback port (README: Configuration, Oracle).
  */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /*
- * test_oracle_crash.c — the oracle's promise under kill -9 (CONTRACT §4).
+ * test_oracle_crash.c — the oracle's promise under kill -9 (DESIGN §1.5).
  *
  * Four client threads load a real oracle while the test kills it with
  * SIGKILL 25 times, restarting it on the same data dir and port each time.

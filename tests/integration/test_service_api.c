@@ -1,6 +1,6 @@
 /*
  * test_service_api.c — percolator-service's API over real HTTP on loopback
- * (CONTRACT §3, §5): every route, every error code provoked for real,
+ * (DESIGN §2, the spec): every route, every error code provoked for real,
  * base64 with binary keys, the session lifecycle with lease expiry, auth,
  * an oracle outage, and restarts that keep every acknowledged commit.
  */

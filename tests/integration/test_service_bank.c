@@ -1,5 +1,5 @@
 /*
- * test_service_bank.c — snapshot isolation over HTTP (CONTRACT §6.1): 20
+ * test_service_bank.c — snapshot isolation over HTTP (DESIGN §1.1): 20
  * accounts, 8 concurrent clients making 2,000 transfers, half through
  * sessions and half through one-shot /v1/txn compare-and-set, conflicts
  * retried by the clients, while a reader takes snapshots of every account.
@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bank.h"
 #include "svc_fixture.h"
 
 #define ACCOUNTS 20
@@ -45,84 +46,30 @@ static json_t *call(const char *method, const char *path, const char *body, long
 static void account(int i, char *out) { snprintf(out, 16, "acct%%2F%02d", i % 100); }
 static void account_key(int i, char *out) { snprintf(out, 16, "acct/%02d", i % 100); }
 
-static long balance_of(json_t *item)
+/* A transfer of the shared client (tests/lib/bank.c): true when it
+ * committed, false when a conflict refused it (409); anything else fails
+ * the test. */
+static bool transfer_by(bool session, int from, int to, long amount)
 {
-    return strtol(json_string_value(json_object_get(item, "value")), NULL, 10);
+    char a[16], b[16];
+    account_key(from, a);
+    account_key(to, b);
+    tl_transfer r = tl_bank_transfer(&ST, session, a, b, amount, NULL);
+    if (r.status == 409)
+        return false;
+    if (r.status != 200 || !r.committing)
+        fail_msg("a transfer got %ld (at the %s)", r.status, r.committing ? "commit" : "reads");
+    return true;
 }
 
-/* A transfer through a session: begin, read both, write both, commit. */
 static bool transfer_session(int from, int to, long amount)
 {
-    char path[128], body[512], a[16], b[16];
-    long st;
-    json_t *j = call("POST", "/v1/txns", NULL, &st);
-    assert_int_equal(st, 201);
-    char id[64];
-    snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
-    json_decref(j);
-    account_key(from, a);
-    account_key(to, b);
-    snprintf(path, sizeof(path), "/v1/txns/%s/batch", id);
-    snprintf(body, sizeof(body), "{\"reads\":[\"%s\",\"%s\"]}", a, b);
-    j = call("POST", path, body, &st);
-    if (st != 200) {
-        assert_int_equal(st, 409); /* key_locked: give up this attempt */
-        json_decref(j);
-        snprintf(path, sizeof(path), "/v1/txns/%s/rollback", id);
-        json_decref(call("POST", path, NULL, &st));
-        return false;
-    }
-    json_t *reads = json_object_get(j, "reads");
-    long fa = balance_of(json_array_get(reads, 0)), tb = balance_of(json_array_get(reads, 1));
-    json_decref(j);
-    if (amount > fa)
-        amount = fa;
-    snprintf(body, sizeof(body),
-             "{\"writes\":[{\"key\":\"%s\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"%ld\"}]}",
-             a, fa - amount, b, tb + amount);
-    json_decref(call("POST", path, body, &st));
-    assert_int_equal(st, 200);
-    snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
-    json_decref(call("POST", path, NULL, &st));
-    if (st == 409)
-        return false;
-    assert_int_equal(st, 200);
-    return true;
+    return transfer_by(true, from, to, amount);
 }
 
-/* A transfer as two one-shot requests: read both, then a compare-and-set
- * on both commit timestamps that writes both. */
 static bool transfer_oneshot(int from, int to, long amount)
 {
-    char body[768], a[16], b[16];
-    long st;
-    account_key(from, a);
-    account_key(to, b);
-    snprintf(body, sizeof(body), "{\"reads\":[\"%s\",\"%s\"]}", a, b);
-    json_t *j = call("POST", "/v1/txn", body, &st);
-    if (st == 409) {
-        json_decref(j);
-        return false;
-    }
-    assert_int_equal(st, 200);
-    json_t *reads = json_object_get(j, "reads");
-    json_t *ra = json_array_get(reads, 0), *rb = json_array_get(reads, 1);
-    long fa = balance_of(ra), tb = balance_of(rb);
-    long long ca = json_integer_value(json_object_get(ra, "commit_ts"));
-    long long cb = json_integer_value(json_object_get(rb, "commit_ts"));
-    json_decref(j);
-    if (amount > fa)
-        amount = fa;
-    snprintf(body, sizeof(body),
-             "{\"conditions\":[{\"key\":\"%s\",\"commit_ts\":%lld},{\"key\":\"%s\",\"commit_ts\":%lld}],"
-             "\"writes\":[{\"key\":\"%s\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"%ld\"}]}",
-             a, ca, b, cb, a, fa - amount, b, tb + amount);
-    j = call("POST", "/v1/txn", body, &st);
-    json_decref(j);
-    if (st == 409)
-        return false;
-    assert_int_equal(st, 200);
-    return true;
+    return transfer_by(false, from, to, amount);
 }
 
 typedef struct {
@@ -167,7 +114,7 @@ static long snapshot_sum(int *accounts)
     json_t *items = json_object_get(j, "items");
     long sum = 0;
     for (size_t i = 0; i < json_array_size(items); i++)
-        sum += balance_of(json_array_get(items, i));
+        sum += tl_bank_balance(json_array_get(items, i));
     *accounts = (int)json_array_size(items);
     json_decref(j);
     return sum;
@@ -244,7 +191,7 @@ static void run_bank(const char *one_pc)
             snprintf(path, sizeof(path), "/v1/kv/%s", k);
             j = call("GET", path, NULL, &st);
             assert_int_equal(st, 200);
-            sum += balance_of(j);
+            sum += tl_bank_balance(j);
             json_decref(j);
         }
         assert_int_equal(sum, TOTAL);

@@ -1,5 +1,5 @@
 /*
- * test_service_crash.c — crashes, stalls and stuck owners (CONTRACT §6.3,
+ * test_service_crash.c — crashes, stalls and stuck owners (DESIGN §1.4,
  * §6.5), with the real programs:
  *
  *  - a multi-key transaction crashes the service (kill -9 through a
@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bank.h"
 #include "svc_fixture.h"
 #include "timeutil.h"
 
@@ -153,73 +154,23 @@ static tl_stack BANK;
 static atomic_int bank_stop;
 static _Atomic unsigned char marker_state[MARKERS];
 
-static long balance(json_t *item)
-{
-    return strtol(json_string_value(json_object_get(item, "value")), NULL, 10);
-}
-
 /* One transfer that also writes its marker; the outcome as the client
  * sees it. */
 static int transfer(int client, int seq, unsigned *seed)
 {
     int from = rand_r(seed) % ACCOUNTS, to = (from + 1 + rand_r(seed) % (ACCOUNTS - 1)) % ACCOUNTS;
     long amount = rand_r(seed) % 50;
-    char body[1024], path[160], id[64];
-    json_t *j;
-    long st;
-
-    if (seq % 2 == 0) {
-        /* Through a session. */
-        if ((st = tl_try_call(&BANK, "POST", "/v1/txns", NULL, &j)) != 201) {
-            json_decref(j);
-            return M_NONE; /* nothing started: try again later */
-        }
-        snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
-        json_decref(j);
-        snprintf(path, sizeof(path), "/v1/txns/%s/batch", id);
-        snprintf(body, sizeof(body), "{\"reads\":[\"a%02d\",\"a%02d\"]}", from, to);
-        if ((st = tl_try_call(&BANK, "POST", path, body, &j)) != 200) {
-            json_decref(j);
-            return M_NONE;
-        }
-        json_t *r = json_object_get(j, "reads");
-        long fa = balance(json_array_get(r, 0)), tb = balance(json_array_get(r, 1));
-        json_decref(j);
-        if (amount > fa)
-            amount = fa;
-        snprintf(body, sizeof(body),
-                 "{\"writes\":[{\"key\":\"a%02d\",\"value\":\"%ld\"},{\"key\":\"a%02d\",\"value\":"
-                 "\"%ld\"},{\"key\":\"m/%d/%d\",\"value\":\"x\"}]}",
-                 from, fa - amount, to, tb + amount, client, seq);
-        if ((st = tl_try_call(&BANK, "POST", path, body, NULL)) != 200)
-            return M_NONE;
-        snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
-        st = tl_try_call(&BANK, "POST", path, NULL, NULL);
-    } else {
-        /* Read, then a compare-and-set through /v1/txn. */
-        snprintf(body, sizeof(body), "{\"reads\":[\"a%02d\",\"a%02d\"]}", from, to);
-        if ((st = tl_try_call(&BANK, "POST", "/v1/txn", body, &j)) != 200) {
-            json_decref(j);
-            return M_NONE;
-        }
-        json_t *r = json_object_get(j, "reads");
-        json_t *ra = json_array_get(r, 0), *rb = json_array_get(r, 1);
-        long fa = balance(ra), tb = balance(rb);
-        long long ca = json_integer_value(json_object_get(ra, "commit_ts"));
-        long long cb = json_integer_value(json_object_get(rb, "commit_ts"));
-        json_decref(j);
-        if (amount > fa)
-            amount = fa;
-        snprintf(body, sizeof(body),
-                 "{\"conditions\":[{\"key\":\"a%02d\",\"commit_ts\":%lld},{\"key\":\"a%02d\","
-                 "\"commit_ts\":%lld}],\"writes\":[{\"key\":\"a%02d\",\"value\":\"%ld\"},{\"key\":"
-                 "\"a%02d\",\"value\":\"%ld\"},{\"key\":\"m/%d/%d\",\"value\":\"x\"}]}",
-                 from, ca, to, cb, from, fa - amount, to, tb + amount, client, seq);
-        st = tl_try_call(&BANK, "POST", "/v1/txn", body, NULL);
-    }
-    if (st == 200)
+    char a[16], b[16], marker[32];
+    snprintf(a, sizeof(a), "a%02d", from);
+    snprintf(b, sizeof(b), "a%02d", to);
+    snprintf(marker, sizeof(marker), "m/%d/%d", client, seq);
+    /* Half through a session, half as a read and a compare-and-set. */
+    tl_transfer r = tl_bank_transfer(&BANK, seq % 2 == 0, a, b, amount, marker);
+    if (!r.committing)
+        return M_NONE; /* nothing was committed: try again later */
+    if (r.status == 200)
         return M_ACKED;
-    if (st == 0 || st >= 500)
+    if (r.status == 0 || r.status >= 500)
         return M_UNKNOWN; /* the answer was lost: it may or may not have committed */
     return M_REFUSED;     /* 409, 410, or 404 from a new run that never saw it */
 }
@@ -272,7 +223,7 @@ static void bank_survives_repeated_kill9(void **state)
     assert_int_equal(json_array_size(items), ACCOUNTS);
     long sum = 0;
     for (size_t i = 0; i < ACCOUNTS; i++)
-        sum += balance(json_array_get(items, i));
+        sum += tl_bank_balance(json_array_get(items, i));
     json_decref(j);
     assert_int_equal(sum, ACCOUNTS * 1000L);
 

@@ -1,6 +1,6 @@
 /*
  * Conflicts and the protocol's edge rules, one case per test, named as the
- * rule it shows (seed 003 Figure 6, seed 001 §4.2).
+ * rule it shows (the paper's Figure 6; TiKV's refinements, DESIGN §3).
  */
 #include "engine_fixture.h"
 

@@ -1,5 +1,5 @@
 /*
- * The seeds' worked example (seed 001 §3.1, the paper's Figure 4): Bob
+ * The paper's worked example (its Figure 4): Bob
  * sends Joe $7. The contents of the lock, write and data columns are
  * asserted after each step, first with short values (kept in the lock and
  * write records) and then with long ones (kept in data).

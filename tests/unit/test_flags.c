@@ -1,6 +1,6 @@
 /*
  * test_flags.c — common/flags: defaults, environment twins, precedence,
- * types and the one-line errors (CONTRACT §2).
+ * types and the one-line errors (README: Configuration).
  */
 #include <stdarg.h>
 #include <stddef.h>
