@@ -178,15 +178,15 @@ static bool refuse_pending(httpd_req *req, const txn *t)
 static bool buffer_write(httpd_req *req, svc *s, txn *t, const char *key, size_t klen,
                          bool deleted, const buf *val)
 {
-    int r = txn_buffer(t, key, klen, deleted, val ? val->data : NULL, val ? val->len : 0,
-                       s->cfg.max_txn_bytes);
-    if (r == -1)
+    txn_buffer_rc r = txn_buffer(t, key, klen, deleted, val ? val->data : NULL,
+                                 val ? val->len : 0, s->cfg.max_txn_bytes);
+    if (r == TXN_TOO_BIG)
         httpd_reply_error(req, 413, "payload_too_large", NULL,
                           "the transaction would buffer more than %llu bytes",
                           (unsigned long long)s->cfg.max_txn_bytes);
-    else if (r != 0)
+    else if (r == TXN_NOMEM)
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
-    return r == 0;
+    return r == TXN_BUFFERED;
 }
 
 static void h_put_key(httpd_req *req, void *ctx)

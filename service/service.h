@@ -6,6 +6,14 @@
  * Layers: routes_*.c parse HTTP/JSON and answer; reader.c and
  * coordinator.c drive the Percolator protocol through engine.h; sessions.c
  * keeps transaction sessions and their leases. No WiredTiger here.
+ *
+ * How functions say what happened, everywhere in service/:
+ *  - one that takes the request and may answer it returns bool: true to go
+ *    on, false when it has answered (an error; the caller just returns);
+ *    or, if it produces something (txn_open, session_read), a pointer that
+ *    is NULL when it has answered;
+ *  - one below HTTP returns pc_rc (or an enum of its own, as txn_buffer);
+ *  - a lookup or constructor returns a pointer, NULL for none.
  */
 #ifndef PC_SERVICE_H
 #define PC_SERVICE_H

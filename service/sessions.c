@@ -332,7 +332,7 @@ const txn_write *txn_find(const txn *t, const void *key, size_t klen)
     return NULL;
 }
 
-int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
+txn_buffer_rc txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
                size_t vlen, size_t max_bytes)
 {
     size_t i = txn_lower_bound(t, key, klen);
@@ -340,10 +340,10 @@ int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *v
     size_t old = exists ? t->w[i].klen + t->w[i].vlen : 0;
 
     if (t->bytes - old + klen + vlen > max_bytes)
-        return -1;
+        return TXN_TOO_BIG;
     char *v = malloc(vlen ? vlen : 1);
     if (v == NULL)
-        return -2;
+        return TXN_NOMEM;
     if (vlen)
         memcpy(v, val, vlen);
     if (exists) {
@@ -352,12 +352,12 @@ int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *v
         t->w[i].vlen = vlen;
         t->w[i].deleted = deleted;
         t->bytes = t->bytes - old + klen + vlen;
-        return 0;
+        return TXN_BUFFERED;
     }
     char *k = malloc(klen);
     if (k == NULL) {
         free(v);
-        return -2;
+        return TXN_NOMEM;
     }
     memcpy(k, key, klen);
     if (t->nw == t->capw) {
@@ -366,7 +366,7 @@ int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *v
         if (w == NULL) {
             free(k);
             free(v);
-            return -2;
+            return TXN_NOMEM;
         }
         t->w = w;
         t->capw = cap;
@@ -376,5 +376,5 @@ int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *v
     t->nw++;
     t->writes = t->nw;
     t->bytes += klen + vlen;
-    return 0;
+    return TXN_BUFFERED;
 }

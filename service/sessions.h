@@ -111,9 +111,10 @@ size_t sessions_reap(sessions *s, uint64_t now_ms);
 uint64_t sessions_oldest_start(sessions *s);
 size_t sessions_active(sessions *s);
 
-/* Buffer a write (replacing an earlier one of the same key). 0, or -1 when
- * the session would hold more than max_bytes, -2 out of memory. */
-int txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
+typedef enum { TXN_BUFFERED, TXN_TOO_BIG, TXN_NOMEM } txn_buffer_rc;
+/* Buffer a write (replacing an earlier one of the same key). TXN_TOO_BIG:
+ * the session would hold more than max_bytes (nothing changed). */
+txn_buffer_rc txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
                size_t vlen, size_t max_bytes);
 /* The buffered write of a key, or NULL. */
 const txn_write *txn_find(const txn *t, const void *key, size_t klen);
