@@ -8,13 +8,23 @@
  */
 #include "internal.h"
 
+pc_rc pc_write_put(pc_session *s, pc_slice key, uint64_t ts, const pc_write_rec *w)
+{
+    uint8_t vk[PC_VKEY_MAX];
+    size_t vklen = pc_vkey(vk, key.data, key.len, ts);
+    pc_rc rc;
+
+    s->scratch.len = 0;
+    if ((rc = pc_write_encode(&s->scratch, w)) != PC_OK)
+        return rc;
+    return pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len);
+}
+
 /* A key's lock of start_ts becomes its write record at commit_ts (the
  * paper's Commit step for one key), marked dirty for observers. */
 pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
                            uint64_t commit_ts)
 {
-    uint8_t vk[PC_VKEY_MAX];
-    size_t vklen = pc_vkey(vk, key.data, key.len, commit_ts);
     pc_write_rec w = {
         .type = lock->op == PC_OP_PUT ? PC_W_PUT : PC_W_DELETE,
         .start_ts = lock->start_ts,
@@ -23,11 +33,8 @@ pc_rc pc_commit_locked_key(pc_session *s, pc_slice key, const pc_lock_rec *lock,
     };
     pc_rc rc;
 
-    /* Encode before touching the lock cursor: lock points into it. */
-    s->scratch.len = 0;
-    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
+    /* The record first: lock points into the lock cursor. */
+    if ((rc = pc_write_put(s, key, commit_ts, &w)) != PC_OK)
         return rc;
     if ((rc = pc_cursor_del(s, s->lock, key.data, key.len)) != PC_OK)
         return rc;

@@ -125,6 +125,10 @@ pc_rc pc_write_decode(const void *p, size_t len, pc_write_rec *r);
 
 pc_rc pc_buf_reserve(pc_buf *b, size_t extra);
 
+/* Encode w and put it as key's write record at ts (in the caller's
+ * transaction; commit.c). */
+pc_rc pc_write_put(pc_session *s, pc_slice key, uint64_t ts, const pc_write_rec *w);
+
 /* ---- mvcc.c: lookups the actions share (none writes) ---- */
 
 /* The lock on key, if any: PC_OK with *r pointing into the lock cursor. */

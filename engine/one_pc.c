@@ -45,11 +45,7 @@ static pc_rc one_pc_key(pc_session *s, const one_pc_args *a, const pc_mutation *
         if ((rc = pc_cursor_put(s, s->data, vk, vklen, m->value.data, m->value.len)) != PC_OK)
             return rc;
     }
-    vklen = pc_vkey(vk, m->key.data, m->key.len, a->commit_ts);
-    s->scratch.len = 0;
-    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
+    if ((rc = pc_write_put(s, m->key, a->commit_ts, &w)) != PC_OK)
         return rc;
     /* Collide with concurrent prewrites of this key (see above). */
     if ((rc = pc_cursor_put(s, s->lock, m->key.data, m->key.len, &marker, 1)) != PC_OK)

@@ -12,14 +12,8 @@ pc_rc pc_put_rollback_record(pc_session *s, pc_slice key, uint64_t start_ts)
     uint8_t vk[PC_VKEY_MAX];
     size_t vklen = pc_vkey(vk, key.data, key.len, start_ts);
     pc_write_rec w = {.type = PC_W_ROLLBACK, .start_ts = start_ts};
-    pc_rc rc;
-
-    s->scratch.len = 0;
-    if ((rc = pc_write_encode(&s->scratch, &w)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len)) != PC_OK)
-        return rc;
-    return pc_cursor_del(s, s->data, vk, vklen);
+    pc_rc rc = pc_write_put(s, key, start_ts, &w);
+    return rc != PC_OK ? rc : pc_cursor_del(s, s->data, vk, vklen);
 }
 
 typedef struct {
