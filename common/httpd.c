@@ -95,8 +95,12 @@ struct httpd {
     _Atomic long in_flight;   /* requests between first call and completion */
     _Atomic long deferred;    /* requests held by other threads (httpd_defer) */
     atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
+    _Atomic long open_conns;  /* connections MHD holds */
+    _Atomic size_t body_bytes; /* request bodies held in memory, all requests */
+    _Atomic uint64_t refused_logged_ms; /* last "connection refused" log line */
+    _Atomic unsigned long refused; /* connections refused since that line */
     metrics_family *req_family, *lat_family;
-    metrics_series *conn_total, *conn_open;
+    metrics_series *conn_total, *conn_open, *conn_refused, *body_refused;
 };
 
 typedef struct kv {
@@ -133,8 +137,10 @@ struct httpd_req {
     int nquery;
 
     buf body;
+    size_t body_held;         /* bytes of body counted in h->body_bytes */
     size_t discarded;         /* body bytes dropped after an early error */
     unsigned long long declared; /* Content-Length, 0 if none */
+    bool has_body;            /* a body was announced (length or chunked) */
 
     /* The reply, built by the handler, queued after it returns. */
     bool replied;
@@ -691,6 +697,8 @@ static void req_free(httpd_req *rq)
         return;
     if (rq->slot != NULL && rq->slot_free != NULL)
         rq->slot_free(rq->slot);
+    if (rq->body_held > 0)
+        atomic_fetch_sub(&rq->h->body_bytes, rq->body_held);
     free(rq->uri);
     free(rq->scratch);
     free(rq->resp);
@@ -756,14 +764,6 @@ static void first_call(httpd_req *rq, const char *method)
     route_request(rq);
     if (!rq->route)
         return;
-    /* Refuse before spending: no body is kept for a request that may not
-     * be made (it is drained, bounded, so that the client reads the 401). */
-    const char *why = NULL;
-    if (!rq->route->def->public && h->cfg.authorize != NULL &&
-        (why = h->cfg.authorize(rq, h->cfg.ctx)) != NULL) {
-        set_early(rq, 401, "unauthorized", "%s", why);
-        return;
-    }
 
     const char *cl = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -772,6 +772,15 @@ static void first_call(httpd_req *rq, const char *method)
     unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
     rq->declared = declared;
     bool has_body = declared > 0 || te != NULL;
+    rq->has_body = has_body;
+    /* Refuse before spending: a request that may not be made has none of
+     * its body read (on_request answers it at once when one is coming). */
+    const char *why = NULL;
+    if (!rq->route->def->public && h->cfg.authorize != NULL &&
+        (why = h->cfg.authorize(rq, h->cfg.ctx)) != NULL) {
+        set_early(rq, 401, "unauthorized", "%s", why);
+        return;
+    }
     if (declared > h->cfg.max_body)
         set_early(rq, 413, "payload_too_large", "request body over %zu bytes", h->cfg.max_body);
     else if (has_body && !is_json_type(MHD_lookup_connection_value(
@@ -780,10 +789,21 @@ static void first_call(httpd_req *rq, const char *method)
                   "a request body must be sent as Content-Type: application/json");
 }
 
+/* Free what the body holds and give its bytes back to the budget. */
+static void drop_body(httpd_req *rq)
+{
+    buf_free(&rq->body);
+    if (rq->body_held > 0)
+        atomic_fetch_sub(&rq->h->body_bytes, rq->body_held);
+    rq->body_held = 0;
+}
+
 static void answer_early(httpd_req *rq)
 {
     if (rq->early_status == 401)
         httpd_add_header(rq, "WWW-Authenticate", "Bearer");
+    if (rq->early_status == 503)
+        httpd_add_header(rq, "Retry-After", "1");
     httpd_reply_error(rq, rq->early_status, rq->early_code, NULL, "%s", rq->early_msg);
 }
 
@@ -825,6 +845,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             answer_early(rq);
             return queue_reply(rq);
         }
+        /* Not allowed, and a body on its way: answer now and let MHD close
+         * the connection rather than read a byte of it. */
+        if (rq->early_status == 401 && rq->has_body) {
+            answer_early(rq);
+            return queue_reply(rq);
+        }
         return MHD_YES;
     }
 
@@ -840,12 +866,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (rq->body.len + n > h->cfg.max_body) {
             set_early(rq, 413, "payload_too_large", "request body over %zu bytes",
                       h->cfg.max_body);
-            buf_free(&rq->body);
+            drop_body(rq);
             return MHD_YES;
         }
+        /* One budget for the bodies of all requests: past it, this one
+         * is refused (503) rather than the process growing without end. */
+        if (atomic_fetch_add(&h->body_bytes, n) + n > h->cfg.body_budget) {
+            atomic_fetch_sub(&h->body_bytes, n);
+            metrics_inc(h->body_refused, 1);
+            set_early(rq, 503, "busy", "too many request bodies in flight; retry shortly");
+            drop_body(rq);
+            return MHD_YES;
+        }
+        rq->body_held += n;
         if (buf_append(&rq->body, upload_data, n) != 0) {
             set_early(rq, 500, "internal", "out of memory reading the request body");
-            buf_free(&rq->body);
+            drop_body(rq);
         }
         return MHD_YES;
     }
@@ -990,7 +1026,23 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     httpd *h = cls;
     (void)addr;
     (void)addrlen;
-    return atomic_load(&h->stopping) ? MHD_NO : MHD_YES;
+    if (atomic_load(&h->stopping))
+        return MHD_NO;
+    /* Past the limit: closed at once, so no idle connection can take the
+     * descriptors the rest of the process needs (fdlimit.h). */
+    if (atomic_load(&h->open_conns) >= (long)h->cfg.max_connections) {
+        metrics_inc(h->conn_refused, 1);
+        unsigned long n = atomic_fetch_add(&h->refused, 1) + 1;
+        uint64_t now = time_mono_ms(), last = atomic_load(&h->refused_logged_ms);
+        /* One line a minute at most: an attack must not flood the log. */
+        if (now - last >= 60000 && atomic_compare_exchange_strong(&h->refused_logged_ms, &last, now)) {
+            atomic_store(&h->refused, 0);
+            log_warn("httpd: at the connection limit (%u): %lu connection(s) refused since the "
+                     "last report", h->cfg.max_connections, n);
+        }
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
@@ -1000,9 +1052,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     (void)conn;
     (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&h->open_conns, 1);
         metrics_add(h->conn_open, -1);
     }
 }
@@ -1051,6 +1105,8 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         h->cfg.max_body = HTTPD_DEFAULT_MAX_BODY;
     if (!h->cfg.max_connections)
         h->cfg.max_connections = 1024;
+    if (!h->cfg.body_budget)
+        h->cfg.body_budget = 4 * h->cfg.max_body;
     if (!h->cfg.idle_timeout_s)
         h->cfg.idle_timeout_s = 120;
     if (!h->cfg.threads) {
@@ -1089,6 +1145,11 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
                                          "TCP connections accepted");
         h->conn_open = metrics_gauge1(cfg->metrics, "percolator_http_connections_open",
                                       "TCP connections open now");
+        h->conn_refused = metrics_counter1(cfg->metrics,
+                                           "percolator_http_connections_refused_total",
+                                           "connections closed at once: the limit was reached");
+        h->body_refused = metrics_counter1(cfg->metrics, "percolator_http_body_refused_total",
+                                           "requests refused (503 busy): the body budget was spent");
     }
 
     h->workers = calloc(h->cfg.threads, sizeof *h->workers);
@@ -1110,7 +1171,10 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it covers all */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
-        MHD_OPTION_CONNECTION_LIMIT, h->cfg.max_connections,
+        /* MHD's own limit a little above ours: on_accept refuses first,
+         * at once, instead of MHD leaving them in the listen queue. */
+        MHD_OPTION_CONNECTION_LIMIT, h->cfg.max_connections + 16,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->cfg.max_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, h->cfg.idle_timeout_s,
         /* MHD 0.9.75 zeroes a connection's whole memory pool for every
          * request: at 128 KiB that memset was ~20% of the CPU of a point

@@ -64,7 +64,10 @@ typedef struct httpd_config {
     const char *listen;           /* "host:port"; port 0 picks a free one */
     unsigned threads;             /* MHD threads, and as many write workers; 0: number of CPUs */
     size_t max_body;              /* 0: HTTPD_DEFAULT_MAX_BODY */
-    unsigned max_connections;     /* 0: 1024 */
+    unsigned max_connections;     /* 0: 1024; past it a connection is closed at once */
+    unsigned max_per_ip;          /* connections from one client address; 0: no limit */
+    size_t body_budget;           /* request body bytes held at once, all requests
+                                     together; past it 503 busy. 0: 4 x max_body */
     unsigned idle_timeout_s;      /* idle keep-alive connections closed after; 0: 120 */
     const httpd_route *routes;
     size_t nroutes;

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "fdlimit.h"
 #include "flags.h"
 #include "httpd.h"
 #include "log.h"
@@ -21,16 +23,19 @@
 #include "tso.h"
 
 #define PROG "percolator-oracle"
+#define ORACLE_MAX_BODY 1024 /* bytes; its requests carry none */
 
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *data_dir = NULL;
-    uint64_t threads = 0;
+    uint64_t threads = 0, max_conns = 0, per_ip = 0;
     int level = LOG_INFO;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},
         {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU)", NULL, 0, 256},
+        {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
+        {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
@@ -47,6 +52,19 @@ int main(int argc, char **argv)
     if (!data_dir || !*data_dir) {
         fprintf(stderr, "%s: --data-dir must not be empty\n", PROG);
         return 2;
+    }
+
+    /* Descriptors: what the event loops and the state file need, the rest
+     * for connections (fdlimit.h). */
+    unsigned pool = threads ? (unsigned)threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned reserve = 64 + 4 * pool;
+    uint64_t nofile = fd_limit_raise();
+    unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)max_conns, 16);
+    if (conns == 0) {
+        fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
+                "and at least 16 for connections\n",
+                PROG, (unsigned long long)nofile, reserve);
+        return 1;
     }
 
     /* Before any thread starts, so that only the main thread sees them. */
@@ -76,6 +94,10 @@ int main(int argc, char **argv)
     httpd_config cfg = {
         .listen = listen,
         .threads = (unsigned)threads,
+        .max_connections = conns,
+        .max_per_ip = (unsigned)per_ip,
+        /* A timestamp request has no body to speak of: refuse any. */
+        .max_body = ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),
         .ctx = &ctx,
         .metrics = ctx.metrics,

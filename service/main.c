@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "failpoint.h"
+#include "fdlimit.h"
 #include "flags.h"
 #include "janitor.h"
 #include "observers.h"
@@ -145,6 +146,9 @@ int main(int argc, char **argv)
         {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
         {"oracle-timeout-ms", FLAG_UINT64, &c->oracle_timeout_ms, "2000", "time limit of one oracle request", NULL, 10, 60000},
         {"threads", FLAG_UINT64, &c->threads, "32", "HTTP worker threads", NULL, 1, 1024},
+        {"max-connections", FLAG_UINT64, &c->max_connections, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
+        {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
+        {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -163,6 +167,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL\n",
                 PROG);
         return 2;
+    }
+
+    /* Descriptors: WiredTiger's files, the event loops (an epoll set and a
+     * wake-up pipe each), the oracle client's connections, logs: what is
+     * left is for connections (fdlimit.h). */
+    unsigned reserve = 128 + 4 * (unsigned)c->threads;
+    uint64_t nofile = fd_limit_raise();
+    unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)c->max_connections, 16);
+    if (conns == 0) {
+        fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
+                "and its storage and at least 16 for connections\n",
+                PROG, (unsigned long long)nofile, reserve);
+        return 1;
     }
 
     /* Before any thread starts, so that only the main thread sees them. */
@@ -242,7 +259,9 @@ int main(int argc, char **argv)
     httpd_config hc = {
         .listen = c->listen,
         .threads = (unsigned)c->threads,
-        .max_connections = 4096,
+        .max_connections = conns,
+        .max_per_ip = (unsigned)c->max_conns_per_ip,
+        .body_budget = c->max_body_memory,
         .routes = routes,
         .nroutes = n,
         .ctx = s,

@@ -34,6 +34,7 @@ typedef struct svc_config {
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;
+    uint64_t max_connections, max_conns_per_ip, max_body_memory;
     bool one_pc;
     int log_level;
 } svc_config;

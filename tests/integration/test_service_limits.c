@@ -1,0 +1,338 @@
+/*
+ * test_service_limits.c — what a client without a token, or with too many
+ * connections, can make the service spend (the security review's
+ * denial-of-service findings), with the real programs and raw sockets:
+ *
+ *  - under a low file limit, idle connections past the connection limit
+ *    are closed at once and never take the descriptors the storage engine
+ *    needs; the service works on after the attack;
+ *  - one client address cannot hold more than --max-connections-per-ip
+ *    while another client still gets answers;
+ *  - request bodies in memory are bounded by --max-body-memory (503 busy
+ *    with Retry-After past it);
+ *  - a request without the token is refused when its headers arrive,
+ *    before its body is read;
+ *  - the oracle refuses a body on its timestamp requests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "svc_fixture.h"
+#include "timeutil.h"
+
+/* A TCP connection from src (NULL: any) to 127.0.0.1:port; -1 on failure. */
+static int dial(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    if (src != NULL) {
+        inet_pton(AF_INET, src, &a.sin_addr);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Has the server closed fd (EOF or reset), waiting at most ms? */
+static bool closed_by_server(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return false;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static int open_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void raise_own_limit(void)
+{
+    struct rlimit r;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &r), 0);
+    r.rlim_cur = r.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &r), 0);
+}
+
+/* The service started under `prlimit --nofile=N:N`, with extra flags. */
+static void start_limited(tl_stack *st, unsigned nofile, const char *const extra[])
+{
+    assert_int_equal(tl_stack_start(st, extra), 0);
+    assert_int_equal(tl_service_stop(st), 0);
+    /* tl_service_start runs st->svc.args after the program: run prlimit
+     * with the service as its command instead. */
+    char lim[32], prog[700];
+    snprintf(lim, sizeof lim, "--nofile=%u:%u", nofile, nofile);
+    snprintf(prog, sizeof prog, "%s/percolator-service", tl_bin_dir());
+    char listen[64], oracle[128];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", st->svc.port);
+    snprintf(oracle, sizeof oracle, "%s", st->oracle.url);
+    const char *args[32] = {lim, "--", prog, "--listen", listen, "--data-dir", st->svc.data,
+                            "--oracle", oracle};
+    size_t n = 9;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 31; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    st->svc.pid = tl_spawn("/usr/bin/prlimit", args, NULL, st->svc.log);
+    assert_true(st->svc.pid > 0);
+    assert_int_equal(tl_wait_health(st->svc.url, st->svc.pid, 15000), 0);
+}
+
+static void idle_connections_never_starve_the_storage(void **state)
+{
+    (void)state;
+    enum { NOFILE = 400, ATTACK = 700 };
+    const char *extra[] = {"--threads", "4", NULL};
+    tl_stack st;
+    int fds[ATTACK];
+    raise_own_limit();
+    start_limited(&st, NOFILE, extra);
+    json_decref(tl_must(&st, "PUT", "/v1/kv/before", "{\"value\":\"1\"}", 200));
+
+    int opened = 0, refused = 0;
+    for (int i = 0; i < ATTACK; i++)
+        if ((fds[i] = dial(NULL, st.svc.port)) >= 0)
+            opened++;
+    time_sleep_ms(500);
+    for (int i = 0; i < ATTACK; i++)
+        if (fds[i] >= 0 && closed_by_server(fds[i], 0))
+            refused++;
+    int used = open_fds(st.svc.pid);
+    print_message("%d idle connections under a file limit of %d: %d closed at once; the "
+                  "service holds %d descriptors\n", opened, NOFILE, refused, used);
+    /* The service keeps a reserve: it never runs out of descriptors. */
+    assert_true(used > 0 && used < NOFILE - 64);
+    assert_true(refused > 0);
+    for (int i = 0; i < ATTACK; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    time_sleep_ms(300);
+    json_decref(tl_must(&st, "PUT", "/v1/kv/after", "{\"value\":\"2\"}", 200));
+    json_t *j = tl_must(&st, "GET", "/v1/kv/before", NULL, 200);
+    json_decref(j);
+    assert_true(tl_service_metric(&st, "percolator_http_connections_refused_total") >= refused);
+    char *log = tl_read_file(st.svc.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "at the connection limit"));
+    assert_null(strstr(log, "Too many open files"));
+    free(log);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+static void one_address_cannot_take_every_connection(void **state)
+{
+    (void)state;
+    enum { PER_IP = 40, ATTACK = 120 };
+    const char *extra[] = {"--max-connections-per-ip", "40", NULL};
+    tl_stack st;
+    int fds[ATTACK], open_after = 0;
+    raise_own_limit();
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    for (int i = 0; i < ATTACK; i++)
+        fds[i] = dial("127.0.0.2", st.svc.port);
+    time_sleep_ms(500);
+    for (int i = 0; i < ATTACK; i++)
+        if (fds[i] >= 0 && !closed_by_server(fds[i], 0))
+            open_after++;
+    print_message("%d connections from 127.0.0.2: %d kept (limit %d a client address)\n", ATTACK,
+                  open_after, PER_IP);
+    assert_true(open_after <= PER_IP);
+    /* Another client (127.0.0.1) is served meanwhile. */
+    json_decref(tl_must(&st, "PUT", "/v1/kv/k", "{\"value\":\"1\"}", 200));
+    json_decref(tl_must(&st, "GET", "/v1/kv/k", NULL, 200));
+    for (int i = 0; i < ATTACK; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+/* Send the headers of a PUT of a value of vlen bytes, and the first part
+ * bytes of its body. */
+static int start_put(int port, const char *token, size_t vlen, size_t part)
+{
+    int fd = dial(NULL, port);
+    assert_true(fd >= 0);
+    size_t blen = vlen + strlen("{\"value\":\"\"}");
+    char hdr[512];
+    int n = snprintf(hdr, sizeof hdr,
+                     "PUT /v1/kv/big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "%s%s%sContent-Length: %zu\r\n\r\n",
+                     token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "",
+                     blen);
+    assert_int_equal(send(fd, hdr, (size_t)n, MSG_NOSIGNAL), n);
+    char *body = malloc(blen);
+    assert_non_null(body);
+    memset(body, 'v', blen);
+    memcpy(body, "{\"value\":\"", 10);
+    memcpy(body + blen - 2, "\"}", 2);
+    size_t sent = 0;
+    while (sent < part) {
+        ssize_t k = send(fd, body + sent, part - sent, MSG_NOSIGNAL);
+        assert_true(k > 0);
+        sent += (size_t)k;
+    }
+    free(body);
+    return fd;
+}
+
+/* Send the rest of the body (bytes part..blen) and read the status. */
+static int finish_put(int fd, size_t vlen, size_t part)
+{
+    size_t blen = vlen + strlen("{\"value\":\"\"}");
+    char *body = malloc(blen);
+    assert_non_null(body);
+    memset(body, 'v', blen);
+    memcpy(body + blen - 2, "\"}", 2);
+    size_t sent = part;
+    while (sent < blen) {
+        ssize_t k = send(fd, body + sent, blen - sent, MSG_NOSIGNAL);
+        if (k <= 0)
+            break;
+        sent += (size_t)k;
+    }
+    free(body);
+    char resp[4096];
+    ssize_t got = 0, k;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got < (ssize_t)sizeof(resp) - 1 && poll(&p, 1, 10000) > 0 &&
+           (k = recv(fd, resp + got, sizeof(resp) - 1 - (size_t)got, 0)) > 0) {
+        got += k;
+        if (strstr(resp, "\r\n\r\n") != NULL)
+            break;
+    }
+    resp[got] = '\0';
+    close(fd);
+    int status = 0;
+    sscanf(resp, "HTTP/1.1 %d", &status);
+    return status;
+}
+
+static void bodies_in_memory_are_bounded(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--max-body-memory", "2MiB", NULL};
+    tl_stack st;
+    enum { VLEN = 900 << 10, ALMOST = (900 << 10) - 64, PART = 400 << 10 };
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    /* Two bodies all but sent (1.8 MiB held), a third one starts. */
+    int a = start_put(st.svc.port, NULL, VLEN, ALMOST);
+    int b = start_put(st.svc.port, NULL, VLEN, ALMOST);
+    time_sleep_ms(300);
+    int c = start_put(st.svc.port, NULL, VLEN, PART);
+    time_sleep_ms(300);
+    int sc = finish_put(c, VLEN, PART);
+    int sa = finish_put(a, VLEN, ALMOST), sb = finish_put(b, VLEN, ALMOST);
+    print_message("three 900 KiB bodies at once against a 2 MiB budget: %d %d %d\n", sa, sb,
+                  sc);
+    assert_int_equal(sc, 503);
+    assert_int_equal(sa, 200);
+    assert_int_equal(sb, 200);
+    assert_true(tl_service_metric(&st, "percolator_http_body_refused_total") >= 1);
+    /* The budget came back. */
+    json_decref(tl_must(&st, "PUT", "/v1/kv/small", "{\"value\":\"1\"}", 200));
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+static void no_token_no_body_read(void **state)
+{
+    (void)state;
+    tl_stack st;
+    char tokfile[100];
+    assert_int_equal(tl_stack_start(&st, NULL), 0);
+    assert_int_equal(tl_service_stop(&st), 0);
+    assert_true((size_t)snprintf(tokfile, sizeof tokfile, "%s/token", st.dir) < sizeof tokfile);
+    assert_int_equal(tl_write_file(tokfile, "s3cret-token\n", 13), 0);
+    snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "--auth-token-file");
+    snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "%s", tokfile);
+    assert_int_equal(tl_service_start(&st), 0);
+    /* 60 MiB announced, not a byte sent: the 401 comes at once. */
+    int fd = dial(NULL, st.svc.port);
+    assert_true(fd >= 0);
+    const char *hdr = "PUT /v1/kv/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 62914560\r\n\r\n";
+    assert_int_equal(send(fd, hdr, strlen(hdr), MSG_NOSIGNAL), (ssize_t)strlen(hdr));
+    char resp[1024];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    uint64_t t0 = time_mono_ms();
+    assert_true(poll(&p, 1, 5000) > 0);
+    ssize_t n = recv(fd, resp, sizeof resp - 1, 0);
+    assert_true(n > 0);
+    resp[n] = '\0';
+    print_message("no token, 60 MiB announced: %.12s after %llu ms\n", resp,
+                  (unsigned long long)(time_mono_ms() - t0));
+    assert_non_null(strstr(resp, "HTTP/1.1 401"));
+    assert_non_null(strstr(resp, "WWW-Authenticate: Bearer"));
+    close(fd);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+static void the_oracle_takes_no_body(void **state)
+{
+    (void)state;
+    tl_stack st;
+    char url[160], body[2048];
+    assert_int_equal(tl_stack_start(&st, NULL), 0);
+    memset(body, ' ', sizeof body);
+    body[0] = '{';
+    body[sizeof body - 1] = '}';
+    snprintf(url, sizeof url, "%s/v1/timestamps?count=1", st.oracle.url);
+    tl_resp r;
+    assert_int_equal(tl_http("POST", url, body, sizeof body, "application/json", 5000, &r), 0);
+    assert_int_equal(r.status, 413);
+    tl_resp_free(&r);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+int main(void)
+{
+    if (getenv("CMOCKA_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(idle_connections_never_starve_the_storage),
+        cmocka_unit_test(one_address_cannot_take_every_connection),
+        cmocka_unit_test(bodies_in_memory_are_bounded),
+        cmocka_unit_test(no_token_no_body_read),
+        cmocka_unit_test(the_oracle_takes_no_body),
+    };
+    return cmocka_run_group_tests_name("service: limits against hostile clients", tests, NULL,
+                                       NULL);
+}
