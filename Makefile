@@ -20,7 +20,8 @@ SAN     ?= 0
 
 # The Debian bookworm packages the project needs to build and test.
 DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
-           libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev
+           libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev \
+           libraft-dev libuv1-dev
 
 ifeq ($(SAN),1)
 BUILD   ?= build/asan
@@ -46,7 +47,7 @@ INC_service = -Icommon -Iengine -Iservice
 INC_tests   = -Icommon -Iengine -Ioracle -Iservice -Itests/lib
 INC_bench   = $(INC_tests)
 LDFLAGS = -pthread $(SANFLAGS)
-LDLIBS  = -lwiredtiger -lmicrohttpd -ljansson -lcurl -lm
+LDLIBS  = -lwiredtiger -lmicrohttpd -ljansson -lcurl -lraft -luv -lm
 
 # Every .c under these folders goes into one static library; the programs are
 # the two main.c files, the tests link what they use from the library.

@@ -18,6 +18,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "raft_node.h"
 #include "routes.h"
 #include "signals.h"
 #include "tso.h"
@@ -28,7 +29,8 @@
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *data_dir = NULL;
-    uint64_t threads = 0, max_conns = 0, per_ip = 0;
+    uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0;
+    const char *raft_peers = NULL, *raft_urls = NULL;
     int level = LOG_INFO;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
@@ -36,6 +38,9 @@ int main(int argc, char **argv)
         {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU)", NULL, 0, 256},
         {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
+        {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
+        {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
+        {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
@@ -51,6 +56,17 @@ int main(int argc, char **argv)
     }
     if (!data_dir || !*data_dir) {
         fprintf(stderr, "%s: --data-dir must not be empty\n", PROG);
+        return 2;
+    }
+    raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir};
+    if (raft_id != 0 &&
+        raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
+                              sizeof err) != 0) {
+        fprintf(stderr, "%s: --raft-peers/--raft-urls: %s\n", PROG, err);
+        return 2;
+    }
+    if (raft_id == 0 && (raft_peers[0] != '\0' || raft_urls[0] != '\0')) {
+        fprintf(stderr, "%s: --raft-peers and --raft-urls need --raft-id\n", PROG);
         return 2;
     }
 
@@ -80,15 +96,26 @@ int main(int argc, char **argv)
         log_error("out of memory");
         goto done;
     }
-    if (tso_open(data_dir, ctx.metrics, &ctx.tso, err, sizeof err) != 0) {
-        log_error("cannot start: %s", err);
-        fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
-        goto done;
+    if (raft_id != 0) {
+        /* A member of a Raft group: the mark is the group's (raft_node.h). */
+        if (raft_node_start(&rcfg, ctx.metrics, &ctx.raft, err, sizeof err) != 0) {
+            log_error("cannot start: %s", err);
+            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+            goto done;
+        }
+        log_info("oracle: raft member %llu of %zu, data in %s", (unsigned long long)raft_id,
+                 rcfg.npeers, data_dir);
+    } else {
+        if (tso_open(data_dir, ctx.metrics, &ctx.tso, err, sizeof err) != 0) {
+            log_error("cannot start: %s", err);
+            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+            goto done;
+        }
+        log_info("oracle: data dir %s, persisted high-water mark %llu: timestamps start at %llu",
+                 data_dir, (unsigned long long)tso_persisted(ctx.tso),
+                 (unsigned long long)tso_persisted(ctx.tso) + 1);
     }
     oracle_ctx_init_metrics(&ctx);
-    log_info("oracle: data dir %s, persisted high-water mark %llu: timestamps start at %llu",
-             data_dir, (unsigned long long)tso_persisted(ctx.tso),
-             (unsigned long long)tso_persisted(ctx.tso) + 1);
 
     size_t nroutes;
     httpd_config cfg = {
@@ -114,11 +141,13 @@ int main(int argc, char **argv)
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
-    log_info("oracle: stopped; the next timestamp would have been %llu",
-             (unsigned long long)tso_last(ctx.tso) + 1);
+    if (ctx.tso != NULL)
+        log_info("oracle: stopped; the next timestamp would have been %llu",
+                 (unsigned long long)tso_last(ctx.tso) + 1);
     rc = 0;
 done:
     httpd_stop(server, 0);
+    raft_node_stop(ctx.raft);
     tso_close(ctx.tso);
     metrics_registry_free(ctx.metrics);
     return rc;

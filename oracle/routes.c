@@ -29,6 +29,59 @@ int oracle_parse_count(const char *s, unsigned *out)
     return 0;
 }
 
+/* The reply that hands out first..first+count-1. */
+static void reply_timestamps(httpd_req *req, oracle_ctx *ctx, uint64_t first, unsigned count)
+{
+    metrics_inc(ctx->m_timestamps, count);
+    metrics_inc(ctx->m_requests, 1);
+    /* Formatted by hand: this reply is the oracle's whole job, and jansson's
+     * object building would dominate it. */
+    char body[80];
+    int n = snprintf(body, sizeof body, "{\"first\":%llu,\"count\":%u}",
+                     (unsigned long long)first, count);
+    httpd_reply_text(req, 200, "application/json", body, (size_t)n);
+}
+
+/* A member of a Raft group: only the leader hands out timestamps. A
+ * follower answers 307 to the leader's URL when it knows it (curl -L and
+ * the service's client follow it), else 503 not_leader; both name the
+ * leader they know of. */
+static void raft_timestamps(httpd_req *req, oracle_ctx *ctx, unsigned count)
+{
+    uint64_t first = 0;
+    rn_rc rc = raft_node_timestamps(ctx->raft, count, 2000, &first);
+    if (rc == RN_OK) {
+        reply_timestamps(req, ctx, first, count);
+        return;
+    }
+    if (rc == RN_EXHAUSTED) {
+        httpd_add_header(req, "Retry-After", "3600");
+        httpd_reply_error(req, 503, "oracle_unavailable", NULL,
+                          "timestamp space exhausted: this oracle will never hand out another");
+        return;
+    }
+    raft_node_status st;
+    raft_node_get_status(ctx->raft, &st);
+    json_t *leader = st.leader_id == 0 ? json_null()
+                                       : json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                                   st.leader_http);
+    if (rc == RN_NOT_LEADER && st.leader_http[0] != '\0') {
+        char loc[RAFT_NODE_ADDR_MAX + 64];
+        snprintf(loc, sizeof loc, "%s/v1/timestamps?count=%u", st.leader_http, count);
+        httpd_add_header(req, "Location", loc);
+        httpd_reply_error(req, 307, "not_leader", json_pack("{s:o}", "leader", leader),
+                          "this oracle is a follower: ask the leader, %u at %s", st.leader_id,
+                          st.leader_http);
+        return;
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, rc == RN_NOT_LEADER ? "not_leader" : "oracle_unavailable",
+                      json_pack("{s:o,s:i}", "leader", leader, "retry_after_ms", 1000),
+                      rc == RN_NOT_LEADER ? "this oracle is not the leader and knows of none yet"
+                                          : "no quorum answered in time (an election may be "
+                                            "under way)");
+}
+
 static void handle_timestamps(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
@@ -41,6 +94,10 @@ static void handle_timestamps(httpd_req *req, void *arg)
     }
     uint64_t first;
     char err[256];
+    if (ctx->raft != NULL) {
+        raft_timestamps(req, ctx, count);
+        return;
+    }
     int rc = tso_next(ctx->tso, count, &first, err, sizeof err);
     /* Both failures are the API's oracle_unavailable (503 with
      * Retry-After); the message tells them apart. */
@@ -56,19 +113,25 @@ static void handle_timestamps(httpd_req *req, void *arg)
                           "cannot persist the high-water mark: %s", err);
         return;
     }
-    metrics_inc(ctx->m_timestamps, count);
-    metrics_inc(ctx->m_requests, 1);
-    /* Formatted by hand: this reply is the oracle's whole job, and jansson's
-     * object building would dominate it. */
-    char body[80];
-    int n = snprintf(body, sizeof body, "{\"first\":%llu,\"count\":%u}",
-                     (unsigned long long)first, count);
-    httpd_reply_text(req, 200, "application/json", body, (size_t)n);
+    reply_timestamps(req, ctx, first, count);
 }
 
 static void handle_health(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
+    if (ctx->raft != NULL) {
+        raft_node_status st;
+        raft_node_get_status(ctx->raft, &st);
+        json_t *leader = st.leader_id == 0 ? json_null()
+                                           : json_pack("{s:i,s:s}", "id", (int)st.leader_id,
+                                                       "url", st.leader_http);
+        httpd_reply_json(req, 200,
+                         json_pack("{s:s,s:s,s:o,s:I,s:I,s:I}", "status", "ok", "role", st.role,
+                                   "leader", leader, "term", (json_int_t)st.term, "hwm",
+                                   (json_int_t)st.hwm, "applied_index",
+                                   (json_int_t)st.applied_index));
+        return;
+    }
     json_t *j = json_pack("{s:s,s:I,s:I}", "status", "ok",
                           "persisted_hwm", (json_int_t)tso_persisted(ctx->tso),
                           "next_timestamp", (json_int_t)tso_last(ctx->tso) + 1);

@@ -11,10 +11,12 @@
 
 #include "httpd.h"
 #include "metrics.h"
+#include "raft_node.h"
 #include "tso.h"
 
 typedef struct oracle_ctx {
-    tso *tso;
+    tso *tso;                       /* single node: the persisted mark */
+    raft_node *raft;                /* a Raft group's member (tso is then NULL) */
     metrics_registry *metrics;
     metrics_series *m_timestamps;   /* timestamps handed out */
     metrics_series *m_requests;     /* successful POST /v1/timestamps */

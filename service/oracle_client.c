@@ -164,6 +164,12 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        /* A follower of an oracle Raft group answers 307 to its leader:
+         * follow it (once or twice), as POST, over HTTP only. */
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_MAXREDIRS, 2L) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         /* Look the oracle's name up again on every new connection: a
          * restarted oracle (a new container) may have a new address, and
          * libcurl would otherwise keep the old one for 60 s. The open

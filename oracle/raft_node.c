@@ -1,0 +1,491 @@
+/*
+ * raft_node.c — see raft_node.h. Everything that touches libraft runs on
+ * the loop thread; other threads only queue requests (under mu) and wake
+ * the loop (uv_async_send, which is thread-safe).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "log.h"
+#include "raft_fsm.h"
+#include "raft_node.h"
+#include "timeutil.h"
+
+/* One HTTP request's wish for timestamps. */
+typedef struct ts_wait {
+    unsigned count;
+    uint64_t first;
+    rn_rc rc;
+    bool done;
+    bool batched;             /* taken into a command: it will be answered */
+    struct ts_wait *next;
+} ts_wait;
+
+/* One command in flight and the requests it answers. */
+typedef struct {
+    struct raft_apply req;
+    ts_wait *waits;
+} batch;
+
+struct raft_node {
+    raft_node_config cfg;
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t tick;
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    oracle_fsm_state state;
+    struct raft raft;
+    bool raft_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* a wait is done; the loop started or ended */
+    ts_wait *queue, **queue_tail;
+    bool stopping, loop_ready, loop_failed;
+    char loop_err[256];
+    batch *inflight;          /* loop thread only */
+    raft_node_status status;  /* under mu, refreshed by the loop */
+    char role[16];
+
+    metrics_series *m_commands, *m_batch;
+};
+
+/* ---- parsing ---- */
+
+static raft_node_peer *peer_by_id(raft_node_config *cfg, unsigned id)
+{
+    for (size_t i = 0; i < cfg->npeers; i++)
+        if (cfg->peers[i].id == id)
+            return &cfg->peers[i];
+    return NULL;
+}
+
+/* Split "1=a,2=b" calling fn(id, value) for each. */
+static int each_pair(const char *list, int (*fn)(raft_node_config *, unsigned, const char *, char *,
+                                                  size_t),
+                     raft_node_config *cfg, char *err, size_t errlen)
+{
+    char item[2 * RAFT_NODE_ADDR_MAX];
+    const char *p = list;
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= sizeof(item)) {
+            snprintf(err, errlen, "'%.40s': each member is ID=ADDRESS", p);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '='), *end;
+        unsigned long id = eq ? strtoul(item, &end, 10) : 0;
+        if (eq == NULL || end != eq || id == 0 || id > 1000000 || eq[1] == '\0') {
+            snprintf(err, errlen, "'%s': each member is ID=ADDRESS with ID from 1", item);
+            return -1;
+        }
+        if (fn(cfg, (unsigned)id, eq + 1, err, errlen) != 0)
+            return -1;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int add_raft(raft_node_config *cfg, unsigned id, const char *addr, char *err, size_t errlen)
+{
+    if (peer_by_id(cfg, id) != NULL || cfg->npeers == RAFT_NODE_MAX_PEERS ||
+        strlen(addr) >= RAFT_NODE_ADDR_MAX || strchr(addr, ':') == NULL) {
+        snprintf(err, errlen, "member %u=%s: a duplicate id, a bad host:port, or over %d members",
+                 id, addr, RAFT_NODE_MAX_PEERS);
+        return -1;
+    }
+    raft_node_peer *pr = &cfg->peers[cfg->npeers++];
+    memset(pr, 0, sizeof(*pr));
+    pr->id = id;
+    snprintf(pr->raft, sizeof(pr->raft), "%s", addr);
+    return 0;
+}
+
+static int add_url(raft_node_config *cfg, unsigned id, const char *url, char *err, size_t errlen)
+{
+    raft_node_peer *pr = peer_by_id(cfg, id);
+    if (pr == NULL || strlen(url) >= RAFT_NODE_ADDR_MAX ||
+        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+        snprintf(err, errlen, "%u=%s: not a member of --raft-peers, or not an http:// URL", id,
+                 url);
+        return -1;
+    }
+    snprintf(pr->http, sizeof(pr->http), "%s", url);
+    return 0;
+}
+
+int raft_node_parse_peers(const char *peers, const char *urls, raft_node_config *cfg, char *err,
+                          size_t errlen)
+{
+    cfg->npeers = 0;
+    if (each_pair(peers, add_raft, cfg, err, errlen) != 0)
+        return -1;
+    if (urls != NULL && each_pair(urls, add_url, cfg, err, errlen) != 0)
+        return -1;
+    if (cfg->npeers == 0 || peer_by_id(cfg, cfg->id) == NULL) {
+        snprintf(err, errlen, "--raft-id %u is not among the members of --raft-peers", cfg->id);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the loop thread ---- */
+
+/* Answer one request; mu held. */
+static void finish(ts_wait *w, rn_rc rc, uint64_t first)
+{
+    w->rc = rc;
+    w->first = first;
+    w->done = true;
+}
+
+static void refresh_status(raft_node *n)
+{
+    raft_id id = 0;
+    const char *addr = NULL;
+    raft_leader(&n->raft, &id, &addr);
+    int st = raft_state(&n->raft);
+    static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
+    raft_node_peer *lp = id ? peer_by_id(&n->cfg, (unsigned)id) : NULL;
+
+    pthread_mutex_lock(&n->mu);
+    n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
+    n->status.leader_id = (unsigned)id;
+    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp ? lp->http : "");
+    n->status.term = n->raft.current_term;
+    n->status.hwm = n->state.hwm;
+    n->status.applied_index = raft_last_applied(&n->raft);
+    pthread_mutex_unlock(&n->mu);
+}
+
+static void propose(raft_node *n);
+
+/* The command of a batch was applied (or failed): answer its requests. */
+static void on_applied(struct raft_apply *req, int status, void *result)
+{
+    batch *b = (batch *)req;
+    raft_node *n = req->data;
+    uint64_t first = status == 0 ? oracle_fsm_first(result) : 0;
+    rn_rc rc = status != 0 ? RN_UNAVAILABLE : first == 0 ? RN_EXHAUSTED : RN_OK;
+
+    if (status != 0)
+        log_warn("oracle raft: a command failed: %s", raft_strerror(status));
+    pthread_mutex_lock(&n->mu);
+    for (ts_wait *w = b->waits, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, rc, rc == RN_OK ? first : 0);
+        if (rc == RN_OK)
+            first += w->count;
+    }
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    free(b);
+    n->inflight = NULL;
+    refresh_status(n);
+    propose(n);
+}
+
+/* Take every queued request into one command, if none is in flight. */
+static void propose(raft_node *n)
+{
+    if (n->inflight != NULL)
+        return;
+    bool leader = raft_state(&n->raft) == RAFT_LEADER;
+    pthread_mutex_lock(&n->mu);
+    ts_wait *ws = n->queue;
+    n->queue = NULL;
+    n->queue_tail = &n->queue;
+    if (ws == NULL) {
+        pthread_mutex_unlock(&n->mu);
+        return;
+    }
+    if (!leader || n->stopping) {
+        for (ts_wait *w = ws, *next; w != NULL; w = next) {
+            next = w->next;
+            finish(w, n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER, 0);
+        }
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+        return;
+    }
+    uint64_t total = 0;
+    size_t k = 0;
+    for (ts_wait *w = ws; w != NULL; w = w->next, k++) {
+        total += w->count;
+        w->batched = true;
+    }
+    pthread_mutex_unlock(&n->mu);
+
+    batch *b = calloc(1, sizeof(*b));
+    struct raft_buffer buf;
+    int rv = RAFT_NOMEM;
+    if (b != NULL && oracle_fsm_command(total, &buf) == 0) {
+        b->waits = ws;
+        b->req.data = n;
+        if ((rv = raft_apply(&n->raft, &b->req, &buf, 1, on_applied)) != 0)
+            raft_free(buf.base);
+    }
+    if (rv != 0) {
+        log_warn("oracle raft: cannot propose: %s", raft_strerror(rv));
+        pthread_mutex_lock(&n->mu);
+        for (ts_wait *w = ws; w != NULL; w = w->next)
+            finish(w, rv == RAFT_NOTLEADER ? RN_NOT_LEADER : RN_UNAVAILABLE, 0);
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+        free(b);
+        return;
+    }
+    n->inflight = b;
+    metrics_inc(n->m_commands, 1);
+    metrics_observe(n->m_batch, (double)k);
+}
+
+static void on_closed_handle(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void on_raft_closed(struct raft *r)
+{
+    raft_node *n = r->data;
+    raft_uv_close(&n->io);
+    raft_uv_tcp_close(&n->transport);
+    uv_close((uv_handle_t *)&n->wake, on_closed_handle);
+    uv_close((uv_handle_t *)&n->tick, on_closed_handle);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    raft_node *n = a->data;
+    pthread_mutex_lock(&n->mu);
+    bool stopping = n->stopping;
+    pthread_mutex_unlock(&n->mu);
+    if (!stopping) {
+        propose(n);
+        return;
+    }
+    /* Stop: what is queued fails; libraft fails what is in flight. */
+    propose(n);
+    uv_timer_stop(&n->tick);
+    if (n->raft_started)
+        raft_close(&n->raft, on_raft_closed);
+    else
+        on_raft_closed(&n->raft);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    raft_node *n = t->data;
+    refresh_status(n);
+    propose(n);
+}
+
+/* Set libraft up on the loop; 0 or -1 with n->loop_err. */
+static int loop_setup(raft_node *n)
+{
+    raft_node_peer *me = peer_by_id(&n->cfg, n->cfg.id);
+    struct raft_configuration conf;
+    int rv;
+
+    n->wake.data = n;
+    n->tick.data = n;
+    n->raft.data = n;
+    if (uv_async_init(&n->loop, &n->wake, on_wake) != 0 || uv_timer_init(&n->loop, &n->tick) != 0) {
+        snprintf(n->loop_err, sizeof(n->loop_err), "cannot set up the event loop");
+        return -1;
+    }
+    if ((rv = raft_uv_tcp_init(&n->transport, &n->loop)) != 0 ||
+        (rv = raft_uv_init(&n->io, &n->loop, n->cfg.dir, &n->transport)) != 0) {
+        snprintf(n->loop_err, sizeof(n->loop_err), "raft storage in %s: %s", n->cfg.dir,
+                 raft_strerror(rv));
+        return -1;
+    }
+    oracle_fsm_init(&n->fsm, &n->state);
+    if ((rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.id, me->raft)) != 0) {
+        snprintf(n->loop_err, sizeof(n->loop_err), "raft: %s", raft_errmsg(&n->raft));
+        return -1;
+    }
+    n->raft.data = n;
+    raft_set_election_timeout(&n->raft, n->cfg.election_ms ? n->cfg.election_ms : 1000);
+    raft_set_heartbeat_timeout(&n->raft, n->cfg.heartbeat_ms ? n->cfg.heartbeat_ms : 100);
+    raft_set_snapshot_threshold(&n->raft, 1024);
+    raft_set_snapshot_trailing(&n->raft, 128);
+    raft_set_pre_vote(&n->raft, true);
+    /* Every member bootstraps the same configuration on its first start;
+     * on later starts the log holds it (RAFT_CANTBOOTSTRAP). */
+    raft_configuration_init(&conf);
+    for (size_t i = 0; i < n->cfg.npeers && rv == 0; i++)
+        rv = raft_configuration_add(&conf, n->cfg.peers[i].id, n->cfg.peers[i].raft, RAFT_VOTER);
+    if (rv == 0 && (rv = raft_bootstrap(&n->raft, &conf)) == RAFT_CANTBOOTSTRAP)
+        rv = 0;
+    raft_configuration_close(&conf);
+    if (rv != 0 || (rv = raft_start(&n->raft)) != 0) {
+        snprintf(n->loop_err, sizeof(n->loop_err), "raft: %s", raft_strerror(rv));
+        raft_close(&n->raft, on_raft_closed);
+        return -1;
+    }
+    n->raft_started = true;
+    uv_timer_start(&n->tick, on_tick, 50, 50);
+    return 0;
+}
+
+static void *loop_main(void *arg)
+{
+    raft_node *n = arg;
+    int ok = loop_setup(n);
+    pthread_mutex_lock(&n->mu);
+    n->loop_ready = ok == 0;
+    n->loop_failed = ok != 0;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    if (ok == 0)
+        refresh_status(n);
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- the API ---- */
+
+int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node **out, char *err,
+                    size_t errlen)
+{
+    static const double buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
+    raft_node *n = calloc(1, sizeof(*n));
+    if (n == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    n->cfg = *cfg;
+    n->queue_tail = &n->queue;
+    n->status.role = "unavailable";
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    if (m != NULL) {
+        n->m_commands = metrics_counter1(m, "percolator_oracle_raft_commands_total",
+                                         "advance commands proposed by this node as leader");
+        n->m_batch = metrics_series_get(
+            metrics_histogram(m, "percolator_oracle_raft_batch_requests",
+                              "timestamp requests answered by one command", NULL, NULL, buckets,
+                              sizeof(buckets) / sizeof(buckets[0])),
+            NULL, NULL);
+    }
+    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
+        goto fail;
+    }
+    if (uv_loop_init(&n->loop) != 0) {
+        snprintf(err, errlen, "cannot create an event loop");
+        goto fail;
+    }
+    if (pthread_create(&n->thread, NULL, loop_main, n) != 0) {
+        uv_loop_close(&n->loop);
+        snprintf(err, errlen, "cannot start the raft thread");
+        goto fail;
+    }
+    n->thread_started = true;
+    pthread_mutex_lock(&n->mu);
+    while (!n->loop_ready && !n->loop_failed)
+        pthread_cond_wait(&n->cv, &n->mu);
+    bool failed = n->loop_failed;
+    pthread_mutex_unlock(&n->mu);
+    if (failed) {
+        snprintf(err, errlen, "%s", n->loop_err);
+        raft_node_stop(n);
+        return -1;
+    }
+    *out = n;
+    return 0;
+fail:
+    pthread_cond_destroy(&n->cv);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+    return -1;
+}
+
+void raft_node_stop(raft_node *n)
+{
+    if (n == NULL)
+        return;
+    if (n->thread_started) {
+        pthread_mutex_lock(&n->mu);
+        n->stopping = true;
+        pthread_mutex_unlock(&n->mu);
+        if (n->loop_ready)
+            uv_async_send(&n->wake);
+        pthread_join(n->thread, NULL);
+        uv_loop_close(&n->loop);
+    }
+    pthread_cond_destroy(&n->cv);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint64_t *first)
+{
+    ts_wait w = {.count = count};
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)wait_ms * 1000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec = (long)(ns % 1000000000ull);
+
+    pthread_mutex_lock(&n->mu);
+    if (n->stopping || strcmp(n->status.role, "leader") != 0) {
+        pthread_mutex_unlock(&n->mu);
+        return n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER;
+    }
+    *n->queue_tail = &w;
+    n->queue_tail = &w.next;
+    pthread_mutex_unlock(&n->mu);
+    uv_async_send(&n->wake);
+
+    pthread_mutex_lock(&n->mu);
+    while (!w.done) {
+        if (w.batched) {
+            /* In a command: libraft answers it, one way or the other. */
+            pthread_cond_wait(&n->cv, &n->mu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&n->cv, &n->mu, &until) == ETIMEDOUT && !w.done &&
+            !w.batched) {
+            /* Still queued: take it out (the loop has not seen it). */
+            for (ts_wait **p = &n->queue; *p != NULL; p = &(*p)->next) {
+                if (*p == &w) {
+                    *p = w.next;
+                    if (n->queue_tail == &w.next)
+                        n->queue_tail = p;
+                    break;
+                }
+            }
+            w.rc = RN_UNAVAILABLE;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    *first = w.first;
+    return w.rc;
+}
+
+void raft_node_get_status(raft_node *n, raft_node_status *st)
+{
+    pthread_mutex_lock(&n->mu);
+    *st = n->status;
+    pthread_mutex_unlock(&n->mu);
+}

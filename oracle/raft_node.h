@@ -1,0 +1,81 @@
+/*
+ * raft_node.h — percolator-oracle as one node of a Raft group, on
+ * Canonical's C Raft library (libraft 0.15, Debian's libraft-dev: its
+ * on-disk log and TCP transport over libuv). The project's code is the
+ * state machine (raft_fsm.h) and this wiring; election, log and quorum are
+ * the library's (docs/DESIGN.md §7).
+ *
+ * Threads: libraft is driven by one libuv loop on a thread of its own. An
+ * HTTP handler asks for timestamps through raft_node_timestamps, which
+ * queues the request and wakes the loop; the loop takes every request
+ * queued since its last command and proposes one "advance by the sum"
+ * command (the paper's batching), and hands each request its part of the
+ * range once the command is applied. One command is in flight at a time:
+ * the requests that arrive meanwhile make the next, bigger one.
+ */
+#ifndef PC_RAFT_NODE_H
+#define PC_RAFT_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+#define RAFT_NODE_MAX_PEERS 7
+#define RAFT_NODE_ADDR_MAX 128
+
+typedef struct {
+    unsigned id;
+    char raft[RAFT_NODE_ADDR_MAX];   /* host:port of its raft transport */
+    char http[RAFT_NODE_ADDR_MAX];   /* http://host:port of its API ("" if unknown) */
+} raft_node_peer;
+
+typedef struct {
+    unsigned id;                     /* this node: one of the peers */
+    const char *dir;                 /* raft log and snapshots; created if missing */
+    raft_node_peer peers[RAFT_NODE_MAX_PEERS];
+    size_t npeers;
+    unsigned election_ms;            /* 0: 1000 */
+    unsigned heartbeat_ms;           /* 0: 100 */
+} raft_node_config;
+
+typedef struct raft_node raft_node;
+
+/* Parse "1=host:port,2=host:port,..." into cfg->peers (raft addresses);
+ * with urls (may be NULL) "1=http://host:port,..." their HTTP URLs. 0, or
+ * -1 with a reason in err. */
+int raft_node_parse_peers(const char *peers, const char *urls, raft_node_config *cfg, char *err,
+                          size_t errlen);
+
+/* Start the node (bootstrapping the group on its first start). 0, or -1
+ * with a reason in err. */
+int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node **out, char *err,
+                    size_t errlen);
+/* Stop: pending requests fail, the loop closes libraft, everything is freed. */
+void raft_node_stop(raft_node *n);
+
+typedef enum {
+    RN_OK = 0,
+    RN_NOT_LEADER,   /* ask the leader (raft_node_status says which, if known) */
+    RN_UNAVAILABLE,  /* leadership lost or no quorum while the request waited */
+    RN_EXHAUSTED     /* the timestamp space is used up */
+} rn_rc;
+
+/* count timestamps first..first+count-1, strictly above every timestamp
+ * any node handed out before this call began. Blocks until the command is
+ * applied (bounded: libraft fails it when leadership is lost), or until
+ * wait_ms while it is still queued. */
+rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint64_t *first);
+
+typedef struct {
+    const char *role;                /* "leader", "follower", "candidate", "unavailable" */
+    unsigned leader_id;              /* 0: unknown */
+    char leader_http[RAFT_NODE_ADDR_MAX];
+    uint64_t term, hwm, applied_index;
+} raft_node_status;
+
+/* The node's view, refreshed by the loop (at most ~50 ms old). */
+void raft_node_get_status(raft_node *n, raft_node_status *st);
+
+#endif

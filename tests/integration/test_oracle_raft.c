@@ -1,0 +1,403 @@
+/*
+ * test_oracle_raft.c — three real percolator-oracle processes as a Raft
+ * group on 127.0.0.1 (docs/DESIGN.md §7):
+ *
+ *  - one leader; a follower answers 307 to it (or 503 not_leader while it
+ *    knows of none); health reports role, leader, term and the mark;
+ *  - 8 clients take timestamps while the leader is killed (kill -9) ten
+ *    times and a follower twice, each restarted: every timestamp is unique,
+ *    each client's are increasing, and real-time order holds (a request
+ *    that began after another one's answer came gets a larger timestamp);
+ *    the time from each leader kill to the first timestamp the new leader
+ *    serves is printed (median, max).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+#include "timeutil.h"
+
+#define NODES 3
+#define CLIENTS 8
+#define MAX_TAKES 200000
+
+typedef struct {
+    char *dir;
+    int http[NODES], raft[NODES];
+    pid_t pid[NODES];
+    char peers[256], urls[256];
+} group;
+
+static void node_url(const group *g, int i, char *out, size_t len)
+{
+    snprintf(out, len, "http://127.0.0.1:%d", g->http[i]);
+}
+
+static void node_start(group *g, int i)
+{
+    char listen[32], data[600], log[620], id[16];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", g->http[i]);
+    snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
+    snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
+    snprintf(id, sizeof id, "%d", i + 1);
+    const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
+                          "--raft-peers", g->peers, "--raft-urls", g->urls, NULL};
+    g->pid[i] = tl_spawn("percolator-oracle", args, NULL, log);
+    assert_true(g->pid[i] > 0);
+    char url[64];
+    node_url(g, i, url, sizeof url);
+    assert_int_equal(tl_wait_health(url, g->pid[i], 15000), 0);
+}
+
+static void group_start(group *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->dir = tl_mkdtemp("oracle-raft");
+    assert_non_null(g->dir);
+    for (int i = 0; i < NODES; i++) {
+        g->http[i] = tl_free_port();
+        g->raft[i] = tl_free_port();
+        snprintf(g->peers + strlen(g->peers), sizeof(g->peers) - strlen(g->peers),
+                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, g->raft[i]);
+        snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
+                 "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
+    }
+    for (int i = 0; i < NODES; i++)
+        node_start(g, i);
+}
+
+static void group_stop(group *g)
+{
+    for (int i = 0; i < NODES; i++)
+        if (g->pid[i] > 0)
+            assert_int_equal(tl_stop(g->pid[i], 15000), 0);
+    tl_rmtree(g->dir);
+    free(g->dir);
+}
+
+/* The node that says it is the leader, waiting up to ms; -1 if none. */
+static int leader_of(group *g, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    do {
+        for (int i = 0; i < NODES; i++) {
+            if (g->pid[i] <= 0)
+                continue;
+            char url[96];
+            tl_resp r;
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g->http[i]);
+            if (tl_http("GET", url, NULL, 0, NULL, 1000, &r) == 0 && r.status == 200) {
+                json_t *j = json_loads(r.body, 0, NULL);
+                const char *role = json_string_value(json_object_get(j, "role"));
+                bool leader = role != NULL && strcmp(role, "leader") == 0;
+                json_decref(j);
+                tl_resp_free(&r);
+                if (leader)
+                    return i;
+            } else {
+                tl_resp_free(&r);
+            }
+        }
+        time_sleep_ms(50);
+    } while (time_mono_ms() < end);
+    return -1;
+}
+
+static void a_follower_points_at_the_leader(void **state)
+{
+    (void)state;
+    group g;
+    group_start(&g);
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    int f = (l + 1) % NODES;
+    char url[128], want[64];
+    tl_resp r;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[l]);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_int_t first = json_integer_value(json_object_get(j, "first"));
+    json_decref(j);
+    tl_resp_free(&r);
+    assert_true(first >= 1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[f]);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 307);
+    char loc[160];
+    assert_non_null(tl_resp_header(&r, "Location", loc, sizeof loc));
+    snprintf(want, sizeof want, "http://127.0.0.1:%d/", g.http[l]);
+    assert_true(strncmp(loc, want, strlen(want)) == 0);
+    tl_resp_free(&r);
+    /* A follower applies the command at the leader's next heartbeat. */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
+    json_int_t hwm = 0;
+    for (int tries = 0; tries < 100 && hwm < first + 4; tries++) {
+        assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+        j = json_loads(r.body, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "leader"), "id")),
+                         l + 1);
+        hwm = json_integer_value(json_object_get(j, "hwm"));
+        json_decref(j);
+        tl_resp_free(&r);
+        if (hwm < first + 4)
+            time_sleep_ms(20);
+    }
+    assert_true(hwm >= first + 4);
+    group_stop(&g);
+}
+
+/* ---- clients through failovers ---- */
+
+typedef struct {
+    uint64_t start_ns, end_ns, first;
+    unsigned count;
+    int client;
+} take;
+
+typedef struct {
+    group *g;
+    atomic_int stop;
+    pthread_mutex_t mu;
+    take *takes;
+    size_t n;
+    _Atomic uint64_t last_ok_ns;
+} run;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* One request to node i, following one redirect; the status (0: none). */
+static long ask(run *r, int i, unsigned count, uint64_t *first)
+{
+    char url[160];
+    tl_resp resp;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=%u", r->g->http[i], count);
+    for (int hop = 0; hop < 2; hop++) {
+        if (tl_http("POST", url, NULL, 0, NULL, 3000, &resp) != 0) {
+            tl_resp_free(&resp);
+            return 0;
+        }
+        long st = resp.status;
+        if (st == 307 && tl_resp_header(&resp, "Location", url, sizeof url) != NULL) {
+            tl_resp_free(&resp);
+            continue;
+        }
+        if (st == 200) {
+            json_t *j = json_loads(resp.body, 0, NULL);
+            *first = (uint64_t)json_integer_value(json_object_get(j, "first"));
+            json_decref(j);
+        }
+        tl_resp_free(&resp);
+        return st;
+    }
+    return 307;
+}
+
+typedef struct {
+    run *r;
+    int id;
+} client_arg;
+
+static void *client_main(void *arg)
+{
+    client_arg *c = arg;
+    run *r = c->r;
+    unsigned seed = (unsigned)c->id * 7919u + 11;
+    int node = c->id % NODES;
+    while (!atomic_load(&r->stop)) {
+        unsigned count = 1 + (unsigned)(rand_r(&seed) % 20);
+        uint64_t first = 0, t0 = now_ns();
+        long st = ask(r, node, count, &first);
+        uint64_t t1 = now_ns();
+        if (st != 200) {
+            node = (node + 1) % NODES; /* that one is down or has no leader */
+            time_sleep_ms(20);
+            continue;
+        }
+        atomic_store(&r->last_ok_ns, t1);
+        pthread_mutex_lock(&r->mu);
+        if (r->n < MAX_TAKES)
+            r->takes[r->n++] = (take){t0, t1, first, count, c->id};
+        pthread_mutex_unlock(&r->mu);
+    }
+    return NULL;
+}
+
+static int by_first(const void *a, const void *b)
+{
+    const take *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int by_end(const void *a, const void *b)
+{
+    const take *x = *(const take *const *)a, *y = *(const take *const *)b;
+    return x->end_ns < y->end_ns ? -1 : x->end_ns > y->end_ns;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const take *x = *(const take *const *)a, *y = *(const take *const *)b;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every range unique, each client's increasing, real-time order kept. */
+static void check_takes(take *t, size_t n)
+{
+    take **ends = malloc(n * sizeof(*ends)), **starts = malloc(n * sizeof(*starts));
+    assert_non_null(ends);
+    assert_non_null(starts);
+    for (size_t i = 0; i < n; i++)
+        ends[i] = starts[i] = &t[i];
+    /* Real time: sweep the requests by start; every answer that came
+     * before a request began must be below what that request got. */
+    qsort(ends, n, sizeof(*ends), by_end);
+    qsort(starts, n, sizeof(*starts), by_start);
+    uint64_t max_before = 0;
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (e < n && ends[e]->end_ns < starts[i]->start_ns) {
+            uint64_t last = ends[e]->first + ends[e]->count - 1;
+            max_before = last > max_before ? last : max_before;
+            e++;
+        }
+        if (starts[i]->first <= max_before)
+            fail_msg("real-time order broken: %llu handed out after %llu was answered",
+                     (unsigned long long)starts[i]->first, (unsigned long long)max_before);
+    }
+    /* Per client, in its own order (start times), increasing. */
+    uint64_t last[CLIENTS] = {0};
+    for (size_t i = 0; i < n; i++) {
+        take *x = starts[i];
+        assert_true(x->first > last[x->client]);
+        last[x->client] = x->first + x->count - 1;
+    }
+    free(ends);
+    free(starts);
+    /* Unique: sorted by first, no range overlaps the next. */
+    qsort(t, n, sizeof(*t), by_first);
+    for (size_t i = 1; i < n; i++)
+        if (t[i].first <= t[i - 1].first + t[i - 1].count - 1)
+            fail_msg("timestamp %llu handed out twice", (unsigned long long)t[i].first);
+}
+
+static void timestamps_stay_unique_through_failovers(void **state)
+{
+    (void)state;
+    enum { LEADER_KILLS = 10, FOLLOWER_KILLS = 2 };
+    group g;
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
+    assert_non_null(r->takes);
+    pthread_mutex_init(&r->mu, NULL);
+    group_start(&g);
+    r->g = &g;
+    assert_true(leader_of(&g, 10000) >= 0);
+    pthread_t th[CLIENTS];
+    client_arg args[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        args[i] = (client_arg){r, i};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
+    }
+    uint64_t failover_ms[LEADER_KILLS];
+    for (int k = 0; k < LEADER_KILLS + FOLLOWER_KILLS; k++) {
+        time_sleep_ms(400);
+        int l = leader_of(&g, 15000);
+        assert_true(l >= 0);
+        bool kill_leader = k < LEADER_KILLS;
+        int victim = kill_leader ? l : (l + 1) % NODES;
+        uint64_t t0 = now_ns();
+        assert_int_equal(tl_kill9(g.pid[victim]), 0);
+        g.pid[victim] = 0;
+        if (kill_leader) {
+            /* The first timestamp any client gets after the kill comes
+             * from the new leader. */
+            uint64_t end = time_mono_ms() + 20000;
+            while (atomic_load(&r->last_ok_ns) < t0 && time_mono_ms() < end)
+                time_sleep_ms(5);
+            assert_true(atomic_load(&r->last_ok_ns) >= t0);
+            failover_ms[k] = (atomic_load(&r->last_ok_ns) - t0) / 1000000;
+        }
+        node_start(&g, victim); /* back as a follower, from its own log */
+    }
+    atomic_store(&r->stop, 1);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    qsort(failover_ms, LEADER_KILLS, sizeof(failover_ms[0]), cmp_u64);
+    print_message("%zu requests over %d leader and %d follower kills; from a leader's kill -9 "
+                  "to the next timestamp: median %llu ms, max %llu ms\n",
+                  r->n, LEADER_KILLS, FOLLOWER_KILLS,
+                  (unsigned long long)failover_ms[LEADER_KILLS / 2],
+                  (unsigned long long)failover_ms[LEADER_KILLS - 1]);
+    assert_true(r->n > 100);
+    check_takes(r->takes, r->n);
+    group_stop(&g);
+    pthread_mutex_destroy(&r->mu);
+    free(r->takes);
+    free(r);
+}
+
+/* The service pointed at a follower: its oracle client follows the 307. */
+static void the_service_commits_through_a_follower(void **state)
+{
+    (void)state;
+    group g;
+    group_start(&g);
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    int f = (l + 1) % NODES;
+    char listen[32], data[600], log[620], oracle[64], url[96];
+    int port = tl_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(data, sizeof data, "%s/service", g.dir);
+    snprintf(log, sizeof log, "%s/service.log", g.dir);
+    node_url(&g, f, oracle, sizeof oracle);
+    const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", oracle, NULL};
+    pid_t svc = tl_spawn("percolator-service", args, NULL, log);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    assert_int_equal(tl_wait_health(url, svc, 20000), 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/k", port);
+    tl_resp r;
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", 5000, &r),
+                     0);
+    if (r.status != 200)
+        tl_dump_file(log);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
+    assert_int_equal(tl_stop(svc, 15000), 0);
+    group_stop(&g);
+}
+
+int main(void)
+{
+    if (getenv("CMOCKA_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_follower_points_at_the_leader),
+        cmocka_unit_test(timestamps_stay_unique_through_failovers),
+        cmocka_unit_test(the_service_commits_through_a_follower),
+    };
+    return cmocka_run_group_tests_name("oracle: a three-node Raft group", tests, NULL, NULL);
+}
