@@ -111,6 +111,17 @@ static void init_metrics(svc *s)
                                         "Unacknowledged notifications at the last listing.");
 }
 
+/* --oracle: one http:// URL, or up to 7 comma-separated (a Raft group). */
+static bool oracle_urls_ok(const char *list)
+{
+    int n = 0;
+    for (const char *p = list; p != NULL; p = strchr(p, ','), p = p ? p + 1 : NULL) {
+        if (strncmp(p, "http://", 7) != 0 || ++n > 7)
+            return false;
+    }
+    return n > 0;
+}
+
 /* glibc gives busy threads malloc arenas of their own (up to 8 per CPU);
  * with dozens of handler threads their free memory held ~120 MiB beyond the
  * WiredTiger cache while 1M keys loaded, 4 arenas ~60 MiB (make bench).
@@ -130,7 +141,7 @@ int main(int argc, char **argv)
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},
-        {"oracle", FLAG_STRING, &c->oracle, "http://127.0.0.1:8090", "base URL of the timestamp oracle", NULL, 0, 0},
+        {"oracle", FLAG_STRING, &c->oracle, "http://127.0.0.1:8090", "base URL of the timestamp oracle, or its members' URLs comma-separated (an oracle Raft group)", NULL, 0, 0},
         {"lease-ttl-ms", FLAG_UINT64, &c->lease_ttl_ms, "10000", "default session lease; every request renews it", NULL, 100, 3600000},
         {"max-lock-age-ms", FLAG_UINT64, &c->max_lock_age_ms, "30000", "a lock whose wall time is older is resolved even if its owner lives", NULL, 100, 86400000},
         {"janitor-interval-ms", FLAG_UINT64, &c->janitor_interval_ms, "1000", "period of the janitor: session expiry, abandoned locks, GC", NULL, 10, 3600000},
@@ -163,9 +174,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --listen: %s\n", PROG, err);
         return 2;
     }
-    if (c->data_dir[0] == '\0' || strncmp(c->oracle, "http://", 7) != 0) {
-        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL\n",
-                PROG);
+    if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle)) {
+        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL "
+                "(or several, comma-separated)\n", PROG);
         return 2;
     }
 

@@ -44,8 +44,13 @@ typedef struct oc_batch {
     uint64_t first;
 } oc_batch;
 
+#define OC_MAX_URLS 7
+
 struct oc_client {
-    char *base_url;
+    char *base_url;                /* the oracle's URL, or its members' URLs,
+                                      comma-separated (an oracle Raft group) */
+    char *urls[OC_MAX_URLS];       /* point into base_url */
+    size_t nurls, cur;             /* cur: the member asked first (leader only) */
     char url[512 + 64];
     CURL *curl;
     struct curl_slist *headers;
@@ -132,9 +137,18 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
     c->base_url = strdup(base_url);
     if (!c->base_url)
         goto fail;
-    /* Strip trailing slashes so base + "/v1/..." is well-formed. */
-    for (size_t n = strlen(c->base_url); n > 0 && c->base_url[n - 1] == '/'; n--)
-        c->base_url[n - 1] = '\0';
+    /* One URL, or a group's members separated by commas; trailing slashes
+     * stripped so that url + "/v1/..." is well-formed. */
+    for (char *save = NULL, *u = strtok_r(c->base_url, ",", &save); u != NULL;
+         u = strtok_r(NULL, ",", &save)) {
+        if (c->nurls == OC_MAX_URLS)
+            goto fail;
+        for (size_t n = strlen(u); n > 0 && u[n - 1] == '/'; n--)
+            u[n - 1] = '\0';
+        c->urls[c->nurls++] = u;
+    }
+    if (c->nurls == 0)
+        goto fail;
     mu_ok = pthread_mutex_init(&c->mu, NULL) == 0;
     cv_ok = mu_ok && pthread_cond_init(&c->cv, NULL) == 0;
     if (!cv_ok)
@@ -227,13 +241,29 @@ done:
     return rc;
 }
 
-/* One oracle request for n timestamps. Called by the leader only, without
- * the lock. */
-static int fetch(oc_client *c, unsigned n, uint64_t *first)
+/* After a request that a follower redirected: ask the member that answered
+ * first next time (no redirect per request). */
+static void remember_leader(oc_client *c)
+{
+    char *eff = NULL;
+    if (c->nurls < 2 || curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &eff) != CURLE_OK ||
+        eff == NULL)
+        return;
+    for (size_t i = 0; i < c->nurls; i++) {
+        size_t len = strlen(c->urls[i]);
+        if (strncmp(eff, c->urls[i], len) == 0 && eff[len] == '/') {
+            c->cur = i;
+            return;
+        }
+    }
+}
+
+/* One oracle request for n timestamps to member c->cur. */
+static int fetch_one(oc_client *c, unsigned n, uint64_t *first)
 {
     uint64_t t0 = time_mono_ns();
     buf_reset(&c->reply);
-    snprintf(c->url, sizeof c->url, "%s/v1/timestamps?count=%u", c->base_url, n);
+    snprintf(c->url, sizeof c->url, "%s/v1/timestamps?count=%u", c->urls[c->cur], n);
     int rc;
     long status = 0;
     CURLcode cc = curl_easy_setopt(c->curl, CURLOPT_URL, c->url);
@@ -246,6 +276,7 @@ static int fetch(oc_client *c, unsigned n, uint64_t *first)
         log_debug("oracle client: %s: %s", c->url, curl_easy_strerror(cc));
     } else if (status == 200) {
         rc = parse_reply(c, n, first);
+        remember_leader(c);
     } else if (status >= 500) {
         rc = OC_UNAVAILABLE;
         log_warn("oracle client: oracle answered %ld: %.200s", status,
@@ -258,13 +289,27 @@ static int fetch(oc_client *c, unsigned n, uint64_t *first)
     atomic_fetch_add(&c->requests, 1);
     bool was = atomic_exchange(&c->available, rc == OC_OK);
     if (was && rc == OC_UNAVAILABLE)
-        log_warn("oracle client: oracle at %s unavailable (%s)", c->base_url,
+        log_warn("oracle client: oracle at %s unavailable (%s)", c->urls[c->cur],
                  cc != CURLE_OK ? curl_easy_strerror(cc) : "server error");
     else if (!was && rc == OC_OK)
-        log_info("oracle client: oracle at %s is back", c->base_url);
+        log_info("oracle client: oracle at %s is back", c->urls[c->cur]);
     metrics_inc(rc == OC_OK ? c->m_ok : rc == OC_UNAVAILABLE ? c->m_unavailable : c->m_protocol, 1);
     metrics_observe(c->m_batch, n);
     metrics_observe(c->m_latency, (double)(time_mono_ns() - t0) / 1e9);
+    return rc;
+}
+
+/* One request for n timestamps, trying the members in turn while one is
+ * unreachable or has no leader. Called by the batch leader only, without
+ * the lock. */
+static int fetch(oc_client *c, unsigned n, uint64_t *first)
+{
+    int rc = OC_UNAVAILABLE;
+    for (size_t tries = 0; tries < c->nurls; tries++) {
+        if ((rc = fetch_one(c, n, first)) != OC_UNAVAILABLE)
+            return rc;
+        c->cur = (c->cur + 1) % c->nurls; /* down, or no leader: the next one */
+    }
     return rc;
 }
 

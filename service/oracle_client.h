@@ -35,7 +35,11 @@ enum {
 
 typedef struct oc_client oc_client;
 
-/* base_url: "http://127.0.0.1:8090". timeout_ms bounds one oracle request
+/* base_url: "http://127.0.0.1:8090", or the members of an oracle Raft
+ * group, comma-separated (at most 7): the client asks the member that last
+ * answered, follows a follower's 307 to the leader and remembers it, and
+ * tries the next member while one is unreachable or knows no leader. It
+ * answers OC_UNAVAILABLE only when no member could. timeout_ms bounds one oracle request
  * (connect included); <= 0 means 2000. metrics may be NULL; otherwise the
  * client registers percolator_oracle_client_* families in it.
  * NULL if out of memory or libcurl cannot start. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bank.h"
 #include "testlib.h"
 #include "timeutil.h"
 
@@ -390,6 +391,126 @@ static void the_service_commits_through_a_follower(void **state)
     group_stop(&g);
 }
 
+/* ---- the service over the group: the bank while the leader dies ---- */
+
+#define ACCOUNTS 10
+
+typedef struct {
+    tl_stack *st;
+    atomic_int stop, committed, unavailable, refused;
+    int id;
+} banker;
+
+static void *banker_main(void *arg)
+{
+    banker *b = arg;
+    unsigned seed = (unsigned)b->id * 31u + 7;
+    while (!atomic_load(&b->stop)) {
+        char a[16], c[16];
+        int from = rand_r(&seed) % ACCOUNTS, to = (from + 1 + rand_r(&seed) % (ACCOUNTS - 1)) % ACCOUNTS;
+        snprintf(a, sizeof a, "acct%d", from);
+        snprintf(c, sizeof c, "acct%d", to);
+        tl_transfer r = tl_bank_transfer(b->st, b->id % 2 == 0, a, c, rand_r(&seed) % 20, NULL);
+        if (r.committing && r.status == 200)
+            atomic_fetch_add(&b->committed, 1);
+        else if (r.status == 503)
+            atomic_fetch_add(&b->unavailable, 1);
+        else
+            atomic_fetch_add(&b->refused, 1);
+        if (r.status == 503)
+            time_sleep_ms(50);
+    }
+    return NULL;
+}
+
+static void the_bank_commits_while_the_oracle_leader_dies(void **state)
+{
+    (void)state;
+    enum { KILLS = 3, BANKERS = 4 };
+    group g;
+    group_start(&g);
+    assert_true(leader_of(&g, 10000) >= 0); /* 503 until one is elected */
+    tl_stack st;
+    memset(&st, 0, sizeof st);
+    int port = tl_free_port();
+    char listen[32], oracles[256] = "";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(st.svc.data, sizeof st.svc.data, "%s/service", g.dir);
+    snprintf(st.svc.log, sizeof st.svc.log, "%s/service.log", g.dir);
+    snprintf(st.svc.url, sizeof st.svc.url, "http://127.0.0.1:%d", port);
+    for (int i = 0; i < NODES; i++)
+        snprintf(oracles + strlen(oracles), sizeof oracles - strlen(oracles),
+                 "%shttp://127.0.0.1:%d", i ? "," : "", g.http[i]);
+    const char *args[] = {"--listen", listen, "--data-dir", st.svc.data, "--oracle", oracles,
+                          NULL};
+    st.svc.pid = tl_spawn("percolator-service", args, NULL, st.svc.log);
+    assert_int_equal(tl_wait_health(st.svc.url, st.svc.pid, 20000), 0);
+    char body[1024] = "{\"writes\":[";
+    for (int i = 0; i < ACCOUNTS; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body),
+                 "%s{\"key\":\"acct%d\",\"value\":\"100\"}", i ? "," : "", i);
+    strcat(body, "]}");
+    json_decref(tl_must(&st, "POST", "/v1/txn", body, 200));
+
+    banker b[BANKERS];
+    pthread_t th[BANKERS];
+    for (int i = 0; i < BANKERS; i++) {
+        b[i] = (banker){.st = &st, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, banker_main, &b[i]), 0);
+    }
+    uint64_t resumed_ms[KILLS];
+    for (int k = 0; k < KILLS; k++) {
+        time_sleep_ms(1000);
+        int l = leader_of(&g, 15000);
+        assert_true(l >= 0);
+        int before = 0;
+        for (int i = 0; i < BANKERS; i++)
+            before += atomic_load(&b[i].committed);
+        uint64_t t0 = time_mono_ms();
+        assert_int_equal(tl_kill9(g.pid[l]), 0);
+        g.pid[l] = 0;
+        node_start(&g, l);
+        /* Commits go on once a new leader is elected (bounded wait). */
+        int now = before;
+        while (now <= before + BANKERS && time_mono_ms() < t0 + 20000) {
+            time_sleep_ms(20);
+            now = 0;
+            for (int i = 0; i < BANKERS; i++)
+                now += atomic_load(&b[i].committed);
+        }
+        if (now <= before + BANKERS) {
+            tl_dump_file(st.svc.log);
+            fail_msg("no commits within 20 s of the oracle leader's kill");
+        }
+        resumed_ms[k] = time_mono_ms() - t0;
+    }
+    time_sleep_ms(3000);
+    int committed = 0, unavailable = 0, refused = 0;
+    for (int i = 0; i < BANKERS; i++) {
+        atomic_store(&b[i].stop, 1);
+        pthread_join(th[i], NULL);
+        committed += atomic_load(&b[i].committed);
+        unavailable += atomic_load(&b[i].unavailable);
+        refused += atomic_load(&b[i].refused);
+    }
+    /* The total is conserved, in one snapshot. */
+    json_t *j = tl_must(&st, "GET", "/v1/kv?prefix=acct", NULL, 200);
+    long total = 0;
+    json_t *items = json_object_get(j, "items");
+    for (size_t i = 0; i < json_array_size(items); i++)
+        total += tl_bank_balance(json_array_get(items, i));
+    json_decref(j);
+    print_message("%d oracle leader kills under the bank: %d transfers committed, %d answered 503 "
+                  "(failover windows), %d refused (conflicts); total %ld; commits went on "
+                  "%llu, %llu, %llu ms after each kill\n",
+                  KILLS, committed, unavailable, refused, total,
+                  (unsigned long long)resumed_ms[0], (unsigned long long)resumed_ms[1],
+                  (unsigned long long)resumed_ms[2]);
+    assert_int_equal(total, ACCOUNTS * 100);
+    assert_int_equal(tl_stop(st.svc.pid, 15000), 0);
+    group_stop(&g);
+}
+
 int main(void)
 {
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
@@ -398,6 +519,7 @@ int main(void)
         cmocka_unit_test(a_follower_points_at_the_leader),
         cmocka_unit_test(timestamps_stay_unique_through_failovers),
         cmocka_unit_test(the_service_commits_through_a_follower),
+        cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
     };
     return cmocka_run_group_tests_name("oracle: a three-node Raft group", tests, NULL, NULL);
 }
