@@ -18,10 +18,11 @@
 CC      ?= cc
 SAN     ?= 0
 
-# The Debian bookworm packages the project needs to build and test.
+# The Debian bookworm packages the project needs to build and test
+# (iptables: the oracle's partition test cuts a member off on loopback).
 DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
            libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev \
-           libraft-dev libuv1-dev
+           libraft-dev libuv1-dev iptables
 
 ifeq ($(SAN),1)
 BUILD   ?= build/asan

@@ -198,8 +198,10 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     pthread_mutex_unlock(&n->mu);
     free(b);
     n->inflight = NULL;
-    refresh_status(n);
-    propose(n);
+    /* The next command from the loop, not from inside libraft: this
+     * callback may run while libraft is stepping down, where raft_apply
+     * must not be called (it crashed there). */
+    uv_async_send(&n->wake);
 }
 
 /* Take every queued request into one command, if none is in flight. */

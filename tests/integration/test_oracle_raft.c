@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bank.h"
 #include "testlib.h"
@@ -67,8 +68,10 @@ static void group_start(group *g)
     for (int i = 0; i < NODES; i++) {
         g->http[i] = tl_free_port();
         g->raft[i] = tl_free_port();
+        /* Each member's raft on a loopback address of its own, so that a
+         * partition can cut one member off (iptables, below). */
         snprintf(g->peers + strlen(g->peers), sizeof(g->peers) - strlen(g->peers),
-                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, g->raft[i]);
+                 "%s%d=127.0.1.%d:%d", i ? "," : "", i + 1, i + 1, g->raft[i]);
         snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
                  "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
     }
@@ -131,8 +134,17 @@ static void a_follower_points_at_the_leader(void **state)
     json_decref(j);
     tl_resp_free(&r);
     assert_true(first >= 1);
+    /* A follower learns of the leader from its first heartbeat: until
+     * then it answers 503 not_leader. */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[f]);
-    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+    for (int tries = 0;; tries++) {
+        assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+        if (r.status != 503 || tries == 100)
+            break;
+        assert_non_null(strstr(r.body, "not_leader"));
+        tl_resp_free(&r);
+        time_sleep_ms(20);
+    }
     assert_int_equal(r.status, 307);
     char loc[160];
     assert_non_null(tl_resp_header(&r, "Location", loc, sizeof loc));
@@ -391,6 +403,165 @@ static void the_service_commits_through_a_follower(void **state)
     group_stop(&g);
 }
 
+/* ---- a partition: the leader's raft port cut off (iptables on loopback) ---- */
+
+static char rule_comment[48];
+
+/* Add (-I) or delete (-D) the rule that drops every packet to member i's
+ * raft port: it then hears from nobody (its own messages still leave, but
+ * no answer comes back). 0 or the exit status of iptables. */
+static int cut(group *g, int i, const char *op)
+{
+    char cmd[320];
+    snprintf(cmd, sizeof cmd,
+             "iptables -w 10 %s INPUT -p tcp -d 127.0.1.%d --dport %d -m comment --comment %s "
+             "-j DROP",
+             op, i + 1, g->raft[i], rule_comment);
+    return system(cmd);
+}
+
+static group *cut_group;
+static int cut_member = -1;
+
+/* Whatever happens to the test, the rule goes. */
+static void heal_at_exit(void)
+{
+    if (cut_group != NULL && cut_member >= 0)
+        cut(cut_group, cut_member, "-D");
+}
+
+static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
+{
+    (void)state;
+    group g;
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
+    assert_non_null(r->takes);
+    pthread_mutex_init(&r->mu, NULL);
+    snprintf(rule_comment, sizeof rule_comment, "percolator-test-%d", (int)getpid());
+    if (system("iptables -w 10 -L INPUT -n >/dev/null 2>&1") != 0)
+        fail_msg("this test needs iptables and root (make test installs it as root)");
+    group_start(&g);
+    r->g = &g;
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    pthread_t th[CLIENTS];
+    client_arg args[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        args[i] = (client_arg){r, i};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
+    }
+    time_sleep_ms(500);
+    cut_group = &g;
+    cut_member = l;
+    atexit(heal_at_exit);
+    assert_int_equal(cut(&g, l, "-I"), 0);
+    uint64_t t0 = time_mono_ms();
+    /* The others elect a leader of their own. */
+    int nl = -1;
+    while (time_mono_ms() < t0 + 20000) {
+        for (int i = 0; i < NODES && nl < 0; i++) {
+            if (i == l)
+                continue;
+            char url[96];
+            tl_resp resp;
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
+            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
+                json_t *j = json_loads(resp.body, 0, NULL);
+                const char *role = json_string_value(json_object_get(j, "role"));
+                if (role != NULL && strcmp(role, "leader") == 0)
+                    nl = i;
+                json_decref(j);
+            }
+            tl_resp_free(&resp);
+        }
+        if (nl >= 0)
+            break;
+        time_sleep_ms(50);
+    }
+    uint64_t elected_ms = time_mono_ms() - t0;
+    assert_true(nl >= 0);
+    time_sleep_ms(2000); /* clients go on against both sides */
+    assert_int_equal(cut(&g, l, "-D"), 0);
+    cut_member = -1;
+    /* Healed: every member agrees on the leader and on the mark. */
+    bool agreed = false;
+    json_int_t hwm[NODES];
+    uint64_t t1 = time_mono_ms();
+    while (!agreed && time_mono_ms() < t1 + 20000) {
+        int leader_ids[NODES];
+        agreed = true;
+        for (int i = 0; i < NODES; i++) {
+            char url[96];
+            tl_resp resp;
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
+            leader_ids[i] = -1;
+            hwm[i] = -1;
+            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
+                json_t *j = json_loads(resp.body, 0, NULL);
+                leader_ids[i] = (int)json_integer_value(
+                    json_object_get(json_object_get(j, "leader"), "id"));
+                hwm[i] = json_integer_value(json_object_get(j, "hwm"));
+                json_decref(j);
+            }
+            tl_resp_free(&resp);
+            agreed = agreed && leader_ids[i] > 0 && leader_ids[i] == leader_ids[0];
+        }
+        if (agreed) {
+            /* Stop the clients, then the marks must meet. */
+            atomic_store(&r->stop, 1);
+        }
+        time_sleep_ms(50);
+    }
+    if (!agreed) {
+        for (int i = 0; i < NODES; i++) {
+            char url[96];
+            tl_resp resp;
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
+            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0)
+                print_error("member %d: %ld %s\n", i + 1, resp.status, resp.body);
+            tl_resp_free(&resp);
+        }
+        fail_msg("the members did not agree on a leader within 20 s of healing");
+    }
+    atomic_store(&r->stop, 1);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    bool same = false;
+    for (int tries = 0; tries < 200 && !same; tries++) {
+        same = true;
+        for (int i = 0; i < NODES; i++) {
+            char url[96];
+            tl_resp resp;
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
+            hwm[i] = -1;
+            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
+                json_t *j = json_loads(resp.body, 0, NULL);
+                hwm[i] = json_integer_value(json_object_get(j, "hwm"));
+                json_decref(j);
+            }
+            tl_resp_free(&resp);
+            same = same && hwm[i] == hwm[0];
+        }
+        if (!same)
+            time_sleep_ms(50);
+    }
+    print_message("member %d cut off: another elected in %llu ms; %zu requests; healed, every "
+                  "member's mark %lld\n",
+                  l + 1, (unsigned long long)elected_ms, r->n, (long long)hwm[0]);
+    assert_true(same);
+    assert_true(r->n > 10);
+    check_takes(r->takes, r->n);
+    /* Every range handed out is below the mark all members agree on. */
+    for (size_t i = 0; i < r->n; i++)
+        assert_true(r->takes[i].first + r->takes[i].count - 1 <= (uint64_t)hwm[0]);
+    group_stop(&g);
+    pthread_mutex_destroy(&r->mu);
+    free(r->takes);
+    free(r);
+}
+
 /* ---- the service over the group: the bank while the leader dies ---- */
 
 #define ACCOUNTS 10
@@ -518,6 +689,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_follower_points_at_the_leader),
         cmocka_unit_test(timestamps_stay_unique_through_failovers),
+        cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
         cmocka_unit_test(the_service_commits_through_a_follower),
         cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
     };
