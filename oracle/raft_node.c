@@ -56,6 +56,11 @@ struct raft_node {
     bool stopping, loop_ready, loop_failed;
     char loop_err[256];
     batch *inflight;          /* loop thread only */
+    /* A new leader's first entry is a barrier (loop thread only): see
+     * propose(). */
+    struct raft_barrier barrier;
+    bool barrier_inflight;
+    uint64_t barrier_term, ready_term;
     raft_node_status status;  /* under mu, refreshed by the loop */
     char role[16];
 
@@ -204,12 +209,58 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     uv_async_send(&n->wake);
 }
 
-/* Take every queued request into one command, if none is in flight. */
+static void on_barrier(struct raft_barrier *req, int status)
+{
+    raft_node *n = req->data;
+    n->barrier_inflight = false;
+    if (status == 0)
+        n->ready_term = n->barrier_term;
+    else
+        log_warn("oracle raft: the new leader's barrier failed: %s", raft_strerror(status));
+    uv_async_send(&n->wake); /* go on from the loop, not from inside libraft */
+}
+
+/* Fail every queued request with rc. */
+static void fail_queued(raft_node *n, rn_rc rc)
+{
+    pthread_mutex_lock(&n->mu);
+    for (ts_wait *w = n->queue, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, rc, 0);
+    }
+    n->queue = NULL;
+    n->queue_tail = &n->queue;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* Take every queued request into one command, if none is in flight.
+ *
+ * A leader's first entry in its term is a barrier, and no command goes
+ * before it commits. Besides making sure every earlier command is applied,
+ * it works around a defect of libraft 0.15 (docs/DESIGN.md §7.1): a
+ * follower that still holds a stale entry answers an empty AppendEntries
+ * with its last stored index, and the leader may count it as holding its
+ * own entry at that index. With one command in flight per leader, a stale
+ * suffix is at most one entry long, and the entry such a false count can
+ * commit is this barrier, which hands out nothing. */
 static void propose(raft_node *n)
 {
-    if (n->inflight != NULL)
+    if (n->inflight != NULL || n->barrier_inflight)
         return;
     bool leader = raft_state(&n->raft) == RAFT_LEADER;
+    if (leader && !n->stopping && n->ready_term != n->raft.current_term) {
+        n->barrier.data = n;
+        n->barrier_term = n->raft.current_term;
+        int rv = raft_barrier(&n->raft, &n->barrier, on_barrier);
+        if (rv == 0) {
+            n->barrier_inflight = true;
+            return; /* requests wait in the queue until it commits */
+        }
+        log_warn("oracle raft: cannot append the leader's barrier: %s", raft_strerror(rv));
+        fail_queued(n, RN_UNAVAILABLE);
+        return;
+    }
     pthread_mutex_lock(&n->mu);
     ts_wait *ws = n->queue;
     n->queue = NULL;
