@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},
-        {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU)", NULL, 0, 256},
+        {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU; 32 in a Raft group)", NULL, 0, 256},
         {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
@@ -70,6 +70,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* A member of a Raft group answers a timestamp request only once its
+     * batch is committed: a handler waits a quorum round trip, so as many
+     * requests can join a batch as there are handler threads. */
+    if (raft_id != 0 && threads == 0)
+        threads = 32;
     /* Descriptors: what the event loops and the state file need, the rest
      * for connections (fdlimit.h). */
     unsigned pool = threads ? (unsigned)threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
