@@ -238,12 +238,13 @@ static void fail_queued(raft_node *n, rn_rc rc)
  *
  * A leader's first entry in its term is a barrier, and no command goes
  * before it commits. Besides making sure every earlier command is applied,
- * it works around a defect of libraft 0.15 (docs/DESIGN.md §7.1): a
- * follower that still holds a stale entry answers an empty AppendEntries
- * with its last stored index, and the leader may count it as holding its
- * own entry at that index. With one command in flight per leader, a stale
- * suffix is at most one entry long, and the entry such a false count can
- * commit is this barrier, which hands out nothing. */
+ * it narrows a defect of libraft 0.15 (docs/DESIGN.md §7.1): a follower
+ * that still holds a stale entry answers an empty AppendEntries with its
+ * last stored index, and the leader may count it as holding its own entry
+ * there. With one command in flight per leader, the entry such a false
+ * count commits is usually this barrier, which hands out nothing; a stale
+ * suffix of two entries can still let a command through (not closed here:
+ * see §7.1). */
 static void propose(raft_node *n)
 {
     if (n->inflight != NULL || n->barrier_inflight)
