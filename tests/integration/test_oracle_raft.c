@@ -88,32 +88,51 @@ static void group_stop(group *g)
     free(g->dir);
 }
 
-/* The node that says it is the leader, waiting up to ms; -1 if none. */
-static int leader_of(group *g, int ms)
+/* What member i's /v1/health says; false when it did not answer 200. */
+typedef struct {
+    bool leader;             /* its role is "leader" */
+    int leader_id;           /* the leader it knows of, 0: none */
+    json_int_t hwm;
+} member_view;
+
+static bool member_health(const group *g, int i, member_view *v)
+{
+    char url[96];
+    tl_resp r;
+    bool ok = false;
+    *v = (member_view){.hwm = -1};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g->http[i]);
+    if (tl_http("GET", url, NULL, 0, NULL, 1000, &r) == 0 && r.status == 200) {
+        json_t *j = json_loads(r.body, 0, NULL);
+        const char *role = json_string_value(json_object_get(j, "role"));
+        v->leader = role != NULL && strcmp(role, "leader") == 0;
+        v->leader_id = (int)json_integer_value(json_object_get(json_object_get(j, "leader"), "id"));
+        v->hwm = json_integer_value(json_object_get(j, "hwm"));
+        json_decref(j);
+        ok = true;
+    }
+    tl_resp_free(&r);
+    return ok;
+}
+
+/* The member, other than `skip` (-1: none), that says it is the leader,
+ * waiting up to ms; -1 if none. */
+static int leader_but(group *g, int skip, int ms)
 {
     uint64_t end = time_mono_ms() + (uint64_t)ms;
+    member_view v;
     do {
-        for (int i = 0; i < NODES; i++) {
-            if (g->pid[i] <= 0)
-                continue;
-            char url[96];
-            tl_resp r;
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g->http[i]);
-            if (tl_http("GET", url, NULL, 0, NULL, 1000, &r) == 0 && r.status == 200) {
-                json_t *j = json_loads(r.body, 0, NULL);
-                const char *role = json_string_value(json_object_get(j, "role"));
-                bool leader = role != NULL && strcmp(role, "leader") == 0;
-                json_decref(j);
-                tl_resp_free(&r);
-                if (leader)
-                    return i;
-            } else {
-                tl_resp_free(&r);
-            }
-        }
+        for (int i = 0; i < NODES; i++)
+            if (i != skip && g->pid[i] > 0 && member_health(g, i, &v) && v.leader)
+                return i;
         time_sleep_ms(50);
     } while (time_mono_ms() < end);
     return -1;
+}
+
+static int leader_of(group *g, int ms)
+{
+    return leader_but(g, -1, ms);
 }
 
 static void a_follower_points_at_the_leader(void **state)
@@ -152,21 +171,15 @@ static void a_follower_points_at_the_leader(void **state)
     assert_true(strncmp(loc, want, strlen(want)) == 0);
     tl_resp_free(&r);
     /* A follower applies the command at the leader's next heartbeat. */
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
-    json_int_t hwm = 0;
-    for (int tries = 0; tries < 100 && hwm < first + 4; tries++) {
-        assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
-        j = json_loads(r.body, 0, NULL);
-        assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "leader"), "id")),
-                         l + 1);
-        hwm = json_integer_value(json_object_get(j, "hwm"));
-        json_decref(j);
-        tl_resp_free(&r);
-        if (hwm < first + 4)
+    member_view v = {0};
+    for (int tries = 0; tries < 100 && v.hwm < first + 4; tries++) {
+        assert_true(member_health(&g, f, &v));
+        assert_false(v.leader);
+        assert_int_equal(v.leader_id, l + 1);
+        if (v.hwm < first + 4)
             time_sleep_ms(20);
     }
-    assert_true(hwm >= first + 4);
+    assert_true(v.hwm >= first + 4);
     group_stop(&g);
 }
 
@@ -459,27 +472,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     assert_int_equal(cut(&g, l, "-I"), 0);
     uint64_t t0 = time_mono_ms();
     /* The others elect a leader of their own. */
-    int nl = -1;
-    while (time_mono_ms() < t0 + 20000) {
-        for (int i = 0; i < NODES && nl < 0; i++) {
-            if (i == l)
-                continue;
-            char url[96];
-            tl_resp resp;
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
-            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
-                json_t *j = json_loads(resp.body, 0, NULL);
-                const char *role = json_string_value(json_object_get(j, "role"));
-                if (role != NULL && strcmp(role, "leader") == 0)
-                    nl = i;
-                json_decref(j);
-            }
-            tl_resp_free(&resp);
-        }
-        if (nl >= 0)
-            break;
-        time_sleep_ms(50);
-    }
+    int nl = leader_but(&g, l, 20000);
     uint64_t elected_ms = time_mono_ms() - t0;
     assert_true(nl >= 0);
     time_sleep_ms(2000); /* clients go on against both sides */
@@ -487,27 +480,13 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     cut_member = -1;
     /* Healed: every member agrees on the leader and on the mark. */
     bool agreed = false;
-    json_int_t hwm[NODES];
+    member_view v[NODES];
     uint64_t t1 = time_mono_ms();
     while (!agreed && time_mono_ms() < t1 + 20000) {
-        int leader_ids[NODES];
         agreed = true;
-        for (int i = 0; i < NODES; i++) {
-            char url[96];
-            tl_resp resp;
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
-            leader_ids[i] = -1;
-            hwm[i] = -1;
-            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
-                json_t *j = json_loads(resp.body, 0, NULL);
-                leader_ids[i] = (int)json_integer_value(
-                    json_object_get(json_object_get(j, "leader"), "id"));
-                hwm[i] = json_integer_value(json_object_get(j, "hwm"));
-                json_decref(j);
-            }
-            tl_resp_free(&resp);
-            agreed = agreed && leader_ids[i] > 0 && leader_ids[i] == leader_ids[0];
-        }
+        for (int i = 0; i < NODES; i++)
+            agreed = member_health(&g, i, &v[i]) && agreed && v[i].leader_id > 0 &&
+                     v[i].leader_id == v[0].leader_id;
         if (agreed) {
             /* Stop the clients, then the marks must meet. */
             atomic_store(&r->stop, 1);
@@ -531,22 +510,12 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     bool same = false;
     for (int tries = 0; tries < 200 && !same; tries++) {
         same = true;
-        for (int i = 0; i < NODES; i++) {
-            char url[96];
-            tl_resp resp;
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[i]);
-            hwm[i] = -1;
-            if (tl_http("GET", url, NULL, 0, NULL, 1000, &resp) == 0 && resp.status == 200) {
-                json_t *j = json_loads(resp.body, 0, NULL);
-                hwm[i] = json_integer_value(json_object_get(j, "hwm"));
-                json_decref(j);
-            }
-            tl_resp_free(&resp);
-            same = same && hwm[i] == hwm[0];
-        }
+        for (int i = 0; i < NODES; i++)
+            same = member_health(&g, i, &v[i]) && same && v[i].hwm == v[0].hwm;
         if (!same)
             time_sleep_ms(50);
     }
+    json_int_t hwm[1] = {v[0].hwm};
     print_message("member %d cut off: another elected in %llu ms; %zu requests; healed, every "
                   "member's mark %lld\n",
                   l + 1, (unsigned long long)elected_ms, r->n, (long long)hwm[0]);
