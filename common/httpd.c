@@ -57,6 +57,7 @@
 #include "buf.h"
 #include "log.h"
 #include "timeutil.h"
+#include "utf8.h"
 
 #define MAX_SEGMENTS 16       /* path segments in a pattern */
 #define MAX_PARAMS 8          /* {param} segments in a pattern */
@@ -92,7 +93,10 @@ struct httpd {
     size_t nroutes;
     route unmatched;          /* metrics for requests that matched no route */
     uint16_t port;
-    _Atomic long in_flight;   /* requests between first call and completion */
+    _Atomic long in_flight;   /* requests being answered: whole (or refused at
+                                 once), not yet completed. A request still
+                                 sending its body is not one: a stop does not
+                                 wait for a client that stalls. */
     _Atomic long deferred;    /* requests held by other threads (httpd_defer) */
     atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
     _Atomic long open_conns;  /* connections MHD holds */
@@ -119,6 +123,7 @@ struct httpd_req {
     route *route;             /* NULL: no match (see early_status) */
     uint64_t t0;              /* monotonic ns at first call */
     bool called;              /* first call of the access handler seen */
+    bool counted;             /* counted in h->in_flight (being answered) */
     bool queued;              /* a reply was given to MHD */
     bool dispatched;          /* handed to a worker (connection suspended) */
     _Atomic bool handled;     /* the worker is done: queue the reply */
@@ -402,6 +407,14 @@ static int decode_query(httpd_req *rq, char **out)
     return 0;
 }
 
+/* A GET route also answers HEAD (RFC 9110 §9.3.2): the same status and
+ * headers, and MHD leaves the body out. */
+static bool method_matches(const char *route_method, const char *method)
+{
+    return strcmp(route_method, method) == 0 ||
+           (strcmp(method, "HEAD") == 0 && strcmp(route_method, "GET") == 0);
+}
+
 /* Route the request and decode its parameters (first call). */
 static void route_request(httpd_req *rq)
 {
@@ -412,12 +425,13 @@ static void route_request(httpd_req *rq)
         route *r = &h->routes[i];
         if (!route_matches(r, rq->uri, rq->path_len))
             continue;
-        if (strcmp(r->def->method, rq->method) == 0) {
+        if (method_matches(r->def->method, rq->method)) {
             rq->route = r;
             break;
         }
-        int k = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
-                         r->def->method);
+        bool get = strcmp(r->def->method, "GET") == 0;
+        int k = snprintf(allow + alen, sizeof allow - alen, "%s%s%s", alen ? ", " : "",
+                         r->def->method, get ? ", HEAD" : "");
         if (k > 0 && (size_t)k < sizeof allow - alen)
             alen += (size_t)k;
     }
@@ -533,11 +547,14 @@ void httpd_reply_json(httpd_req *rq, unsigned status, json_t *body)
 void httpd_reply_error(httpd_req *rq, unsigned status, const char *code, json_t *extra,
                        const char *fmt, ...)
 {
-    char msg[1024];
+    char raw[1024], msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* A message may quote the client's bytes (a path, a parameter): those
+     * that are not UTF-8 are written as \xNN, or JSON could not carry it. */
+    utf8_escape(raw, msg, sizeof msg);
 
     json_t *err = json_object();
     json_t *root = json_object();
@@ -656,7 +673,7 @@ json_t *httpd_body_json(httpd_req *rq)
         return NULL;
     }
     json_error_t e;
-    json_t *j = json_loadb(rq->body.data, rq->body.len, JSON_ALLOW_NUL, &e);
+    json_t *j = json_loadb(rq->body.data, rq->body.len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &e);
     if (!j)
         httpd_reply_error(rq, 400, "bad_request", NULL, "body is not valid JSON: %s (at byte %d)",
                           e.text, e.position);
@@ -729,7 +746,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     httpd_req *rq = *con_cls;
     if (!rq)
         return;
-    if (rq->called)
+    if (rq->counted)
         atomic_fetch_sub(&h->in_flight, 1);
     req_free(rq);
     *con_cls = NULL;
@@ -751,6 +768,37 @@ static bool is_json_type(const char *ct)
     return *ct == '\0' || *ct == ';';
 }
 
+typedef struct framing {
+    const char *length;       /* the first Content-Length */
+    bool conflict;            /* a second, different one */
+} framing;
+
+static enum MHD_Result note_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    framing *f = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (f->length != NULL && strcmp(f->length, value) != 0)
+        f->conflict = true;
+    if (f->length == NULL)
+        f->length = value;
+    return MHD_YES;
+}
+
+/* Where the body ends must be clear (RFC 9112 §6.3): two different
+ * Content-Length headers, or one with a Transfer-Encoding, are the stuff
+ * of request smuggling behind a proxy that reads them the other way. */
+static bool framing_clear(httpd_req *rq)
+{
+    framing f = {NULL, false};
+    if (MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, note_length, &f) < 0)
+        return false;
+    return !f.conflict && !(f.length != NULL && MHD_lookup_connection_value(
+                                rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING));
+}
+
 /* First call: headers are in. Route and check the body's declared form. */
 static void first_call(httpd_req *rq, const char *method)
 {
@@ -758,9 +806,13 @@ static void first_call(httpd_req *rq, const char *method)
     rq->called = true;
     rq->method = method;
     rq->t0 = time_mono_ns();
-    atomic_fetch_add(&h->in_flight, 1);
     if (rq->early_status)
         return;
+    if (!framing_clear(rq)) {
+        set_early(rq, 400, "bad_request", "the body's length is ambiguous: Content-Length given "
+                  "twice with different values, or together with Transfer-Encoding");
+        return;
+    }
     route_request(rq);
     if (!rq->route)
         return;
@@ -798,8 +850,18 @@ static void drop_body(httpd_req *rq)
     rq->body_held = 0;
 }
 
+/* The request is whole (or refused at once): it is being answered. */
+static void count_in_flight(httpd_req *rq)
+{
+    if (!rq->counted) {
+        rq->counted = true;
+        atomic_fetch_add(&rq->h->in_flight, 1);
+    }
+}
+
 static void answer_early(httpd_req *rq)
 {
+    count_in_flight(rq);
     if (rq->early_status == 401)
         httpd_add_header(rq, "WWW-Authenticate", "Bearer");
     if (rq->early_status == 503)
@@ -845,9 +907,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             answer_early(rq);
             return queue_reply(rq);
         }
-        /* Not allowed, and a body on its way: answer now and let MHD close
-         * the connection rather than read a byte of it. */
-        if (rq->early_status == 401 && rq->has_body) {
+        /* Not allowed (401) or malformed (400), and a body on its way:
+         * answer now and let MHD close the connection rather than read a
+         * byte of it (with an ambiguous length, nor could it). */
+        if ((rq->early_status == 401 || rq->early_status == 400) && rq->has_body) {
             answer_early(rq);
             return queue_reply(rq);
         }
@@ -889,6 +952,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* Last call: the whole request is in. */
     if (rq->queued)
         return MHD_YES;
+    count_in_flight(rq);
     if (rq->dispatched) {
         /* Called again after the worker resumed us: its reply is ready. */
         if (!atomic_load_explicit(&rq->handled, memory_order_acquire))

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "utf8.h"
 #include "service.h"
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -76,39 +77,7 @@ long codec_b64_decode(const char *src, size_t len, unsigned char *dst)
 
 bool codec_utf8_valid(const void *p, size_t len)
 {
-    const unsigned char *s = p;
-    size_t i = 0;
-
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1, cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2, cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (i + n >= len) /* the continuation bytes must all be there */
-            return false;
-        for (size_t j = 1; j <= n; j++) {
-            if ((s[i + j] & 0xC0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        /* No overlong forms, no surrogates, nothing past U+10FFFF. */
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return false;
-        i += n + 1;
-    }
-    return true;
+    return utf8_valid(p, len);
 }
 
 bool codec_encoding(httpd_req *req, codec_enc *enc)

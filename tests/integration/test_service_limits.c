@@ -34,40 +34,6 @@
 #include "svc_fixture.h"
 #include "timeutil.h"
 
-/* A TCP connection from src (NULL: any) to 127.0.0.1:port; -1 on failure. */
-static int dial(const char *src, int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (src != NULL) {
-        inet_pton(AF_INET, src, &a.sin_addr);
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-            close(fd);
-            return -1;
-        }
-    }
-    a.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Has the server closed fd (EOF or reset), waiting at most ms? */
-static bool closed_by_server(int fd, int ms)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, ms) <= 0)
-        return false;
-    char c;
-    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
 static int open_fds(pid_t pid)
 {
     char path[64];
@@ -127,11 +93,11 @@ static void idle_connections_never_starve_the_storage(void **state)
 
     int opened = 0, refused = 0;
     for (int i = 0; i < ATTACK; i++)
-        if ((fds[i] = dial(NULL, st.svc.port)) >= 0)
+        if ((fds[i] = tl_dial(NULL, st.svc.port)) >= 0)
             opened++;
     time_sleep_ms(500);
     for (int i = 0; i < ATTACK; i++)
-        if (fds[i] >= 0 && closed_by_server(fds[i], 0))
+        if (fds[i] >= 0 && tl_closed_by_server(fds[i], 0))
             refused++;
     int used = open_fds(st.svc.pid);
     print_message("%d idle connections under a file limit of %d: %d closed at once; the "
@@ -165,10 +131,10 @@ static void one_address_cannot_take_every_connection(void **state)
     raise_own_limit();
     assert_int_equal(tl_stack_start(&st, extra), 0);
     for (int i = 0; i < ATTACK; i++)
-        fds[i] = dial("127.0.0.2", st.svc.port);
+        fds[i] = tl_dial("127.0.0.2", st.svc.port);
     time_sleep_ms(500);
     for (int i = 0; i < ATTACK; i++)
-        if (fds[i] >= 0 && !closed_by_server(fds[i], 0))
+        if (fds[i] >= 0 && !tl_closed_by_server(fds[i], 0))
             open_after++;
     print_message("%d connections from 127.0.0.2: %d kept (limit %d a client address)\n", ATTACK,
                   open_after, PER_IP);
@@ -186,7 +152,7 @@ static void one_address_cannot_take_every_connection(void **state)
  * bytes of its body. */
 static int start_put(int port, const char *token, size_t vlen, size_t part)
 {
-    int fd = dial(NULL, port);
+    int fd = tl_dial(NULL, port);
     assert_true(fd >= 0);
     size_t blen = vlen + strlen("{\"value\":\"\"}");
     char hdr[512];
@@ -282,7 +248,7 @@ static void no_token_no_body_read(void **state)
     snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "%s", tokfile);
     assert_int_equal(tl_service_start(&st), 0);
     /* 60 MiB announced, not a byte sent: the 401 comes at once. */
-    int fd = dial(NULL, st.svc.port);
+    int fd = tl_dial(NULL, st.svc.port);
     assert_true(fd >= 0);
     const char *hdr = "PUT /v1/kv/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "Content-Length: 62914560\r\n\r\n";

@@ -111,6 +111,17 @@ int tl_oracle_start(tl_oracle *o, const char *data_dir, int port);
 int tl_oracle_stop(tl_oracle *o);
 /* POST /v1/timestamps?count=n; 0 and *first on 200, else -1. */
 int tl_oracle_next(const tl_oracle *o, unsigned n, uint64_t *first);
+/* --- raw TCP (sock.c) --- */
+/* A connection from src (NULL: any address) to 127.0.0.1:port; -1 on failure. */
+int tl_dial(const char *src, int port);
+/* Has the server closed fd (EOF or reset), waiting at most ms? */
+bool tl_closed_by_server(int fd, int ms);
+/* Send req on a new connection and read the reply until the server closes
+ * it or ms pass; the bytes read (NUL-terminated in out), or -1. */
+long tl_raw_exchange(int port, const void *req, size_t len, char *out, size_t cap, int ms);
+/* The status of a raw reply ("HTTP/1.1 404 ..."), or -1. */
+int tl_raw_status(const char *reply);
+
 /* Print a file to stderr (to show a program's log when a test fails). */
 void tl_dump_file(const char *path);
 

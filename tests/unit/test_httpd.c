@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "httpd.h"
 #include "testlib.h"
@@ -288,7 +290,7 @@ static void test_unknown_paths_and_methods(void **state)
     assert_string_equal(err_code(j), "method_not_allowed");
     char allow[64];
     assert_non_null(tl_resp_header(&r, "Allow", allow, sizeof allow));
-    assert_string_equal(allow, "GET, PUT");
+    assert_string_equal(allow, "GET, HEAD, PUT");
     tl_resp_free(&r);
     json_decref(j);
 }
@@ -477,6 +479,128 @@ static void test_stop_waits_for_deferred_requests(void **state)
     assert_int_equal((intptr_t)st, 202);
 }
 
+/* Send raw bytes, get the raw reply (the connection is closed by the
+ * request's "Connection: close" or by the server). */
+static int raw(fixture *f, const char *req, char *out, size_t cap)
+{
+    unsigned port = httpd_port(f->h);
+    assert_true(tl_raw_exchange((int)port, req, strlen(req), out, cap, 3000) > 0);
+    return tl_raw_status(out);
+}
+
+/* The JSON body of a raw reply: it must parse (valid UTF-8 included). */
+static json_t *raw_json(const char *reply)
+{
+    const char *body = strstr(reply, "\r\n\r\n");
+    assert_non_null(body);
+    json_error_t e;
+    json_t *j = json_loads(body + 4, 0, &e);
+    if (j == NULL)
+        fprintf(stderr, "not JSON (%s): %s\n", e.text, body + 4);
+    assert_non_null(j);
+    return j;
+}
+
+/* Bytes that are not UTF-8 in what an error message quotes are escaped,
+ * never a 500 (the review's fuzzing found 712 such requests). */
+static void test_error_messages_escape_bytes_that_are_not_utf8(void **state)
+{
+    fixture *f = *state;
+    char out[4096];
+    assert_int_equal(raw(f, "GET /v1/nothing\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         out, sizeof out), 404);
+    json_t *j = raw_json(out);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                             "message")), "\\xFF"));
+    json_decref(j);
+    /* The 404 message quotes 100 bytes of the path: cut inside a
+     * two-byte character, the half left is escaped. */
+    char req[512], path[160];
+    memset(path, 'a', 98);
+    snprintf(path + 98, sizeof path - 98, "\xc3\xa9\xc3\xa9");
+    snprintf(req, sizeof req, "GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    assert_int_equal(raw(f, req, out, sizeof out), 404);
+    json_decref(raw_json(out));
+    /* A method with such a byte: refused, 4xx, whoever refuses it. */
+    int st = raw(f, "G\xffT /v1/things HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out,
+                 sizeof out);
+    assert_true(st >= 400 && st < 500);
+}
+
+/* Ambiguous body lengths are refused (request smuggling), as are JSON
+ * objects that name a key twice. */
+static void test_ambiguous_requests_are_refused(void **state)
+{
+    fixture *f = *state;
+    char out[4096];
+    assert_int_equal(raw(f, "POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: 2\r\nContent-Length: 7\r\n\r\n{}",
+                         out, sizeof out), 400);
+    json_decref(raw_json(out));
+    assert_int_equal(raw(f, "POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                         out, sizeof out), 400);
+    json_decref(raw_json(out));
+    /* The same length twice is not ambiguous. */
+    assert_int_equal(raw(f, "POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: 2\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                         out, sizeof out), 201);
+    long st;
+    json_t *j = req(f, "POST", "/v1/things", "{\"a\":1,\"a\":2}", "application/json", &st, NULL);
+    assert_int_equal(st, 400);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                             "message")), "duplicate"));
+    json_decref(j);
+}
+
+/* HEAD on a GET route: the GET's status and headers, no body. */
+static void test_head_answers_like_get(void **state)
+{
+    fixture *f = *state;
+    char out[4096];
+    assert_int_equal(raw(f, "HEAD /v1/things/a/keys/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         out, sizeof out), 200);
+    const char *end = strstr(out, "\r\n\r\n");
+    assert_non_null(end);
+    assert_string_equal(end + 4, ""); /* no body */
+    assert_non_null(strcasestr(out, "Content-Type: application/json"));
+    assert_int_equal(raw(f, "HEAD /v1/things HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         out, sizeof out), 405);
+    assert_non_null(strstr(out, "Allow: POST"));
+    /* The Allow header of a GET route names HEAD too. */
+    long st;
+    tl_resp r;
+    json_decref(req(f, "DELETE", "/v1/things/x/keys/y", NULL, NULL, &st, &r));
+    char allow[64];
+    assert_non_null(tl_resp_header(&r, "Allow", allow, sizeof allow));
+    assert_string_equal(allow, "GET, HEAD, PUT");
+    tl_resp_free(&r);
+}
+
+/* A client that stalls in the middle of its body does not hold up a stop
+ * (the review saw "11 request(s) still running" and an 11.8 s stop). */
+static void test_stop_does_not_wait_for_stalled_bodies(void **state)
+{
+    fixture *f = *state;
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = tl_dial(NULL, httpd_port(f->h));
+        assert_true(fds[i] >= 0);
+        static const char half[] = "POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   "application/json\r\nContent-Length: 100\r\n\r\n{\"a\":";
+        assert_int_equal(send(fds[i], half, sizeof half - 1, MSG_NOSIGNAL), (ssize_t)sizeof half - 1);
+    }
+    time_sleep_ms(200); /* let the server read the headers and the first bytes */
+    uint64_t t0 = time_mono_ms();
+    httpd_stop(f->h, 6000);
+    f->h = NULL;
+    uint64_t took = time_mono_ms() - t0;
+    fprintf(stderr, "stop with 3 stalled bodies took %llu ms\n", (unsigned long long)took);
+    assert_true(took < 5000); /* not the grace period: nothing was being answered */
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+}
+
 static void test_listen_parsing(void **state)
 {
     (void)state;
@@ -510,6 +634,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_finishes_requests_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fast_handlers_reply_defer_or_hand_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_waits_for_deferred_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_messages_escape_bytes_that_are_not_utf8, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ambiguous_requests_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_answers_like_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_does_not_wait_for_stalled_bodies, setup, teardown),
         cmocka_unit_test(test_listen_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
