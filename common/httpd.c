@@ -79,6 +79,16 @@ typedef struct route {
     _Atomic(metrics_series *) by_status[STATUS_SLOTS];
 } route;
 
+/* A connection's deadline for its request headers (the slowloris guard):
+ * MHD's own timeout only closes a connection that sends nothing, so one
+ * that trickles a byte at a time would hold its descriptor for ever. */
+typedef struct conn_watch {
+    struct conn_watch *prev, *next;
+    int fd;
+    _Atomic uint64_t deadline_ms; /* monotonic; 0: none (body or handler) */
+    bool served;                  /* a request was completed on it */
+} conn_watch;
+
 struct httpd {
     struct MHD_Daemon *daemon;
     /* handler workers and their queue (FIFO of suspended requests) */
@@ -104,7 +114,18 @@ struct httpd {
     _Atomic uint64_t refused_logged_ms; /* last "connection refused" log line */
     _Atomic unsigned long refused; /* connections refused since that line */
     metrics_family *req_family, *lat_family;
-    metrics_series *conn_total, *conn_open, *conn_refused, *body_refused;
+    metrics_series *conn_total, *conn_open, *conn_refused, *body_refused, *header_timeouts;
+    /* Connections under watch (conn_watch), and the thread that closes
+     * those past their deadline. */
+    pthread_mutex_t w_mu;
+    conn_watch watched;       /* list head */
+    pthread_t watcher;
+    bool watcher_on;
+    atomic_bool watcher_stop;
+    uint64_t late_logged_ms;  /* last "slow headers" log line (watcher only) */
+    unsigned long late;       /* connections closed since that line */
+    _Atomic uint64_t mhd_logged_ms; /* microhttpd's messages: rate limit */
+    _Atomic unsigned long mhd_lines, mhd_dropped;
 };
 
 typedef struct kv {
@@ -115,6 +136,7 @@ typedef struct kv {
 struct httpd_req {
     httpd *h;
     struct MHD_Connection *conn;
+    conn_watch *watch;        /* its connection's deadline, may be NULL */
     char *uri;                /* raw path ('?' and what follows cut off) */
     const char *query_str;    /* raw text after '?', or NULL */
     size_t path_len;          /* strlen(uri) */
@@ -690,6 +712,14 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     rq->h = cls;
     rq->conn = conn;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    rq->watch = ci ? ci->socket_context : NULL;
+    /* The request line is in: its headers must follow within the
+     * deadline. A connection's first request had its deadline set when it
+     * was accepted (the line counts against it too). */
+    if (rq->watch && rq->watch->served)
+        atomic_store(&rq->watch->deadline_ms, time_mono_ms() + rq->h->cfg.header_timeout_ms);
     size_t n = strnlen(uri, MAX_URI + 1);
     rq->uri = strndup(uri, n > MAX_URI ? MAX_URI : n);
     if (!rq->uri) {
@@ -748,6 +778,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (rq->counted)
         atomic_fetch_sub(&h->in_flight, 1);
+    /* Between requests a keep-alive connection may idle, not trickle: the
+     * next request line must come within the idle timeout. */
+    if (rq->watch) {
+        rq->watch->served = true;
+        atomic_store(&rq->watch->deadline_ms, time_mono_ms() + h->cfg.idle_timeout_s * 1000ull);
+    }
     req_free(rq);
     *con_cls = NULL;
 }
@@ -806,6 +842,8 @@ static void first_call(httpd_req *rq, const char *method)
     rq->called = true;
     rq->method = method;
     rq->t0 = time_mono_ns();
+    if (rq->watch)
+        atomic_store(&rq->watch->deadline_ms, 0); /* headers are in */
     if (rq->early_status)
         return;
     if (!framing_clear(rq)) {
@@ -1109,25 +1147,107 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return MHD_YES;
 }
 
+/* A new connection: its request headers are due within header_timeout_ms.
+ * NULL (no watch) if out of memory: MHD's idle timeout still applies. */
+static conn_watch *watch_start(httpd *h, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    conn_watch *w = ci ? calloc(1, sizeof *w) : NULL;
+    if (!w)
+        return NULL;
+    w->fd = ci->connect_fd;
+    atomic_init(&w->deadline_ms, time_mono_ms() + h->cfg.header_timeout_ms);
+    pthread_mutex_lock(&h->w_mu);
+    w->next = h->watched.next;
+    w->prev = &h->watched;
+    h->watched.next->prev = w;
+    h->watched.next = w;
+    pthread_mutex_unlock(&h->w_mu);
+    return w;
+}
+
+/* MHD tells us a connection closed before it closes the socket, so under
+ * w_mu the watcher never shuts down a descriptor that was reused. */
+static void watch_end(httpd *h, conn_watch *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&h->w_mu);
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    pthread_mutex_unlock(&h->w_mu);
+    free(w);
+}
+
+/* Every 200 ms: shut down the connections past their deadline. MHD sees
+ * the end of the stream and closes them on its own thread. */
+static void *watcher_main(void *arg)
+{
+    httpd *h = arg;
+    while (!atomic_load(&h->watcher_stop)) {
+        time_sleep_ms(200);
+        uint64_t now = time_mono_ms();
+        unsigned long n = 0;
+        pthread_mutex_lock(&h->w_mu);
+        for (conn_watch *w = h->watched.next; w != &h->watched; w = w->next) {
+            uint64_t d = atomic_load(&w->deadline_ms);
+            if (d != 0 && now >= d) {
+                atomic_store(&w->deadline_ms, 0);
+                shutdown(w->fd, SHUT_RDWR);
+                n++;
+            }
+        }
+        pthread_mutex_unlock(&h->w_mu);
+        if (n == 0)
+            continue;
+        metrics_inc(h->header_timeouts, n);
+        h->late += n;
+        /* One line a minute at most: an attack must not flood the log. */
+        if (h->late_logged_ms == 0 || now - h->late_logged_ms >= 60000) {
+            log_warn("httpd: closed %lu connection(s) too slow to send a request (due within "
+                     "%u ms; slowloris?)", h->late, h->cfg.header_timeout_ms);
+            h->late_logged_ms = now;
+            h->late = 0;
+        }
+    }
+    return NULL;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     httpd *h = cls;
-    (void)conn;
-    (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
+        *socket_ctx = watch_start(h, conn);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         atomic_fetch_sub(&h->open_conns, 1);
         metrics_add(h->conn_open, -1);
+        watch_end(h, *socket_ctx);
+        *socket_ctx = NULL;
     }
 }
 
+/* microhttpd's messages (a client that hung up, a bad request line):
+ * at most 10 a minute, then a count of those left out, so that a flood
+ * of bad connections cannot flood the log. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    httpd *h = cls;
+    uint64_t now = time_mono_ms(), start = atomic_load(&h->mhd_logged_ms);
+    if (now - start >= 60000 && atomic_compare_exchange_strong(&h->mhd_logged_ms, &start, now)) {
+        unsigned long dropped = atomic_exchange(&h->mhd_dropped, 0);
+        atomic_store(&h->mhd_lines, 0);
+        if (dropped > 0)
+            log_warn("microhttpd: %lu more message(s) in the last minute left out", dropped);
+    }
+    if (atomic_fetch_add(&h->mhd_lines, 1) >= 10) {
+        atomic_fetch_add(&h->mhd_dropped, 1);
+        return;
+    }
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     log_warn("microhttpd: %s", msg);
@@ -1141,9 +1261,14 @@ static void httpd_free(httpd *h)
     if (!h)
         return;
     workers_stop(h);
+    if (h->watcher_on) {
+        atomic_store(&h->watcher_stop, true);
+        pthread_join(h->watcher, NULL);
+    }
     free(h->workers);
     pthread_cond_destroy(&h->q_cv);
     pthread_mutex_destroy(&h->q_mu);
+    pthread_mutex_destroy(&h->w_mu);
     for (size_t i = 0; i < h->nroutes; i++)
         route_free(&h->routes[i]);
     free(h->routes);
@@ -1164,6 +1289,8 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         goto oom;
     pthread_mutex_init(&h->q_mu, NULL);
     pthread_cond_init(&h->q_cv, NULL);
+    pthread_mutex_init(&h->w_mu, NULL);
+    h->watched.next = h->watched.prev = &h->watched;
     h->cfg = *cfg;
     if (!h->cfg.max_body)
         h->cfg.max_body = HTTPD_DEFAULT_MAX_BODY;
@@ -1173,6 +1300,8 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         h->cfg.body_budget = 4 * h->cfg.max_body;
     if (!h->cfg.idle_timeout_s)
         h->cfg.idle_timeout_s = 120;
+    if (!h->cfg.header_timeout_ms)
+        h->cfg.header_timeout_ms = 10000;
     if (!h->cfg.threads) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         h->cfg.threads = n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
@@ -1214,6 +1343,9 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
                                            "connections closed at once: the limit was reached");
         h->body_refused = metrics_counter1(cfg->metrics, "percolator_http_body_refused_total",
                                            "requests refused (503 busy): the body budget was spent");
+        h->header_timeouts = metrics_counter1(
+            cfg->metrics, "percolator_http_header_timeouts_total",
+            "connections closed: no whole request headers within the header timeout");
     }
 
     h->workers = calloc(h->cfg.threads, sizeof *h->workers);
@@ -1226,13 +1358,18 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         }
         h->nworkers = i + 1;
     }
+    if (pthread_create(&h->watcher, NULL, watcher_main, h) != 0) {
+        snprintf(err, errlen, "cannot start the connection watcher");
+        goto fail;
+    }
+    h->watcher_on = true;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
         flags, 0, on_accept, h, on_request, h,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it covers all */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, /* first, so it covers all */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
         /* MHD's own limit a little above ours: on_accept refuses first,

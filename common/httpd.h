@@ -69,6 +69,10 @@ typedef struct httpd_config {
     size_t body_budget;           /* request body bytes held at once, all requests
                                      together; past it 503 busy. 0: 4 x max_body */
     unsigned idle_timeout_s;      /* idle keep-alive connections closed after; 0: 120 */
+    unsigned header_timeout_ms;   /* a request's line and headers must arrive within
+                                     this of the connection's start (first request) or
+                                     of the request line (later ones); else the
+                                     connection is closed. 0: 10000 */
     const httpd_route *routes;
     size_t nroutes;
     void *ctx;                    /* passed to every handler */

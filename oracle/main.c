@@ -29,7 +29,7 @@
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *data_dir = NULL;
-    uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0;
+    uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
     const char *raft_peers = NULL, *raft_urls = NULL;
     int level = LOG_INFO;
     const flag_def defs[] = {
@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU; 32 in a Raft group)", NULL, 0, 256},
         {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
+        {"header-timeout-ms", FLAG_UINT64, &header_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
@@ -128,6 +129,7 @@ int main(int argc, char **argv)
         .threads = (unsigned)threads,
         .max_connections = conns,
         .max_per_ip = (unsigned)per_ip,
+        .header_timeout_ms = (unsigned)header_ms,
         /* A timestamp request has no body to speak of: refuse any. */
         .max_body = ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),

@@ -159,6 +159,7 @@ int main(int argc, char **argv)
         {"threads", FLAG_UINT64, &c->threads, "32", "HTTP worker threads", NULL, 1, 1024},
         {"max-connections", FLAG_UINT64, &c->max_connections, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
+        {"header-timeout-ms", FLAG_UINT64, &c->header_timeout_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
@@ -273,6 +274,7 @@ int main(int argc, char **argv)
         .max_connections = conns,
         .max_per_ip = (unsigned)c->max_conns_per_ip,
         .body_budget = c->max_body_memory,
+        .header_timeout_ms = (unsigned)c->header_timeout_ms,
         .routes = routes,
         .nroutes = n,
         .ctx = s,

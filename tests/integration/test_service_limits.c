@@ -8,6 +8,8 @@
  *    needs; the service works on after the attack;
  *  - one client address cannot hold more than --max-connections-per-ip
  *    while another client still gets answers;
+ *  - connections that trickle their headers (slowloris) are closed at
+ *    --header-timeout-ms, logged in one line, while others are answered;
  *  - request bodies in memory are bounded by --max-body-memory (503 busy
  *    with Retry-After past it);
  *  - a request without the token is refused when its headers arrive,
@@ -143,6 +145,89 @@ static void one_address_cannot_take_every_connection(void **state)
     json_decref(tl_must(&st, "PUT", "/v1/kv/k", "{\"value\":\"1\"}", 200));
     json_decref(tl_must(&st, "GET", "/v1/kv/k", NULL, 200));
     for (int i = 0; i < ATTACK; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+/* Count the lines of a log that contain what. */
+static int log_lines_with(const char *path, const char *what)
+{
+    char *log = tl_read_file(path, NULL);
+    assert_non_null(log);
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    free(log);
+    return n;
+}
+
+/* Slowloris: connections that trickle their headers a line at a time are
+ * closed at the header deadline (MHD's idle timeout never fires on them),
+ * with one log line for all of them, while a normal client is answered
+ * throughout; a keep-alive connection that idles between requests is not
+ * one of them. */
+static void slow_headers_are_cut_off(void **state)
+{
+    (void)state;
+    enum { SLOW = 60 };
+    const char *extra[] = {"--header-timeout-ms", "1500", "--max-connections-per-ip", "64", NULL};
+    tl_stack st;
+    int fds[SLOW];
+    raise_own_limit();
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    json_decref(tl_must(&st, "PUT", "/v1/kv/a", "{\"value\":\"1\"}", 200));
+
+    /* A keep-alive client: one request, then idle past the header deadline. */
+    int ka = tl_dial(NULL, st.svc.port);
+    assert_true(ka >= 0);
+    static const char get[] = "GET /v1/kv/a HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    assert_int_equal(send(ka, get, sizeof get - 1, MSG_NOSIGNAL), (ssize_t)sizeof get - 1);
+    assert_true(recv(ka, buf, sizeof buf, 0) > 0);
+
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = tl_dial("127.0.0.2", st.svc.port);
+        assert_true(fds[i] >= 0);
+        static const char line[] = "GET /v1/kv/a HTTP/1.1\r\nHost: x\r\n";
+        assert_int_equal(send(fds[i], line, sizeof line - 1, MSG_NOSIGNAL), (ssize_t)sizeof line - 1);
+    }
+    int open = SLOW, answered = 0;
+    uint64_t t0 = time_mono_ms();
+    /* A header line every 300 ms on each, for at most 10 s. */
+    while (open > 0 && time_mono_ms() - t0 < 10000) {
+        open = 0;
+        for (int i = 0; i < SLOW; i++) {
+            if (fds[i] < 0)
+                continue;
+            if (tl_closed_by_server(fds[i], 0)) {
+                close(fds[i]);
+                fds[i] = -1;
+                continue;
+            }
+            send(fds[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL);
+            open++;
+        }
+        json_decref(tl_must(&st, "GET", "/v1/kv/a", NULL, 200)); /* the normal client */
+        answered++;
+        time_sleep_ms(300);
+    }
+    print_message("%d trickling connections: %d still open after %llu ms (deadline 1500 ms); "
+                  "the normal client got %d answers meanwhile\n", SLOW, open,
+                  (unsigned long long)(time_mono_ms() - t0), answered);
+    assert_int_equal(open, 0);
+    assert_true(tl_service_metric(&st, "percolator_http_header_timeouts_total") >= SLOW);
+    assert_int_equal(log_lines_with(st.svc.log, "too slow to send a request"), 1);
+    assert_true(log_lines_with(st.svc.log, "microhttpd:") <= 11);
+
+    /* The keep-alive connection idled ~2 s past the header deadline: still served. */
+    assert_int_equal(send(ka, get, sizeof get - 1, MSG_NOSIGNAL), (ssize_t)sizeof get - 1);
+    ssize_t n = recv(ka, buf, sizeof buf - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_int_equal(tl_raw_status(buf), 200);
+    close(ka);
+    for (int i = 0; i < SLOW; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     assert_int_equal(tl_stack_stop(&st), 0);
@@ -295,6 +380,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(idle_connections_never_starve_the_storage),
         cmocka_unit_test(one_address_cannot_take_every_connection),
+        cmocka_unit_test(slow_headers_are_cut_off),
         cmocka_unit_test(bodies_in_memory_are_bounded),
         cmocka_unit_test(no_token_no_body_read),
         cmocka_unit_test(the_oracle_takes_no_body),
