@@ -30,7 +30,7 @@ int main(int argc, char **argv)
 {
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
-    const char *raft_peers = NULL, *raft_urls = NULL;
+    const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
     int level = LOG_INFO;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
@@ -39,6 +39,7 @@ int main(int argc, char **argv)
         {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
         {"header-timeout-ms", FLAG_UINT64, &header_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
+        {"auth-token-file", FLAG_STRING, &token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
@@ -97,6 +98,11 @@ int main(int argc, char **argv)
     httpd *server = NULL;
     oracle_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    if (token_file[0] != '\0' && token_load(token_file, &ctx.auth, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        rc = 2;
+        goto done;
+    }
     ctx.metrics = metrics_registry_new();
     if (!ctx.metrics) {
         log_error("out of memory");
@@ -133,6 +139,7 @@ int main(int argc, char **argv)
         /* A timestamp request has no body to speak of: refuse any. */
         .max_body = ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),
+        .authorize = oracle_authorize,
         .ctx = &ctx,
         .metrics = ctx.metrics,
     };
@@ -157,5 +164,6 @@ done:
     raft_node_stop(ctx.raft);
     tso_close(ctx.tso);
     metrics_registry_free(ctx.metrics);
+    token_free(&ctx.auth);
     return rc;
 }

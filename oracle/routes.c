@@ -153,9 +153,17 @@ static void handle_metrics(httpd_req *req, void *arg)
 
 static const httpd_route routes[] = {
     {.method = "POST", .pattern = "/v1/timestamps", .handler = handle_timestamps},
-    {.method = "GET", .pattern = "/v1/health", .handler = handle_health},
+    {.method = "GET", .pattern = "/v1/health", .handler = handle_health, .public = true},
     {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
 };
+
+const char *oracle_authorize(const httpd_req *req, void *ctx)
+{
+    oracle_ctx *c = ctx;
+    if (c->auth.secret == NULL || token_matches(&c->auth, httpd_header(req, "Authorization")))
+        return NULL;
+    return "this request needs the header Authorization: Bearer <token>";
+}
 
 const httpd_route *oracle_routes(size_t *n)
 {

@@ -1,7 +1,7 @@
 /*
  * routes.h — the oracle's HTTP API (api-spec/openapi.yaml):
  *   POST /v1/timestamps?count=N   {"first":F,"count":N}
- *   GET  /v1/health               {"status":"ok",...}
+ *   GET  /v1/health               {"status":"ok",...}   (no token needed)
  *   GET  /metrics                 Prometheus text
  */
 #ifndef PERCOLATOR_ORACLE_ROUTES_H
@@ -11,6 +11,7 @@
 
 #include "httpd.h"
 #include "metrics.h"
+#include "token.h"
 #include "raft_node.h"
 #include "tso.h"
 
@@ -20,10 +21,15 @@ typedef struct oracle_ctx {
     metrics_registry *metrics;
     metrics_series *m_timestamps;   /* timestamps handed out */
     metrics_series *m_requests;     /* successful POST /v1/timestamps */
+    token auth;                     /* secret NULL: no auth (--auth-token-file) */
 } oracle_ctx;
 
 /* Register the oracle's own metrics in ctx->metrics (set tso and metrics first). */
 void oracle_ctx_init_metrics(oracle_ctx *ctx);
+
+/* httpd's authorize hook: with a token, every route but health needs
+ * "Authorization: Bearer <token>". */
+const char *oracle_authorize(const httpd_req *req, void *ctx);
 
 /* The route table (static; ctx is passed through httpd_config.ctx). */
 const httpd_route *oracle_routes(size_t *n);

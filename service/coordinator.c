@@ -120,14 +120,14 @@ void coord_rollback(svc *s, pc_session *ps, txn *t, const pc_mutation *m, size_t
 {
     (void)s;
     if (t->commit_pending)
-        rollback_all(ps, t->id, t->start_ts, m, n);
+        rollback_all(ps, t->owner, t->start_ts, m, n);
     t->commit_pending = false;
 }
 
 pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t n,
                    uint64_t *commit_ts, pc_conflict *c)
 {
-    const char *owner = tx->id;
+    const char *owner = tx->owner;
     uint64_t start_ts = tx->start_ts;
     pc_txn_meta t = {
         .start_ts = start_ts,

@@ -151,7 +151,8 @@ int main(int argc, char **argv)
         {"max-value-bytes", FLAG_SIZE, &c->max_value_bytes, "1MiB", "largest value accepted", NULL, 1, (int64_t)64 << 20},
         {"max-txn-bytes", FLAG_SIZE, &c->max_txn_bytes, "16MiB", "most bytes a session may buffer", NULL, 1, (int64_t)1 << 32},
         {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
-        {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs", NULL, 0, 0},
+        {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
+        {"oracle-token-file", FLAG_STRING, &c->oracle_token_file, "", "file with the bearer token the oracle asks for (its --auth-token-file)", NULL, 0, 0},
         {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/openapi.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
         {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
         {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
@@ -202,22 +203,18 @@ int main(int argc, char **argv)
     httpd *server = NULL;
     janitor *jan = NULL;
     httpd_route *routes = NULL;
+    token oracle_token = {NULL, 0};
     pthread_mutex_init(&s->es_mu, NULL);
     failpoint_init();
     limit_malloc_arenas();
 
-    if (c->auth_token_file[0] != '\0') {
-        size_t len = 0;
-        s->auth_token = read_file(c->auth_token_file, 4096, &len);
-        while (s->auth_token != NULL && len > 0 &&
-               (s->auth_token[len - 1] == '\n' || s->auth_token[len - 1] == '\r'))
-            s->auth_token[--len] = '\0';
-        if (s->auth_token == NULL || len == 0) {
-            fprintf(stderr, "%s: --auth-token-file %s: cannot read a token from it\n", PROG,
-                    c->auth_token_file);
-            rc = 2;
-            goto done;
-        }
+    if ((c->auth_token_file[0] != '\0' &&
+         token_load(c->auth_token_file, &s->auth, err, sizeof err) != 0) ||
+        (c->oracle_token_file[0] != '\0' &&
+         token_load(c->oracle_token_file, &oracle_token, err, sizeof err) != 0)) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        rc = 2;
+        goto done;
     }
     s->openapi = read_file(c->openapi_file, 4 << 20, &s->openapi_len);
     if (s->openapi == NULL)
@@ -246,7 +243,8 @@ int main(int argc, char **argv)
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
-    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL) {
+    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL ||
+        (oracle_token.secret != NULL && oc_set_token(s->oracle, oracle_token.secret) != 0)) {
         log_error("cannot start the oracle client");
         goto done;
     }
@@ -313,7 +311,8 @@ done:
     observers_free(s->obs);
     metrics_registry_free(s->metrics);
     free(routes);
-    free(s->auth_token);
+    token_free(&s->auth);
+    token_free(&oracle_token);
     free(s->openapi);
     if (rc == 0)
         log_info("service: stopped cleanly");

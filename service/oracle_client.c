@@ -19,6 +19,7 @@
  * connection is reused from one batch to the next.
  */
 #include "oracle_client.h"
+#include "token.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -49,7 +50,8 @@ typedef struct oc_batch {
 struct oc_client {
     char *base_url;                /* the oracle's URL, or its members' URLs,
                                       comma-separated (an oracle Raft group) */
-    char *urls[OC_MAX_URLS];       /* point into base_url */
+    char *urls[OC_MAX_URLS];       /* point into base_url, or into learned */
+    char learned[OC_MAX_URLS][128]; /* members named by a redirect only */
     size_t nurls, cur;             /* cur: the member asked first (leader only) */
     char url[512 + 64];
     CURL *curl;
@@ -69,6 +71,9 @@ struct oc_client {
     metrics_series *m_ok, *m_unavailable, *m_protocol;
     metrics_series *m_batch, *m_latency, *m_wait;
 };
+
+/* fetch_one's answer when a follower named the leader (never returned). */
+#define OC_REDIRECTED 100
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -178,12 +183,6 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
-        /* A follower of an oracle Raft group answers 307 to its leader:
-         * follow it (once or twice), as POST, over HTTP only. */
-        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_MAXREDIRS, 2L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         /* Look the oracle's name up again on every new connection: a
          * restarted oracle (a new container) may have a new address, and
          * libcurl would otherwise keep the old one for 60 s. The open
@@ -241,21 +240,50 @@ done:
     return rc;
 }
 
-/* After a request that a follower redirected: ask the member that answered
- * first next time (no redirect per request). */
-static void remember_leader(oc_client *c)
+/* A follower of an oracle Raft group answers 307 naming its leader: ask
+ * that member from now on (no redirect per request). Followed by hand, not
+ * by libcurl, which would drop the token on the way to another host: only
+ * to the same endpoint, /v1/timestamps, over http or https, and a member
+ * not among --oracle's URLs is remembered as one (the group's --raft-urls
+ * name it). Whether the redirect could be followed. */
+static bool follow_leader(oc_client *c)
 {
-    char *eff = NULL;
-    if (c->nurls < 2 || curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &eff) != CURLE_OK ||
-        eff == NULL)
-        return;
+    char *loc = NULL;
+    if (curl_easy_getinfo(c->curl, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || loc == NULL)
+        return false;
+    const char *end = strstr(loc, "/v1/timestamps");
+    size_t len = end ? (size_t)(end - loc) : 0;
+    if (len == 0 || (strncmp(loc, "http://", 7) != 0 && strncmp(loc, "https://", 8) != 0) ||
+        len >= sizeof c->learned[0]) {
+        log_warn("oracle client: a redirect to %.200s not followed", loc);
+        return false;
+    }
     for (size_t i = 0; i < c->nurls; i++) {
-        size_t len = strlen(c->urls[i]);
-        if (strncmp(eff, c->urls[i], len) == 0 && eff[len] == '/') {
+        if (strlen(c->urls[i]) == len && strncmp(loc, c->urls[i], len) == 0) {
             c->cur = i;
-            return;
+            return true;
         }
     }
+    if (c->nurls == OC_MAX_URLS)
+        return false;
+    char *u = c->learned[c->nurls];
+    memcpy(u, loc, len);
+    u[len] = '\0';
+    c->urls[c->nurls] = u;
+    c->cur = c->nurls++;
+    log_info("oracle client: the oracle's leader is at %s (learned from a redirect)", u);
+    return true;
+}
+
+int oc_set_token(oc_client *c, const char *token)
+{
+    char line[TOKEN_MAX + 32];
+    snprintf(line, sizeof line, "Authorization: Bearer %s", token);
+    struct curl_slist *h = curl_slist_append(c->headers, line);
+    if (h == NULL)
+        return -1;
+    c->headers = h;
+    return curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers) == CURLE_OK ? 0 : -1;
 }
 
 /* One oracle request for n timestamps to member c->cur. */
@@ -276,7 +304,8 @@ static int fetch_one(oc_client *c, unsigned n, uint64_t *first)
         log_debug("oracle client: %s: %s", c->url, curl_easy_strerror(cc));
     } else if (status == 200) {
         rc = parse_reply(c, n, first);
-        remember_leader(c);
+    } else if (status == 307 && follow_leader(c)) {
+        return OC_REDIRECTED; /* not an answer: nothing to count */
     } else if (status >= 500) {
         rc = OC_UNAVAILABLE;
         log_warn("oracle client: oracle answered %ld: %.200s", status,
@@ -305,12 +334,17 @@ static int fetch_one(oc_client *c, unsigned n, uint64_t *first)
 static int fetch(oc_client *c, unsigned n, uint64_t *first)
 {
     int rc = OC_UNAVAILABLE;
-    for (size_t tries = 0; tries < c->nurls; tries++) {
-        if ((rc = fetch_one(c, n, first)) != OC_UNAVAILABLE)
+    unsigned hops = 0;
+    for (size_t tries = 0; tries < c->nurls;) {
+        rc = fetch_one(c, n, first);
+        if (rc == OC_REDIRECTED && ++hops <= 2)
+            continue; /* c->cur is the leader it named */
+        if (rc != OC_UNAVAILABLE && rc != OC_REDIRECTED)
             return rc;
         c->cur = (c->cur + 1) % c->nurls; /* down, or no leader: the next one */
+        tries++;
     }
-    return rc;
+    return OC_UNAVAILABLE;
 }
 
 static oc_batch *batch_new(void)

@@ -39,11 +39,16 @@ typedef struct oc_client oc_client;
  * group, comma-separated (at most 7): the client asks the member that last
  * answered, follows a follower's 307 to the leader and remembers it, and
  * tries the next member while one is unreachable or knows no leader. It
- * answers OC_UNAVAILABLE only when no member could. timeout_ms bounds one oracle request
+ * answers OC_UNAVAILABLE only when no member could. A redirect is
+ * followed only to another member's /v1/timestamps (http or https). timeout_ms bounds one oracle request
  * (connect included); <= 0 means 2000. metrics may be NULL; otherwise the
  * client registers percolator_oracle_client_* families in it.
  * NULL if out of memory or libcurl cannot start. */
 oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metrics);
+
+/* Send "Authorization: Bearer <token>" with every request (the oracle's
+ * --auth-token-file). Before the first request. 0, or -1 out of memory. */
+int oc_set_token(oc_client *c, const char *token);
 
 /* One timestamp. OC_OK or an error code; thread-safe, blocks at most about
  * two timeouts (the flight in the air, then ours). */

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "token.h"
 #include "engine.h"
 #include "httpd.h"
 #include "metrics.h"
@@ -31,6 +32,7 @@
 
 typedef struct svc_config {
     const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
+    const char *oracle_token_file;
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;
@@ -65,7 +67,7 @@ typedef struct svc {
     write_batch *batch;             /* committer of blind writes; NULL: none */
     metrics_registry *metrics;
     svc_metrics m;
-    char *auth_token;               /* NULL: no auth */
+    token auth;                     /* secret NULL: no auth */
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */

@@ -4,10 +4,12 @@
  * request that uses it, and leases on the monotonic clock.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "sessions.h"
 
@@ -36,12 +38,34 @@ int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
     return c != 0 ? c : (alen > blen) - (alen < blen);
 }
 
-static uint32_t hash(const char *id, size_t len)
+static bucket *bucket_of(sessions *s, uint64_t seq)
 {
-    uint32_t h = 2166136261u;
+    return &s->b[seq % NBUCKETS];
+}
+
+/* The sequence a session id or owner names after `prefix` ("" or the run
+ * id and '-'), and where it ends; false if it names none. */
+static bool parse_seq(const char *p, size_t len, const char *prefix, uint64_t *seq,
+                      size_t *end)
+{
+    size_t pl = strlen(prefix), i = pl;
+    if (len < pl || memcmp(p, prefix, pl) != 0)
+        return false;
+    *seq = 0;
+    for (; i < len && i - pl < 16 && isxdigit((unsigned char)p[i]); i++)
+        *seq = *seq << 4 | (uint64_t)(isdigit((unsigned char)p[i]) ? p[i] - '0'
+                                                                  : (p[i] | 0x20) - 'a' + 10);
+    *end = i;
+    return i > pl;
+}
+
+/* Equal, in a time that does not depend on where they differ. */
+static bool same_secret(const char *a, const char *b, size_t len)
+{
+    unsigned diff = 0;
     for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)id[i]) * 16777619u;
-    return h;
+        diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+    return diff == 0;
 }
 
 sessions *sessions_new(const char *run_id, uint64_t retention_ms)
@@ -109,15 +133,24 @@ txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms)
     txn *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
+    unsigned char secret[16];
+    if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) {
+        free(t);
+        return NULL;
+    }
     uint64_t seq = atomic_fetch_add(&s->seq, 1) + 1;
-    int n = snprintf(t->id, sizeof(t->id), "%s-%llx", s->run_id, (unsigned long long)seq);
+    int n = snprintf(t->id, sizeof(t->id), "%llx-", (unsigned long long)seq);
+    for (size_t i = 0; i < sizeof secret; i++)
+        n += snprintf(t->id + n, sizeof(t->id) - (size_t)n, "%02x", secret[i]);
+    snprintf(t->owner, sizeof(t->owner), "%s-%llx", s->run_id, (unsigned long long)seq);
+    t->seq = seq;
     t->start_ts = start_ts;
     t->lease_ttl_ms = lease_ttl_ms;
     atomic_init(&t->lease_deadline_ms, mono_ms() + lease_ttl_ms);
     atomic_init(&t->state, TXN_ACTIVE);
     pthread_mutex_init(&t->mu, NULL);
     t->refs = 1;
-    bucket *b = &s->b[hash(t->id, (size_t)n) % NBUCKETS];
+    bucket *b = bucket_of(s, seq);
     pthread_mutex_lock(&b->mu);
     t->next = b->head;
     b->head = t;
@@ -127,12 +160,16 @@ txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms)
 
 txn *sessions_get(sessions *s, const char *id, size_t len)
 {
-    bucket *b = &s->b[hash(id, len) % NBUCKETS];
+    uint64_t seq;
+    size_t end;
     txn *t;
 
+    if (!parse_seq(id, len, "", &seq, &end))
+        return NULL;
+    bucket *b = bucket_of(s, seq);
     pthread_mutex_lock(&b->mu);
     for (t = b->head; t != NULL; t = t->next)
-        if (strlen(t->id) == len && memcmp(t->id, id, len) == 0)
+        if (t->seq == seq && strlen(t->id) == len && same_secret(t->id, id, len))
             break;
     if (t != NULL)
         t->refs++;
@@ -144,7 +181,7 @@ void sessions_release(sessions *s, txn *t)
 {
     if (t == NULL)
         return;
-    bucket *b = &s->b[hash(t->id, strlen(t->id)) % NBUCKETS];
+    bucket *b = bucket_of(s, t->seq);
     pthread_mutex_lock(&b->mu);
     t->refs--;
     pthread_mutex_unlock(&b->mu);
@@ -236,9 +273,22 @@ void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
 bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t now_ms)
 {
     (void)now_ms;
-    txn *t = sessions_get(s, owner, len);
+    char prefix[sizeof(s->run_id) + 1];
+    uint64_t seq;
+    size_t end;
     bool alive = false;
 
+    snprintf(prefix, sizeof prefix, "%s-", s->run_id);
+    if (!parse_seq(owner, len, prefix, &seq, &end) || end != len)
+        return false; /* an earlier run's, or not ours: dead */
+    bucket *b = bucket_of(s, seq);
+    txn *t;
+    pthread_mutex_lock(&b->mu);
+    for (t = b->head; t != NULL && t->seq != seq; t = t->next)
+        ;
+    if (t != NULL)
+        t->refs++;
+    pthread_mutex_unlock(&b->mu);
     if (t != NULL) {
         int st = atomic_load(&t->state);
         alive = st == TXN_COMMITTING || (st == TXN_ACTIVE && sessions_now(s) <= lease_end(s, t));

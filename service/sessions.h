@@ -2,10 +2,14 @@
  * sessions.h — transaction sessions (the spec's sessions): their state, the writes
  * they buffer until commit, and the liveness lease every request renews.
  *
- * A session's id is "<run id>-<sequence>". It is also the owner written
- * into every lock the session's commit takes, so whether a lock's owner is
- * alive is a lookup here: a session of an earlier run of the service is
- * never found, so its locks are recognised as dead at once (DESIGN §3.5).
+ * A session has two names. Its id, "<sequence>-<128 random bits>" in hex,
+ * is what its client holds: whoever knows it may read the session's
+ * uncommitted writes and end it, so it cannot be guessed (the bits come
+ * from the kernel, getrandom). Its owner, "<run id>-<sequence>", is written
+ * into every lock the session's commit takes and is public (GET /v1/locks
+ * shows it): whether a lock's owner is alive is a lookup here by sequence,
+ * and a session of an earlier run of the service is never found, so its
+ * locks are recognised as dead at once (DESIGN §3.5).
  */
 #ifndef PC_SESSIONS_H
 #define PC_SESSIONS_H
@@ -42,7 +46,9 @@ typedef struct txn_write {
 } txn_write;
 
 typedef struct txn {
-    char id[48];
+    char id[56];                         /* secret: the client's handle */
+    char owner[40];                      /* public: written into its locks */
+    uint64_t seq;                        /* the table's key */
     uint64_t start_ts, commit_ts, lease_ttl_ms;
     _Atomic uint64_t lease_deadline_ms;  /* monotonic clock */
     _Atomic int state;                   /* txn_state */

@@ -37,6 +37,7 @@ typedef struct {
     int http[NODES], raft[NODES];
     pid_t pid[NODES];
     char peers[256], urls[256];
+    char token[600];         /* the members' --auth-token-file, "" for none */
 } group;
 
 static void node_url(const group *g, int i, char *out, size_t len)
@@ -52,7 +53,8 @@ static void node_start(group *g, int i)
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
     const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
-                          "--raft-peers", g->peers, "--raft-urls", g->urls, NULL};
+                          "--raft-peers", g->peers, "--raft-urls", g->urls,
+                          g->token[0] ? "--auth-token-file" : NULL, g->token, NULL};
     g->pid[i] = tl_spawn("percolator-oracle", args, NULL, log);
     assert_true(g->pid[i] > 0);
     char url[64];
@@ -60,11 +62,17 @@ static void node_start(group *g, int i)
     assert_int_equal(tl_wait_health(url, g->pid[i], 15000), 0);
 }
 
-static void group_start(group *g)
+/* Start the group; with auth, every member asks for the token in
+ * g->dir/token. */
+static void group_start(group *g, bool auth)
 {
     memset(g, 0, sizeof(*g));
     g->dir = tl_mkdtemp("oracle-raft");
     assert_non_null(g->dir);
+    if (auth) {
+        snprintf(g->token, sizeof g->token, "%s/token", g->dir);
+        assert_int_equal(tl_write_file(g->token, "raft-group-token-0123456789\n", 28), 0);
+    }
     for (int i = 0; i < NODES; i++) {
         g->http[i] = tl_free_port();
         g->raft[i] = tl_free_port();
@@ -139,7 +147,7 @@ static void a_follower_points_at_the_leader(void **state)
 {
     (void)state;
     group g;
-    group_start(&g);
+    group_start(&g, false);
     int l = leader_of(&g, 10000);
     assert_true(l >= 0);
     int f = (l + 1) % NODES;
@@ -338,7 +346,7 @@ static void timestamps_stay_unique_through_failovers(void **state)
     r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
     assert_non_null(r->takes);
     pthread_mutex_init(&r->mu, NULL);
-    group_start(&g);
+    group_start(&g, false);
     r->g = &g;
     assert_true(leader_of(&g, 10000) >= 0);
     pthread_t th[CLIENTS];
@@ -390,7 +398,7 @@ static void the_service_commits_through_a_follower(void **state)
 {
     (void)state;
     group g;
-    group_start(&g);
+    group_start(&g, true);
     int l = leader_of(&g, 10000);
     assert_true(l >= 0);
     int f = (l + 1) % NODES;
@@ -400,7 +408,10 @@ static void the_service_commits_through_a_follower(void **state)
     snprintf(data, sizeof data, "%s/service", g.dir);
     snprintf(log, sizeof log, "%s/service.log", g.dir);
     node_url(&g, f, oracle, sizeof oracle);
-    const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", oracle, NULL};
+    /* The token must go with the request to the leader, whose URL only the
+     * follower's redirect names. */
+    const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", oracle,
+                          "--oracle-token-file", g.token, NULL};
     pid_t svc = tl_spawn("percolator-service", args, NULL, log);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     assert_int_equal(tl_wait_health(url, svc, 20000), 0);
@@ -455,7 +466,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     snprintf(rule_comment, sizeof rule_comment, "percolator-test-%d", (int)getpid());
     if (system("iptables -w 10 -L INPUT -n >/dev/null 2>&1") != 0)
         fail_msg("this test needs iptables and root (make test installs it as root)");
-    group_start(&g);
+    group_start(&g, false);
     r->g = &g;
     int l = leader_of(&g, 10000);
     assert_true(l >= 0);
@@ -568,7 +579,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     (void)state;
     enum { KILLS = 3, BANKERS = 4 };
     group g;
-    group_start(&g);
+    group_start(&g, false);
     assert_true(leader_of(&g, 10000) >= 0); /* 503 until one is elected */
     tl_stack st;
     memset(&st, 0, sizeof st);

@@ -580,7 +580,7 @@ static void auth_token_is_required(void **state)
     tl_stack saved = ST;
     char tokfile[700];
     snprintf(tokfile, sizeof(tokfile), "%s/token", saved.dir);
-    assert_int_equal(tl_write_file(tokfile, "s3cret\n", 7), 0);
+    assert_int_equal(tl_write_file(tokfile, "s3cret-0123456789\n", 18), 0);
     const char *extra[] = {"--auth-token-file", tokfile, NULL};
     assert_int_equal(tl_stack_start(&ST, extra), 0);
     json_decref(expect("GET", "/v1/health", NULL, 200));
@@ -593,17 +593,17 @@ static void auth_token_is_required(void **state)
     assert_int_equal(r.status, 401);
     tl_resp_free(&r);
     /* The right token opens every route; a wrong one none. */
-    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3cret",
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3cret-0123456789",
                                   5000, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
-    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3creT",
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "Authorization: Bearer s3cret-012345678X",
                                   5000, &r), 0);
     assert_int_equal(r.status, 401);
     tl_resp_free(&r);
     snprintf(url, sizeof(url), "%s/v1/kv/a", ST.svc.url);
     assert_int_equal(tl_http_with("PUT", url, "{\"value\":\"1\"}", 13, "application/json",
-                                  "Authorization: Bearer s3cret", 5000, &r), 0);
+                                  "Authorization: Bearer s3cret-0123456789", 5000, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
     assert_int_equal(tl_stack_stop(&ST), 0);

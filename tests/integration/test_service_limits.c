@@ -14,7 +14,8 @@
  *    with Retry-After past it);
  *  - a request without the token is refused when its headers arrive,
  *    before its body is read;
- *  - the oracle refuses a body on its timestamp requests.
+ *  - the oracle refuses a body on its timestamp requests;
+ *  - /v1/health (no token needed) makes no oracle request.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -233,6 +234,27 @@ static void slow_headers_are_cut_off(void **state)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
+/* /v1/health needs no token, so it must cost nothing: it made one oracle
+ * request each before (the review: anyone could make the service ask the
+ * oracle at will). */
+static void health_costs_no_oracle_request(void **state)
+{
+    (void)state;
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, NULL), 0);
+    json_decref(tl_must(&st, "PUT", "/v1/kv/k", "{\"value\":\"1\"}", 200));
+    const char *ok = "percolator_oracle_client_requests_total{result=\"ok\"}";
+    double before = tl_service_metric(&st, ok);
+    assert_true(before >= 1);
+    for (int i = 0; i < 20; i++) {
+        json_t *j = tl_must(&st, "GET", "/v1/health", NULL, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "oracle")), "ok");
+        json_decref(j);
+    }
+    assert_true(tl_service_metric(&st, ok) == before);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 /* Send the headers of a PUT of a value of vlen bytes, and the first part
  * bytes of its body. */
 static int start_put(int port, const char *token, size_t vlen, size_t part)
@@ -328,7 +350,7 @@ static void no_token_no_body_read(void **state)
     assert_int_equal(tl_stack_start(&st, NULL), 0);
     assert_int_equal(tl_service_stop(&st), 0);
     assert_true((size_t)snprintf(tokfile, sizeof tokfile, "%s/token", st.dir) < sizeof tokfile);
-    assert_int_equal(tl_write_file(tokfile, "s3cret-token\n", 13), 0);
+    assert_int_equal(tl_write_file(tokfile, "s3cret-token-0123456789\n", 24), 0);
     snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "--auth-token-file");
     snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "%s", tokfile);
     assert_int_equal(tl_service_start(&st), 0);
@@ -381,6 +403,7 @@ int main(void)
         cmocka_unit_test(idle_connections_never_starve_the_storage),
         cmocka_unit_test(one_address_cannot_take_every_connection),
         cmocka_unit_test(slow_headers_are_cut_off),
+        cmocka_unit_test(health_costs_no_oracle_request),
         cmocka_unit_test(bodies_in_memory_are_bounded),
         cmocka_unit_test(no_token_no_body_read),
         cmocka_unit_test(the_oracle_takes_no_body),
