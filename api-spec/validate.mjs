@@ -113,6 +113,7 @@ export function loadSpec(specPath = path.join(HERE, 'openapi.yaml')) {
         method: method.toUpperCase(),
         template,
         segments,
+        rest: restOfPath(segments, [...(item.parameters || []), ...(item[method].parameters || [])]),
         item,
         op: item[method],
         id: item[method].operationId || `${method.toUpperCase()} ${template}`,
@@ -122,10 +123,25 @@ export function loadSpec(specPath = path.join(HERE, 'openapi.yaml')) {
   return { spec, routes };
 }
 
+// Whether the template's last segment is a path parameter marked
+// `x-rest-of-path: true`: it takes the rest of the path, raw slashes and all
+// (the service's keys: /v1/kv/a/b is the key "a/b").
+function restOfPath(segments, parameters) {
+  const last = segments[segments.length - 1] || '';
+  if (!last.startsWith('{') || !last.endsWith('}')) return false;
+  const name = last.slice(1, -1);
+  return parameters.some((p) => p && p.in === 'path' && p.name === name && p['x-rest-of-path'] === true);
+}
+
 // Does a raw (still percent-encoded) path match a template? A {param}
-// segment matches one non-empty segment (a key may hold %2F, never a raw /).
+// segment matches one non-empty segment (a key may hold %2F); a last one
+// marked x-rest-of-path matches everything left, if anything is.
 // Returns the number of literal segments (more is a better match) or -1.
-function matchTemplate(segments, pathSegs) {
+function matchTemplate(segments, pathSegs, rest) {
+  if (rest && pathSegs.length > segments.length) {
+    const n = segments.length;
+    pathSegs = [...pathSegs.slice(0, n - 1), pathSegs.slice(n - 1).join('/')];
+  }
   if (segments.length !== pathSegs.length) return -1;
   let literal = 0;
   for (let i = 0; i < segments.length; i++) {
@@ -148,7 +164,7 @@ export function findRoute(routes, method, pathname) {
   let bestScore = -1;
   let pathKnown = false;
   for (const r of routes) {
-    const score = matchTemplate(r.segments, pathSegs);
+    const score = matchTemplate(r.segments, pathSegs, r.rest);
     if (score < 0) continue;
     pathKnown = true;
     if (r.method === method && score > bestScore) {

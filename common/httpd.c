@@ -68,6 +68,7 @@
 typedef struct segment {
     char *text;               /* literal text, or the parameter name */
     bool is_param;
+    bool rest;                /* {name...}: the rest of the path, slashes and all */
 } segment;
 
 typedef struct route {
@@ -305,10 +306,15 @@ static int route_compile(route *r, const httpd_route *def)
                 return -1;
             segment *s = &r->seg[r->nseg++];
             s->is_param = len >= 3 && p[0] == '{' && p[len - 1] == '}';
-            s->text = s->is_param ? strndup(p + 1, len - 2) : strndup(p, len);
+            s->rest = s->is_param && len >= 6 && memcmp(p + len - 4, "...}", 4) == 0;
+            s->text = s->rest       ? strndup(p + 1, len - 5)
+                      : s->is_param ? strndup(p + 1, len - 2)
+                                    : strndup(p, len);
             if (!s->text)
                 return -1;
             p += len;
+            if (s->rest && *p != '\0')
+                return -1; /* the rest of the path comes last */
             if (*p == '/')
                 p++;
         }
@@ -342,6 +348,8 @@ static bool route_matches(const route *r, const char *path, size_t plen)
             return false;
         const char *slash = memchr(path + i, '/', plen - i);
         size_t len = slash ? (size_t)(slash - (path + i)) : plen - i;
+        if (r->seg[k].rest)
+            return i < plen; /* whatever is left, if anything is */
         if (len == 0)
             return false;
         if (!r->seg[k].is_param &&
@@ -379,7 +387,7 @@ static int decode_params(httpd_req *rq, char **out)
     size_t i = 1;
     for (int k = 0; k < r->nseg; k++) {
         const char *slash = memchr(path + i, '/', rq->path_len - i);
-        size_t len = slash ? (size_t)(slash - (path + i)) : rq->path_len - i;
+        size_t len = slash && !r->seg[k].rest ? (size_t)(slash - (path + i)) : rq->path_len - i;
         if (r->seg[k].is_param) {
             long n = httpd_percent_decode(path + i, len, *out, false);
             if (n < 0)

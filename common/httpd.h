@@ -46,8 +46,9 @@ typedef void (*httpd_handler)(httpd_req *req, void *ctx);
 
 typedef struct httpd_route {
     const char *method;   /* "GET", "POST", ... */
-    const char *pattern;  /* "/v1/txns/{id}/keys/{key}": a {x} segment matches one
-                             non-empty path segment, percent-decoded */
+    const char *pattern;  /* "/v1/txns/{id}/keys/{key...}": a {x} segment matches one
+                             non-empty path segment, a last {x...} the rest of the
+                             path, slashes included (non-empty); both percent-decoded */
     httpd_handler handler;
     const char *name;     /* metrics label; NULL: "METHOD pattern" */
     bool blocking;        /* a GET that may wait (locks, the oracle): run it on a

@@ -222,12 +222,12 @@ const httpd_route kv_routes[] = {
      * Latest point reads stay on them (the hot path, f_get); whatever may
      * wait goes to a worker (h_get). */
     {.method = "GET", .pattern = "/v1/kv", .handler = h_scan, .name = "kv_scan", .blocking = true},
-    {.method = "GET", .pattern = "/v1/kv/{key}", .handler = h_get,
+    {.method = "GET", .pattern = "/v1/kv/{key...}", .handler = h_get,
      .name = "kv_get", .blocking = true, .fast = f_get},
     /* Blind writes go from the event thread to the committer (f_*); the
      * rest run on a worker (h_*). */
-    {.method = "PUT", .pattern = "/v1/kv/{key}", .handler = h_put, .name = "kv_put", .fast = f_put},
-    {.method = "DELETE", .pattern = "/v1/kv/{key}", .handler = h_delete,
+    {.method = "PUT", .pattern = "/v1/kv/{key...}", .handler = h_put, .name = "kv_put", .fast = f_put},
+    {.method = "DELETE", .pattern = "/v1/kv/{key...}", .handler = h_delete,
      .name = "kv_delete", .fast = f_delete},
     {.method = "POST", .pattern = "/v1/txn", .handler = h_txn, .name = "txn_oneshot"},
 };

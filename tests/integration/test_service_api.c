@@ -158,6 +158,43 @@ static void single_put_get_delete(void **state)
     expect_error_free("GET", "/v1/kv/fruit", NULL, 404, "not_found");
 }
 
+/* Keys with raw slashes, as Consul users write them: the rest of the path
+ * is the key, the same key as with %2F (404 "no such endpoint" before). */
+static void keys_with_raw_slashes(void **state)
+{
+    (void)state;
+    json_decref(expect("PUT", "/v1/kv/docs/readme", "{\"value\":\"raw\"}", 200));
+    json_t *j = expect("GET", "/v1/kv/docs%2Freadme", NULL, 200);
+    assert_string_equal(str(j, "key"), "docs/readme");
+    assert_string_equal(str(j, "value"), "raw");
+    json_decref(j);
+    json_decref(expect("PUT", "/v1/kv/docs%2Fdeep/a/b//c", "{\"value\":\"deep\"}", 200));
+    j = expect("GET", "/v1/kv?prefix=docs%2F", NULL, 200);
+    json_t *items = json_object_get(j, "items");
+    assert_int_equal(json_array_size(items), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "key")),
+                        "docs/deep/a/b//c");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "key")),
+                        "docs/readme");
+    json_decref(j);
+    /* In a session too. */
+    char id[64], path[256];
+    begin(id, sizeof id, NULL);
+    snprintf(path, sizeof path, "/v1/txns/%s/keys/docs/readme", id);
+    json_decref(expect("PUT", path, "{\"value\":\"in a session\"}", 204));
+    j = expect("GET", path, NULL, 200);
+    assert_string_equal(str(j, "key"), "docs/readme");
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/txns/%s/commit", id);
+    json_decref(expect("POST", path, NULL, 200));
+    j = expect("GET", "/v1/kv/docs/readme", NULL, 200);
+    assert_string_equal(str(j, "value"), "in a session");
+    json_decref(j);
+    json_decref(expect("DELETE", "/v1/kv/docs/readme", NULL, 200));
+    json_decref(expect("DELETE", "/v1/kv/docs/deep/a/b//c", NULL, 200));
+    expect_error_free("GET", "/v1/kv/docs/readme", NULL, 404, "not_found");
+}
+
 static void compare_and_set(void **state)
 {
     (void)state;
@@ -615,6 +652,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(health_metrics_and_spec),
         cmocka_unit_test(single_put_get_delete),
+        cmocka_unit_test(keys_with_raw_slashes),
         cmocka_unit_test(compare_and_set),
         cmocka_unit_test(session_lifecycle),
         cmocka_unit_test(write_conflict_aborts_the_session),

@@ -38,6 +38,15 @@ static void h_echo(httpd_req *req, void *ctx)
     httpd_reply_json(req, 200, j);
 }
 
+/* GET /v1/files/{path...}: echoes the rest of the path. */
+static void h_rest(httpd_req *req, void *ctx)
+{
+    (void)ctx;
+    size_t len;
+    const char *p = httpd_param(req, "path", &len);
+    httpd_reply_json(req, 200, json_pack("{s:s%}", "path", p, len));
+}
+
 /* POST /v1/things: parses the JSON body. */
 static void h_post(httpd_req *req, void *ctx)
 {
@@ -130,6 +139,7 @@ static const httpd_route routes[] = {
     {.method = "PUT", .pattern = "/v1/things/{id}/keys/{key}", .handler = h_conflict,
      .name = "put-key"},
     {.method = "GET", .pattern = "/v1/silent", .handler = h_silent},
+    {.method = "GET", .pattern = "/v1/files/{path...}", .handler = h_rest},
     {.method = "GET", .pattern = "/openapi.yaml", .handler = h_text},
     {.method = "POST", .pattern = "/v1/slow", .handler = h_slow},
 };
@@ -271,6 +281,31 @@ static void test_params_are_percent_decoded(void **state)
     assert_int_equal(st, 400);
     assert_string_equal(err_code(j), "bad_request");
     json_decref(j);
+}
+
+/* A last {name...} takes the rest of the path, raw slashes and all. */
+static void test_a_rest_parameter_spans_segments(void **state)
+{
+    fixture *f = *state;
+    long st;
+    static const struct {
+        const char *path, *want;
+    } cases[] = {
+        {"/v1/files/a", "a"},
+        {"/v1/files/a/b", "a/b"},
+        {"/v1/files/a%2Fb/c%20d", "a/b/c d"},
+        {"/v1/files/a//b/", "a//b/"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = req(f, "GET", cases[i].path, NULL, NULL, &st, NULL);
+        assert_int_equal(st, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "path")), cases[i].want);
+        json_decref(j);
+    }
+    json_decref(req(f, "GET", "/v1/files/", NULL, NULL, &st, NULL));
+    assert_int_equal(st, 404); /* it must not be empty */
+    json_decref(req(f, "GET", "/v1/files", NULL, NULL, &st, NULL));
+    assert_int_equal(st, 404);
 }
 
 static void test_unknown_paths_and_methods(void **state)
@@ -627,6 +662,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_authorize_refuses_before_the_handler),
         cmocka_unit_test_setup_teardown(test_params_are_percent_decoded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_rest_parameter_spans_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_paths_and_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_envelope_headers_and_text, setup, teardown),
