@@ -1,6 +1,8 @@
 #!/bin/sh
-# percolator-healthcheck: the image's HEALTHCHECK. GET /v1/health of the
-# program this container runs (PID 1); healthy on a 2xx answer. The address
+# percolator-healthcheck: the image's HEALTHCHECK. The service's readiness,
+# GET /v1/ready (503 while it cannot commit: the oracle is unreachable), or
+# the oracle's GET /v1/health, of the program this container runs (PID 1);
+# healthy on a 2xx answer. The address
 # is a --listen flag on PID 1's command line, else PERCOLATOR_LISTEN, else
 # the program's default (oracle 8090, service 8080), as in the programs.
 set -eu
@@ -40,9 +42,11 @@ if [ -z "$listen" ]; then
     echo "percolator-healthcheck: no percolator program answers on 8080 or 8090" >&2
     exit 1
 fi
+path=/v1/health
+if [ "$prog" = service ]; then path=/v1/ready; fi
 port="${listen##*:}"
 host="${listen%:*}"
 case "$host" in
     '' | 0.0.0.0 | '*' | '[::]' | '::') host=127.0.0.1 ;;
 esac
-exec curl -fsS --max-time 4 -o /dev/null "http://$host:$port/v1/health"
+exec curl -fsS --max-time 4 -o /dev/null "http://$host:$port$path"

@@ -19,7 +19,7 @@
 #     health, 401 without the token, commits (autocommit + a session) through
 #     the published port; stop the service (exit 0, "stopped cleanly"), start
 #     it again and read the values back from its volume; stop and start the
-#     oracle (503 meanwhile, then recovery); `podman healthcheck run` says
+#     oracle (503 and readiness 503 meanwhile, then recovery); `podman healthcheck run` says
 #     healthy for both; `down`: both exit 0 on SIGTERM.
 #  5. compose up again without a token: the data is still there, no auth
 #     needed, a write works; `down` again, both exit 0.
@@ -286,7 +286,7 @@ compose up -d || fail "podman-compose up failed"
 podman container exists "$ORACLE_CNT" && podman container exists "$SERVICE_CNT" ||
     fail "compose up did not create $ORACLE_CNT and $SERVICE_CNT"
 wait_health "http://127.0.0.1:$OPORT/v1/health"
-wait_health "$B/v1/health" '"oracle":"ok"'
+wait_health "$B/v1/ready" '"status":"ready"'
 ok "compose up: oracle and service healthy in $(( $(date +%s) - t0 ))s, the service reaches the oracle by name"
 
 r=$(req PUT /v1/kv/greeting '{"value":"hello"}')
@@ -313,7 +313,7 @@ code=$(podman inspect -f '{{.State.ExitCode}}' "$SERVICE_CNT")
 podman logs "$SERVICE_CNT" 2>&1 | grep -q 'service: stopped cleanly' ||
     fail "the service's log has no 'stopped cleanly' after SIGTERM"
 podman start "$SERVICE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman start $SERVICE_CNT failed"
-wait_health "$B/v1/health" '"oracle":"ok"'
+wait_health "$B/v1/ready" '"status":"ready"'
 for kv in greeting:hello color:blue shape:circle; do
     r=$(req GET "/v1/kv/${kv%%:*}" '' "$AUTH")
     expect "GET ${kv%%:*} after the restart" "$r" "^200 \\{\"key\":\"${kv%%:*}\",\"value\":\"${kv#*:}\","
@@ -329,6 +329,10 @@ r=$(req PUT /v1/kv/greeting '{"value":"while down"}' "$AUTH")
 expect "PUT while the oracle is down" "$r" '^503 .*"oracle_unavailable"'
 r=$(req GET /v1/kv/greeting '' "$AUTH")
 expect "GET while the oracle is down" "$r" '^200 \{"key":"greeting","value":"hello",'
+r=$(req GET /v1/ready)
+expect "readiness while the oracle is down" "$r" '^503 .*"not_ready"'
+r=$(req GET /v1/health)
+expect "liveness while the oracle is down" "$r" '^200 '
 podman start "$ORACLE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman start $ORACLE_CNT failed"
 t0=$SECONDS
 # (The oracle comes back at a new address: the service's libcurl keeps a
@@ -341,7 +345,7 @@ done
 expect "PUT after the oracle is back" "$r" '^200 \{"commit_ts":[0-9]+\}$'
 r=$(req GET /openapi.yaml '' "$AUTH")
 expect "GET /openapi.yaml" "$r" '^200 openapi: '
-ok "oracle stopped (exit 0) and started again: 503 oracle_unavailable meanwhile, reads go on, writes work again after $((SECONDS - t0))s"
+ok "oracle stopped (exit 0) and started again: 503 oracle_unavailable (and readiness 503) meanwhile, reads and liveness go on, writes work again after $((SECONDS - t0))s"
 
 for c in "$ORACLE_CNT" "$SERVICE_CNT"; do
     out=$(podman healthcheck run "$c" 2>&1) || fail "podman healthcheck run $c: $out"

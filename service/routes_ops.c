@@ -22,6 +22,20 @@ static void h_health(httpd_req *req, void *ctx)
                                          (json_int_t)sessions_active(s->sessions)));
 }
 
+/* Readiness (a load balancer's or an orchestrator's probe): 200 while the
+ * service can commit, 503 not_ready while it cannot. Health stays liveness:
+ * the process answers. */
+static void h_ready(httpd_req *req, void *ctx)
+{
+    const char *why = svc_not_ready(ctx);
+    if (why == NULL) {
+        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
+        return;
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
+}
+
 static void h_metrics(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -101,6 +115,8 @@ static void h_openapi(httpd_req *req, void *ctx)
 const httpd_route ops_routes[] = {
     {.method = "GET", .pattern = "/v1/health", .handler = h_health,
      .name = "health", .public = true},
+    {.method = "GET", .pattern = "/v1/ready", .handler = h_ready,
+     .name = "ready", .blocking = true, .public = true}, /* may ask the oracle */
     {.method = "GET", .pattern = "/metrics", .handler = h_metrics, .name = "metrics"},
     {.method = "GET", .pattern = "/v1/locks", .handler = h_locks,
      .name = "locks", .blocking = true},

@@ -73,6 +73,7 @@ typedef struct svc {
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
+    _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -102,6 +103,9 @@ _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
 
 /* A fresh timestamp; false when the oracle cannot be reached. */
 bool svc_timestamp(svc *s, uint64_t *ts);
+/* Readiness: NULL when the service can commit now, else why not. Asks the
+ * oracle at most once a second, whoever calls; else the last known state. */
+const char *svc_not_ready(svc *s);
 /* count consecutive fresh timestamps from *first on; false as above. */
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first);
 

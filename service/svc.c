@@ -128,6 +128,20 @@ bool svc_timestamp(svc *s, uint64_t *ts)
     return svc_timestamps(s, 1, ts);
 }
 
+const char *svc_not_ready(svc *s)
+{
+    uint64_t now = time_mono_ms(), last = atomic_load(&s->ready_probe_ms);
+    /* Probes need no token: one oracle request a second at most, so that
+     * asking often costs the oracle nothing more. */
+    if (now - last >= 1000 && atomic_compare_exchange_strong(&s->ready_probe_ms, &last, now)) {
+        uint64_t ts;
+        svc_timestamp(s, &ts);
+    }
+    if (!oc_available(s->oracle))
+        return "the timestamp oracle is unreachable: transactions cannot begin or commit";
+    return NULL;
+}
+
 const char *svc_authorize(const httpd_req *req, void *ctx)
 {
     svc *s = ctx;

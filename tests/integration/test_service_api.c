@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "svc_fixture.h"
+#include "timeutil.h"
 
 static tl_stack ST;
 
@@ -537,11 +538,28 @@ static void an_expired_lease_answers_410(void **state)
     }
 }
 
+/* GET /v1/ready until it answers want (it asks the oracle at most once a
+ * second), at most 10 s. */
+static void wait_ready(long want)
+{
+    long status = 0;
+    for (int i = 0; i < 100 && status != want; i++) {
+        if (i > 0)
+            time_sleep_ms(100);
+        json_decref(tl_call(&ST, "GET", "/v1/ready", NULL, &status));
+    }
+    assert_int_equal(status, want);
+}
+
 static void oracle_outage_503_then_recovery(void **state)
 {
     (void)state;
     put("oo", "before");
+    wait_ready(200);
     assert_int_equal(tl_oracle_stop(&ST.oracle), 0);
+    /* Readiness goes 503 with the oracle (health stays 200: liveness). */
+    wait_ready(503);
+    expect_error_free("GET", "/v1/ready", NULL, 503, "not_ready");
     tl_resp r;
     tl_call_raw(&ST, "POST", "/v1/txns", NULL, 0, NULL, &r);
     assert_int_equal(r.status, 503);
@@ -562,6 +580,7 @@ static void oracle_outage_503_then_recovery(void **state)
     char odata[700], id[64], path[256];
     snprintf(odata, sizeof(odata), "%s", ST.oracle.dir);
     assert_int_equal(tl_oracle_start(&ST.oracle, odata, ST.oracle.port), 0);
+    wait_ready(200);
     begin(id, sizeof(id), NULL);
     for (int i = 0; i < 70; i++) {
         snprintf(path, sizeof(path), "/v1/txns/%s/keys/big%d", id, i);
