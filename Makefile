@@ -4,6 +4,8 @@
 #   make test       install missing Debian packages (as root), build, run every
 #                   test plain and then under AddressSanitizer + UBSan
 #   make run        start the oracle and the service on 127.0.0.1, data in ./data
+#                   (ORACLE_LISTEN, SERVICE_LISTEN, RUN_DATA_DIR; exits 1 if one
+#                   cannot start)
 #   make bench      benchmarks (see README)
 #   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
 #   make api-check  lint api-spec/openapi.yaml, self-test its validator, and

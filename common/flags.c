@@ -7,6 +7,7 @@
  * default is caught by the first test that starts the program.
  */
 #include "flags.h"
+#include "version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -331,12 +332,20 @@ void flags_print_help(FILE *out, const char *prog, const char *summary,
         fprintf(out, "\n");
     }
     fprintf(out, "  --help\n      print this help and exit\n");
+    fprintf(out, "  --version\n      print the version and exit\n");
 }
 
 void flags_parse_or_exit(const char *prog, const char *summary,
                          const flag_def *defs, size_t n, int argc, char **argv)
 {
     char err[512];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("%s %s\n", prog, PERCOLATOR_VERSION);
+            fflush(stdout);
+            exit(0);
+        }
+    }
     int rc = flags_parse(defs, n, argc, argv, err, sizeof err);
     if (rc == FLAGS_HELP) {
         flags_print_help(stdout, prog, summary, defs, n);

@@ -43,6 +43,7 @@
 #include "httpd.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -52,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -125,6 +127,8 @@ struct httpd {
     atomic_bool watcher_stop;
     uint64_t late_logged_ms;  /* last "slow headers" log line (watcher only) */
     unsigned long late;       /* connections closed since that line */
+    _Atomic uint64_t rid_seq; /* request ids made here: <rid_prefix>-<seq> */
+    char rid_prefix[17];
     _Atomic uint64_t mhd_logged_ms; /* microhttpd's messages: rate limit */
     _Atomic unsigned long mhd_lines, mhd_dropped;
 };
@@ -138,6 +142,7 @@ struct httpd_req {
     httpd *h;
     struct MHD_Connection *conn;
     conn_watch *watch;        /* its connection's deadline, may be NULL */
+    char rid[HTTPD_REQUEST_ID_MAX + 1]; /* X-Request-Id: the client's, or ours */
     char *uri;                /* raw path ('?' and what follows cut off) */
     const char *query_str;    /* raw text after '?', or NULL */
     size_t path_len;          /* strlen(uri) */
@@ -494,9 +499,13 @@ static void route_request(httpd_req *rq)
 static void record(httpd_req *rq)
 {
     httpd *h = rq->h;
+    route *r = rq->route ? rq->route : &h->unmatched;
+    double secs = (double)(time_mono_ns() - rq->t0) / 1e9;
+    if (h->cfg.access_log)
+        log_access(rq->method ? rq->method : "?", rq->uri, r->label, rq->status, secs * 1e3,
+                   rq->resp_len, rq->rid[0] ? rq->rid : "-");
     if (!h->req_family)
         return;
-    route *r = rq->route ? rq->route : &h->unmatched;
     metrics_series *s = NULL;
     unsigned st = rq->status;
     if (st >= 100 && st < 100 + STATUS_SLOTS) {
@@ -509,7 +518,7 @@ static void record(httpd_req *rq)
         }
     }
     metrics_inc(s, 1);
-    metrics_observe(r->latency, (double)(time_mono_ns() - rq->t0) / 1e9);
+    metrics_observe(r->latency, secs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -632,6 +641,9 @@ static enum MHD_Result queue_reply(httpd_req *rq)
     if (rq->ctype[0] &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype) != MHD_YES)
         log_warn("httpd: cannot add Content-Type '%s'", rq->ctype);
+    if (rq->rid[0] != '\0' &&
+        MHD_add_response_header(resp, "X-Request-Id", rq->rid) != MHD_YES)
+        log_warn("httpd: cannot add X-Request-Id");
     /* Stopping: tell keep-alive clients to go, so the stop can finish. */
     if (atomic_load(&rq->h->stopping) &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
@@ -843,6 +855,28 @@ static bool framing_clear(httpd_req *rq)
                                 rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING));
 }
 
+/* A client's X-Request-Id is kept if it is 1..128 characters of
+ * [A-Za-z0-9._:-] (so that it is safe in a header and a log line);
+ * otherwise the request gets one of ours: this process's random prefix and
+ * a counter. */
+static void set_request_id(httpd_req *rq)
+{
+    const char *id = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = id ? strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+                  : 0;
+    if (id != NULL && n > 0 && n <= HTTPD_REQUEST_ID_MAX && id[n] == '\0') {
+        memcpy(rq->rid, id, n + 1);
+        return;
+    }
+    snprintf(rq->rid, sizeof rq->rid, "%s-%llx", rq->h->rid_prefix,
+             (unsigned long long)atomic_fetch_add(&rq->h->rid_seq, 1) + 1);
+}
+
+const char *httpd_request_id(const httpd_req *rq)
+{
+    return rq->rid;
+}
+
 /* First call: headers are in. Route and check the body's declared form. */
 static void first_call(httpd_req *rq, const char *method)
 {
@@ -852,6 +886,7 @@ static void first_call(httpd_req *rq, const char *method)
     rq->t0 = time_mono_ns();
     if (rq->watch)
         atomic_store(&rq->watch->deadline_ms, 0); /* headers are in */
+    set_request_id(rq);
     if (rq->early_status)
         return;
     if (!framing_clear(rq)) {
@@ -1284,12 +1319,35 @@ static void httpd_free(httpd *h)
     free(h);
 }
 
+/* Can the address be bound? MHD's own message on failure names "port 0"
+ * (it is given a socket address), so try first and say which address and
+ * why. 0, or -1 with the reason in err. */
+static int bind_probe(const char *listen, const struct sockaddr_storage *addr, socklen_t len,
+                      char *err, size_t errlen)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen, strerror(errno));
+        return -1;
+    }
+    int rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+                     bind(fd, (const struct sockaddr *)addr, len) == 0
+                 ? 0
+                 : -1;
+    if (rc != 0)
+        snprintf(err, errlen, "cannot listen on %s: %s%s", listen, strerror(errno),
+                 errno == EADDRINUSE ? " (another program has this port)" : "");
+    close(fd);
+    return rc;
+}
+
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     *out = NULL;
-    if (httpd_parse_listen(cfg->listen, &addr, &addrlen, err, errlen) != 0)
+    if (httpd_parse_listen(cfg->listen, &addr, &addrlen, err, errlen) != 0 ||
+        bind_probe(cfg->listen, &addr, addrlen, err, errlen) != 0)
         return -1;
 
     httpd *h = calloc(1, sizeof *h);
@@ -1299,6 +1357,11 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     pthread_cond_init(&h->q_cv, NULL);
     pthread_mutex_init(&h->w_mu, NULL);
     h->watched.next = h->watched.prev = &h->watched;
+    unsigned char r[8];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        memset(r, 0, sizeof r);
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(h->rid_prefix + 2 * i, 3, "%02x", r[i]);
     h->cfg = *cfg;
     if (!h->cfg.max_body)
         h->cfg.max_body = HTTPD_DEFAULT_MAX_BODY;

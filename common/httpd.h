@@ -38,6 +38,7 @@
 #include "metrics.h"
 
 #define HTTPD_DEFAULT_MAX_BODY ((size_t)64 << 20) /* DESIGN §2: 64 MiB */
+#define HTTPD_REQUEST_ID_MAX 128                    /* X-Request-Id characters */
 
 typedef struct httpd httpd;
 typedef struct httpd_req httpd_req;
@@ -83,6 +84,7 @@ typedef struct httpd_config {
      * (with WWW-Authenticate: Bearer) without running its handler. */
     const char *(*authorize)(const httpd_req *req, void *ctx);
     metrics_registry *metrics;    /* optional: request counters and latency */
+    bool access_log;              /* one log line per request answered (log_access) */
 } httpd_config;
 
 /* Parse "host:port" ("127.0.0.1:8090", "[::1]:80", "localhost:0", ":8080"
@@ -102,6 +104,10 @@ void httpd_stop(httpd *h, unsigned grace_ms);
 const char *httpd_method(const httpd_req *req);
 const char *httpd_path(const httpd_req *req);         /* raw path, as sent (still encoded), no query */
 const char *httpd_route_name(const httpd_req *req);
+/* The request's id: the client's X-Request-Id when it is 1..128 characters
+ * of [A-Za-z0-9._:-], else one made here. Every reply echoes it in
+ * X-Request-Id; the access log writes it. */
+const char *httpd_request_id(const httpd_req *req);
 /* Path parameter by name, percent-decoded; it may contain NUL bytes, so the
  * length is returned through len (may be NULL). NULL if no such parameter. */
 const char *httpd_param(const httpd_req *req, const char *name, size_t *len);

@@ -31,7 +31,8 @@ int main(int argc, char **argv)
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
     const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
-    int level = LOG_INFO;
+    int level = LOG_INFO, log_format = 0;
+    bool access_log = false;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},
@@ -44,10 +45,13 @@ int main(int argc, char **argv)
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
+        {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
+        {"access-log", FLAG_BOOL, &access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
                         defs, sizeof defs / sizeof defs[0], argc, argv);
     log_set_level((log_level)level);
+    log_set_json(log_format == 1);
 
     char err[512];
     struct sockaddr_storage ss;
@@ -140,6 +144,7 @@ int main(int argc, char **argv)
         .max_body = ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),
         .authorize = oracle_authorize,
+        .access_log = access_log,
         .ctx = &ctx,
         .metrics = ctx.metrics,
     };

@@ -4,6 +4,7 @@
  * The timestamps handler is the hot path: one tso_next() (an atomic
  * compare-and-swap in the common case) and a small JSON reply.
  */
+#include "process_metrics.h"
 #include "routes.h"
 
 #include <stdio.h>
@@ -142,7 +143,7 @@ static void handle_metrics(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
     buf out = BUF_INIT;
-    if (metrics_render(ctx->metrics, &out) != 0) {
+    if (metrics_render(ctx->metrics, &out) != 0 || process_metrics_render(&out) != 0) {
         buf_free(&out);
         httpd_reply_error(req, 500, "internal", NULL, "out of memory rendering metrics");
         return;

@@ -1,49 +1,88 @@
 #!/usr/bin/env bash
-# make run: start the oracle (and the service, once it is built) on
-# 127.0.0.1 with data under ./data; Ctrl-C (or SIGTERM) stops both cleanly.
-# Only the PIDs started here are ever signalled.
+# make run: start the oracle and the service on 127.0.0.1 with data under
+# ./data; Ctrl-C (or SIGTERM) stops both cleanly. Only the PIDs started here
+# are ever signalled.
+#
+#   ORACLE_LISTEN   the oracle's host:port   (default 127.0.0.1:8090)
+#   SERVICE_LISTEN  the service's host:port  (default 127.0.0.1:8080)
+#   RUN_DATA_DIR    where both keep their data (default ./data)
+#
+# Exit status: 0 after a stop asked for (both programs stopped cleanly);
+# 1 when a program could not start (its port is taken, its data dir is in
+# use by another run, ...), or the exit status of a program that ended by
+# itself.
 set -u
 cd "$(dirname "$0")/.."
 BIN="${PERCOLATOR_BIN_DIR:-bin}"
 ORACLE_LISTEN="${ORACLE_LISTEN:-127.0.0.1:8090}"
 SERVICE_LISTEN="${SERVICE_LISTEN:-127.0.0.1:8080}"
-mkdir -p data/oracle data/service
+DATA="${RUN_DATA_DIR:-data}"
+mkdir -p "$DATA/oracle" "$DATA/service"
 
 pids=()
+names=()
 stop() {
   trap - INT TERM
+  local rc=${1:-0} i st
   echo "run.sh: stopping ${pids[*]}"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  exit 0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" 2>/dev/null
+    st=$?
+    if [ "$st" != 0 ] && [ "$rc" = 0 ]; then
+      echo "run.sh: ${names[$i]} exited with status $st"
+      rc=$st
+    fi
+  done
+  exit "$rc"
 }
-trap stop INT TERM
+trap 'stop 0' INT TERM
 
-"$BIN/percolator-oracle" --listen "$ORACLE_LISTEN" --data-dir data/oracle &
-pids+=($!)
-
-# Wait (bounded) for the oracle before starting what depends on it.
-for _ in $(seq 1 100); do
-  curl -fsS "http://$ORACLE_LISTEN/v1/health" >/dev/null 2>&1 && break
-  kill -0 "${pids[0]}" 2>/dev/null || { echo "run.sh: the oracle did not start"; exit 1; }
-  sleep 0.1
+# Someone already answers there (another `make run`?): say so, start nothing.
+for a in "$ORACLE_LISTEN" "$SERVICE_LISTEN"; do
+  if curl -fsS --max-time 2 -o /dev/null "http://$a/v1/health" 2>/dev/null; then
+    echo "run.sh: something already answers on http://$a (another make run?); set ORACLE_LISTEN / SERVICE_LISTEN to other ports" >&2
+    exit 1
+  fi
 done
 
-if [ -x "$BIN/percolator-service" ]; then
-  "$BIN/percolator-service" --listen "$SERVICE_LISTEN" --data-dir data/service \
-    --oracle "http://$ORACLE_LISTEN" &
-  pids+=($!)
-  echo "run.sh: oracle on http://$ORACLE_LISTEN, service on http://$SERVICE_LISTEN (Ctrl-C stops both)"
-else
-  echo "run.sh: oracle on http://$ORACLE_LISTEN (percolator-service is not built yet; Ctrl-C stops)"
-fi
+# start NAME URL PROGRAM ARGS...: start it and wait (bounded) until it
+# answers its health; exit 1 if it ends first or never answers.
+start() {
+  local name=$1 url=$2
+  shift 2
+  "$@" &
+  local pid=$!
+  pids+=("$pid")
+  names+=("$name")
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      echo "run.sh: the $name did not start (exit status $?; its message is above)" >&2
+      stop 1
+    fi
+    curl -fsS --max-time 2 -o /dev/null "$url/v1/health" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "run.sh: the $name did not answer on $url within 30 s" >&2
+  stop 1
+}
+
+start oracle "http://$ORACLE_LISTEN" \
+  "$BIN/percolator-oracle" --listen "$ORACLE_LISTEN" --data-dir "$DATA/oracle"
+start service "http://$SERVICE_LISTEN" \
+  "$BIN/percolator-service" --listen "$SERVICE_LISTEN" --data-dir "$DATA/service" \
+  --oracle "http://$ORACLE_LISTEN"
+echo "run.sh: oracle on http://$ORACLE_LISTEN, service on http://$SERVICE_LISTEN, data in $DATA (Ctrl-C stops both)"
 
 # Stay until a program exits or we are told to stop.
 while :; do
-  for p in "${pids[@]}"; do
-    if ! kill -0 "$p" 2>/dev/null; then
-      echo "run.sh: process $p exited; stopping the rest"
-      stop
+  for i in "${!pids[@]}"; do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+      wait "${pids[$i]}"
+      st=$?
+      echo "run.sh: the ${names[$i]} (pid ${pids[$i]}) exited with status $st; stopping the rest" >&2
+      stop $((st == 0 ? 1 : st))
     fi
   done
   sleep 1 & wait $!

@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     static svc S;
     svc *s = &S;
     svc_config *c = &s->cfg;
-    int sync_mode = 0, level = LOG_INFO;
+    int sync_mode = 0, level = LOG_INFO, log_format = 0;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},
@@ -163,10 +163,13 @@ int main(int argc, char **argv)
         {"header-timeout-ms", FLAG_UINT64, &c->header_timeout_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
+        {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
+        {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
                         sizeof defs / sizeof defs[0], argc, argv);
     log_set_level((log_level)level);
+    log_set_json(log_format == 1);
     c->sync = SYNC_MODES[sync_mode];
 
     char err[512];
@@ -273,6 +276,7 @@ int main(int argc, char **argv)
         .max_per_ip = (unsigned)c->max_conns_per_ip,
         .body_budget = c->max_body_memory,
         .header_timeout_ms = (unsigned)c->header_timeout_ms,
+        .access_log = c->access_log,
         .routes = routes,
         .nroutes = n,
         .ctx = s,

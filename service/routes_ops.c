@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "keyspace.h"
+#include "process_metrics.h"
 #include "respond.h"
 #include "sessions.h"
 #include "timeutil.h"
@@ -40,7 +41,7 @@ static void h_metrics(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     buf out = BUF_INIT;
-    if (metrics_render(s->metrics, &out) != 0) {
+    if (metrics_render(s->metrics, &out) != 0 || process_metrics_render(&out) != 0) {
         buf_free(&out);
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         return;

@@ -38,6 +38,7 @@ typedef struct svc_config {
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;
     uint64_t max_connections, max_conns_per_ip, max_body_memory;
     uint64_t header_timeout_ms;
+    bool access_log;
     bool one_pc;
     int log_level;
 } svc_config;
