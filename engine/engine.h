@@ -65,6 +65,21 @@ typedef struct {
 pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);
 void pc_engine_close(pc_engine *e);   /* sessions must be closed first */
 
+/* ---- backup and restore (backup.c, docs/DESIGN.md §4.9) ---- */
+
+typedef struct {
+    uint64_t files, bytes;    /* copied */
+} pc_backup_stats;
+
+/* A consistent copy of the store, taken while it serves, into dest (made
+ * here; it must not exist: PC_INVALID). It holds every commit that was
+ * durable when the call began. PC_LOCKED: another backup is running. */
+pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_stats *st);
+
+/* Make a data directory dir (it must not exist) from a backup: open it
+ * with pc_engine_open afterwards. PC_INVALID when backup is not one. */
+pc_rc pc_restore(const char *backup, const char *dir);
+
 pc_rc pc_session_open(pc_engine *e, pc_session **out);
 void pc_session_close(pc_session *s);
 

@@ -9,6 +9,7 @@
  * exit 0.
  */
 #include <errno.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -152,6 +153,8 @@ int main(int argc, char **argv)
         {"max-txn-bytes", FLAG_SIZE, &c->max_txn_bytes, "16MiB", "most bytes a session may buffer", NULL, 1, (int64_t)1 << 32},
         {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
         {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
+        {"backup-dir", FLAG_STRING, &c->backup_dir, "", "where POST /v1/admin/backup makes its copies (\"\": backups off)", NULL, 0, 0},
+        {"restore-from", FLAG_STRING, &c->restore_from, "", "at start, make --data-dir (which must not exist) from this backup, then serve it", NULL, 0, 0},
         {"oracle-token-file", FLAG_STRING, &c->oracle_token_file, "", "file with the bearer token the oracle asks for (its --auth-token-file)", NULL, 0, 0},
         {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/openapi.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
         {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
@@ -240,6 +243,20 @@ int main(int argc, char **argv)
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
     pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache};
+    if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: --backup-dir %s: %s\n", PROG, c->backup_dir, strerror(errno));
+        rc = 2;
+        goto done;
+    }
+    if (c->restore_from[0] != '\0') {
+        if (pc_restore(c->restore_from, c->data_dir) != PC_OK) {
+            fprintf(stderr, "%s: cannot restore %s from %s (see the log above)\n", PROG,
+                    c->data_dir, c->restore_from);
+            rc = 2;
+            goto done;
+        }
+        log_info("restored %s from the backup %s", c->data_dir, c->restore_from);
+    }
     if (pc_engine_open(&ecfg, &s->engine) != PC_OK) {
         fprintf(stderr, "%s: cannot open the store in %s (see the log above)\n", PROG,
                 c->data_dir);
@@ -258,15 +275,17 @@ int main(int argc, char **argv)
     }
 
     /* The route table: every resource's routes, in one array. */
-    const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes};
-    const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n};
+    const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
+                                   admin_routes};
+    const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n,
+                            admin_routes_n};
     size_t n = 0;
-    for (size_t g = 0; g < 4; g++)
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         n += sizes[g];
     if ((routes = calloc(n, sizeof(*routes))) == NULL)
         goto done;
     n = 0;
-    for (size_t g = 0; g < 4; g++)
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         for (size_t i = 0; i < sizes[g]; i++)
             routes[n++] = groups[g][i];
     httpd_config hc = {

@@ -33,6 +33,7 @@
 typedef struct svc_config {
     const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
     const char *oracle_token_file;
+    const char *backup_dir, *restore_from;
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;
@@ -124,6 +125,8 @@ extern const httpd_route ops_routes[];
 extern const size_t ops_routes_n;
 extern const httpd_route observer_routes[];
 extern const size_t observer_routes_n;
+extern const httpd_route admin_routes[];
+extern const size_t admin_routes_n;
 
 /* The router's authorize check (httpd_config.authorize): NULL when the
  * request carries the bearer token (or no token is configured). */
