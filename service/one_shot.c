@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "body.h"
 #include "coordinator.h"
 #include "keyspace.h"
 #include "one_shot.h"
@@ -129,10 +130,17 @@ static bool parse_conditions(httpd_req *req, svc *s, json_t *conds, one_shot *o)
         return false;
     }
     json_array_foreach(conds, i, it) {
+        static const char *const fields[] = {"key", "commit_ts", "exists", "value", NULL};
         json_t *k = json_object_get(it, "key");
         if (!json_is_object(it) || k == NULL) {
             json_decref(keys);
             return bad_condition(req);
+        }
+        char what[48];
+        snprintf(what, sizeof what, "conditions[%zu]", i);
+        if (!body_fields_known(req, it, what, fields)) {
+            json_decref(keys);
+            return false;
         }
         json_array_append(keys, k);
     }
@@ -153,11 +161,14 @@ static bool parse_conditions(httpd_req *req, svc *s, json_t *conds, one_shot *o)
 
 bool one_shot_parse_txn(httpd_req *req, svc *s, json_t *body, one_shot *o)
 {
+    static const char *const fields[] = {"conditions", "reads", "writes", NULL};
     if (!json_is_object(body)) {
         httpd_reply_error(req, 400, "bad_request", NULL,
                           "the body must be {\"conditions\":[...],\"reads\":[...],\"writes\":[...]}");
         return false;
     }
+    if (!body_fields_known(req, body, "the body", fields))
+        return false;
     return parse_conditions(req, s, json_object_get(body, "conditions"), o) &&
            keys_parse(req, json_object_get(body, "reads"), "reads", o->enc, MAX_ITEMS,
                       &o->reads) &&
@@ -193,7 +204,9 @@ bool one_shot_parse_single(httpd_req *req, svc *s, bool del, one_shot *o)
     if (!codec_encoding(req, &o->enc) || !codec_path_key(req, "key", o->enc, key, &klen))
         return false;
     if (!del || httpd_body(req, NULL)[0] != '\0') {
-        if ((body = httpd_body_json(req)) == NULL)
+        static const char *const put_fields[] = {"value", "if_commit_ts", NULL};
+        static const char *const del_fields[] = {"if_commit_ts", NULL};
+        if ((body = body_object(req, del ? del_fields : put_fields)) == NULL)
             return false;
         v = json_object_get(body, "value");
         cas = json_object_get(body, "if_commit_ts");

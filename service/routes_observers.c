@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "body.h"
 #include "observers.h"
 #include "respond.h"
 
@@ -33,7 +34,7 @@ static void h_put(httpd_req *req, void *ctx)
     bool created = false;
 
     if (!codec_encoding(req, &enc) || !name_param(req, name) ||
-        (body = httpd_body_json(req)) == NULL)
+        (body = body_object(req, (const char *const[]){"prefix", NULL})) == NULL)
         return;
     p = json_object_get(body, "prefix");
     if (!json_is_object(body) || !json_is_string(p)) {

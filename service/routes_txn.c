@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "body.h"
 #include "buf.h"
 #include "coordinator.h"
 #include "keyspace.h"
@@ -39,14 +40,9 @@ static void h_begin(httpd_req *req, void *ctx)
 
     httpd_body(req, &blen);
     if (blen > 0) {
-        json_t *body = httpd_body_json(req), *v;
+        json_t *body = body_object(req, (const char *const[]){"lease_ttl_ms", NULL}), *v;
         if (body == NULL)
             return;
-        if (!json_is_object(body)) {
-            json_decref(body);
-            httpd_reply_error(req, 400, "bad_request", NULL, "the body must be a JSON object");
-            return;
-        }
         if ((v = json_object_get(body, "lease_ttl_ms")) != NULL) {
             if (!json_is_integer(v) || json_integer_value(v) < 100 ||
                 json_integer_value(v) > 3600000) {
@@ -200,9 +196,10 @@ static void h_put_key(httpd_req *req, void *ctx)
     txn *t;
 
     if (!codec_encoding(req, &enc) ||
-        !codec_path_key(req, "key", enc, key, &klen) || (body = httpd_body_json(req)) == NULL)
+        !codec_path_key(req, "key", enc, key, &klen) ||
+        (body = body_object(req, (const char *const[]){"value", NULL})) == NULL)
         return;
-    if (!json_is_object(body) || json_object_get(body, "value") == NULL) {
+    if (json_object_get(body, "value") == NULL) {
         httpd_reply_error(req, 400, "bad_request", NULL, "the body must be {\"value\": ...}");
         goto out;
     }
@@ -265,13 +262,9 @@ static void h_batch(httpd_req *req, void *ctx)
     txn *t = NULL;
     pc_session *ps;
 
-    if (!codec_encoding(req, &enc) || (body = httpd_body_json(req)) == NULL)
+    if (!codec_encoding(req, &enc) ||
+        (body = body_object(req, (const char *const[]){"reads", "writes", NULL})) == NULL)
         return;
-    if (!json_is_object(body)) {
-        httpd_reply_error(req, 400, "bad_request", NULL,
-                          "the body must be {\"reads\":[keys], \"writes\":[...]}");
-        goto out;
-    }
     if (!keys_parse(req, json_object_get(body, "reads"), "reads", enc, MAX_BATCH_ITEMS, &rl) ||
         !writes_parse(req, json_object_get(body, "writes"), enc, MAX_BATCH_ITEMS,
                       s->cfg.max_value_bytes, &wl) ||

@@ -3,6 +3,7 @@
  */
 #include <stdlib.h>
 
+#include "body.h"
 #include "service.h"
 #include "writes.h"
 
@@ -39,7 +40,12 @@ bool writes_parse(httpd_req *req, json_t *arr, codec_enc enc, size_t max_items,
         return false;
     }
     json_array_foreach(arr, i, it) {
+        static const char *const fields[] = {"key", "value", "delete", NULL};
         json_t *del = json_object_get(it, "delete"), *v = json_object_get(it, "value");
+        char what[40];
+        snprintf(what, sizeof what, "writes[%zu]", i);
+        if (json_is_object(it) && !body_fields_known(req, it, what, fields))
+            return false;
         if (!json_is_object(it) ||
             !codec_json_key(req, json_object_get(it, "key"), "writes[].key", enc, key, &klen))
             return bad_write(req);
