@@ -35,6 +35,7 @@ typedef struct svc_config {
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;
     uint64_t max_connections, max_conns_per_ip, max_body_memory;
+    uint64_t max_reply_bytes, max_sessions, max_session_bytes;
     bool one_pc;
     int log_level;
 } svc_config;
