@@ -31,6 +31,14 @@ static json_t *txn_json(const txn *t)
     return j;
 }
 
+static void reply_too_many_sessions(httpd_req *req, svc *s)
+{
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "too_many_sessions", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "%llu sessions are open (--max-sessions); commit or roll back one, "
+                      "or retry later", (unsigned long long)s->cfg.max_sessions);
+}
+
 static void h_begin(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -59,6 +67,12 @@ static void h_begin(httpd_req *req, void *ctx)
         }
         json_decref(body);
     }
+    /* Full already: refused without asking the oracle. The cap itself is
+     * taken when the session is made (sessions_begin_capped). */
+    if (sessions_open(s->sessions) >= s->cfg.max_sessions) {
+        reply_too_many_sessions(req, s);
+        return;
+    }
     if (!svc_timestamp(s, &ts)) {
         reply_oracle_unavailable(req);
         return;
@@ -66,10 +80,7 @@ static void h_begin(httpd_req *req, void *ctx)
     bool full;
     txn *t = sessions_begin_capped(s->sessions, ts, ttl, s->cfg.max_sessions, &full);
     if (t == NULL && full) {
-        httpd_add_header(req, "Retry-After", "1");
-        httpd_reply_error(req, 503, "too_many_sessions", json_pack("{s:i}", "retry_after_ms", 1000),
-                          "%llu sessions are open (--max-sessions); commit or roll back one, "
-                          "or retry later", (unsigned long long)s->cfg.max_sessions);
+        reply_too_many_sessions(req, s);
         return;
     }
     if (t == NULL) {
