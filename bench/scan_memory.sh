@@ -7,7 +7,8 @@
 #
 #   make bin/percolator-service bin/percolator-oracle build/plain/bench/loadgen
 #   N=400 SIZE=1000000 C=4 bench/scan_memory.sh
-set -euo pipefail
+# No set -e: lib.sh's cleanup (at exit) must run to its end.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 
@@ -21,7 +22,7 @@ start_percolator "$@"
 head -c "$SIZE" /dev/zero | tr '\0' 'v' | { printf '{"value":"'; cat; printf '"}'; } >"$TMP/body"
 for i in $(seq -w 0 $((N - 1))); do
   curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' \
-    --data-binary @"$TMP/body" "$SVC_URL/v1/kv/big%2F$i"
+    --data-binary @"$TMP/body" "$SVC_URL/v1/kv/big%2F$i" || die "PUT big/$i failed"
 done
 echo "loaded:  $N values of $SIZE bytes; service VmHWM $(($(hwm_kb "$SVC_PID") / 1024)) MiB"
 
@@ -29,7 +30,7 @@ echo "loaded:  $N values of $SIZE bytes; service VmHWM $(($(hwm_kb "$SVC_PID") /
 scan_all() {
   local after="" items=0 pages=0 max=0 f="$TMP/page.$1" n next
   while :; do
-    curl -fsS -o "$f" "$SVC_URL/v1/kv?prefix=big%2F&limit=10000${after:+&after=$after}"
+    curl -fsS -o "$f" "$SVC_URL/v1/kv?prefix=big%2F&limit=10000${after:+&after=$after}" || break
     n=$(jq '.items | length' "$f")
     items=$((items + n)); pages=$((pages + 1))
     [ "$(stat -c %s "$f")" -gt "$max" ] && max=$(stat -c %s "$f")
@@ -45,7 +46,7 @@ scans=()
 for k in $(seq "$C"); do scan_all "$k" >"$TMP/scan.$k" & scans+=($!); done
 wait "${scans[@]}" # not the servers, which are children too
 for k in $(seq "$C"); do
-  read -r items pages max <"$TMP/scan.$k"
+  read -r items pages max <"$TMP/scan.$k" || die "scan $k gave no result"
   echo "scan $k:  $items items in $pages pages, largest page $((max / 1048576)) MiB"
 done
 echo "scanned: $C concurrent scans; service VmHWM $(($(hwm_kb "$SVC_PID") / 1024)) MiB"
