@@ -307,6 +307,11 @@ void pc_items_free(pc_items *it);
  * limit keys, bytewise order. PC_LOCKED like pc_get. */
 pc_rc pc_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *conflict);
+/* pc_scan that also stops (more = 1) before a key once the answer's keys
+ * and values reach max_bytes: at most max_bytes plus the last item, and
+ * always at least one item. */
+pc_rc pc_scan_bounded(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+                      size_t max_bytes, pc_items *out, pc_conflict *conflict);
 
 /* ---- maintenance ---- */
 

@@ -11,6 +11,7 @@
  * not yet durable (docs/DESIGN.md §4.4). Either answers PC_LOCKED with a
  * lock of start 0, and the caller waits with pc_wait_in_flight.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +80,7 @@ pc_rc pc_wait_in_flight(pc_session *s, const pc_conflict *c, uint64_t deadline_m
 typedef struct {
     pc_slice start, end;
     uint64_t ts;
-    size_t limit;
+    size_t limit, max_bytes;
     pc_items *out;
     pc_conflict *conflict;
 } scan_args;
@@ -142,7 +143,10 @@ static pc_rc scan_body(pc_session *s, void *arg)
             return PC_ERROR;
         if (a->end.len > 0 && pc_key_cmp(ukey, ulen, a->end.data, a->end.len) >= 0)
             break;
-        if (out->n == a->limit) {
+        /* Another key in range: stop here if the answer is full, by count
+         * or by bytes (the arena; never before the first item, so a scan
+         * always moves on). */
+        if (out->n == a->limit || (out->n > 0 && out->arena.len >= a->max_bytes)) {
             out->more = 1;
             break;
         }
@@ -176,7 +180,13 @@ static pc_rc scan_body(pc_session *s, void *arg)
 pc_rc pc_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *conflict)
 {
-    scan_args a = {start, end, ts, limit, out, conflict};
+    return pc_scan_bounded(s, start, end, ts, limit, SIZE_MAX, out, conflict);
+}
+
+pc_rc pc_scan_bounded(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+                      size_t max_bytes, pc_items *out, pc_conflict *conflict)
+{
+    scan_args a = {start, end, ts, limit, max_bytes, out, conflict};
     pc_rc rc;
 
     if (ts == 0 || limit == 0 || out == NULL || conflict == NULL || start.len > PC_KEY_MAX ||

@@ -151,6 +151,9 @@ int main(int argc, char **argv)
         {"cache-size", FLAG_SIZE, &c->cache_size, "256MB", "WiredTiger cache size", NULL, 1 << 20, (int64_t)1 << 42},
         {"max-value-bytes", FLAG_SIZE, &c->max_value_bytes, "1MiB", "largest value accepted", NULL, 1, (int64_t)64 << 20},
         {"max-txn-bytes", FLAG_SIZE, &c->max_txn_bytes, "16MiB", "most bytes a session may buffer", NULL, 1, (int64_t)1 << 32},
+        {"max-sessions", FLAG_UINT64, &c->max_sessions, "10000", "sessions open at once; past it beginning one answers 503 too_many_sessions", NULL, 1, 10000000},
+        {"max-session-bytes", FLAG_SIZE, &c->max_session_bytes, "256MiB", "bytes buffered by all sessions together; past it a write answers 503 session_memory_full", NULL, 1 << 20, (int64_t)1 << 42},
+        {"max-reply-bytes", FLAG_SIZE, &c->max_reply_bytes, "16MiB", "bytes of items in a scan page; past it the page ends early with next (one item is always sent)", NULL, 1 << 10, (int64_t)1 << 32},
         {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
         {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
         {"backup-dir", FLAG_STRING, &c->backup_dir, "", "where POST /v1/admin/backup makes its copies (\"\": backups off)", NULL, 0, 0},
@@ -236,6 +239,11 @@ int main(int argc, char **argv)
     sessions_set_end_hook(s->sessions, observers_session_ended, s);
     s->on_commit = observers_wake;
     init_metrics(s);
+    sessions_set_gauges(s->sessions,
+                        metrics_gauge1(s->metrics, "percolator_sessions_open",
+                                       "Sessions open (active or committing), against --max-sessions."),
+                        metrics_gauge1(s->metrics, "percolator_session_buffered_bytes",
+                                       "Bytes buffered by all sessions together, against --max-session-bytes."));
     /* The janitor reads the session clock every interval: a longer gap
      * means the whole process stood still. */
     sessions_set_stall_ms(s->sessions, 2 * c->janitor_interval_ms + 1000);

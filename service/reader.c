@@ -1,6 +1,7 @@
 /*
  * reader.c — reads that meet locks.
  */
+#include <stdint.h>
 #include <time.h>
 
 #include "keyspace.h"
@@ -89,17 +90,23 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     }
 }
 
-pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
-              pc_items *out, pc_conflict *c)
+static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
+                          size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c)
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
     pc_rc rc;
 
-    while ((rc = pc_scan(ps, start, end, ts, limit, out, c)) == PC_LOCKED)
+    while ((rc = pc_scan_bounded(ps, start, end, ts, limit, max_bytes, out, c)) == PC_LOCKED)
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             break;
     return rc;
+}
+
+pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
+              pc_items *out, pc_conflict *c)
+{
+    return scan_bounded(s, ps, start, end, ts, limit, SIZE_MAX, out, c);
 }
 
 pc_rc rd_scan_view(svc *s, pc_session *ps, const char *start, size_t slen, const char *end,
@@ -120,7 +127,10 @@ pc_rc rd_scan_view(svc *s, pc_session *ps, const char *start, size_t slen, const
             deletes += own->w[i].deleted;
     }
     ks_user_range(start, slen, end, elen, sbuf, &es, ebuf, &ee);
-    return rd_scan(s, ps, es, ee, ts, limit + 1 + deletes, &v->it, c);
+    /* The engine reads no more than a page's bytes: its raw keys and
+     * values are never more than their JSON (reply_scan_page). */
+    return scan_bounded(s, ps, es, ee, ts, limit + 1 + deletes, s->cfg.max_reply_bytes, &v->it,
+                        c);
 }
 
 void rd_view_each(const rd_view *v, bool (*fn)(void *arg, const rd_item *it), void *arg)

@@ -39,7 +39,9 @@ typedef struct {
 
 /* Scan [start, end) (user keys; end empty: no end) at ts, own (may be
  * NULL) merged over it, enough for limit + 1 items (one more than a page
- * tells that a next page exists). Free with rd_view_free. */
+ * tells that a next page exists), and no more than --max-reply-bytes of
+ * keys and values (it.more then says the engine stopped early). Free with
+ * rd_view_free. */
 pc_rc rd_scan_view(svc *s, pc_session *ps, const char *start, size_t slen, const char *end,
                    size_t elen, uint64_t ts, size_t limit, const txn *own, rd_view *v,
                    pc_conflict *c);

@@ -1,6 +1,7 @@
 /*
  * respond.c — shared answers of the service's routes.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,8 @@ bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, 
 typedef struct {
     json_t *items;
     size_t n, limit;
+    size_t bytes, max_bytes;  /* the items' JSON so far (an upper bound), and the cap */
+    bool full;                /* an item did not fit (count or bytes): a next page exists */
     const void *last;
     size_t last_len;
     bool not_text;
@@ -158,16 +161,37 @@ struct page_arg {
     codec_enc enc;
 };
 
-/* Add one item; false when the page is full (one more than the limit
- * tells that a next page exists). */
+/* The bytes of p[0..len) as a JSON string, quotes included: an upper
+ * bound. Base64 is 4 bytes per 3 (padded); text is the bytes themselves,
+ * but a quote, backslash or slash may take 2 and a control byte 6
+ * (\u00XX), whatever jansson actually picks. */
+static size_t json_string_bytes(const void *p, size_t len, codec_enc enc)
+{
+    if (enc == ENC_BASE64)
+        return 2 + 4 * ((len + 2) / 3);
+    const unsigned char *c = p;
+    size_t n = 2;
+    for (size_t i = 0; i < len; i++)
+        n += c[i] < 0x20 || c[i] == 0x7f ? 6 : c[i] == '"' || c[i] == '\\' || c[i] == '/' ? 2 : 1;
+    return n;
+}
+
+/* {"key":,"value":,"commit_ts":} is 30 bytes, a timestamp below 2^53 at
+ * most 16 digits, and a comma between items. */
+#define ITEM_JSON_OVERHEAD 47
+
+/* Add one item; false when the page is full: limit items already, or
+ * this one would take the items past max_bytes (never the first item, so
+ * that a page always moves on, even when one item alone is bigger). */
 static bool page_add(page *p, const void *key, size_t klen, const void *val, size_t vlen,
                      uint64_t commit_ts, codec_enc enc)
 {
-    if (p->n == p->limit + 1)
+    size_t cost = ITEM_JSON_OVERHEAD + json_string_bytes(key, klen, enc) +
+                  json_string_bytes(val, vlen, enc);
+    if (p->n == p->limit || (p->n > 0 && cost > p->max_bytes - p->bytes)) {
+        p->full = true;
         return false;
-    p->n++;
-    if (p->n == p->limit + 1)
-        return false;
+    }
     json_t *k = codec_to_json(key, klen, enc), *v = codec_to_json(val, vlen, enc);
     if (k == NULL || v == NULL) {
         json_decref(k);
@@ -177,6 +201,8 @@ static bool page_add(page *p, const void *key, size_t klen, const void *val, siz
     }
     json_array_append_new(p->items, json_pack("{s:o,s:o,s:I}", "key", k, "value", v,
                                               "commit_ts", (json_int_t)commit_ts));
+    p->n++;
+    p->bytes = cost > p->max_bytes - p->bytes ? p->max_bytes : p->bytes + cost;
     p->last = key;
     p->last_len = klen;
     return true;
@@ -189,12 +215,26 @@ static bool page_item(void *arg, const rd_item *it)
                     it->commit_ts, a->enc);
 }
 
+/* Where the next page starts (after=), as JSON; null on the last page. */
+static json_t *page_next(const page *p, const rd_view *v, codec_enc enc)
+{
+    if (p->full)
+        return codec_to_json(p->last, p->last_len, enc);
+    /* The page took every item of the view, but the engine stopped early
+     * (its byte budget, with the session's own writes shrinking or hiding
+     * what it read): nothing past its last key is known yet. */
+    pc_slice user;
+    if (v->it.more && v->it.n > 0 && ks_is_user(v->it.items[v->it.n - 1].key, &user))
+        return codec_to_json(user.data, user.len, enc);
+    return json_null();
+}
+
 void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, size_t slen,
                      const char *end, size_t elen, uint64_t ts, size_t limit, const txn *own,
                      codec_enc enc)
 {
     pc_conflict c;
-    page p = {json_array(), 0, limit, NULL, 0, false};
+    page p = {.items = json_array(), .limit = limit, .max_bytes = s->cfg.max_reply_bytes};
     struct page_arg a = {&p, enc};
     /* The items must stay alive until the page is answered (p.last). */
     rd_view v = {0};
@@ -212,9 +252,13 @@ void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, 
         codec_reply_not_text(req);
         return;
     }
-    json_t *next = json_null();
-    if (p.n > limit && p.last != NULL)
-        next = codec_to_json(p.last, p.last_len, enc);
+    json_t *next = page_next(&p, &v, enc);
+    if (next == NULL) { /* a held-back key that cannot be text */
+        json_decref(p.items);
+        rd_view_free(&v);
+        codec_reply_not_text(req);
+        return;
+    }
     httpd_reply_json(req, 200, json_pack("{s:o,s:o}", "items", p.items, "next", next));
     rd_view_free(&v);
 }
@@ -250,6 +294,10 @@ txn *txn_open(httpd_req *req, svc *s, bool any_state)
 
 void txn_close(svc *s, txn *t)
 {
+    /* The session is charged what its buffer holds (a write charged
+     * before buffering; an ended session holds nothing): this only
+     * shrinks, so it cannot fail. */
+    sessions_charge(s->sessions, t, t->bytes, SIZE_MAX);
     pthread_mutex_unlock(&t->mu);
     sessions_release(s->sessions, t);
 }

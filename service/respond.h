@@ -38,6 +38,8 @@ bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, 
  * after answering 404 (unknown), 410 (expired) or, unless any_state, 409
  * (no longer active). Close with txn_close. */
 txn *txn_open(httpd_req *req, svc *s, bool any_state);
+/* Unlock and release the session, charged (sessions_charge) what its
+ * buffer holds now. */
 void txn_close(svc *s, txn *t);
 
 #endif

@@ -32,6 +32,14 @@ static json_t *txn_json(const txn *t)
     return j;
 }
 
+static void reply_too_many_sessions(httpd_req *req, svc *s)
+{
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "too_many_sessions", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "%llu sessions are open (--max-sessions); commit or roll back one, "
+                      "or retry later", (unsigned long long)s->cfg.max_sessions);
+}
+
 static void h_begin(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -55,11 +63,22 @@ static void h_begin(httpd_req *req, void *ctx)
         }
         json_decref(body);
     }
+    /* Full already: refused without asking the oracle. The cap itself is
+     * taken when the session is made (sessions_begin_capped). */
+    if (sessions_open(s->sessions) >= s->cfg.max_sessions) {
+        reply_too_many_sessions(req, s);
+        return;
+    }
     if (!svc_timestamp(s, &ts)) {
         reply_oracle_unavailable(req);
         return;
     }
-    txn *t = sessions_begin(s->sessions, ts, ttl);
+    bool full;
+    txn *t = sessions_begin_capped(s->sessions, ts, ttl, s->cfg.max_sessions, &full);
+    if (t == NULL && full) {
+        reply_too_many_sessions(req, s);
+        return;
+    }
     if (t == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
@@ -170,12 +189,31 @@ static bool refuse_pending(httpd_req *req, const txn *t)
     return true;
 }
 
-/* Buffer one write, answering 413 when the session grows too big. */
+/* Charge the session for `bytes` of buffer against what all sessions
+ * together may hold; false after answering 503 session_memory_full. */
+static bool charge(httpd_req *req, svc *s, txn *t, size_t bytes)
+{
+    if (sessions_charge(s->sessions, t, bytes, s->cfg.max_session_bytes))
+        return true;
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "session_memory_full", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "all sessions together buffer %llu bytes (--max-session-bytes); "
+                      "retry later", (unsigned long long)s->cfg.max_session_bytes);
+    return false;
+}
+
+/* Buffer one write, answering 413 when the session grows too big, 503
+ * when all sessions together would. */
 static bool buffer_write(httpd_req *req, svc *s, txn *t, const char *key, size_t klen,
                          bool deleted, const buf *val)
 {
-    txn_buffer_rc r = txn_buffer(t, key, klen, deleted, val ? val->data : NULL,
-                                 val ? val->len : 0, s->cfg.max_txn_bytes);
+    size_t vlen = val ? val->len : 0, after = txn_bytes_after(t, key, klen, vlen);
+    /* Charged before it is buffered (a batch may have been charged for
+     * all its writes already); txn_close charges what it took at the end. */
+    if (after <= s->cfg.max_txn_bytes && after > t->charged && !charge(req, s, t, after))
+        return false;
+    txn_buffer_rc r = txn_buffer(t, key, klen, deleted, val ? val->data : NULL, vlen,
+                                 s->cfg.max_txn_bytes);
     if (r == TXN_TOO_BIG)
         httpd_reply_error(req, 413, "payload_too_large", NULL,
                           "the transaction would buffer more than %llu bytes",
@@ -280,6 +318,10 @@ static void h_batch(httpd_req *req, void *ctx)
                           (unsigned long long)s->cfg.max_txn_bytes);
         goto out;
     }
+    /* The same for all sessions together: the batch is charged in full
+     * before any of it is buffered (txn_close charges what it took). */
+    if (wl.n > 0 && !charge(req, s, t, t->bytes + wl.bytes))
+        goto out;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         goto out;

@@ -40,6 +40,7 @@ typedef struct svc_config {
     uint64_t max_connections, max_conns_per_ip, max_body_memory;
     uint64_t header_timeout_ms;
     bool access_log;
+    uint64_t max_reply_bytes, max_sessions, max_session_bytes;
     bool one_pc;
     int log_level;
 } svc_config;

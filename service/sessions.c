@@ -29,6 +29,11 @@ struct sessions {
     atomic_uint_fast64_t last_seen, stall_end, stall_len;
     void (*end_hook)(void *arg, txn *t);
     void *end_arg;
+    /* Bounded memory: sessions open (active or committing) and the bytes
+     * their buffers are charged (txn.charged), all sessions together;
+     * mirrored in the gauges, if set. */
+    atomic_size_t open, charged;
+    metrics_series *open_gauge, *bytes_gauge;
     bucket b[NBUCKETS];
 };
 
@@ -80,6 +85,8 @@ sessions *sessions_new(const char *run_id, uint64_t retention_ms)
     atomic_init(&s->last_seen, 0);
     atomic_init(&s->stall_end, 0);
     atomic_init(&s->stall_len, 0);
+    atomic_init(&s->open, 0);
+    atomic_init(&s->charged, 0);
     for (int i = 0; i < NBUCKETS; i++)
         pthread_mutex_init(&s->b[i].mu, NULL);
     return s;
@@ -128,16 +135,47 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void sessions_set_gauges(sessions *s, metrics_series *open, metrics_series *bytes)
+{
+    s->open_gauge = open;
+    s->bytes_gauge = bytes;
+}
+
+/* Add n to *v unless that takes it past max; false (nothing added) then. */
+static bool add_capped(atomic_size_t *v, size_t n, size_t max)
+{
+    size_t cur = atomic_load(v);
+    do {
+        if (n > max || cur > max - n)
+            return false;
+    } while (!atomic_compare_exchange_weak(v, &cur, cur + n));
+    return true;
+}
+
 txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms)
 {
-    txn *t = calloc(1, sizeof(*t));
-    if (t == NULL)
-        return NULL;
-    unsigned char secret[16];
-    if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) {
-        free(t);
+    return sessions_begin_capped(s, start_ts, lease_ttl_ms, SIZE_MAX, NULL);
+}
+
+txn *sessions_begin_capped(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms,
+                           size_t max_open, bool *full)
+{
+    if (full != NULL)
+        *full = false;
+    if (!add_capped(&s->open, 1, max_open)) {
+        if (full != NULL)
+            *full = true;
         return NULL;
     }
+    unsigned char secret[16];
+    txn *t = getrandom(secret, sizeof secret, 0) == (ssize_t)sizeof secret
+                 ? calloc(1, sizeof(*t))
+                 : NULL;
+    if (t == NULL) {
+        atomic_fetch_sub(&s->open, 1);
+        return NULL;
+    }
+    metrics_add(s->open_gauge, 1);
     uint64_t seq = atomic_fetch_add(&s->seq, 1) + 1;
     int n = snprintf(t->id, sizeof(t->id), "%llx-", (unsigned long long)seq);
     for (size_t i = 0; i < sizeof secret; i++)
@@ -267,7 +305,34 @@ void sessions_end(sessions *s, txn *t, txn_state state, const char *reason)
      * reap instead of keeping them for the retention time. */
     t->ended_ms = t->internal ? 0 : mono_ms();
     free_buffer(t);
+    sessions_charge(s, t, 0, 0);
+    atomic_fetch_sub(&s->open, 1);
+    metrics_add(s->open_gauge, -1);
     atomic_store(&t->state, state);
+}
+
+bool sessions_charge(sessions *s, txn *t, size_t bytes, size_t max_total)
+{
+    if (bytes > t->charged) {
+        if (!add_capped(&s->charged, bytes - t->charged, max_total))
+            return false;
+        metrics_add(s->bytes_gauge, (int64_t)(bytes - t->charged));
+    } else {
+        atomic_fetch_sub(&s->charged, t->charged - bytes);
+        metrics_add(s->bytes_gauge, -(int64_t)(t->charged - bytes));
+    }
+    t->charged = bytes;
+    return true;
+}
+
+size_t sessions_open(sessions *s)
+{
+    return atomic_load(&s->open);
+}
+
+size_t sessions_charged(sessions *s)
+{
+    return atomic_load(&s->charged);
 }
 
 bool sessions_owner_alive(sessions *s, const void *owner, size_t len, uint64_t now_ms)
@@ -380,6 +445,12 @@ const txn_write *txn_find(const txn *t, const void *key, size_t klen)
     if (i < t->nw && key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0)
         return &t->w[i];
     return NULL;
+}
+
+size_t txn_bytes_after(const txn *t, const void *key, size_t klen, size_t vlen)
+{
+    const txn_write *w = txn_find(t, key, klen);
+    return t->bytes - (w != NULL ? w->klen + w->vlen : 0) + klen + vlen;
 }
 
 txn_buffer_rc txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
+
 /*
  * A session's states and the only transitions between them (each made by
  * one function of sessions.c, which asserts it, with t->mu held):
@@ -56,6 +58,8 @@ typedef struct txn {
     pthread_mutex_t mu;                  /* one request at a time works on the buffer */
     txn_write *w;                        /* buffered writes, sorted by key */
     size_t nw, capw, bytes;
+    size_t charged;                      /* bytes held against --max-session-bytes
+                                          * (sessions_charge); 0 once ended */
     size_t writes;                       /* buffered writes (kept after the end) */
     bool commit_pending;                 /* a commit left its prewrite locks (the
                                           * oracle was down): the writes are fixed
@@ -76,6 +80,22 @@ void sessions_free(sessions *s);
 
 /* A new active session, referenced once for the caller. */
 txn *sessions_begin(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms);
+/* The same, unless max_open sessions are open (active or committing)
+ * already: NULL then, with *full set (NULL and !*full: out of memory). */
+txn *sessions_begin_capped(sessions *s, uint64_t start_ts, uint64_t lease_ttl_ms,
+                           size_t max_open, bool *full);
+
+/* Bounded memory. Every session is counted open from its begin to its
+ * sessions_end; its buffer is charged to the table's total. Charge the
+ * session `bytes` (more or less than before; t->mu held): false, nothing
+ * changed, when growing would take all sessions together past max_total.
+ * sessions_end charges 0, however the session ends (commit, rollback,
+ * conflict, lease expiry by a request or the janitor). */
+bool sessions_charge(sessions *s, txn *t, size_t bytes, size_t max_total);
+size_t sessions_open(sessions *s);
+size_t sessions_charged(sessions *s);
+/* Gauges kept equal to sessions_open and sessions_charged (NULL: none). */
+void sessions_set_gauges(sessions *s, metrics_series *open, metrics_series *bytes);
 /* The session with this id, referenced, or NULL. */
 txn *sessions_get(sessions *s, const char *id, size_t len);
 void sessions_release(sessions *s, txn *t);
@@ -122,6 +142,8 @@ typedef enum { TXN_BUFFERED, TXN_TOO_BIG, TXN_NOMEM } txn_buffer_rc;
  * the session would hold more than max_bytes (nothing changed). */
 txn_buffer_rc txn_buffer(txn *t, const void *key, size_t klen, bool deleted, const void *val,
                size_t vlen, size_t max_bytes);
+/* What t->bytes would be after buffering a write of klen + vlen bytes. */
+size_t txn_bytes_after(const txn *t, const void *key, size_t klen, size_t vlen);
 /* The buffered write of a key, or NULL. */
 const txn_write *txn_find(const txn *t, const void *key, size_t klen);
 /* Index of the first buffered write with key >= (key, klen). */
