@@ -219,6 +219,12 @@ json_t *codec_to_json(const void *p, size_t len, codec_enc enc)
     return j;
 }
 
+json_t *codec_to_json_marked(const void *p, size_t len, codec_enc enc, bool *b64)
+{
+    *b64 = enc == ENC_TEXT && !codec_utf8_valid(p, len);
+    return codec_to_json(p, len, *b64 ? ENC_BASE64 : enc);
+}
+
 void codec_reply_not_text(httpd_req *req)
 {
     httpd_reply_error(req, 400, "bad_request", NULL,

@@ -36,6 +36,12 @@ bool codec_json_value(httpd_req *req, json_t *j, const char *what, codec_enc enc
  * UTF-8 (the caller answers 400 suggesting base64) or memory is short. */
 json_t *codec_to_json(const void *p, size_t len, codec_enc enc);
 
+/* The same, but in text mode bytes that are not UTF-8 come as base64 and
+ * *b64 says so (the caller marks the field, e.g. "key_encoding":"base64",
+ * so that someone else's binary key never fails a whole answer). NULL
+ * only when memory is short. */
+json_t *codec_to_json_marked(const void *p, size_t len, codec_enc enc, bool *b64);
+
 /* An unsigned integer query parameter; absent gives def. */
 bool codec_query_u64(httpd_req *req, const char *name, uint64_t def, uint64_t min,
                      uint64_t max, uint64_t *out);

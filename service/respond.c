@@ -11,23 +11,23 @@
 #include "respond.h"
 #include "timeutil.h"
 
-json_t *user_key_json(pc_slice engine_key, codec_enc enc)
+json_t *user_key_json(pc_slice engine_key, codec_enc enc, bool *b64)
 {
     pc_slice user;
+    *b64 = false;
     if (!ks_is_user(engine_key, &user))
         return json_string("(internal)");
-    return codec_to_json(user.data, user.len, enc);
+    return codec_to_json_marked(user.data, user.len, enc, b64);
 }
 
 /* The key field of an error: as text if it can be, else base64. */
 static json_t *key_extra(const void *key, size_t len, codec_enc enc)
 {
-    json_t *k = codec_to_json(key, len, enc);
+    bool b64;
+    json_t *k = codec_to_json_marked(key, len, enc, &b64);
     json_t *extra = json_object();
-    if (k == NULL) {
-        k = codec_to_json(key, len, ENC_BASE64);
+    if (b64)
         json_object_set_new(extra, "key_encoding", json_string("base64"));
-    }
     json_object_set_new(extra, "key", k);
     return extra;
 }
@@ -105,6 +105,15 @@ void reply_condition_failed(httpd_req *req, const void *key, size_t klen, codec_
                       why);
 }
 
+/* `after` is in the request's encoding, unless after_encoding=base64 says
+ * it is base64: a text scan's `next` that is not text comes in base64
+ * ("next_encoding":"base64"), and is passed back as it came. */
+static codec_enc after_encoding(httpd_req *req, codec_enc enc)
+{
+    const char *ae = httpd_query(req, "after_encoding", NULL);
+    return ae != NULL && strcmp(ae, "base64") == 0 ? ENC_BASE64 : enc;
+}
+
 bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, char *end,
                       size_t *elen, uint64_t *limit)
 {
@@ -115,7 +124,7 @@ bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, 
         !codec_query_key(req, "prefix", enc, prefix, &plen) ||
         !codec_query_key(req, "start", enc, start, slen) ||
         !codec_query_key(req, "end", enc, end, elen) ||
-        !codec_query_key(req, "after", enc, after, &alen))
+        !codec_query_key(req, "after", after_encoding(req, enc), after, &alen))
         return false;
     if (plen > 0 && (*slen > 0 || *elen > 0)) {
         httpd_reply_error(req, 400, "bad_request", NULL,
@@ -153,7 +162,7 @@ typedef struct {
     bool full;                /* an item did not fit (count or bytes): a next page exists */
     const void *last;
     size_t last_len;
-    bool not_text;
+    bool nomem;
 } page;
 
 struct page_arg {
@@ -167,6 +176,9 @@ struct page_arg {
  * (\u00XX), whatever jansson actually picks. */
 static size_t json_string_bytes(const void *p, size_t len, codec_enc enc)
 {
+    /* Not text in a text scan: base64, and its ',"key_encoding":"base64"'. */
+    if (enc == ENC_TEXT && !codec_utf8_valid(p, len))
+        return 2 + 4 * ((len + 2) / 3) + 26;
     if (enc == ENC_BASE64)
         return 2 + 4 * ((len + 2) / 3);
     const unsigned char *c = p;
@@ -192,15 +204,29 @@ static bool page_add(page *p, const void *key, size_t klen, const void *val, siz
         p->full = true;
         return false;
     }
-    json_t *k = codec_to_json(key, klen, enc), *v = codec_to_json(val, vlen, enc);
+    /* Someone else's binary key or value must not fail a text scan: such
+     * an item comes in base64, marked (DESIGN §2). */
+    bool kb, vb;
+    json_t *k = codec_to_json_marked(key, klen, enc, &kb);
+    json_t *v = codec_to_json_marked(val, vlen, enc, &vb);
     if (k == NULL || v == NULL) {
         json_decref(k);
         json_decref(v);
-        p->not_text = true;
+        p->nomem = true;
         return false;
     }
-    json_array_append_new(p->items, json_pack("{s:o,s:o,s:I}", "key", k, "value", v,
-                                              "commit_ts", (json_int_t)commit_ts));
+    json_t *item = json_pack("{s:o,s:o,s:I}", "key", k, "value", v, "commit_ts",
+                             (json_int_t)commit_ts);
+    if (item != NULL &&
+        ((kb && json_object_set_new(item, "key_encoding", json_string("base64")) != 0) ||
+         (vb && json_object_set_new(item, "value_encoding", json_string("base64")) != 0))) {
+        json_decref(item);
+        item = NULL;
+    }
+    if (item == NULL || json_array_append_new(p->items, item) != 0) {
+        p->nomem = true;
+        return false;
+    }
     p->n++;
     p->bytes = cost > p->max_bytes - p->bytes ? p->max_bytes : p->bytes + cost;
     p->last = key;
@@ -215,17 +241,19 @@ static bool page_item(void *arg, const rd_item *it)
                     it->commit_ts, a->enc);
 }
 
-/* Where the next page starts (after=), as JSON; null on the last page. */
-static json_t *page_next(const page *p, const rd_view *v, codec_enc enc)
+/* Where the next page starts (after=), as JSON; null on the last page.
+ * *b64: it is a key that is not text, in base64. */
+static json_t *page_next(const page *p, const rd_view *v, codec_enc enc, bool *b64)
 {
+    *b64 = false;
     if (p->full)
-        return codec_to_json(p->last, p->last_len, enc);
+        return codec_to_json_marked(p->last, p->last_len, enc, b64);
     /* The page took every item of the view, but the engine stopped early
      * (its byte budget, with the session's own writes shrinking or hiding
      * what it read): nothing past its last key is known yet. */
     pc_slice user;
     if (v->it.more && v->it.n > 0 && ks_is_user(v->it.items[v->it.n - 1].key, &user))
-        return codec_to_json(user.data, user.len, enc);
+        return codec_to_json_marked(user.data, user.len, enc, b64);
     return json_null();
 }
 
@@ -246,20 +274,19 @@ void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, 
         return;
     }
     rd_view_each(&v, page_item, &a);
-    if (p.not_text) {
+    bool next_b64;
+    json_t *next = p.nomem ? NULL : page_next(&p, &v, enc, &next_b64);
+    json_t *reply = next ? json_pack("{s:o,s:o}", "items", p.items, "next", next) : NULL;
+    if (reply == NULL) {
+        json_decref(next);
         json_decref(p.items);
         rd_view_free(&v);
-        codec_reply_not_text(req);
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    json_t *next = page_next(&p, &v, enc);
-    if (next == NULL) { /* a held-back key that cannot be text */
-        json_decref(p.items);
-        rd_view_free(&v);
-        codec_reply_not_text(req);
-        return;
-    }
-    httpd_reply_json(req, 200, json_pack("{s:o,s:o}", "items", p.items, "next", next));
+    if (next_b64)
+        json_object_set_new(reply, "next_encoding", json_string("base64"));
+    httpd_reply_json(req, 200, reply);
     rd_view_free(&v);
 }
 

@@ -21,7 +21,7 @@ void reply_condition_failed(httpd_req *req, const void *key, size_t klen, codec_
                             size_t index, const char *why);
 
 /* A user key as a JSON string (text or base64); NULL if it cannot be text. */
-json_t *user_key_json(pc_slice engine_key, codec_enc enc);
+json_t *user_key_json(pc_slice engine_key, codec_enc enc, bool *b64);
 
 /* Answer one page of [start, end) (user keys) at ts: {"items":[...],"next"}.
  * With a session, its buffered writes are merged in (they win). */

@@ -54,25 +54,36 @@ typedef struct {
     json_t *locks;
     codec_enc enc;
     uint64_t now;
-    bool not_text;
+    bool nomem;
 } lock_list;
 
 static int add_lock(void *arg, const pc_lock_view *l)
 {
     lock_list *x = arg;
-    json_t *k = user_key_json(l->key, x->enc), *p = user_key_json(l->primary, x->enc);
-    if (k == NULL || p == NULL) {
-        json_decref(k);
-        json_decref(p);
-        x->not_text = true;
+    /* Keys that are not text come in base64, marked (as in scans). */
+    bool kb, pb;
+    json_t *k = user_key_json(l->key, x->enc, &kb), *p = user_key_json(l->primary, x->enc, &pb);
+    json_t *lock = k && p ? json_pack("{s:o,s:I,s:o,s:s#,s:I,s:I,s:s}", "key", k, "start_ts",
+                                      (json_int_t)l->start_ts, "primary", p, "owner",
+                                      (const char *)l->owner.data, (int)l->owner.len, "age_ms",
+                                      (json_int_t)(x->now > l->wall_ms ? x->now - l->wall_ms : 0),
+                                      "ttl_ms", (json_int_t)l->ttl_ms, "op",
+                                      l->op == PC_OP_PUT ? "put" : "delete")
+                          : NULL;
+    if (lock == NULL) {
+        if (k == NULL || p == NULL) {
+            json_decref(k);
+            json_decref(p);
+        }
+        x->nomem = true;
         return 1;
     }
-    json_array_append_new(
-        x->locks,
-        json_pack("{s:o,s:I,s:o,s:s#,s:I,s:I,s:s}", "key", k, "start_ts", (json_int_t)l->start_ts,
-                  "primary", p, "owner", (const char *)l->owner.data, (int)l->owner.len, "age_ms",
-                  (json_int_t)(x->now > l->wall_ms ? x->now - l->wall_ms : 0), "ttl_ms",
-                  (json_int_t)l->ttl_ms, "op", l->op == PC_OP_PUT ? "put" : "delete"));
+    if ((kb && json_object_set_new(lock, "key_encoding", json_string("base64")) != 0) ||
+        (pb && json_object_set_new(lock, "primary_encoding", json_string("base64")) != 0) ||
+        json_array_append_new(x->locks, lock) != 0) {
+        x->nomem = true;
+        return 1;
+    }
     return 0;
 }
 
@@ -92,9 +103,9 @@ static void h_locks(httpd_req *req, void *ctx)
     }
     lock_list x = {json_array(), enc, time_wall_ms(), false};
     pc_rc rc = pc_lock_scan(ps, (pc_slice){"", 0}, limit, add_lock, &x);
-    if (x.not_text) {
+    if (x.nomem) {
         json_decref(x.locks);
-        codec_reply_not_text(req);
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
     } else if (rc != PC_OK) {
         json_decref(x.locks);
         reply_engine(req, s, rc, NULL, enc);
