@@ -57,6 +57,7 @@
 #include "buf.h"
 #include "log.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define MAX_SEGMENTS 16       /* path segments in a pattern */
 #define MAX_PARAMS 8          /* {param} segments in a pattern */
@@ -821,6 +822,14 @@ static void enqueue(httpd *h, httpd_req *rq)
     pthread_cond_signal(&h->q_cv);
 }
 
+/* The GnuTLS session of a TLS connection; NULL for plain HTTP. */
+static void *tls_session(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return ci != NULL ? ci->tls_session : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -834,6 +843,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_NO; /* on_uri ran out of memory: drop the connection */
 
     if (!rq->called) {
+        /* Mutual TLS, second lock: never serve a connection whose client
+         * certificate did not verify (closed without an answer). */
+        if (h->cfg.tls_client_ca != NULL && !tls_client_verified(tls_session(conn))) {
+            log_warn("httpd: a request on a connection without a verified client "
+                     "certificate; closing it");
+            return MHD_NO;
+        }
         first_call(rq, method);
         /* A declared body far over the limit: answer now, which makes MHD
          * close the connection instead of reading what we would throw away.
@@ -1045,13 +1061,22 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return MHD_YES;
 }
 
+/* Mutual TLS: before its handshake, a new connection is told to require a
+ * client certificate that verifies (tls.h: MHD only asks for one). */
+static void tls_connection_started(httpd *h, struct MHD_Connection *conn)
+{
+    if (h->cfg.tls_client_ca != NULL && tls_require_client_cert(tls_session(conn)) != 0)
+        log_error("httpd: cannot require a client certificate on a new connection; "
+                  "its requests will be refused");
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     httpd *h = cls;
-    (void)conn;
     (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        tls_connection_started(h, conn);
         atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
@@ -1085,6 +1110,35 @@ static void httpd_free(httpd *h)
     free(h->routes);
     route_free(&h->unmatched);
     free(h);
+}
+
+/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP.
+ * The PEM texts are checked first, so that a bad key is refused with its
+ * reason rather than as MHD's failure to start. 0 or -1 with a reason. */
+static int tls_options(const httpd_config *cfg, struct MHD_OptionItem opts[4], char *err,
+                       size_t errlen)
+{
+    int n = 0;
+    if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
+        (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL)) {
+        snprintf(err, errlen, "TLS needs a certificate and its key");
+        return -1;
+    }
+    if (cfg->tls_cert != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+            return -1;
+        }
+        if (tls_pem_check(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen) != 0)
+            return -1;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
+        if (cfg->tls_client_ca != NULL)
+            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                                (void *)cfg->tls_client_ca};
+    }
+    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return 0;
 }
 
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
@@ -1166,6 +1220,11 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls_opts[4];
+    if (tls_options(&h->cfg, tls_opts, err, errlen) != 0)
+        goto fail;
+    if (h->cfg.tls_cert != NULL)
+        flags |= MHD_USE_TLS;
     h->daemon = MHD_start_daemon(
         flags, 0, on_accept, h, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it covers all */
@@ -1185,9 +1244,11 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_ARRAY, tls_opts,
         MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?)", cfg->listen);
+        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?%s)",
+                 cfg->listen, h->cfg.tls_cert ? " or TLS refused: see the log" : "");
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);

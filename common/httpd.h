@@ -78,6 +78,12 @@ typedef struct httpd_config {
      * (with WWW-Authenticate: Bearer) without running its handler. */
     const char *(*authorize)(const httpd_req *req, void *ctx);
     metrics_registry *metrics;    /* optional: request counters and latency */
+    /* HTTPS: the certificate (chain) and its key as PEM text (tls.h reads
+     * the files); both or neither (NULL: plain HTTP). With tls_client_ca
+     * too, mutual TLS: a client must present a certificate signed by one
+     * of these CAs, or its handshake fails. The texts must outlive the
+     * server. */
+    const char *tls_cert, *tls_key, *tls_client_ca;
 } httpd_config;
 
 /* Parse "host:port" ("127.0.0.1:8090", "[::1]:80", "localhost:0", ":8080"

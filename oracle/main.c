@@ -21,6 +21,7 @@
 #include "raft_node.h"
 #include "routes.h"
 #include "signals.h"
+#include "tls.h"
 #include "tso.h"
 
 #define PROG "percolator-oracle"
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0;
     const char *raft_peers = NULL, *raft_urls = NULL;
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     int level = LOG_INFO;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
@@ -41,6 +43,9 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file", NULL, 0, 0},
+        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
+        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
@@ -69,6 +74,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --raft-peers and --raft-urls need --raft-id\n", PROG);
         return 2;
     }
+    tls_pem tls;
+    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
 
     /* A member of a Raft group answers a timestamp request only once its
      * batch is committed: a handler waits a quorum round trip, so as many
@@ -85,6 +95,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
                 "and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
+        tls_pem_free(&tls);
         return 1;
     }
 
@@ -133,6 +144,9 @@ int main(int argc, char **argv)
         .routes = oracle_routes(&nroutes),
         .ctx = &ctx,
         .metrics = ctx.metrics,
+        .tls_cert = tls.cert,
+        .tls_key = tls.key,
+        .tls_client_ca = tls.client_ca,
     };
     cfg.nroutes = nroutes;
     if (httpd_start(&cfg, &server, err, sizeof err) != 0) {
@@ -140,7 +154,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
         goto done;
     }
-    log_info("oracle: listening on %s (port %u)", listen, (unsigned)httpd_port(server));
+    log_info("oracle: listening on %s (port %u, %s)", listen, (unsigned)httpd_port(server),
+             tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
     int sig = stop_signals_wait(&stop);
     log_info("oracle: %s received, stopping", strsignal(sig));
@@ -155,5 +170,6 @@ done:
     raft_node_stop(ctx.raft);
     tso_close(ctx.tso);
     metrics_registry_free(ctx.metrics);
+    tls_pem_free(&tls);
     return rc;
 }
