@@ -28,6 +28,7 @@
 #include "sessions.h"
 #include "signals.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define PROG "percolator-service"
 
@@ -111,15 +112,50 @@ static void init_metrics(svc *s)
                                         "Unacknowledged notifications at the last listing.");
 }
 
-/* --oracle: one http:// URL, or up to 7 comma-separated (a Raft group). */
-static bool oracle_urls_ok(const char *list)
+/* --oracle: one http:// or https:// URL, or up to 7 comma-separated (a
+ * Raft group). *all_https: every one is https://. */
+static bool oracle_urls_ok(const char *list, bool *all_https)
 {
     int n = 0;
+    *all_https = true;
     for (const char *p = list; p != NULL; p = strchr(p, ','), p = p ? p + 1 : NULL) {
-        if (strncmp(p, "http://", 7) != 0 || ++n > 7)
+        bool tls = strncmp(p, "https://", 8) == 0;
+        if ((!tls && strncmp(p, "http://", 7) != 0) || ++n > 7)
             return false;
+        *all_https = *all_https && tls;
     }
     return n > 0;
+}
+
+/* The --oracle-*-file flags: readable files, a certificate with its key,
+ * and only for https:// oracles. 0 or -1 with a reason. */
+static int oracle_tls_ok(const oc_tls *t, bool all_https, char *err, size_t errlen)
+{
+    const char *const files[][2] = {{"oracle-ca-file", t->ca_file},
+                                    {"oracle-cert-file", t->cert_file},
+                                    {"oracle-key-file", t->key_file}};
+    bool any = false;
+    for (size_t i = 0; i < 3; i++) {
+        if (files[i][1][0] == '\0')
+            continue;
+        any = true;
+        FILE *f = fopen(files[i][1], "rb");
+        if (f == NULL) {
+            snprintf(err, errlen, "--%s %s: %s", files[i][0], files[i][1], strerror(errno));
+            return -1;
+        }
+        fclose(f);
+    }
+    if ((t->cert_file[0] == '\0') != (t->key_file[0] == '\0')) {
+        snprintf(err, errlen, "--oracle-cert-file and --oracle-key-file go together");
+        return -1;
+    }
+    if (any && !all_https) {
+        snprintf(err, errlen, "--oracle-ca-file, --oracle-cert-file and --oracle-key-file "
+                 "need https:// oracle URLs");
+        return -1;
+    }
+    return 0;
 }
 
 /* glibc gives busy threads malloc arenas of their own (up to 8 per CPU);
@@ -138,6 +174,8 @@ int main(int argc, char **argv)
     svc *s = &S;
     svc_config *c = &s->cfg;
     int sync_mode = 0, level = LOG_INFO;
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
+    oc_tls otls = {NULL, NULL, NULL};
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},
@@ -160,6 +198,12 @@ int main(int argc, char **argv)
         {"max-connections", FLAG_UINT64, &c->max_connections, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file", NULL, 0, 0},
+        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
+        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
+        {"oracle-ca-file", FLAG_STRING, &otls.ca_file, "", "PEM CA certificate(s) an https:// oracle's certificate must chain to (default: the system's CAs)", NULL, 0, 0},
+        {"oracle-cert-file", FLAG_STRING, &otls.cert_file, "", "PEM client certificate for an https:// oracle that requires one (mutual TLS)", NULL, 0, 0},
+        {"oracle-key-file", FLAG_STRING, &otls.key_file, "", "PEM private key of --oracle-cert-file", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -174,9 +218,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --listen: %s\n", PROG, err);
         return 2;
     }
-    if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle)) {
-        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL "
-                "(or several, comma-separated)\n", PROG);
+    bool all_https = false;
+    if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle, &all_https)) {
+        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// or "
+                "https:// URL (or several, comma-separated)\n", PROG);
+        return 2;
+    }
+    if (oracle_tls_ok(&otls, all_https, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
+    tls_pem tls;
+    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
     }
 
@@ -190,6 +244,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
                 "and its storage and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
+        tls_pem_free(&tls);
         return 1;
     }
 
@@ -245,7 +300,8 @@ int main(int argc, char **argv)
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
-    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL) {
+    if ((s->oracle = oc_open_tls(c->oracle, (int)c->oracle_timeout_ms, s->metrics, &otls)) ==
+        NULL) {
         log_error("cannot start the oracle client");
         goto done;
     }
@@ -278,6 +334,9 @@ int main(int argc, char **argv)
         .ctx = s,
         .metrics = s->metrics,
         .authorize = svc_authorize,
+        .tls_cert = tls.cert,
+        .tls_key = tls.key,
+        .tls_client_ca = tls.client_ca,
     };
     if ((s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
@@ -292,8 +351,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
         goto done;
     }
-    log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u)",
-             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server));
+    log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u, %s)",
+             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server),
+             tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
     int sig = stop_signals_wait(&stop);
     log_info("service: %s received, stopping", strsignal(sig));
@@ -313,6 +373,7 @@ done:
     free(routes);
     free(s->auth_token);
     free(s->openapi);
+    tls_pem_free(&tls);
     if (rc == 0)
         log_info("service: stopped cleanly");
     return rc;

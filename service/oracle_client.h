@@ -45,6 +45,19 @@ typedef struct oc_client oc_client;
  * NULL if out of memory or libcurl cannot start. */
 oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metrics);
 
+/* TLS to an https:// oracle (file names; NULL or "": not given). */
+typedef struct oc_tls {
+    const char *ca_file;     /* PEM CAs the oracle's certificate must chain to
+                                (only these); none: the system's CAs */
+    const char *cert_file;   /* client certificate for mutual TLS, with key_file */
+    const char *key_file;
+} oc_tls;
+
+/* oc_open for URLs that may be https://, with tls (NULL: defaults). When
+ * every URL is https://, redirects are followed to https:// only. */
+oc_client *oc_open_tls(const char *base_url, int timeout_ms, metrics_registry *metrics,
+                       const oc_tls *tls);
+
 /* One timestamp. OC_OK or an error code; thread-safe, blocks at most about
  * two timeouts (the flight in the air, then ours). */
 int oc_timestamp(oc_client *c, uint64_t *ts);
