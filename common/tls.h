@@ -10,7 +10,9 @@
  * new connection httpd.c calls tls_require_client_cert(), which makes
  * GnuTLS fail the handshake unless the client's certificate verifies:
  * such a client never gets to send a request. tls_client_verified() is the
- * second lock, checked before any request is served.
+ * second lock, checked before any request is served: it fails closed (a
+ * connection whose handshake did not run that verification is refused,
+ * also a resumed session; MHD 0.9.75 enables no session resumption).
  */
 #ifndef PERCOLATOR_TLS_H
 #define PERCOLATOR_TLS_H
@@ -45,7 +47,8 @@ int tls_pem_check(const char *cert, const char *key, const char *client_ca, char
  * its handshake: require a client certificate and verify it against the
  * session's trusted CAs during the handshake. 0 or -1. */
 int tls_require_client_cert(void *session);
-/* Whether the session's handshake verified a client certificate. */
+/* Whether the session's handshake verified a client certificate (the
+ * verification tls_require_client_cert set up ran and passed). */
 bool tls_client_verified(void *session);
 
 #endif
