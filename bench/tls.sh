@@ -4,8 +4,9 @@
 # speaks no TLS): `curl -Z` runs TLS_REQUESTS requests over up to
 # TLS_CONNS connections it keeps open, and the row is requests / wall time.
 # curl costs far more CPU per request than the service does, so the rates
-# are the client's as much as the server's; the ratio of the two rows is
-# the point. One oracle, two services on it (plain, TLS), a throwaway CA
+# are the client's as much as the server's; the last column, the service's
+# own CPU time per request (from /proc/PID/stat, 10 ms ticks), is the
+# server's cost alone. One oracle, two services on it (plain, TLS), a throwaway CA
 # made with openssl, everything on free loopback ports in a temp dir,
 # stopped by PID.
 #
@@ -35,11 +36,13 @@ command -v openssl >/dev/null || die "openssl is not installed"
 
 start_percolator
 PLAIN=$SVC_URL
+PLAIN_PID=$SVC_PID
 sp=$(free_port)
 "$BIN/percolator-service" --listen "127.0.0.1:$sp" --data-dir "$TMP/tls" \
   --oracle "$ORACLE_URL" --log-level warn \
   --tls-cert-file "$TMP/server.crt" --tls-key-file "$TMP/server.key" >"$TMP/tls.log" 2>&1 &
-PIDS+=($!)
+TLS_PID=$!
+PIDS+=("$TLS_PID")
 TLS="https://127.0.0.1:$sp"
 for _ in $(seq 200); do
   curl -fsS --cacert "$TMP/ca.crt" -o /dev/null "$TLS/v1/health" 2>/dev/null && break
@@ -51,20 +54,28 @@ for u in "$PLAIN" "$TLS"; do
     -H 'Content-Type: application/json' -d '{"value":"0123456789abcdef"}'
 done
 
-# row NAME URL: requests/s of REQS GETs over CONNS keep-alive connections.
+# cpu_ticks PID: user + system clock ticks the process has used.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# row NAME URL PID RUN: requests/s of REQS GETs over CONNS keep-alive
+# connections, the connections the service saw opened, and the service's
+# own CPU time per request.
 row() {
-  local cfg="$TMP/urls.$1" t0 t1 rate
+  local cfg="$TMP/urls.$1" t0 t1 rate k0 k1
   awk -v n="$REQS" -v u="$2/v1/kv/k00000001" \
     'BEGIN { for (i = 0; i < n; i++) print "url = \"" u "\"\noutput = /dev/null" }' >"$cfg"
   c0=$(conns_opened "$2")
+  k0=$(cpu_ticks "$3")
   t0=$(date +%s.%N)
   curl -sS --no-progress-meter -Z --parallel-max "$CONNS" --cacert "$TMP/ca.crt" \
     -w '%{http_code}\n' -K "$cfg" >"$TMP/codes" 2>"$TMP/curl.err" || true
   t1=$(date +%s.%N)
+  k1=$(cpu_ticks "$3")
   ok=$(grep -c '^200$' "$TMP/codes" || true)
   [ "$ok" = "$REQS" ] || { head -5 "$TMP/curl.err"; die "$1: $ok of $REQS requests answered 200"; }
   rate=$(echo "$REQS / ($t1 - $t0)" | bc)
-  printf '%-34s %10s %12s\n' "$1, run $3" "$rate" "$(($(conns_opened "$2") - c0 - 1))"
+  printf '%-34s %10s %12s %14s\n' "$1, run $4" "$rate" "$(($(conns_opened "$2") - c0 - 1))" \
+    "$(echo "($k1 - $k0) * 1000000 / $(getconf CLK_TCK) / $REQS" | bc)"
 }
 
 # conns_opened URL: the service's percolator_http_connections_total (this
@@ -74,8 +85,8 @@ conns_opened() {
 }
 
 echo "GET /v1/kv/{key}, $REQS requests, $CONNS keep-alive connections (curl -Z), $(nproc) CPUs shared"
-printf '%-34s %10s %12s\n' "row" "requests/s" "connections"
+printf '%-34s %10s %12s %14s\n' "row" "requests/s" "connections" "server us/req"
 for r in $(seq "$RUNS"); do
-  row "http" "$PLAIN" "$r"
-  row "https (TLS 1.3, P-256)" "$TLS" "$r"
+  row "http" "$PLAIN" "$PLAIN_PID" "$r"
+  row "https (TLS 1.3, P-256)" "$TLS" "$TLS_PID" "$r"
 done
