@@ -100,6 +100,7 @@ struct httpd {
     _Atomic size_t body_bytes; /* request bodies held in memory, all requests */
     _Atomic uint64_t refused_logged_ms; /* last "connection refused" log line */
     _Atomic unsigned long refused; /* connections refused since that line */
+    tls_server *tls;          /* TLS credentials (NULL: plain HTTP) */
     metrics_family *req_family, *lat_family;
     metrics_series *conn_total, *conn_open, *conn_refused, *body_refused;
 };
@@ -1061,26 +1062,29 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return MHD_YES;
 }
 
-/* Mutual TLS: before its handshake, a new connection is told to require a
- * client certificate that verifies (tls.h: MHD only asks for one). */
-static void tls_connection_started(httpd *h, struct MHD_Connection *conn)
+/* Before its handshake, a new TLS connection gets the current credentials
+ * and, with client CAs, must show a client certificate that verifies
+ * (tls.h: MHD only asks for one). It holds them until it closes. */
+static void tls_connection_started(httpd *h, struct MHD_Connection *conn, void **socket_ctx)
 {
-    if (h->cfg.tls_client_ca != NULL && tls_require_client_cert(tls_session(conn)) != 0)
-        log_error("httpd: cannot require a client certificate on a new connection; "
-                  "its requests will be refused");
+    if (h->tls != NULL && (*socket_ctx = tls_server_attach(h->tls, tls_session(conn))) == NULL)
+        log_error("httpd: cannot set up TLS on a new connection%s",
+                  h->cfg.tls_client_ca ? "; its requests will be refused" : "");
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     httpd *h = cls;
-    (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        tls_connection_started(h, conn);
+        tls_connection_started(h, conn, socket_ctx);
         atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (h->tls != NULL)
+            tls_server_detach(h->tls, *socket_ctx);
+        *socket_ctx = NULL;
         atomic_fetch_sub(&h->open_conns, 1);
         metrics_add(h->conn_open, -1);
     }
@@ -1109,15 +1113,31 @@ static void httpd_free(httpd *h)
         route_free(&h->routes[i]);
     free(h->routes);
     route_free(&h->unmatched);
+    tls_server_free(h->tls); /* MHD stopped: no connection holds it */
     free(h);
 }
 
-/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP.
- * The PEM texts are checked first, so that a bad key is refused with its
- * reason rather than as MHD's failure to start. 0 or -1 with a reason. */
-static int tls_options(const httpd_config *cfg, struct MHD_OptionItem opts[4], char *err,
-                       size_t errlen)
+int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *client_ca,
+                     char *err, size_t errlen)
 {
+    if (h->tls == NULL) {
+        snprintf(err, errlen, "not serving TLS");
+        return -1;
+    }
+    if ((client_ca != NULL) != (h->cfg.tls_client_ca != NULL)) {
+        snprintf(err, errlen, "client CAs can be replaced, not added or removed");
+        return -1;
+    }
+    return tls_server_reload(h->tls, cert, key, client_ca, err, errlen);
+}
+
+/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP, and
+ * h->tls. The PEM texts are checked first, so that a bad key is refused
+ * with its reason rather than as MHD's failure to start. 0 or -1 with a
+ * reason. */
+static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_t errlen)
+{
+    const httpd_config *cfg = &h->cfg;
     int n = 0;
     if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
         (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL)) {
@@ -1129,7 +1149,8 @@ static int tls_options(const httpd_config *cfg, struct MHD_OptionItem opts[4], c
             snprintf(err, errlen, "this libmicrohttpd was built without TLS");
             return -1;
         }
-        if (tls_pem_check(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen) != 0)
+        h->tls = tls_server_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen);
+        if (h->tls == NULL)
             return -1;
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
@@ -1221,7 +1242,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls_opts[4];
-    if (tls_options(&h->cfg, tls_opts, err, errlen) != 0)
+    if (tls_options(h, tls_opts, err, errlen) != 0)
         goto fail;
     if (h->cfg.tls_cert != NULL)
         flags |= MHD_USE_TLS;

@@ -4,6 +4,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <stdio.h>
@@ -52,32 +53,147 @@ static gnutls_datum_t datum(const char *pem)
     return d;
 }
 
-int tls_pem_check(const char *cert, const char *key, const char *client_ca, char *err,
-                  size_t errlen)
-{
+/* One generation of a server's credentials. */
+typedef struct tls_gen {
     gnutls_certificate_credentials_t cred;
-    int rc = gnutls_certificate_allocate_credentials(&cred);
+    bool client_ca;     /* client certificates required */
+    unsigned refs;      /* connections attached, plus one while current */
+} tls_gen;
+
+struct tls_server {
+    pthread_mutex_t mu; /* guards cur and every generation's refs */
+    tls_gen *cur;
+};
+
+/* Credentials from PEM texts: the key must be the certificate's, a client
+ * CA text must hold a certificate. NULL with a reason. */
+static tls_gen *gen_new(const char *cert, const char *key, const char *client_ca, char *err,
+                        size_t errlen)
+{
+    tls_gen *g = calloc(1, sizeof *g);
+    if (g == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int rc = gnutls_certificate_allocate_credentials(&g->cred);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start GnuTLS: %s", gnutls_strerror(rc));
-        return -1;
+        free(g);
+        return NULL;
     }
     gnutls_datum_t c = datum(cert), k = datum(key);
-    rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+    rc = gnutls_certificate_set_x509_key_mem(g->cred, &c, &k, GNUTLS_X509_FMT_PEM);
     if (rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH)
         snprintf(err, errlen, "the key does not belong to the certificate");
     else if (rc < 0)
         snprintf(err, errlen, "cannot load the certificate and key: %s", gnutls_strerror(rc));
     if (rc >= 0 && client_ca != NULL) {
         gnutls_datum_t ca = datum(client_ca);
-        int n = gnutls_certificate_set_x509_trust_mem(cred, &ca, GNUTLS_X509_FMT_PEM);
+        int n = gnutls_certificate_set_x509_trust_mem(g->cred, &ca, GNUTLS_X509_FMT_PEM);
         if (n <= 0) {
             snprintf(err, errlen, "no CA certificate in the client CA file%s%s",
                      n < 0 ? ": " : "", n < 0 ? gnutls_strerror(n) : "");
             rc = -1;
         }
     }
-    gnutls_certificate_free_credentials(cred);
-    return rc < 0 ? -1 : 0;
+    if (rc < 0) {
+        gnutls_certificate_free_credentials(g->cred);
+        free(g);
+        return NULL;
+    }
+    g->client_ca = client_ca != NULL;
+    g->refs = 1;
+    return g;
+}
+
+/* Drop one reference; the server's lock held (or the generation private). */
+static void gen_unref(tls_gen *g)
+{
+    if (g != NULL && --g->refs == 0) {
+        gnutls_certificate_free_credentials(g->cred);
+        free(g);
+    }
+}
+
+int tls_pem_check(const char *cert, const char *key, const char *client_ca, char *err,
+                  size_t errlen)
+{
+    tls_gen *g = gen_new(cert, key, client_ca, err, errlen);
+    gen_unref(g);
+    return g != NULL ? 0 : -1;
+}
+
+tls_server *tls_server_new(const char *cert, const char *key, const char *client_ca, char *err,
+                           size_t errlen)
+{
+    tls_server *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if ((t->cur = gen_new(cert, key, client_ca, err, errlen)) == NULL ||
+        pthread_mutex_init(&t->mu, NULL) != 0) {
+        if (t->cur != NULL)
+            snprintf(err, errlen, "cannot make a mutex");
+        gen_unref(t->cur);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int tls_server_reload(tls_server *t, const char *cert, const char *key, const char *client_ca,
+                      char *err, size_t errlen)
+{
+    tls_gen *g = gen_new(cert, key, client_ca, err, errlen);
+    if (g == NULL)
+        return -1;
+    pthread_mutex_lock(&t->mu);
+    tls_gen *old = t->cur;
+    t->cur = g;
+    gen_unref(old); /* freed now, or when its last connection closes */
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+void *tls_server_attach(tls_server *t, void *session)
+{
+    gnutls_session_t s = session;
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&t->mu);
+    tls_gen *g = t->cur;
+    g->refs++;
+    pthread_mutex_unlock(&t->mu);
+    if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, g->cred) < 0) {
+        tls_server_detach(t, g);
+        return NULL;
+    }
+    if (g->client_ca) {
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        /* Verified against g's client CAs during the handshake; no host
+         * name to match for a client. */
+        gnutls_session_set_verify_cert(s, NULL, 0);
+    }
+    return g;
+}
+
+void tls_server_detach(tls_server *t, void *handle)
+{
+    if (handle == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    gen_unref(handle);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void tls_server_free(tls_server *t)
+{
+    if (t == NULL)
+        return;
+    gen_unref(t->cur);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
 }
 
 /* An expired (or not yet valid) certificate of our own is the operator's
@@ -141,18 +257,6 @@ void tls_pem_free(tls_pem *p)
     free(p->key);
     free(p->client_ca);
     memset(p, 0, sizeof *p);
-}
-
-int tls_require_client_cert(void *session)
-{
-    gnutls_session_t s = session;
-    if (s == NULL)
-        return -1;
-    gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
-    /* Verified against the credentials' trusted CAs (the client CA file)
-     * during the handshake; no host name to match for a client. */
-    gnutls_session_set_verify_cert(s, NULL, 0);
-    return 0;
 }
 
 bool tls_client_verified(void *session)

@@ -1,15 +1,21 @@
 /*
  * tls.h — the server side of TLS for both programs: the certificate files
- * of the --tls-* flags read and checked at start, and the rule of mutual
- * TLS (a client must present a certificate signed by a trusted CA).
+ * of the --tls-* flags read and checked, the credentials every new
+ * connection gets (reloadable), and the rule of mutual TLS (a client must
+ * present a certificate signed by a trusted CA).
  *
- * libmicrohttpd does the TLS itself, over GnuTLS; it takes the PEM texts
- * (httpd_config.tls_*). What it does not do is require and verify a
- * client's certificate: given a trusted CA it only asks for one, and
- * accepts a client that sends none or one signed by anybody. So for every
- * new connection httpd.c calls tls_require_client_cert(), which makes
- * GnuTLS fail the handshake unless the client's certificate verifies:
- * such a client never gets to send a request. tls_client_verified() is the
+ * libmicrohttpd does the TLS itself, over GnuTLS, and takes the PEM texts
+ * once, at start (httpd_config.tls_*). Two things it does not do:
+ *  - require and verify a client's certificate: given a trusted CA it
+ *    only asks for one, and accepts a client that sends none or one
+ *    signed by anybody;
+ *  - change certificates while it runs.
+ * So httpd.c hands every new connection's GnuTLS session, before its
+ * handshake, to tls_server_attach(): the session gets the current
+ * credentials (certificate, key, client CAs) of a tls_server, which
+ * tls_server_reload() replaces (SIGHUP), and with client CAs it is told to
+ * require a client certificate and verify it during the handshake: such a
+ * client never gets to send a request. tls_client_verified() is the
  * second lock, checked before any request is served: it fails closed (a
  * connection whose handshake did not run that verification is refused,
  * also a resumed session; MHD 0.9.75 enables no session resumption).
@@ -43,10 +49,29 @@ void tls_pem_free(tls_pem *p);
 int tls_pem_check(const char *cert, const char *key, const char *client_ca, char *err,
                   size_t errlen);
 
-/* Mutual TLS on a connection's GnuTLS session (a gnutls_session_t), before
- * its handshake: require a client certificate and verify it against the
- * session's trusted CAs during the handshake. 0 or -1. */
-int tls_require_client_cert(void *session);
+/* A server's credentials: one generation (certificate, key, client CAs)
+ * is current; each connection holds the generation it started with until
+ * it closes, so a reload never pulls credentials from under a session. */
+typedef struct tls_server tls_server;
+
+/* From PEM texts (client_ca may be NULL), checked as tls_pem_check does.
+ * NULL with a reason in err. */
+tls_server *tls_server_new(const char *cert, const char *key, const char *client_ca, char *err,
+                           size_t errlen);
+/* Make new credentials current (new connections get them; open ones keep
+ * theirs). On any error the current ones stay: 0 or -1 with a reason. */
+int tls_server_reload(tls_server *t, const char *cert, const char *key, const char *client_ca,
+                      char *err, size_t errlen);
+/* A new connection's GnuTLS session (a gnutls_session_t), before its
+ * handshake: give it the current credentials and, when they have client
+ * CAs, require a client certificate that verifies against them. Returns
+ * the handle to detach when the connection closes; NULL on failure (the
+ * session keeps MHD's credentials, and with client CAs
+ * tls_client_verified() refuses it). */
+void *tls_server_attach(tls_server *t, void *session);
+void tls_server_detach(tls_server *t, void *handle);
+/* Free, once no connection is attached. NULL is fine. */
+void tls_server_free(tls_server *t);
 /* Whether the session's handshake verified a client certificate (the
  * verification tls_require_client_cert set up ran and passed). */
 bool tls_client_verified(void *session);

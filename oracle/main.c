@@ -7,6 +7,7 @@
  * by the main thread with sigwait(), so the stop sequence runs as ordinary
  * code: stop accepting, finish requests in flight, close, exit 0.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "routes.h"
 #include "signals.h"
 #include "tls.h"
+#include "tls_reload.h"
 #include "tso.h"
 
 #define PROG "percolator-oracle"
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
-        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file", NULL, 0, 0},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
         {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
         {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
@@ -102,6 +104,9 @@ int main(int argc, char **argv)
     /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
     stop_signals_block(&stop);
+    /* SIGHUP reloads the TLS files (and no longer ends the program). */
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int rc = 1;
     httpd *server = NULL;
@@ -157,7 +162,9 @@ int main(int argc, char **argv)
     log_info("oracle: listening on %s (port %u, %s)", listen, (unsigned)httpd_port(server),
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig = stop_signals_wait(&stop);
+    int sig;
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
+        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;

@@ -11,13 +11,13 @@ mkdir -p data/oracle data/service
 
 pids=()
 stop() {
-  trap - INT TERM
+  trap - INT TERM HUP
   echo "run.sh: stopping ${pids[*]}"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   exit 0
 }
-trap stop INT TERM
+trap stop INT TERM HUP  # HUP: the terminal went away (the programs take SIGHUP as "reload TLS")
 
 "$BIN/percolator-oracle" --listen "$ORACLE_LISTEN" --data-dir data/oracle &
 pids+=($!)

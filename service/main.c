@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "signals.h"
 #include "timeutil.h"
 #include "tls.h"
+#include "tls_reload.h"
 
 #define PROG "percolator-service"
 
@@ -198,7 +200,7 @@ int main(int argc, char **argv)
         {"max-connections", FLAG_UINT64, &c->max_connections, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
         {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
-        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file", NULL, 0, 0},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
         {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
         {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
         {"oracle-ca-file", FLAG_STRING, &otls.ca_file, "", "PEM CA certificate(s) an https:// oracle's certificate must chain to (default: the system's CAs)", NULL, 0, 0},
@@ -251,6 +253,9 @@ int main(int argc, char **argv)
     /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
     stop_signals_block(&stop);
+    /* SIGHUP reloads the TLS files (and no longer ends the program). */
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int rc = 1;
     httpd *server = NULL;
@@ -355,7 +360,9 @@ int main(int argc, char **argv)
              s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server),
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig = stop_signals_wait(&stop);
+    int sig;
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
+        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
     log_info("service: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;

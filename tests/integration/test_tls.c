@@ -17,7 +17,10 @@
  *    trusting the wrong CA, it gets no timestamps (503);
  *  - both programs refuse to start, with the reason and exit status 2,
  *    on a missing key file, a certificate without its key and a key that
- *    does not belong to the certificate.
+ *    does not belong to the certificate;
+ *  - SIGHUP makes both programs read their TLS files again: new
+ *    connections get the new certificate and client CAs; a bad key file
+ *    leaves the current ones in place.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,7 @@ static const char CERTS_SH[] =
     "leaf server ca 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth'\n"
     "leaf client ca 'extendedKeyUsage=clientAuth'\n"
     "leaf stranger otherca 'extendedKeyUsage=clientAuth'\n"
+    "leaf otherserver otherca 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth'\n"
     "key expired.key; openssl req -new -key expired.key -subj /CN=expired -out expired.csr\n"
     ": > index.txt; echo 01 > serial\n"
     "printf '[ca]\\ndefault_ca=d\\n[d]\\ndatabase=index.txt\\nnew_certs_dir=.\\nserial=serial\\n"
@@ -379,6 +384,83 @@ static void refuses_to_start_on_bad_tls_files(void **state)
     refused("service", oracle_key_missing, "--oracle-key-file");
 }
 
+/* cp dir/from dir/to */
+static void copy(const char *from, const char *to)
+{
+    size_t len = 0;
+    char *data = tl_read_file(in_dir(from), &len);
+    assert_non_null(data);
+    assert_int_equal(tl_write_file(in_dir(to), data, len), 0);
+    free(data);
+}
+
+/* Wait (at most 10 s) until p's log holds `text` n times. */
+static void wait_log(const prog *p, const char *text, int n)
+{
+    for (int i = 0; i < 1000; i++) {
+        char *log = tl_read_file(p->log, NULL);
+        int seen = 0;
+        for (const char *at = log; at != NULL && (at = strstr(at, text)) != NULL; at++)
+            seen++;
+        free(log);
+        if (seen >= n)
+            return;
+        usleep(10000);
+    }
+    tl_dump_file(p->log);
+    fail_msg("'%s' not logged %d times", text, n);
+}
+
+static void sighup_reloads_the_certificate(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        const char *name = i == 0 ? "service" : "oracle";
+        copy("server.crt", "live.crt");
+        copy("server.key", "live.key");
+        copy("ca.crt", "live-ca.crt");
+        prog o = {0}, p;
+        const char *flags[] = {"--tls-cert-file", in_dir("live.crt"), "--tls-key-file",
+                               in_dir("live.key"), "--tls-client-ca-file", in_dir("live-ca.crt"),
+                               NULL, NULL, NULL};
+        if (i == 0) {
+            start(&o, "oracle", false, NULL); /* the service's, plain */
+            assert_int_equal(tl_wait_health(o.url, o.pid, 15000), 0);
+            flags[6] = "--oracle";
+            flags[7] = o.url;
+        }
+        start(&p, name, true, flags);
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1/health", p.url);
+        tl_http_tls(in_dir("ca.crt"), in_dir("client.crt"), in_dir("client.key"));
+        assert_int_equal(tl_wait_health(p.url, p.pid, 20000), 0);
+        tl_http_tls(in_dir("otherca.crt"), in_dir("stranger.crt"), in_dir("stranger.key"));
+        assert_int_equal(get(url, NULL), 0);
+
+        /* Another CA's certificate and client CA: served after SIGHUP,
+         * and the old ones no longer are. */
+        copy("otherserver.crt", "live.crt");
+        copy("otherserver.key", "live.key");
+        copy("otherca.crt", "live-ca.crt");
+        assert_int_equal(kill(p.pid, SIGHUP), 0);
+        wait_log(&p, "tls: SIGHUP: new connections get", 1);
+        assert_int_equal(get(url, NULL), 200);
+        tl_http_tls(in_dir("ca.crt"), in_dir("client.crt"), in_dir("client.key"));
+        int err = 0;
+        assert_int_equal(get(url, &err), 0);
+        assert_int_equal(err, CURLE_PEER_FAILED_VERIFICATION);
+
+        /* A key that is not the certificate's: the current pair stays. */
+        copy("client.key", "live.key");
+        assert_int_equal(kill(p.pid, SIGHUP), 0);
+        wait_log(&p, "the certificate in use stays", 1);
+        tl_http_tls(in_dir("otherca.crt"), in_dir("stranger.crt"), in_dir("stranger.key"));
+        assert_int_equal(get(url, NULL), 200);
+        stop(&p);
+        stop(&o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +469,7 @@ int main(void)
         cmocka_unit_test(client_certificates_required),
         cmocka_unit_test(service_commits_through_an_https_oracle),
         cmocka_unit_test(refuses_to_start_on_bad_tls_files),
+        cmocka_unit_test(sighup_reloads_the_certificate),
     };
     return cmocka_run_group_tests(tests, make_certs, remove_dir);
 }
