@@ -56,8 +56,8 @@
 
 #include "buf.h"
 #include "log.h"
-#include "timeutil.h"
 #include "tls.h"
+#include "timeutil.h"
 
 #define MAX_SEGMENTS 16       /* path segments in a pattern */
 #define MAX_PARAMS 8          /* {param} segments in a pattern */
@@ -831,6 +831,16 @@ static void *tls_session(struct MHD_Connection *conn)
     return ci != NULL ? ci->tls_session : NULL;
 }
 
+/* Before its handshake, a new TLS connection gets the current credentials
+ * and, with client CAs, must show a client certificate that verifies
+ * (tls.h: MHD only asks for one). */
+static void tls_connection_started(httpd *h, struct MHD_Connection *conn)
+{
+    if (h->tls != NULL && tls_server_attach(h->tls, tls_session(conn)) != 0)
+        log_error("httpd: cannot set up TLS on a new connection%s",
+                  h->cfg.tls_client_ca ? "; its requests will be refused" : "");
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -1062,29 +1072,18 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return MHD_YES;
 }
 
-/* Before its handshake, a new TLS connection gets the current credentials
- * and, with client CAs, must show a client certificate that verifies
- * (tls.h: MHD only asks for one). It holds them until it closes. */
-static void tls_connection_started(httpd *h, struct MHD_Connection *conn, void **socket_ctx)
-{
-    if (h->tls != NULL && (*socket_ctx = tls_server_attach(h->tls, tls_session(conn))) == NULL)
-        log_error("httpd: cannot set up TLS on a new connection%s",
-                  h->cfg.tls_client_ca ? "; its requests will be refused" : "");
-}
-
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     httpd *h = cls;
+    (void)conn;
+    (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        tls_connection_started(h, conn, socket_ctx);
+        tls_connection_started(h, conn);
         atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        if (h->tls != NULL)
-            tls_server_detach(h->tls, *socket_ctx);
-        *socket_ctx = NULL;
         atomic_fetch_sub(&h->open_conns, 1);
         metrics_add(h->conn_open, -1);
     }

@@ -57,12 +57,13 @@ static gnutls_datum_t datum(const char *pem)
 typedef struct tls_gen {
     gnutls_certificate_credentials_t cred;
     bool client_ca;     /* client certificates required */
-    unsigned refs;      /* connections attached, plus one while current */
+    struct tls_gen *next;
 } tls_gen;
 
 struct tls_server {
-    pthread_mutex_t mu; /* guards cur and every generation's refs */
-    tls_gen *cur;
+    pthread_mutex_t mu; /* guards the list */
+    tls_gen *gens;      /* every generation, the current one first */
+    unsigned reloads;
 };
 
 /* Credentials from PEM texts: the key must be the certificate's, a client
@@ -102,25 +103,23 @@ static tls_gen *gen_new(const char *cert, const char *key, const char *client_ca
         return NULL;
     }
     g->client_ca = client_ca != NULL;
-    g->refs = 1;
     return g;
 }
 
-/* Drop one reference; the server's lock held (or the generation private). */
-static void gen_unref(tls_gen *g)
+static void gen_free(tls_gen *g)
 {
-    if (g != NULL && --g->refs == 0) {
-        gnutls_certificate_free_credentials(g->cred);
-        free(g);
-    }
+    gnutls_certificate_free_credentials(g->cred);
+    free(g);
 }
 
 int tls_pem_check(const char *cert, const char *key, const char *client_ca, char *err,
                   size_t errlen)
 {
     tls_gen *g = gen_new(cert, key, client_ca, err, errlen);
-    gen_unref(g);
-    return g != NULL ? 0 : -1;
+    if (g == NULL)
+        return -1;
+    gen_free(g);
+    return 0;
 }
 
 tls_server *tls_server_new(const char *cert, const char *key, const char *client_ca, char *err,
@@ -131,11 +130,12 @@ tls_server *tls_server_new(const char *cert, const char *key, const char *client
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if ((t->cur = gen_new(cert, key, client_ca, err, errlen)) == NULL ||
+    if ((t->gens = gen_new(cert, key, client_ca, err, errlen)) == NULL ||
         pthread_mutex_init(&t->mu, NULL) != 0) {
-        if (t->cur != NULL)
+        if (t->gens != NULL) {
             snprintf(err, errlen, "cannot make a mutex");
-        gen_unref(t->cur);
+            gen_free(t->gens);
+        }
         free(t);
         return NULL;
     }
@@ -145,53 +145,53 @@ tls_server *tls_server_new(const char *cert, const char *key, const char *client
 int tls_server_reload(tls_server *t, const char *cert, const char *key, const char *client_ca,
                       char *err, size_t errlen)
 {
+    pthread_mutex_lock(&t->mu);
+    unsigned reloads = t->reloads;
+    pthread_mutex_unlock(&t->mu);
+    if (reloads >= TLS_MAX_RELOADS) {
+        snprintf(err, errlen, "reloaded %u times already: restart to reload again", reloads);
+        return -1;
+    }
     tls_gen *g = gen_new(cert, key, client_ca, err, errlen);
     if (g == NULL)
         return -1;
     pthread_mutex_lock(&t->mu);
-    tls_gen *old = t->cur;
-    t->cur = g;
-    gen_unref(old); /* freed now, or when its last connection closes */
+    /* The old generations stay: open connections may use them. */
+    g->next = t->gens;
+    t->gens = g;
+    t->reloads++;
     pthread_mutex_unlock(&t->mu);
     return 0;
 }
 
-void *tls_server_attach(tls_server *t, void *session)
+int tls_server_attach(tls_server *t, void *session)
 {
     gnutls_session_t s = session;
     if (s == NULL)
-        return NULL;
+        return -1;
     pthread_mutex_lock(&t->mu);
-    tls_gen *g = t->cur;
-    g->refs++;
+    tls_gen *g = t->gens;
     pthread_mutex_unlock(&t->mu);
-    if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, g->cred) < 0) {
-        tls_server_detach(t, g);
-        return NULL;
-    }
+    if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, g->cred) < 0)
+        return -1;
     if (g->client_ca) {
         gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
         /* Verified against g's client CAs during the handshake; no host
          * name to match for a client. */
         gnutls_session_set_verify_cert(s, NULL, 0);
     }
-    return g;
-}
-
-void tls_server_detach(tls_server *t, void *handle)
-{
-    if (handle == NULL)
-        return;
-    pthread_mutex_lock(&t->mu);
-    gen_unref(handle);
-    pthread_mutex_unlock(&t->mu);
+    return 0;
 }
 
 void tls_server_free(tls_server *t)
 {
     if (t == NULL)
         return;
-    gen_unref(t->cur);
+    while (t->gens != NULL) {
+        tls_gen *g = t->gens;
+        t->gens = g->next;
+        gen_free(g);
+    }
     pthread_mutex_destroy(&t->mu);
     free(t);
 }

@@ -50,27 +50,32 @@ int tls_pem_check(const char *cert, const char *key, const char *client_ca, char
                   size_t errlen);
 
 /* A server's credentials: one generation (certificate, key, client CAs)
- * is current; each connection holds the generation it started with until
- * it closes, so a reload never pulls credentials from under a session. */
+ * is current, and new connections get it. A connection uses the
+ * generation it started with for its whole life, and nothing tells us
+ * reliably when that ends (MHD has cleared a session's credentials by the
+ * time it reports the connection closed, and its one per-connection
+ * pointer belongs to httpd.c), so earlier generations stay in memory until
+ * the server stops: a few KiB each, at most TLS_MAX_RELOADS of them. */
 typedef struct tls_server tls_server;
+
+#define TLS_MAX_RELOADS 64 /* then a reload is refused: restart */
 
 /* From PEM texts (client_ca may be NULL), checked as tls_pem_check does.
  * NULL with a reason in err. */
 tls_server *tls_server_new(const char *cert, const char *key, const char *client_ca, char *err,
                            size_t errlen);
 /* Make new credentials current (new connections get them; open ones keep
- * theirs). On any error the current ones stay: 0 or -1 with a reason. */
+ * theirs). On any error, or past TLS_MAX_RELOADS, the current ones stay:
+ * 0 or -1 with a reason. */
 int tls_server_reload(tls_server *t, const char *cert, const char *key, const char *client_ca,
                       char *err, size_t errlen);
 /* A new connection's GnuTLS session (a gnutls_session_t), before its
  * handshake: give it the current credentials and, when they have client
- * CAs, require a client certificate that verifies against them. Returns
- * the handle to detach when the connection closes; NULL on failure (the
- * session keeps MHD's credentials, and with client CAs
+ * CAs, require a client certificate that verifies against them. 0, or -1
+ * on failure (the session keeps MHD's credentials, and with client CAs
  * tls_client_verified() refuses it). */
-void *tls_server_attach(tls_server *t, void *session);
-void tls_server_detach(tls_server *t, void *handle);
-/* Free, once no connection is attached. NULL is fine. */
+int tls_server_attach(tls_server *t, void *session);
+/* Free every generation, once no connection is open. NULL is fine. */
 void tls_server_free(tls_server *t);
 /* Whether the session's handshake verified a client certificate (the
  * verification tls_require_client_cert set up ran and passed). */

@@ -20,7 +20,8 @@
  *    does not belong to the certificate;
  *  - SIGHUP makes both programs read their TLS files again: new
  *    connections get the new certificate and client CAs; a bad key file
- *    leaves the current ones in place.
+ *    leaves the current ones in place; past TLS_MAX_RELOADS a reload is
+ *    refused (earlier credentials stay in memory: the bound).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "svc_fixture.h"
+#include "tls.h"
 
 static char *dir;          /* the temp dir: certificates, data, logs */
 static int nrun;           /* programs started so far (unique data dirs) */
@@ -456,6 +458,19 @@ static void sighup_reloads_the_certificate(void **state)
         wait_log(&p, "the certificate in use stays", 1);
         tl_http_tls(in_dir("otherca.crt"), in_dir("stranger.crt"), in_dir("stranger.key"));
         assert_int_equal(get(url, NULL), 200);
+
+        /* Each reload keeps the earlier credentials (connections may use
+         * them): after TLS_MAX_RELOADS in all, a reload is refused. */
+        if (i == 1) {
+            copy("otherserver.key", "live.key");
+            for (int n = 2; n <= TLS_MAX_RELOADS; n++) {
+                assert_int_equal(kill(p.pid, SIGHUP), 0);
+                wait_log(&p, "tls: SIGHUP: new connections get", n);
+            }
+            assert_int_equal(kill(p.pid, SIGHUP), 0);
+            wait_log(&p, "restart to reload again", 1);
+            assert_int_equal(get(url, NULL), 200);
+        }
         stop(&p);
         stop(&o);
     }
