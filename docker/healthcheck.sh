@@ -51,14 +51,17 @@ if [ -z "$listen" ]; then
 fi
 port="${listen##*:}"
 host="${listen%:*}"
-case "$host" in
-    '' | 0.0.0.0 | '*' | '[::]' | '::') host=127.0.0.1 ;;
-esac
 if [ -n "$tls" ]; then
+    case "$host" in
+        '' | 0.0.0.0 | '*' | '[::]' | '::') host=127.0.0.1 ;;
+    esac
     set -- --insecure
     if [ -n "${PERCOLATOR_HEALTHCHECK_CERT_FILE:-}" ]; then
         set -- "$@" --cert "$PERCOLATOR_HEALTHCHECK_CERT_FILE" --key "${PERCOLATOR_HEALTHCHECK_KEY_FILE:-}"
     fi
-    exec curl -fsS --max-time 4 -o /dev/null "$@" "https://$host:$port/v1/health"
+    exec curl -fsS --max-time 4 -o /dev/null "$@" "https://$host:$port${path:-/v1/health}"
 fi
+case "$host" in
+    '' | 0.0.0.0 | '*' | '[::]' | '::') host=127.0.0.1 ;;
+esac
 exec curl -fsS --max-time 4 -o /dev/null "http://$host:$port/v1/health"

@@ -34,8 +34,8 @@ int main(int argc, char **argv)
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0;
     const char *raft_peers = NULL, *raft_urls = NULL;
-    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     int level = LOG_INFO;
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},
@@ -176,7 +176,7 @@ done:
     httpd_stop(server, 0);
     raft_node_stop(ctx.raft);
     tso_close(ctx.tso);
-    metrics_registry_free(ctx.metrics);
     tls_pem_free(&tls);
+    metrics_registry_free(ctx.metrics);
     return rc;
 }

@@ -305,9 +305,12 @@ int main(int argc, char **argv)
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
-    if ((s->oracle = oc_open_tls(c->oracle, (int)c->oracle_timeout_ms, s->metrics, &otls)) ==
-        NULL) {
+    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL) {
         log_error("cannot start the oracle client");
+        goto done;
+    }
+    if (oc_set_tls(s->oracle, &otls) != 0) {
+        log_error("cannot set up TLS towards the oracle");
         goto done;
     }
     pc_session *boot = svc_engine_session(s);

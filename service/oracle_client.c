@@ -124,43 +124,7 @@ static void register_metrics(oc_client *c, metrics_registry *m)
         NULL, NULL);
 }
 
-static bool given(const char *s)
-{
-    return s != NULL && s[0] != '\0';
-}
-
-/* The TLS side of the handle: libcurl reads the files when it connects. */
-static bool set_tls(CURL *e, const oc_tls *tls, bool all_https)
-{
-    /* Never a downgrade: from an https:// group, redirects stay https://. */
-    const char *redir = all_https ? "https" : "http,https";
-    if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, redir) != CURLE_OK)
-        return false;
-    if (tls == NULL)
-        return true;
-    /* A private CA: trust it alone, not the system's CAs beside it. */
-    if (given(tls->ca_file) && (curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca_file) != CURLE_OK ||
-                                curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK))
-        return false;
-    if (given(tls->cert_file) &&
-        (curl_easy_setopt(e, CURLOPT_SSLCERT, tls->cert_file) != CURLE_OK ||
-         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK))
-        return false;
-    if (given(tls->key_file) &&
-        (curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key_file) != CURLE_OK ||
-         curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM") != CURLE_OK))
-        return false;
-    return true;
-}
-
 oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metrics)
-{
-    return oc_open_tls(base_url, timeout_ms, metrics, NULL);
-}
-
-oc_client *oc_open_tls(const char *base_url, int timeout_ms, metrics_registry *metrics,
-                       const oc_tls *tls)
 {
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK || !base_url || strlen(base_url) > 512)
@@ -185,9 +149,6 @@ oc_client *oc_open_tls(const char *base_url, int timeout_ms, metrics_registry *m
     }
     if (c->nurls == 0)
         goto fail;
-    bool all_https = true;
-    for (size_t i = 0; i < c->nurls; i++)
-        all_https = all_https && strncmp(c->urls[i], "https://", 8) == 0;
     mu_ok = pthread_mutex_init(&c->mu, NULL) == 0;
     cv_ok = mu_ok && pthread_cond_init(&c->cv, NULL) == 0;
     if (!cv_ok)
@@ -218,16 +179,16 @@ oc_client *oc_open_tls(const char *base_url, int timeout_ms, metrics_registry *m
         curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
         /* A follower of an oracle Raft group answers 307 to its leader:
-         * follow it (once or twice), as POST, over http(s) only (set_tls). */
+         * follow it (once or twice), as POST, over HTTP only. */
         curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_MAXREDIRS, 2L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         /* Look the oracle's name up again on every new connection: a
          * restarted oracle (a new container) may have a new address, and
          * libcurl would otherwise keep the old one for 60 s. The open
          * connection is reused meanwhile, so this costs nothing per call. */
-        curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) != CURLE_OK ||
-        !set_tls(e, tls, all_https))
+        curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) != CURLE_OK)
         goto fail;
     atomic_init(&c->available, true);
     if (metrics)
@@ -245,6 +206,39 @@ fail:
     free(c->base_url);
     free(c);
     return NULL;
+}
+
+static bool given(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+int oc_set_tls(oc_client *c, const oc_tls *tls)
+{
+    bool all_https = true;
+    for (size_t i = 0; i < c->nurls; i++)
+        all_https = all_https && strncmp(c->urls[i], "https://", 8) == 0;
+    /* Never a downgrade: an https:// group's requests, and any redirect
+     * one of its members answers, stay https://. */
+    const char *protocols = all_https ? "https" : "http,https";
+    CURL *e = c->curl;
+    if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, protocols) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, protocols) != CURLE_OK)
+        return -1;
+    /* libcurl reads the files when it connects. A private CA is trusted
+     * alone, not the system's CAs beside it. */
+    if (given(tls->ca_file) && (curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca_file) != CURLE_OK ||
+                                curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK))
+        return -1;
+    if (given(tls->cert_file) &&
+        (curl_easy_setopt(e, CURLOPT_SSLCERT, tls->cert_file) != CURLE_OK ||
+         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK))
+        return -1;
+    if (given(tls->key_file) &&
+        (curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key_file) != CURLE_OK ||
+         curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM") != CURLE_OK))
+        return -1;
+    return 0;
 }
 
 /* Parse {"first":F,"count":N} and check it. OC_OK or OC_PROTOCOL. */
