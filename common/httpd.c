@@ -841,6 +841,51 @@ static void tls_connection_started(httpd *h, struct MHD_Connection *conn)
                   h->cfg.tls_client_ca ? "; its requests will be refused" : "");
 }
 
+int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *client_ca,
+                     char *err, size_t errlen)
+{
+    if (h->tls == NULL) {
+        snprintf(err, errlen, "not serving TLS");
+        return -1;
+    }
+    if ((client_ca != NULL) != (h->cfg.tls_client_ca != NULL)) {
+        snprintf(err, errlen, "client CAs can be replaced, not added or removed");
+        return -1;
+    }
+    return tls_server_reload(h->tls, cert, key, client_ca, err, errlen);
+}
+
+/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP, and
+ * h->tls. The PEM texts are checked first, so that a bad key is refused
+ * with its reason rather than as MHD's failure to start. 0 or -1 with a
+ * reason. */
+static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_t errlen)
+{
+    const httpd_config *cfg = &h->cfg;
+    int n = 0;
+    if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
+        (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL)) {
+        snprintf(err, errlen, "TLS needs a certificate and its key");
+        return -1;
+    }
+    if (cfg->tls_cert != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+            return -1;
+        }
+        h->tls = tls_server_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen);
+        if (h->tls == NULL)
+            return -1;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
+        if (cfg->tls_client_ca != NULL)
+            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                                (void *)cfg->tls_client_ca};
+    }
+    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -1116,51 +1161,6 @@ static void httpd_free(httpd *h)
     free(h);
 }
 
-int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *client_ca,
-                     char *err, size_t errlen)
-{
-    if (h->tls == NULL) {
-        snprintf(err, errlen, "not serving TLS");
-        return -1;
-    }
-    if ((client_ca != NULL) != (h->cfg.tls_client_ca != NULL)) {
-        snprintf(err, errlen, "client CAs can be replaced, not added or removed");
-        return -1;
-    }
-    return tls_server_reload(h->tls, cert, key, client_ca, err, errlen);
-}
-
-/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP, and
- * h->tls. The PEM texts are checked first, so that a bad key is refused
- * with its reason rather than as MHD's failure to start. 0 or -1 with a
- * reason. */
-static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_t errlen)
-{
-    const httpd_config *cfg = &h->cfg;
-    int n = 0;
-    if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
-        (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL)) {
-        snprintf(err, errlen, "TLS needs a certificate and its key");
-        return -1;
-    }
-    if (cfg->tls_cert != NULL) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(err, errlen, "this libmicrohttpd was built without TLS");
-            return -1;
-        }
-        h->tls = tls_server_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen);
-        if (h->tls == NULL)
-            return -1;
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
-        if (cfg->tls_client_ca != NULL)
-            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
-                                                (void *)cfg->tls_client_ca};
-    }
-    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    return 0;
-}
-
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
@@ -1267,8 +1267,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         MHD_OPTION_ARRAY, tls_opts,
         MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?%s)",
-                 cfg->listen, h->cfg.tls_cert ? " or TLS refused: see the log" : "");
+        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?)", cfg->listen);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);

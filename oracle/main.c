@@ -31,11 +31,11 @@
 
 int main(int argc, char **argv)
 {
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0;
     const char *raft_peers = NULL, *raft_urls = NULL;
     int level = LOG_INFO;
-    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},

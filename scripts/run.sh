@@ -4,6 +4,8 @@
 # Only the PIDs started here are ever signalled.
 set -u
 cd "$(dirname "$0")/.."
+# The terminal went away: stop both (the programs take SIGHUP as "reload TLS").
+trap stop HUP
 BIN="${PERCOLATOR_BIN_DIR:-bin}"
 ORACLE_LISTEN="${ORACLE_LISTEN:-127.0.0.1:8090}"
 SERVICE_LISTEN="${SERVICE_LISTEN:-127.0.0.1:8080}"
@@ -11,13 +13,13 @@ mkdir -p data/oracle data/service
 
 pids=()
 stop() {
-  trap - INT TERM HUP
+  trap - INT TERM
   echo "run.sh: stopping ${pids[*]}"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   exit 0
 }
-trap stop INT TERM HUP  # HUP: the terminal went away (the programs take SIGHUP as "reload TLS")
+trap stop INT TERM
 
 "$BIN/percolator-oracle" --listen "$ORACLE_LISTEN" --data-dir data/oracle &
 pids+=($!)

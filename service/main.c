@@ -173,11 +173,11 @@ static void limit_malloc_arenas(void)
 int main(int argc, char **argv)
 {
     static svc S;
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
+    oc_tls otls = {NULL, NULL, NULL};
     svc *s = &S;
     svc_config *c = &s->cfg;
     int sync_mode = 0, level = LOG_INFO;
-    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
-    oc_tls otls = {NULL, NULL, NULL};
     const flag_def defs[] = {
         {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},

@@ -43,6 +43,12 @@ typedef struct oc_tls {
     const char *key_file;
 } oc_tls;
 
+/* TLS settings for https:// oracle URLs, before the first request. When
+ * every URL is https://, the client speaks https only (a redirect to an
+ * http:// URL fails like an unreachable member). 0, or -1 if libcurl
+ * refused an option. */
+int oc_set_tls(oc_client *c, const oc_tls *tls);
+
 /* base_url: "http://127.0.0.1:8090", or the members of an oracle Raft
  * group, comma-separated (at most 7): the client asks the member that last
  * answered, follows a follower's 307 to the leader and remembers it, and
@@ -52,12 +58,6 @@ typedef struct oc_tls {
  * client registers percolator_oracle_client_* families in it.
  * NULL if out of memory or libcurl cannot start. */
 oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metrics);
-
-/* TLS settings for https:// oracle URLs, before the first request. When
- * every URL is https://, the client speaks https only (a redirect to an
- * http:// URL fails like an unreachable member). 0, or -1 if libcurl
- * refused an option. */
-int oc_set_tls(oc_client *c, const oc_tls *tls);
 
 /* One timestamp. OC_OK or an error code; thread-safe, blocks at most about
  * two timeouts (the flight in the air, then ours). */
