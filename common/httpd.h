@@ -69,14 +69,14 @@ typedef struct httpd_config {
     size_t body_budget;           /* request body bytes held at once, all requests
                                      together; past it 503 busy. 0: 4 x max_body */
     unsigned idle_timeout_s;      /* idle keep-alive connections closed after; 0: 120 */
+    const httpd_route *routes;
+    size_t nroutes;
     /* HTTPS: the certificate (chain) and its key as PEM text (tls.h reads
      * the files); both or neither (NULL: plain HTTP). With tls_client_ca
      * too, mutual TLS: a client must present a certificate signed by one
      * of these CAs, or its handshake fails. The texts must outlive the
      * server (httpd_tls_reload replaces them). */
     const char *tls_cert, *tls_key, *tls_client_ca;
-    const httpd_route *routes;
-    size_t nroutes;
     void *ctx;                    /* passed to every handler */
     /* Optional: checked as soon as a request's headers are in, before any
      * body is read, for every route but the public ones. NULL: allowed;
