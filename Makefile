@@ -24,7 +24,7 @@ SAN     ?= 0
 # (iptables: the oracle's partition test cuts a member off on loopback).
 DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
            libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev \
-           libraft-dev libuv1-dev iptables
+           libraft-dev libuv1-dev libgnutls28-dev openssl iptables
 
 ifeq ($(SAN),1)
 BUILD   ?= build/asan
@@ -50,7 +50,7 @@ INC_service = -Icommon -Iengine -Iservice
 INC_tests   = -Icommon -Iengine -Ioracle -Iservice -Itests/lib
 INC_bench   = $(INC_tests)
 LDFLAGS = -pthread $(SANFLAGS)
-LDLIBS  = -lwiredtiger -lmicrohttpd -ljansson -lcurl -lraft -luv -lm
+LDLIBS  = -lwiredtiger -lmicrohttpd -lgnutls -ljansson -lcurl -lraft -luv -lm
 
 # Every .c under these folders goes into one static library; the programs are
 # the two main.c files, the tests link what they use from the library.

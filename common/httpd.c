@@ -58,6 +58,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "tls.h"
 #include "timeutil.h"
 #include "utf8.h"
 
@@ -116,6 +117,7 @@ struct httpd {
     _Atomic size_t body_bytes; /* request bodies held in memory, all requests */
     _Atomic uint64_t refused_logged_ms; /* last "connection refused" log line */
     _Atomic unsigned long refused; /* connections refused since that line */
+    tls_server *tls;          /* TLS credentials (NULL: plain HTTP) */
     metrics_family *req_family, *lat_family;
     metrics_series *conn_total, *conn_open, *conn_refused, *body_refused, *header_timeouts;
     /* Connections under watch (conn_watch), and the thread that closes
@@ -964,6 +966,69 @@ static void enqueue(httpd *h, httpd_req *rq)
     pthread_cond_signal(&h->q_cv);
 }
 
+/* The GnuTLS session of a TLS connection; NULL for plain HTTP. */
+static void *tls_session(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return ci != NULL ? ci->tls_session : NULL;
+}
+
+/* Before its handshake, a new TLS connection gets the current credentials
+ * and, with client CAs, must show a client certificate that verifies
+ * (tls.h: MHD only asks for one). */
+static void tls_connection_started(httpd *h, struct MHD_Connection *conn)
+{
+    if (h->tls != NULL && tls_server_attach(h->tls, tls_session(conn)) != 0)
+        log_error("httpd: cannot set up TLS on a new connection%s",
+                  h->cfg.tls_client_ca ? "; its requests will be refused" : "");
+}
+
+int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *client_ca,
+                     char *err, size_t errlen)
+{
+    if (h->tls == NULL) {
+        snprintf(err, errlen, "not serving TLS");
+        return -1;
+    }
+    if ((client_ca != NULL) != (h->cfg.tls_client_ca != NULL)) {
+        snprintf(err, errlen, "client CAs can be replaced, not added or removed");
+        return -1;
+    }
+    return tls_server_reload(h->tls, cert, key, client_ca, err, errlen);
+}
+
+/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP, and
+ * h->tls. The PEM texts are checked first, so that a bad key is refused
+ * with its reason rather than as MHD's failure to start. 0 or -1 with a
+ * reason. */
+static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_t errlen)
+{
+    const httpd_config *cfg = &h->cfg;
+    int n = 0;
+    if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
+        (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL)) {
+        snprintf(err, errlen, "TLS needs a certificate and its key");
+        return -1;
+    }
+    if (cfg->tls_cert != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+            return -1;
+        }
+        h->tls = tls_server_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen);
+        if (h->tls == NULL)
+            return -1;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
+        if (cfg->tls_client_ca != NULL)
+            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                                (void *)cfg->tls_client_ca};
+    }
+    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -977,6 +1042,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_NO; /* on_uri ran out of memory: drop the connection */
 
     if (!rq->called) {
+        /* Mutual TLS, second lock: never serve a connection whose client
+         * certificate did not verify (closed without an answer). */
+        if (h->cfg.tls_client_ca != NULL && !tls_client_verified(tls_session(conn))) {
+            log_warn("httpd: a request on a connection without a verified client "
+                     "certificate; closing it");
+            return MHD_NO;
+        }
         first_call(rq, method);
         /* A declared body far over the limit: answer now, which makes MHD
          * close the connection instead of reading what we would throw away.
@@ -1262,6 +1334,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 {
     httpd *h = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        tls_connection_started(h, conn);
         atomic_fetch_add(&h->open_conns, 1);
         metrics_inc(h->conn_total, 1);
         metrics_add(h->conn_open, 1);
@@ -1316,6 +1389,7 @@ static void httpd_free(httpd *h)
         route_free(&h->routes[i]);
     free(h->routes);
     route_free(&h->unmatched);
+    tls_server_free(h->tls); /* MHD stopped: no connection holds it */
     free(h);
 }
 
@@ -1438,6 +1512,11 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls_opts[4];
+    if (tls_options(h, tls_opts, err, errlen) != 0)
+        goto fail;
+    if (h->cfg.tls_cert != NULL)
+        flags |= MHD_USE_TLS;
     h->daemon = MHD_start_daemon(
         flags, 0, on_accept, h, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, /* first, so it covers all */
@@ -1457,6 +1536,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_ARRAY, tls_opts,
         MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?)", cfg->listen);

@@ -77,6 +77,12 @@ typedef struct httpd_config {
                                      connection is closed. 0: 10000 */
     const httpd_route *routes;
     size_t nroutes;
+    /* HTTPS: the certificate (chain) and its key as PEM text (tls.h reads
+     * the files); both or neither (NULL: plain HTTP). With tls_client_ca
+     * too, mutual TLS: a client must present a certificate signed by one
+     * of these CAs, or its handshake fails. The texts must outlive the
+     * server (httpd_tls_reload replaces them). */
+    const char *tls_cert, *tls_key, *tls_client_ca;
     void *ctx;                    /* passed to every handler */
     /* Optional: checked as soon as a request's headers are in, before any
      * body is read, for every route but the public ones. NULL: allowed;
@@ -94,6 +100,12 @@ int httpd_parse_listen(const char *listen, struct sockaddr_storage *addr,
 
 /* Bind and start serving. 0 or -1 with a reason in err. */
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen);
+/* New TLS credentials (PEM texts, as in httpd_config) for the connections
+ * that open from now on; open ones keep theirs. A server started with
+ * client CAs must be given client CAs. On any error nothing changes: 0 or
+ * -1 with a reason. */
+int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *client_ca,
+                     char *err, size_t errlen);
 /* The port actually bound (useful with port 0). */
 uint16_t httpd_port(const httpd *h);
 /* Graceful stop: stop accepting, let requests in flight finish (at most

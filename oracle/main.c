@@ -7,6 +7,7 @@
  * by the main thread with sigwait(), so the stop sequence runs as ordinary
  * code: stop accepting, finish requests in flight, close, exit 0.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #include "raft_node.h"
 #include "routes.h"
 #include "signals.h"
+#include "tls.h"
+#include "tls_reload.h"
 #include "tso.h"
 
 #define PROG "percolator-oracle"
@@ -28,6 +31,7 @@
 
 int main(int argc, char **argv)
 {
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
     const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
@@ -44,6 +48,9 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
+        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
+        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
         {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
         {"access-log", FLAG_BOOL, &access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
@@ -75,6 +82,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --raft-peers and --raft-urls need --raft-id\n", PROG);
         return 2;
     }
+    tls_pem tls;
+    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
 
     /* A member of a Raft group answers a timestamp request only once its
      * batch is committed: a handler waits a quorum round trip, so as many
@@ -91,12 +103,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
                 "and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
+        tls_pem_free(&tls);
         return 1;
     }
 
     /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
     stop_signals_block(&stop);
+    /* SIGHUP reloads the TLS files (and no longer ends the program). */
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int rc = 1;
     httpd *server = NULL;
@@ -147,6 +163,9 @@ int main(int argc, char **argv)
         .access_log = access_log,
         .ctx = &ctx,
         .metrics = ctx.metrics,
+        .tls_cert = tls.cert,
+        .tls_key = tls.key,
+        .tls_client_ca = tls.client_ca,
     };
     cfg.nroutes = nroutes;
     if (httpd_start(&cfg, &server, err, sizeof err) != 0) {
@@ -154,9 +173,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
         goto done;
     }
-    log_info("oracle: listening on %s (port %u)", listen, (unsigned)httpd_port(server));
+    log_info("oracle: listening on %s (port %u, %s)", listen, (unsigned)httpd_port(server),
+             tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig = stop_signals_wait(&stop);
+    int sig;
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
+        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
@@ -168,6 +190,7 @@ done:
     httpd_stop(server, 0);
     raft_node_stop(ctx.raft);
     tso_close(ctx.tso);
+    tls_pem_free(&tls);
     metrics_registry_free(ctx.metrics);
     token_free(&ctx.auth);
     return rc;

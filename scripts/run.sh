@@ -13,6 +13,8 @@
 # itself.
 set -u
 cd "$(dirname "$0")/.."
+# The terminal went away: stop both (the programs take SIGHUP as "reload TLS").
+trap stop HUP
 BIN="${PERCOLATOR_BIN_DIR:-bin}"
 ORACLE_LISTEN="${ORACLE_LISTEN:-127.0.0.1:8090}"
 SERVICE_LISTEN="${SERVICE_LISTEN:-127.0.0.1:8080}"

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@
 #include "sessions.h"
 #include "signals.h"
 #include "timeutil.h"
+#include "tls.h"
+#include "tls_reload.h"
 
 #define PROG "percolator-service"
 
@@ -112,15 +115,50 @@ static void init_metrics(svc *s)
                                         "Unacknowledged notifications at the last listing.");
 }
 
-/* --oracle: one http:// URL, or up to 7 comma-separated (a Raft group). */
-static bool oracle_urls_ok(const char *list)
+/* --oracle: one http:// or https:// URL, or up to 7 comma-separated (a
+ * Raft group). *all_https: every one is https://. */
+static bool oracle_urls_ok(const char *list, bool *all_https)
 {
     int n = 0;
+    *all_https = true;
     for (const char *p = list; p != NULL; p = strchr(p, ','), p = p ? p + 1 : NULL) {
-        if (strncmp(p, "http://", 7) != 0 || ++n > 7)
+        bool tls = strncmp(p, "https://", 8) == 0;
+        if ((!tls && strncmp(p, "http://", 7) != 0) || ++n > 7)
             return false;
+        *all_https = *all_https && tls;
     }
     return n > 0;
+}
+
+/* The --oracle-*-file flags: readable files, a certificate with its key,
+ * and only for https:// oracles. 0 or -1 with a reason. */
+static int oracle_tls_ok(const oc_tls *t, bool all_https, char *err, size_t errlen)
+{
+    const char *const files[][2] = {{"oracle-ca-file", t->ca_file},
+                                    {"oracle-cert-file", t->cert_file},
+                                    {"oracle-key-file", t->key_file}};
+    bool any = false;
+    for (size_t i = 0; i < 3; i++) {
+        if (files[i][1][0] == '\0')
+            continue;
+        any = true;
+        FILE *f = fopen(files[i][1], "rb");
+        if (f == NULL) {
+            snprintf(err, errlen, "--%s %s: %s", files[i][0], files[i][1], strerror(errno));
+            return -1;
+        }
+        fclose(f);
+    }
+    if ((t->cert_file[0] == '\0') != (t->key_file[0] == '\0')) {
+        snprintf(err, errlen, "--oracle-cert-file and --oracle-key-file go together");
+        return -1;
+    }
+    if (any && !all_https) {
+        snprintf(err, errlen, "--oracle-ca-file, --oracle-cert-file and --oracle-key-file "
+                 "need https:// oracle URLs");
+        return -1;
+    }
+    return 0;
 }
 
 /* glibc gives busy threads malloc arenas of their own (up to 8 per CPU);
@@ -136,6 +174,8 @@ static void limit_malloc_arenas(void)
 int main(int argc, char **argv)
 {
     static svc S;
+    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
+    oc_tls otls = {NULL, NULL, NULL};
     svc *s = &S;
     svc_config *c = &s->cfg;
     int sync_mode = 0, level = LOG_INFO, log_format = 0;
@@ -168,6 +208,12 @@ int main(int argc, char **argv)
         {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
         {"header-timeout-ms", FLAG_UINT64, &c->header_timeout_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
+        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
+        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
+        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
+        {"oracle-ca-file", FLAG_STRING, &otls.ca_file, "", "PEM CA certificate(s) an https:// oracle's certificate must chain to (default: the system's CAs)", NULL, 0, 0},
+        {"oracle-cert-file", FLAG_STRING, &otls.cert_file, "", "PEM client certificate for an https:// oracle that requires one (mutual TLS)", NULL, 0, 0},
+        {"oracle-key-file", FLAG_STRING, &otls.key_file, "", "PEM private key of --oracle-cert-file", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
         {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
@@ -185,9 +231,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --listen: %s\n", PROG, err);
         return 2;
     }
-    if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle)) {
-        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// URL "
-                "(or several, comma-separated)\n", PROG);
+    bool all_https = false;
+    if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle, &all_https)) {
+        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// or "
+                "https:// URL (or several, comma-separated)\n", PROG);
+        return 2;
+    }
+    if (oracle_tls_ok(&otls, all_https, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
+    tls_pem tls;
+    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
     }
 
@@ -201,12 +257,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
                 "and its storage and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
+        tls_pem_free(&tls);
         return 1;
     }
 
     /* Before any thread starts, so that only the main thread sees them. */
     sigset_t stop;
     stop_signals_block(&stop);
+    /* SIGHUP reloads the TLS files (and no longer ends the program). */
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int rc = 1;
     httpd *server = NULL;
@@ -276,6 +336,10 @@ int main(int argc, char **argv)
         log_error("cannot start the oracle client");
         goto done;
     }
+    if (oc_set_tls(s->oracle, &otls) != 0) {
+        log_error("cannot set up TLS towards the oracle");
+        goto done;
+    }
     pc_session *boot = svc_engine_session(s);
     if (boot == NULL || !observers_load(s, boot)) {
         fprintf(stderr, "%s: cannot load the observers (see the log above)\n", PROG);
@@ -309,6 +373,9 @@ int main(int argc, char **argv)
         .ctx = s,
         .metrics = s->metrics,
         .authorize = svc_authorize,
+        .tls_cert = tls.cert,
+        .tls_key = tls.key,
+        .tls_client_ca = tls.client_ca,
     };
     if ((s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
@@ -323,10 +390,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
         goto done;
     }
-    log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u)",
-             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server));
+    log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u, %s)",
+             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server),
+             tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig = stop_signals_wait(&stop);
+    int sig;
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
+        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
     log_info("service: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
@@ -345,6 +415,7 @@ done:
     token_free(&s->auth);
     token_free(&oracle_token);
     free(s->openapi);
+    tls_pem_free(&tls);
     if (rc == 0)
         log_info("service: stopped cleanly");
     return rc;

@@ -207,6 +207,39 @@ fail:
     return NULL;
 }
 
+static bool given(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+int oc_set_tls(oc_client *c, const oc_tls *tls)
+{
+    bool all_https = true;
+    for (size_t i = 0; i < c->nurls; i++)
+        all_https = all_https && strncmp(c->urls[i], "https://", 8) == 0;
+    /* Never a downgrade: an https:// group's requests, and any redirect
+     * one of its members answers, stay https://. */
+    const char *protocols = all_https ? "https" : "http,https";
+    CURL *e = c->curl;
+    if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, protocols) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, protocols) != CURLE_OK)
+        return -1;
+    /* libcurl reads the files when it connects. A private CA is trusted
+     * alone, not the system's CAs beside it. */
+    if (given(tls->ca_file) && (curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca_file) != CURLE_OK ||
+                                curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK))
+        return -1;
+    if (given(tls->cert_file) &&
+        (curl_easy_setopt(e, CURLOPT_SSLCERT, tls->cert_file) != CURLE_OK ||
+         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK))
+        return -1;
+    if (given(tls->key_file) &&
+        (curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key_file) != CURLE_OK ||
+         curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM") != CURLE_OK))
+        return -1;
+    return 0;
+}
+
 /* Parse {"first":F,"count":N} and check it. OC_OK or OC_PROTOCOL. */
 static int parse_reply(oc_client *c, unsigned n, uint64_t *first)
 {

@@ -35,6 +35,20 @@ enum {
 
 typedef struct oc_client oc_client;
 
+/* TLS to an https:// oracle (file names; NULL or "": not given). */
+typedef struct oc_tls {
+    const char *ca_file;     /* PEM CAs the oracle's certificate must chain to
+                                (only these); none: the system's CAs */
+    const char *cert_file;   /* client certificate for mutual TLS, with key_file */
+    const char *key_file;
+} oc_tls;
+
+/* TLS settings for https:// oracle URLs, before the first request. When
+ * every URL is https://, the client speaks https only (a redirect to an
+ * http:// URL fails like an unreachable member). 0, or -1 if libcurl
+ * refused an option. */
+int oc_set_tls(oc_client *c, const oc_tls *tls);
+
 /* base_url: "http://127.0.0.1:8090", or the members of an oracle Raft
  * group, comma-separated (at most 7): the client asks the member that last
  * answered, follows a follower's 307 to the leader and remembers it, and

@@ -20,6 +20,28 @@ static void curl_init(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* tl_http_tls: "" is not set. */
+static char tls_ca[512], tls_cert[512], tls_key[512];
+
+void tl_http_tls(const char *ca_file, const char *cert_file, const char *key_file)
+{
+    snprintf(tls_ca, sizeof tls_ca, "%s", ca_file ? ca_file : "");
+    snprintf(tls_cert, sizeof tls_cert, "%s", cert_file ? cert_file : "");
+    snprintf(tls_key, sizeof tls_key, "%s", key_file ? key_file : "");
+}
+
+static void set_tls(CURL *e)
+{
+    if (tls_ca[0]) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, tls_ca);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
+    if (tls_cert[0])
+        curl_easy_setopt(e, CURLOPT_SSLCERT, tls_cert);
+    if (tls_key[0])
+        curl_easy_setopt(e, CURLOPT_SSLKEY, tls_key);
+}
+
 static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 {
     size_t n = size * nmemb;
@@ -68,6 +90,7 @@ int tl_http_with(const char *method, const char *url, const void *body, size_t b
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &h);
+    set_tls(e);
     if (body) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
@@ -81,6 +104,8 @@ int tl_http_with(const char *method, const char *url, const void *body, size_t b
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
     if (cc == CURLE_OK || out->status > 0)
         rc = 0;
+    else
+        out->transport_error = (int)cc;
 done:
     out->body = buf_take(&b, &out->len);
     out->headers = buf_take(&h, NULL);

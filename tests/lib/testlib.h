@@ -57,6 +57,7 @@ typedef struct tl_resp {
     char *body;           /* NUL-terminated */
     size_t len;
     char *headers;        /* raw header block, NUL-terminated */
+    int transport_error;  /* the CURLcode when no response came (0: none) */
 } tl_resp;
 
 /* body may be NULL (no body); content_type NULL: none sent. 0 if a response
@@ -66,6 +67,11 @@ int tl_http(const char *method, const char *url, const void *body, size_t body_l
 /* tl_http with one more request header ("Name: value"; NULL: none). */
 int tl_http_with(const char *method, const char *url, const void *body, size_t body_len,
                  const char *content_type, const char *header, int timeout_ms, tl_resp *out);
+/* TLS for every later tl_http* call (tests over https://): the CA file to
+ * trust alone (NULL: libcurl's default CAs), a client certificate and its
+ * key (NULL: none). Process-wide; set it between requests. All NULL: back
+ * to the defaults. */
+void tl_http_tls(const char *ca_file, const char *cert_file, const char *key_file);
 /* Exchanges are recorded for the OpenAPI check when PERCOLATOR_EXCHANGE_LOG
  * names a file (exchange_log.c). A test that sends a request the API does
  * not route on purpose (an unknown path, a method a path lacks) brackets
