@@ -25,6 +25,12 @@ struct pc_engine {
     WT_CONNECTION *conn;
     int sync;
 
+    /* Fatal storage failures (fatal.c). */
+    WT_EVENT_HANDLER events;      /* passed to wiredtiger_open: sees panics */
+    pc_fatal_fn on_fatal;
+    void *fatal_arg;
+    atomic_bool failed;           /* reported once */
+
     /* Group commit (durable.c): commits counted, flushes done. */
     pthread_mutex_t sync_mu;
     pthread_cond_t sync_cv;
@@ -65,8 +71,19 @@ extern const char *const pc_tables[PC_NTABLES];
 typedef pc_rc (*pc_txn_body)(pc_session *s, void *arg);
 pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg);
 
-/* Maps a WiredTiger error to pc_rc, logging the unexpected ones. */
+/* Maps a WiredTiger error to pc_rc, logging the unexpected ones; a fatal
+ * one (pc_wt_fatal) is reported with pc_fatal and answers PC_PANIC. */
 pc_rc pc_wt_error(pc_session *s, int ret, const char *what);
+
+/* ---- fatal.c: failures only a restart recovers from ---- */
+
+/* Set the hook and the WiredTiger event handler (before wiredtiger_open). */
+void pc_fatal_init(pc_engine *e, pc_fatal_fn fn, void *arg);
+/* Is this WiredTiger return a failure of the store itself (WT_PANIC, a
+ * failed disk write)? */
+bool pc_wt_fatal(int ret);
+/* Report a fatal failure: logged, then the owner's hook, once. */
+void pc_fatal(pc_engine *e, const char *what);
 
 /* Positions c at the first key >= k. PC_NOT_FOUND past the end. */
 pc_rc pc_cursor_seek_ge(pc_session *s, WT_CURSOR *c, const void *k, size_t klen);

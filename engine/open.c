@@ -30,6 +30,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     if ((e = calloc(1, sizeof(*e))) == NULL)
         return PC_NOMEM;
     e->sync = cfg->sync;
+    pc_fatal_init(e, cfg->on_fatal, cfg->fatal_arg);
     pthread_mutex_init(&e->sync_mu, NULL);
     pthread_cond_init(&e->sync_cv, NULL);
     pthread_rwlock_init(&e->notify_mu, NULL);
@@ -49,7 +50,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
              "transaction_sync=(enabled=false),checkpoint=(wait=%d)",
              cfg->cache_size ? cfg->cache_size : "128MB",
              cfg->checkpoint_secs > 0 ? cfg->checkpoint_secs : 60);
-    if ((ret = wiredtiger_open(cfg->dir, NULL, conf, &e->conn)) != 0) {
+    if ((ret = wiredtiger_open(cfg->dir, &e->events, conf, &e->conn)) != 0) {
         fprintf(stderr, "engine: wiredtiger_open %s: %s\n", cfg->dir, wiredtiger_strerror(ret));
         goto fail;
     }

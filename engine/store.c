@@ -38,6 +38,7 @@ const char *pc_rc_name(pc_rc rc)
     case PC_NOMEM: return "nomem";
     case PC_ERROR: return "error";
     case PC_SYNC_FAILED: return "sync_failed";
+    case PC_PANIC: return "panic";
     case PC_RETRY: return "retry";
     }
     return "unknown";
@@ -63,8 +64,14 @@ pc_rc pc_wt_error(pc_session *s, int ret, const char *what)
         return PC_NOT_FOUND;
     if (ret == ENOMEM)
         return PC_NOMEM;
-    fprintf(stderr, "engine: %s: %s\n", what,
-            s && s->wt ? s->wt->strerror(s->wt, ret) : wiredtiger_strerror(ret));
+    const char *why = s && s->wt ? s->wt->strerror(s->wt, ret) : wiredtiger_strerror(ret);
+    fprintf(stderr, "engine: %s: %s\n", what, why);
+    if (s != NULL && pc_wt_fatal(ret)) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s: %s", what, why);
+        pc_fatal(s->e, msg);
+        return PC_PANIC;
+    }
     return PC_ERROR;
 }
 
@@ -80,9 +87,10 @@ pc_rc pc_session_open(pc_engine *e, pc_session **out)
     s->e = e;
     /* Snapshot isolation is what makes an action a "row transaction". */
     if ((ret = e->conn->open_session(e->conn, NULL, "isolation=snapshot", &s->wt)) != 0) {
-        fprintf(stderr, "engine: open_session: %s\n", wiredtiger_strerror(ret));
+        s->wt = NULL;
+        pc_rc rc = pc_wt_error(s, ret, "open_session");
         free(s);
-        return PC_ERROR;
+        return rc == PC_PANIC || rc == PC_NOMEM ? rc : PC_ERROR;
     }
     cursors[0] = &s->data;
     cursors[1] = &s->lock;
@@ -154,8 +162,8 @@ pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg)
                 return PC_OK;
             rc = pc_wt_error(s, ret, "commit_transaction");
         } else if ((ret = s->wt->rollback_transaction(s->wt, NULL)) != 0) {
-            pc_wt_error(s, ret, "rollback_transaction");
-            return PC_ERROR;
+            pc_rc err = pc_wt_error(s, ret, "rollback_transaction");
+            return err == PC_PANIC ? PC_PANIC : PC_ERROR;
         }
         if (rc != PC_RETRY)
             return rc;

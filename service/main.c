@@ -238,7 +238,8 @@ int main(int argc, char **argv)
 
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
-    pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache};
+    pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache,
+                             .on_fatal = svc_engine_fatal};
     if (pc_engine_open(&ecfg, &s->engine) != PC_OK) {
         fprintf(stderr, "%s: cannot open the store in %s (see the log above)\n", PROG,
                 c->data_dir);

@@ -96,6 +96,9 @@ void svc_snapshot_end(svc *s, uint64_t ts);
 #define SVC_EXIT_STORAGE 70
 /* Log and exit at once with SVC_EXIT_STORAGE (never returns). */
 _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
+/* The engine's on_fatal hook (WiredTiger panicked, a disk write failed):
+ * svc_storage_failed, from whatever thread saw it. */
+_Noreturn void svc_engine_fatal(void *arg, const char *what);
 
 /* A fresh timestamp; false when the oracle cannot be reached. */
 bool svc_timestamp(svc *s, uint64_t *ts);

@@ -113,6 +113,15 @@ void svc_storage_failed(const char *what, pc_rc rc)
     _exit(SVC_EXIT_STORAGE);
 }
 
+void svc_engine_fatal(void *arg, const char *what)
+{
+    (void)arg;
+    /* Once WiredTiger has panicked every call fails until a restart, and
+     * freeing disk space does not help: answering 500 while /v1/health
+     * says ok would hide it from the supervisor (DESIGN §4.5). */
+    svc_storage_failed(what, PC_PANIC);
+}
+
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
     if (oc_timestamps(s->oracle, count, first) != OC_OK)
