@@ -333,6 +333,12 @@ pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *appli
  * the store, so it survives restarts. */
 uint64_t pc_gc_safe_point(pc_engine *e);
 
+/* The highest timestamp the store holds (a version's, a lock's, a write
+ * or rollback record's): kept durably with the writes, found at open, and
+ * raised by every write since. An oracle whose timestamps are not above it
+ * has lost its state (DESIGN §4.7). */
+uint64_t pc_store_max_ts(pc_engine *e);
+
 /* Pin a snapshot while a read at ts runs (pc_gc never passes a pinned
  * ts). PC_INVALID when ts is below the safe point already. Every pin is
  * undone by one pc_snapshot_unpin. */

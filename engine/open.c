@@ -35,6 +35,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pthread_cond_init(&e->sync_cv, NULL);
     pthread_rwlock_init(&e->notify_mu, NULL);
     pthread_mutex_init(&e->snap_mu, NULL);
+    pthread_mutex_init(&e->slot_mu, NULL);
     if (pc_memlocks_new(&e->memlocks) != PC_OK)
         goto nomem;
 
@@ -73,10 +74,12 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pc_rc rc = pc_session_open(e, &boot);
     if (rc == PC_OK) {
         rc = pc_snapshots_load(boot);
+        if (rc == PC_OK)
+            rc = pc_ts_floor_load(boot);
         pc_session_close(boot);
     }
     if (rc != PC_OK) {
-        fprintf(stderr, "engine: cannot read the stored GC safe point\n");
+        fprintf(stderr, "engine: cannot read the stored GC safe point and highest timestamp\n");
         pc_engine_close(e);
         return rc;
     }
@@ -106,6 +109,7 @@ void pc_engine_close(pc_engine *e)
     pc_buf_free(&e->notify_prefixes);
     pthread_rwlock_destroy(&e->notify_mu);
     pthread_mutex_destroy(&e->snap_mu);
+    pthread_mutex_destroy(&e->slot_mu);
     free(e->pins);
     pthread_cond_destroy(&e->sync_cv);
     pthread_mutex_destroy(&e->sync_mu);

@@ -246,6 +246,11 @@ int main(int argc, char **argv)
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
+    /* Every timestamp the store holds was handed out: snapshots up to it
+     * are readable, and the oracle must answer above it (DESIGN §4.7). */
+    s->store_max_ts = pc_store_max_ts(s->engine);
+    atomic_store(&s->ts_seen, s->store_max_ts);
+    log_info("store: highest timestamp %llu", (unsigned long long)s->store_max_ts);
     if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL) {
         log_error("cannot start the oracle client");
         goto done;

@@ -15,9 +15,13 @@ static void h_health(httpd_req *req, void *ctx)
     uint64_t ts;
     /* Health needs no token (it is a public route), and reports the oracle without
      * failing on it: the service still serves latest reads without it. */
+    static const char *const oracle_state[] = {
+        [SVC_TS_OK] = "ok", [SVC_TS_UNREACHABLE] = "unreachable",
+        [SVC_TS_BEHIND] = "behind", [SVC_TS_OUT_OF_RANGE] = "out_of_range"};
     bool oracle = svc_timestamp(s, &ts);
+    int why = oracle ? SVC_TS_OK : atomic_load(&s->ts_refusal);
     httpd_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle",
-                                         oracle ? "ok" : "unreachable", "run_id", s->run_id,
+                                         oracle_state[why], "run_id", s->run_id,
                                          "sessions_active",
                                          (json_int_t)sessions_active(s->sessions)));
 }

@@ -70,6 +70,9 @@ typedef struct svc {
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
+    uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.7) */
+    _Atomic int ts_refusal;         /* why the last oracle answer was refused (svc_ts_refusal) */
+    _Atomic uint64_t ts_refused;    /* and its first timestamp */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -100,7 +103,21 @@ _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
  * svc_storage_failed, from whatever thread saw it. */
 _Noreturn void svc_engine_fatal(void *arg, const char *what);
 
-/* A fresh timestamp; false when the oracle cannot be reached. */
+/* Timestamps no transaction may use (DESIGN §4.7): at or below the
+ * store's highest timestamp (the oracle lost its state), or this close to
+ * 2^53 (JSON numbers are exact below it; the oracle is nearly exhausted). */
+#define SVC_TS_LIMIT ((UINT64_C(1) << 53) - (UINT64_C(1) << 32))
+
+/* Why the oracle's last answer could not be used. */
+typedef enum {
+    SVC_TS_OK = 0,
+    SVC_TS_UNREACHABLE,             /* no answer (or a wrong one) */
+    SVC_TS_BEHIND,                  /* at or below the store's highest timestamp */
+    SVC_TS_OUT_OF_RANGE             /* at or above SVC_TS_LIMIT */
+} svc_ts_refusal;
+
+/* A fresh timestamp; false when the oracle cannot be reached or its
+ * timestamp is refused (s->ts_refusal says which). */
 bool svc_timestamp(svc *s, uint64_t *ts);
 /* count consecutive fresh timestamps from *first on; false as above. */
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first);

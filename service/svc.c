@@ -122,11 +122,41 @@ void svc_engine_fatal(void *arg, const char *what)
     svc_storage_failed(what, PC_PANIC);
 }
 
+/* Record why the oracle's answer is (not) used; a change is logged once,
+ * loudly: an oracle behind the store needs an operator. */
+static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
+{
+    atomic_store(&s->ts_refused, first);
+    int was = atomic_exchange(&s->ts_refusal, (int)why);
+    if (why == SVC_TS_BEHIND && was != SVC_TS_BEHIND)
+        log_error("the timestamp oracle is behind the store: it handed out %llu, the store "
+                  "holds timestamps up to %llu; it has lost its state. Refusing every "
+                  "transaction until an oracle above %llu answers",
+                  (unsigned long long)first, (unsigned long long)s->store_max_ts,
+                  (unsigned long long)s->store_max_ts);
+    else if (why == SVC_TS_OUT_OF_RANGE && was != SVC_TS_OUT_OF_RANGE)
+        log_error("the timestamp oracle handed out %llu, at or above the limit %llu (2^53 - "
+                  "2^32): refusing every transaction", (unsigned long long)first,
+                  (unsigned long long)SVC_TS_LIMIT);
+    else if (why == SVC_TS_OK && (was == SVC_TS_BEHIND || was == SVC_TS_OUT_OF_RANGE))
+        log_info("the timestamp oracle's timestamps are usable again (%llu)",
+                 (unsigned long long)first);
+    return why == SVC_TS_OK;
+}
+
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
     if (oc_timestamps(s->oracle, count, first) != OC_OK)
-        return false;
-    uint64_t last = *first + count - 1, seen = atomic_load(&s->ts_seen);
+        return ts_verdict(s, SVC_TS_UNREACHABLE, 0);
+    uint64_t last = *first + count - 1;
+    /* Below the store's maximum, a transaction would conflict with (or
+     * read around) versions from its own future. */
+    if (*first <= s->store_max_ts)
+        return ts_verdict(s, SVC_TS_BEHIND, *first);
+    if (last >= SVC_TS_LIMIT)
+        return ts_verdict(s, SVC_TS_OUT_OF_RANGE, *first);
+    ts_verdict(s, SVC_TS_OK, *first);
+    uint64_t seen = atomic_load(&s->ts_seen);
     while (seen < last && !atomic_compare_exchange_weak(&s->ts_seen, &seen, last))
         ;
     return true;
