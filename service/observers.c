@@ -465,6 +465,16 @@ void observers_wake(svc *s)
     pthread_mutex_unlock(&o->claim_mu);
 }
 
+/* A claim's key or value as JSON: in the encoding asked for or, when that
+ * is text and the bytes are not UTF-8, in base64 with *b64 set (the item
+ * then says so). Refusing the key instead would leave a text-mode
+ * observer unable to get past it. NULL: out of memory. */
+static json_t *claim_json(const void *p, size_t len, codec_enc enc, bool *b64)
+{
+    *b64 = enc == ENC_TEXT && !codec_utf8_valid(p, len);
+    return codec_to_json(p, len, *b64 ? ENC_BASE64 : enc);
+}
+
 /* Try to hand out one dirty key: PC_OK with the session, PC_NOT_FOUND
  * when this candidate is not (or no longer) claimable. */
 static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user,
@@ -503,8 +513,9 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
         release(o, ob->name, user.data, user.len);
         return PC_NOT_FOUND;
     }
-    json_t *jk = codec_to_json(user.data, user.len, enc);
-    json_t *jv = rc == PC_OK ? codec_to_json(v.data, v.len, enc) : json_null();
+    bool key_b64, value_b64 = false;
+    json_t *jk = claim_json(user.data, user.len, enc, &key_b64);
+    json_t *jv = rc == PC_OK ? claim_json(v.data, v.len, enc, &value_b64) : json_null();
     pc_buf_free(&v);
     obs_claim *cl = calloc(1, sizeof(*cl));
     char *kcopy = malloc(user.len);
@@ -531,6 +542,10 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
     *item = json_pack("{s:o,s:o,s:I,s:{s:s,s:I,s:I}}", "key", jk, "value", jv, "commit_ts",
                       (json_int_t)cts, "txn", "id", t->id, "start_ts", (json_int_t)start,
                       "lease_ttl_ms", (json_int_t)t->lease_ttl_ms);
+    if (key_b64)
+        json_object_set_new(*item, "key_encoding", json_string("base64"));
+    if (value_b64)
+        json_object_set_new(*item, "value_encoding", json_string("base64"));
     return PC_OK;
 }
 
