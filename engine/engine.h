@@ -58,7 +58,7 @@ const char *pc_rc_name(pc_rc rc);
 typedef struct pc_engine pc_engine;
 typedef struct pc_session pc_session;
 
-/* A storage failure the process cannot go on from (docs/DESIGN.md §4.5):
+/* A storage failure the process cannot go on from (docs/DESIGN.md §4.7):
  * WiredTiger panicked (every later call of the connection fails with
  * WT_PANIC until the process restarts and recovers from the log), or a
  * write to disk failed (ENOSPC, EDQUOT, EIO). Called on whichever thread
@@ -336,7 +336,7 @@ uint64_t pc_gc_safe_point(pc_engine *e);
 /* The highest timestamp the store holds (a version's, a lock's, a write
  * or rollback record's): kept durably with the writes, found at open, and
  * raised by every write since. An oracle whose timestamps are not above it
- * has lost its state (DESIGN §4.7). */
+ * has lost its state (DESIGN §4.8). */
 uint64_t pc_store_max_ts(pc_engine *e);
 
 /* Pin a snapshot while a read at ts runs (pc_gc never passes a pinned

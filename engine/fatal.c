@@ -1,6 +1,6 @@
 /*
  * fatal.c — storage failures the process cannot go on from (engine.h,
- * pc_fatal_fn; docs/DESIGN.md §4.5).
+ * pc_fatal_fn; docs/DESIGN.md §4.7).
  *
  * Once WiredTiger panics, every call of the connection fails with WT_PANIC
  * until the process restarts and recovers from the log; freeing disk

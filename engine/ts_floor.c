@@ -1,6 +1,6 @@
 /*
  * ts_floor.c — the highest timestamp the store holds (engine.h,
- * pc_store_max_ts; docs/DESIGN.md §4.7).
+ * pc_store_max_ts; docs/DESIGN.md §4.8).
  *
  * The service must refuse an oracle whose timestamps are at or below what
  * the store already holds (an oracle that lost its state starts again at

@@ -247,7 +247,7 @@ int main(int argc, char **argv)
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
     /* Every timestamp the store holds was handed out: snapshots up to it
-     * are readable, and the oracle must answer above it (DESIGN §4.7). */
+     * are readable, and the oracle must answer above it (DESIGN §4.8). */
     s->store_max_ts = pc_store_max_ts(s->engine);
     atomic_store(&s->ts_seen, s->store_max_ts);
     log_info("store: highest timestamp %llu", (unsigned long long)s->store_max_ts);

@@ -70,7 +70,7 @@ typedef struct svc {
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
-    uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.7) */
+    uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.8) */
     _Atomic int ts_refusal;         /* why the last oracle answer was refused (svc_ts_refusal) */
     _Atomic uint64_t ts_refused;    /* and its first timestamp */
 
@@ -103,7 +103,7 @@ _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
  * svc_storage_failed, from whatever thread saw it. */
 _Noreturn void svc_engine_fatal(void *arg, const char *what);
 
-/* Timestamps no transaction may use (DESIGN §4.7): at or below the
+/* Timestamps no transaction may use (DESIGN §4.8): at or below the
  * store's highest timestamp (the oracle lost its state), or this close to
  * 2^53 (JSON numbers are exact below it; the oracle is nearly exhausted). */
 #define SVC_TS_LIMIT ((UINT64_C(1) << 53) - (UINT64_C(1) << 32))

@@ -118,7 +118,7 @@ void svc_engine_fatal(void *arg, const char *what)
     (void)arg;
     /* Once WiredTiger has panicked every call fails until a restart, and
      * freeing disk space does not help: answering 500 while /v1/health
-     * says ok would hide it from the supervisor (DESIGN §4.5). */
+     * says ok would hide it from the supervisor (DESIGN §4.7). */
     svc_storage_failed(what, PC_PANIC);
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_service_disk_full.c — a full disk under the real service (issue
- * #18, docs/DESIGN.md §4.5): the data dir is a small tmpfs; writes are
+ * #18, docs/DESIGN.md §4.7): the data dir is a small tmpfs; writes are
  * acknowledged until the store cannot write any more; then the service
  * must exit non-zero at once (not answer 500 forever while /v1/health
  * says ok); with room again (the tmpfs remounted bigger) it restarts on

@@ -1,6 +1,6 @@
 /*
  * test_service_oracle_behind.c — an oracle behind the store (issue #18,
- * docs/DESIGN.md §4.7), with the real programs:
+ * docs/DESIGN.md §4.8), with the real programs:
  *
  *  - keys are committed; the oracle loses its state (a fresh one on an
  *    empty data dir starts again at 1) and the service restarts with it:

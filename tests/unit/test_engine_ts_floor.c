@@ -1,6 +1,6 @@
 /*
  * test_engine_ts_floor.c — the store's highest timestamp (engine.h,
- * pc_store_max_ts; docs/DESIGN.md §4.7): raised by every kind of write
+ * pc_store_max_ts; docs/DESIGN.md §4.8): raised by every kind of write
  * (a lock, a commit, a one-phase commit, a rollback record), kept across a
  * restart and a crash (it commits with the writes it covers), per session
  * slot so that sessions never conflict on it, and found by a scan in a
