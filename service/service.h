@@ -71,8 +71,11 @@ typedef struct svc {
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
     uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.8) */
-    _Atomic int ts_refusal;         /* why the last oracle answer was refused (svc_ts_refusal) */
-    _Atomic uint64_t ts_refused;    /* and its first timestamp */
+    /* The verdict on the oracle's latest answer, process-wide (what a 503
+     * and /v1/health report; while it changes, a concurrent reply may
+     * still give the previous reason). */
+    _Atomic int ts_refusal;         /* svc_ts_refusal */
+    _Atomic uint64_t ts_refused;    /* the refused answer's first timestamp */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;

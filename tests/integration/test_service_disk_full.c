@@ -33,7 +33,7 @@
 #include "svc_fixture.h"
 
 #define SMALL "size=16m"         /* the disk that fills */
-#define ROOMY "size=64m"         /* after the space is freed */
+#define ROOMY "size=256m"        /* after the space is freed (a checkpoint rewrites pages) */
 #define MAX_WRITES 200           /* far more than SMALL holds */
 #define VALUE_BYTES 600000       /* over the log buffer: a commit writes its own log record */
 
