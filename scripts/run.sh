@@ -15,7 +15,7 @@ stop() {
   echo "run.sh: stopping ${pids[*]}"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  exit 0
+  exit "${1:-0}"
 }
 trap stop INT TERM
 
@@ -42,8 +42,10 @@ fi
 while :; do
   for p in "${pids[@]}"; do
     if ! kill -0 "$p" 2>/dev/null; then
-      echo "run.sh: process $p exited; stopping the rest"
-      stop
+      # Its status says why: 70 is a storage failure (docs/DESIGN.md §4.4, §4.7).
+      wait "$p" 2>/dev/null; rc=$?
+      echo "run.sh: process $p exited with status $rc; stopping the rest"
+      stop "$rc"
     fi
   done
   sleep 1 & wait $!
