@@ -7,11 +7,19 @@
  * the same data dir and every acknowledged write is there, committed at
  * the commit_ts it was acknowledged with.
  *
- * The writes are two-phase transactions with values larger than
- * WiredTiger's log buffer, so that a commit writes its own log record: the
- * log write that fails is inside commit_transaction (not a log flush, which
- * already stopped the service), WiredTiger panics, and before the fix the
- * service answered 500 to everything from then on (issue #18).
+ * Two ways to fill it, each of which left the service answering 500
+ * before the fix (issue #18):
+ *  - two-phase transactions with values larger than WiredTiger's log
+ *    buffer, so that a commit writes its own log record: the log write that
+ *    fails is inside commit_transaction (not a log flush, which already
+ *    stopped the service) and WiredTiger panics;
+ *  - autocommit PUTs of 60 KB values: most often a write to the data file
+ *    fails (ENOSPC) in WiredTiger's eviction thread, which then panics
+ *    (only the event handler sees that: no call of the service failed);
+ *    sometimes inside an insert (ENOSPC, no panic), or the log flush fails
+ *    first (which stopped the service before the fix too). Which comes
+ *    first varies from run to run; all must stop it.
+ * Each prints the engine's "fatal storage failure" line it ended on.
  *
  * Mounting needs root (mount(2), no external program); without it the
  * test says SKIPPED loudly. The mount is undone in every exit path (the
@@ -34,13 +42,25 @@
 
 #define SMALL "size=16m"         /* the disk that fills */
 #define ROOMY "size=256m"        /* after the space is freed (a checkpoint rewrites pages) */
-#define MAX_WRITES 200           /* far more than SMALL holds */
-#define VALUE_BYTES 600000       /* over the log buffer: a commit writes its own log record */
+#define MAX_WRITES 2000          /* far more than SMALL holds */
+#define VALUE_MAX 600000
 
 typedef struct {
     tl_stack st;
     bool started, mounted;
 } disk_full;
+
+/* One write of a workload: dk<i> (and its companions) = value_of(i); the
+ * status of the first request that did not succeed (0: no answer), or 200
+ * with *cts the commit timestamp. */
+typedef long (*write_fn)(tl_stack *st, int i, size_t value_bytes, uint64_t *cts);
+
+typedef struct {
+    const char *flags[4];     /* service flags */
+    write_fn write;
+    size_t value_bytes;
+    int keys;                 /* keys per write: dk<i>, dc<i> */
+} workload;
 
 static int teardown(void **state)
 {
@@ -84,9 +104,9 @@ static void value_of(char *out, size_t len, int i)
  * transaction (--one-pc off: prewrites, then the commit point). The status
  * of the first request that did not succeed (0: no answer), or 200 with
  * *cts the commit timestamp. */
-static long txn_write(tl_stack *st, int i, uint64_t *cts)
+static long txn_write(tl_stack *st, int i, size_t value_bytes, uint64_t *cts)
 {
-    static char value[VALUE_BYTES + 1], body[VALUE_BYTES + 32];
+    static char value[VALUE_MAX + 1], body[VALUE_MAX + 32];
     char id[64], path[160];
     json_t *j = NULL;
     long status = tl_try_call(st, "POST", "/v1/txns", NULL, &j);
@@ -96,7 +116,7 @@ static long txn_write(tl_stack *st, int i, uint64_t *cts)
     }
     snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
-    value_of(value, sizeof(value), i);
+    value_of(value, value_bytes + 1, i);
     snprintf(body, sizeof(body), "{\"value\":\"%s\"}", value);
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof(path), "/v1/txns/%s/keys/%s%05d", id, k == 0 ? "dk" : "dc", i);
@@ -111,7 +131,23 @@ static long txn_write(tl_stack *st, int i, uint64_t *cts)
     return status;
 }
 
-static void a_full_disk_stops_the_service_and_loses_no_acknowledged_write(void **state)
+/* An autocommit PUT of dk<i>. */
+static long put_write(tl_stack *st, int i, size_t value_bytes, uint64_t *cts)
+{
+    static char value[VALUE_MAX + 1], body[VALUE_MAX + 32];
+    char path[64];
+    json_t *j = NULL;
+    value_of(value, value_bytes + 1, i);
+    snprintf(body, sizeof(body), "{\"value\":\"%s\"}", value);
+    snprintf(path, sizeof(path), "/v1/kv/dk%05d", i);
+    long status = tl_try_call(st, "PUT", path, body, &j);
+    if (status == 200)
+        *cts = (uint64_t)json_integer_value(json_object_get(j, "commit_ts"));
+    json_decref(j);
+    return status;
+}
+
+static void fill_restart_and_read_back(void **state, const workload *w)
 {
     if (geteuid() != 0) {
         fprintf(stderr, "\n*** SKIPPED: test_service_disk_full needs root to mount a tmpfs ***\n\n");
@@ -120,8 +156,7 @@ static void a_full_disk_stops_the_service_and_loses_no_acknowledged_write(void *
     disk_full *d = calloc(1, sizeof(*d));
     assert_non_null(d);
     *state = d;
-    const char *flags[] = {"--one-pc", "off", NULL};
-    assert_int_equal(tl_stack_start(&d->st, flags), 0);
+    assert_int_equal(tl_stack_start(&d->st, w->flags), 0);
     d->started = true;
     mount_small(d);
     assert_int_equal(tl_service_start(&d->st), 0);
@@ -129,7 +164,8 @@ static void a_full_disk_stops_the_service_and_loses_no_acknowledged_write(void *
     static uint64_t acked_ts[MAX_WRITES];
     int acked = 0;
     long status = 200;
-    while (acked < MAX_WRITES && (status = txn_write(&d->st, acked, &acked_ts[acked])) == 200)
+    while (acked < MAX_WRITES &&
+           (status = w->write(&d->st, acked, w->value_bytes, &acked_ts[acked])) == 200)
         acked++;
     fprintf(stderr, "disk full after %d acknowledged writes (then status %ld)\n", acked, status);
     assert_true(acked > 2);           /* the disk held some */
@@ -144,17 +180,20 @@ static void a_full_disk_stops_the_service_and_loses_no_acknowledged_write(void *
     d->st.svc.pid = 0;
     char *log = tl_read_file(d->st.svc.log, NULL);
     assert_non_null(log);
-    assert_non_null(strstr(log, "storage failure"));
+    const char *fatal = strstr(log, "fatal storage failure: ");
+    assert_non_null(fatal);
+    assert_non_null(strstr(log, "storage failure ("));
+    fprintf(stderr, "%.*s\n", (int)strcspn(fatal, "\n"), fatal);
     free(log);
 
     /* Room again: the same files, a bigger filesystem. */
     if (mount("tmpfs", d->st.svc.data, "tmpfs", MS_REMOUNT, ROOMY) != 0)
         fail_msg("remount %s: %s", d->st.svc.data, strerror(errno));
     assert_int_equal(tl_service_start(&d->st), 0);
-    static char value[VALUE_BYTES + 1];
+    static char value[VALUE_MAX + 1];
     for (int i = 0; i < acked; i++) {
-        value_of(value, sizeof(value), i);
-        for (int k = 0; k < 2; k++) {
+        value_of(value, w->value_bytes + 1, i);
+        for (int k = 0; k < w->keys; k++) {
             char path[64];
             snprintf(path, sizeof(path), "/v1/kv/%s%05d", k == 0 ? "dk" : "dc", i);
             json_t *j = tl_must(&d->st, "GET", path, NULL, 200);
@@ -169,11 +208,28 @@ static void a_full_disk_stops_the_service_and_loses_no_acknowledged_write(void *
     d->st.svc.pid = 0;
 }
 
+/* The log write inside a commit fails: WiredTiger panics. */
+static void a_log_write_panic_stops_the_service(void **state)
+{
+    const workload w = {{"--one-pc", "off", NULL}, txn_write, 600000, 2};
+    fill_restart_and_read_back(state, &w);
+}
+
+/* A data file write fails (ENOSPC): in the eviction thread (a panic seen
+ * by the event handler) or inside an insert (no panic). */
+static void a_failed_data_write_stops_the_service(void **state)
+{
+    const workload w = {{NULL}, put_write, 60000, 1};
+    fill_restart_and_read_back(state, &w);
+}
+
 int main(void)
 {
+    if (getenv("CMOCKA_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(a_full_disk_stops_the_service_and_loses_no_acknowledged_write,
-                                  teardown),
+        cmocka_unit_test_teardown(a_log_write_panic_stops_the_service, teardown),
+        cmocka_unit_test_teardown(a_failed_data_write_stops_the_service, teardown),
     };
     return cmocka_run_group_tests_name("service: a full disk", tests, NULL, NULL);
 }
