@@ -126,6 +126,8 @@ void svc_engine_fatal(void *arg, const char *what)
  * loudly: an oracle behind the store needs an operator. */
 static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
 {
+    if (why == SVC_TS_OK && atomic_load(&s->ts_refusal) == SVC_TS_OK)
+        return true; /* the usual case: no shared write */
     atomic_store(&s->ts_refused, first);
     int was = atomic_exchange(&s->ts_refusal, (int)why);
     if (why == SVC_TS_BEHIND && was != SVC_TS_BEHIND)
