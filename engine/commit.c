@@ -17,6 +17,7 @@ pc_rc pc_write_put(pc_session *s, pc_slice key, uint64_t ts, const pc_write_rec 
     s->scratch.len = 0;
     if ((rc = pc_write_encode(&s->scratch, w)) != PC_OK)
         return rc;
+    pc_note_ts(s, ts);
     return pc_cursor_put(s, s->write, vk, vklen, s->scratch.data, s->scratch.len);
 }
 

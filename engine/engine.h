@@ -46,6 +46,9 @@ typedef enum {
     PC_SYNC_FAILED,      /* committed in memory, but the log flush failed: the
                             commit stays invisible, and the process must stop
                             (recovery then decides from the log what survived) */
+    PC_PANIC,            /* the store failed for good (WiredTiger panicked, or a
+                            write to disk failed): only a restart recovers; the
+                            engine has called its on_fatal hook already */
     PC_RETRY             /* internal: the WiredTiger transaction hit WT_ROLLBACK;
                             the engine runs it again and never returns this */
 } pc_rc;
@@ -55,11 +58,21 @@ const char *pc_rc_name(pc_rc rc);
 typedef struct pc_engine pc_engine;
 typedef struct pc_session pc_session;
 
+/* A storage failure the process cannot go on from (docs/DESIGN.md §4.7):
+ * WiredTiger panicked (every later call of the connection fails with
+ * WT_PANIC until the process restarts and recovers from the log), or a
+ * write to disk failed (ENOSPC, EDQUOT, EIO). Called on whichever thread
+ * saw it, WiredTiger's own threads included; it should end the process at
+ * once. If it returns, the failing call returns PC_PANIC. */
+typedef void (*pc_fatal_fn)(void *arg, const char *what);
+
 typedef struct {
     const char *dir;          /* data directory; created if missing */
     int sync;                 /* 1: pc_sync fsyncs the log; 0: it only writes it to the OS */
     const char *cache_size;   /* WiredTiger cache, e.g. "256MB"; NULL: 128MB */
     int checkpoint_secs;      /* checkpoint period; 0: 60 s */
+    pc_fatal_fn on_fatal;     /* NULL: failures are only returned (PC_PANIC) */
+    void *fatal_arg;
 } pc_engine_config;
 
 pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);
@@ -339,6 +352,12 @@ pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *appli
 /* The GC safe point: snapshots below it may have lost versions. Kept in
  * the store, so it survives restarts. */
 uint64_t pc_gc_safe_point(pc_engine *e);
+
+/* The highest timestamp the store holds (a version's, a lock's, a write
+ * or rollback record's): kept durably with the writes, found at open, and
+ * raised by every write since. An oracle whose timestamps are not above it
+ * has lost its state (DESIGN §4.8). */
+uint64_t pc_store_max_ts(pc_engine *e);
 
 /* Pin a snapshot while a read at ts runs (pc_gc never passes a pinned
  * ts). PC_INVALID when ts is below the safe point already. Every pin is

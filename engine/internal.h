@@ -21,9 +21,23 @@
 
 typedef struct pc_memlocks pc_memlocks;
 
+#define PC_SLOTS_N 2048           /* session slots (ts_floor.c): more than WiredTiger's session_max */
+
 struct pc_engine {
     WT_CONNECTION *conn;
     int sync;
+
+    /* Fatal storage failures (fatal.c). */
+    WT_EVENT_HANDLER events;      /* passed to wiredtiger_open: sees panics */
+    pc_fatal_fn on_fatal;
+    void *fatal_arg;
+    atomic_bool failed;           /* reported once */
+
+    /* The highest timestamp in the store (ts_floor.c), and the sessions'
+     * slots (one meta row each). */
+    _Atomic uint64_t ts_max;
+    pthread_mutex_t slot_mu;
+    bool slot_used[PC_SLOTS_N];
 
     /* Group commit (durable.c): commits counted, flushes done. */
     pthread_mutex_t sync_mu;
@@ -51,6 +65,9 @@ struct pc_session {
     WT_SESSION *wt;
     WT_CURSOR *data, *lock, *write, *notify, *meta;
     pc_buf scratch;               /* record encoding, reused */
+    uint32_t slot;                /* this session's ts_max row (ts_floor.c) */
+    uint64_t txn_ts;              /* the highest timestamp the running action writes */
+    uint64_t ts_stored;           /* what the session's row holds */
 };
 
 /* ---- store.c: running actions as WiredTiger transactions ---- */
@@ -65,8 +82,44 @@ extern const char *const pc_tables[PC_NTABLES];
 typedef pc_rc (*pc_txn_body)(pc_session *s, void *arg);
 pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg);
 
-/* Maps a WiredTiger error to pc_rc, logging the unexpected ones. */
+/* Maps a WiredTiger error to pc_rc, logging the unexpected ones; a fatal
+ * one (pc_wt_fatal) is reported with pc_fatal and answers PC_PANIC. */
 pc_rc pc_wt_error(pc_session *s, int ret, const char *what);
+
+/* ---- the highest timestamp in the store: rows kept by store.c, loaded
+ * by ts_floor.c ---- */
+
+#define PC_SLOTS PC_SLOTS_N
+
+/* An action writes a version, lock or record at ts: pc_run_txn keeps the
+ * store's maximum in the same transaction. */
+static inline void pc_note_ts(pc_session *s, uint64_t ts)
+{
+    if (ts > s->txn_ts)
+        s->txn_ts = ts;
+}
+#define PC_TS_ROW_PREFIX "ts_max/" /* + slot: a meta row per session slot */
+void pc_ts_max_raise(pc_engine *e, uint64_t ts);
+/* A session's slot: taken at open (then its row loaded), given back at close. */
+pc_rc pc_slot_take(pc_session *s);
+void pc_slot_give_back(pc_session *s);
+pc_rc pc_slot_load(pc_session *s);
+/* Write the session's row (s->txn_ts) in the running transaction; once it
+ * committed, pc_ts_row_committed. */
+pc_rc pc_ts_row_put(pc_session *s);
+void pc_ts_row_committed(pc_session *s);
+/* At open: the maximum of the rows (or of a scan, for an older store). */
+pc_rc pc_ts_floor_load(pc_session *s);
+
+/* ---- fatal.c: failures only a restart recovers from ---- */
+
+/* Set the hook and the WiredTiger event handler (before wiredtiger_open). */
+void pc_fatal_init(pc_engine *e, pc_fatal_fn fn, void *arg);
+/* Is this WiredTiger return a failure of the store itself (WT_PANIC, a
+ * failed disk write)? */
+bool pc_wt_fatal(int ret);
+/* Report a fatal failure: logged, then the owner's hook, once. */
+void pc_fatal(pc_engine *e, const char *what);
 
 /* Positions c at the first key >= k. PC_NOT_FOUND past the end. */
 pc_rc pc_cursor_seek_ge(pc_session *s, WT_CURSOR *c, const void *k, size_t klen);

@@ -30,10 +30,12 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     if ((e = calloc(1, sizeof(*e))) == NULL)
         return PC_NOMEM;
     e->sync = cfg->sync;
+    pc_fatal_init(e, cfg->on_fatal, cfg->fatal_arg);
     pthread_mutex_init(&e->sync_mu, NULL);
     pthread_cond_init(&e->sync_cv, NULL);
     pthread_rwlock_init(&e->notify_mu, NULL);
     pthread_mutex_init(&e->snap_mu, NULL);
+    pthread_mutex_init(&e->slot_mu, NULL);
     if (pc_memlocks_new(&e->memlocks) != PC_OK)
         goto nomem;
 
@@ -49,7 +51,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
              "transaction_sync=(enabled=false),checkpoint=(wait=%d)",
              cfg->cache_size ? cfg->cache_size : "128MB",
              cfg->checkpoint_secs > 0 ? cfg->checkpoint_secs : 60);
-    if ((ret = wiredtiger_open(cfg->dir, NULL, conf, &e->conn)) != 0) {
+    if ((ret = wiredtiger_open(cfg->dir, &e->events, conf, &e->conn)) != 0) {
         fprintf(stderr, "engine: wiredtiger_open %s: %s\n", cfg->dir, wiredtiger_strerror(ret));
         goto fail;
     }
@@ -72,10 +74,12 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pc_rc rc = pc_session_open(e, &boot);
     if (rc == PC_OK) {
         rc = pc_snapshots_load(boot);
+        if (rc == PC_OK)
+            rc = pc_ts_floor_load(boot);
         pc_session_close(boot);
     }
     if (rc != PC_OK) {
-        fprintf(stderr, "engine: cannot read the stored GC safe point\n");
+        fprintf(stderr, "engine: cannot read the stored GC safe point and highest timestamp\n");
         pc_engine_close(e);
         return rc;
     }
@@ -105,6 +109,7 @@ void pc_engine_close(pc_engine *e)
     pc_buf_free(&e->notify_prefixes);
     pthread_rwlock_destroy(&e->notify_mu);
     pthread_mutex_destroy(&e->snap_mu);
+    pthread_mutex_destroy(&e->slot_mu);
     free(e->pins);
     pthread_cond_destroy(&e->sync_cv);
     pthread_mutex_destroy(&e->sync_mu);

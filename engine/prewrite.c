@@ -78,6 +78,7 @@ static pc_rc prewrite_key(pc_session *s, const pc_txn_meta *t, const pc_mutation
     };
     pc_rc rc;
 
+    pc_note_ts(s, t->start_ts);
     if (!is_short) {
         uint8_t vk[PC_VKEY_MAX];
         size_t vklen = pc_vkey(vk, m->key.data, m->key.len, t->start_ts);

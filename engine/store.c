@@ -38,6 +38,7 @@ const char *pc_rc_name(pc_rc rc)
     case PC_NOMEM: return "nomem";
     case PC_ERROR: return "error";
     case PC_SYNC_FAILED: return "sync_failed";
+    case PC_PANIC: return "panic";
     case PC_RETRY: return "retry";
     }
     return "unknown";
@@ -63,8 +64,14 @@ pc_rc pc_wt_error(pc_session *s, int ret, const char *what)
         return PC_NOT_FOUND;
     if (ret == ENOMEM)
         return PC_NOMEM;
-    fprintf(stderr, "engine: %s: %s\n", what,
-            s && s->wt ? s->wt->strerror(s->wt, ret) : wiredtiger_strerror(ret));
+    const char *why = s && s->wt ? s->wt->strerror(s->wt, ret) : wiredtiger_strerror(ret);
+    fprintf(stderr, "engine: %s: %s\n", what, why);
+    if (s != NULL && pc_wt_fatal(ret)) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s: %s", what, why);
+        pc_fatal(s->e, msg);
+        return PC_PANIC;
+    }
     return PC_ERROR;
 }
 
@@ -78,11 +85,17 @@ pc_rc pc_session_open(pc_engine *e, pc_session **out)
     if ((s = calloc(1, sizeof(*s))) == NULL)
         return PC_NOMEM;
     s->e = e;
-    /* Snapshot isolation is what makes an action a "row transaction". */
-    if ((ret = e->conn->open_session(e->conn, NULL, "isolation=snapshot", &s->wt)) != 0) {
-        fprintf(stderr, "engine: open_session: %s\n", wiredtiger_strerror(ret));
+    if (pc_slot_take(s) != PC_OK) {
         free(s);
         return PC_ERROR;
+    }
+    /* Snapshot isolation is what makes an action a "row transaction". */
+    if ((ret = e->conn->open_session(e->conn, NULL, "isolation=snapshot", &s->wt)) != 0) {
+        s->wt = NULL;
+        pc_rc rc = pc_wt_error(s, ret, "open_session");
+        pc_slot_give_back(s);
+        free(s);
+        return rc == PC_PANIC || rc == PC_NOMEM ? rc : PC_ERROR;
     }
     cursors[0] = &s->data;
     cursors[1] = &s->lock;
@@ -91,10 +104,15 @@ pc_rc pc_session_open(pc_engine *e, pc_session **out)
     cursors[4] = &s->meta;
     for (size_t i = 0; i < PC_NTABLES; i++) {
         if ((ret = s->wt->open_cursor(s->wt, pc_tables[i], NULL, NULL, cursors[i])) != 0) {
-            pc_wt_error(s, ret, "open_cursor");
+            pc_rc rc = pc_wt_error(s, ret, "open_cursor");
             pc_session_close(s);
-            return PC_ERROR;
+            return rc == PC_PANIC ? rc : PC_ERROR;
         }
+    }
+    pc_rc rc = pc_slot_load(s);
+    if (rc != PC_OK) {
+        pc_session_close(s);
+        return rc;
     }
     *out = s;
     return PC_OK;
@@ -109,7 +127,106 @@ void pc_session_close(pc_session *s)
     if (ret != 0)
         fprintf(stderr, "engine: session close: %s\n", wiredtiger_strerror(ret));
     pc_buf_free(&s->scratch);
+    pc_slot_give_back(s);
     free(s);
+}
+
+/* ---- the store's highest timestamp: one meta row per session slot
+ * (ts_floor.c explains) ---- */
+
+#define ROW_MAX 32
+
+static size_t row_key(char *out, uint32_t slot)
+{
+    return (size_t)snprintf(out, ROW_MAX, PC_TS_ROW_PREFIX "%04u", (unsigned)slot);
+}
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void pc_ts_max_raise(pc_engine *e, uint64_t ts)
+{
+    uint64_t cur = atomic_load(&e->ts_max);
+    while (cur < ts && !atomic_compare_exchange_weak(&e->ts_max, &cur, ts))
+        ;
+}
+
+/* ---- session slots ---- */
+
+pc_rc pc_slot_take(pc_session *s)
+{
+    pc_engine *e = s->e;
+    pc_rc rc = PC_ERROR;
+    pthread_mutex_lock(&e->slot_mu);
+    for (uint32_t i = 0; i < PC_SLOTS; i++) {
+        if (!e->slot_used[i]) {
+            e->slot_used[i] = true;
+            s->slot = i;
+            rc = PC_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->slot_mu);
+    if (rc != PC_OK)
+        fprintf(stderr, "engine: more than %d sessions\n", PC_SLOTS);
+    return rc;
+}
+
+void pc_slot_give_back(pc_session *s)
+{
+    pthread_mutex_lock(&s->e->slot_mu);
+    s->e->slot_used[s->slot] = false;
+    pthread_mutex_unlock(&s->e->slot_mu);
+}
+
+/* ---- the rows ---- */
+
+static pc_rc slot_load_body(pc_session *s, void *arg)
+{
+    char k[ROW_MAX];
+    WT_ITEM v;
+    (void)arg;
+    pc_rc rc = pc_cursor_get(s, s->meta, k, row_key(k, s->slot), &v);
+    if (rc == PC_NOT_FOUND) {
+        s->ts_stored = 0;
+        return PC_OK;
+    }
+    if (rc != PC_OK)
+        return rc;
+    if (v.size != 8)
+        return PC_ERROR;
+    s->ts_stored = get_be64(v.data);
+    return PC_OK;
+}
+
+pc_rc pc_slot_load(pc_session *s)
+{
+    return pc_run_txn(s, slot_load_body, NULL);
+}
+
+pc_rc pc_ts_row_put(pc_session *s)
+{
+    char k[ROW_MAX];
+    uint8_t v[8];
+    be64(v, s->txn_ts);
+    return pc_cursor_put(s, s->meta, k, row_key(k, s->slot), v, sizeof(v));
+}
+
+void pc_ts_row_committed(pc_session *s)
+{
+    s->ts_stored = s->txn_ts;
+    pc_ts_max_raise(s->e, s->txn_ts);
 }
 
 /* Short exponential backoff between retries of a conflicting transaction. */
@@ -144,18 +261,26 @@ pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg)
         int ret = s->wt->begin_transaction(s->wt, NULL);
         if (ret != 0)
             return pc_wt_error(s, ret, "begin_transaction");
+        s->txn_ts = 0;
         pc_rc rc = body(s, arg);
+        /* The store's highest timestamp commits with what it covers. */
+        bool new_max = rc == PC_OK && s->txn_ts > s->ts_stored;
+        if (new_max)
+            rc = pc_ts_row_put(s);
         pc_rc reset = reset_cursors(s);
         if (rc == PC_OK && reset != PC_OK)
             rc = reset;
         if (rc == PC_OK) {
             /* A failed commit has rolled the transaction back. */
-            if ((ret = s->wt->commit_transaction(s->wt, NULL)) == 0)
+            if ((ret = s->wt->commit_transaction(s->wt, NULL)) == 0) {
+                if (new_max)
+                    pc_ts_row_committed(s);
                 return PC_OK;
+            }
             rc = pc_wt_error(s, ret, "commit_transaction");
         } else if ((ret = s->wt->rollback_transaction(s->wt, NULL)) != 0) {
-            pc_wt_error(s, ret, "rollback_transaction");
-            return PC_ERROR;
+            pc_rc err = pc_wt_error(s, ret, "rollback_transaction");
+            return err == PC_PANIC ? PC_PANIC : PC_ERROR;
         }
         if (rc != PC_RETRY)
             return rc;

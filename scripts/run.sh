@@ -10,11 +10,9 @@
 # Exit status: 0 after a stop asked for (both programs stopped cleanly);
 # 1 when a program could not start (its port is taken, its data dir is in
 # use by another run, ...), or the exit status of a program that ended by
-# itself.
+# itself (70: a storage failure, docs/DESIGN.md §4.7).
 set -u
 cd "$(dirname "$0")/.."
-# The terminal went away: stop both (the programs take SIGHUP as "reload TLS").
-trap stop HUP
 BIN="${PERCOLATOR_BIN_DIR:-bin}"
 ORACLE_LISTEN="${ORACLE_LISTEN:-127.0.0.1:8090}"
 SERVICE_LISTEN="${SERVICE_LISTEN:-127.0.0.1:8080}"
@@ -24,7 +22,7 @@ mkdir -p "$DATA/oracle" "$DATA/service"
 pids=()
 names=()
 stop() {
-  trap - INT TERM
+  trap - INT TERM HUP
   local rc=${1:-0} i st
   echo "run.sh: stopping ${pids[*]}"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -38,7 +36,9 @@ stop() {
   done
   exit "$rc"
 }
-trap 'stop 0' INT TERM
+# Ctrl-C, SIGTERM, or the terminal went away (SIGHUP: the programs take
+# it as "reload TLS", so it is not passed on): stop both.
+trap 'stop 0' INT TERM HUP
 
 # Someone already answers there (another `make run`?): say so, start nothing.
 for a in "$ORACLE_LISTEN" "$SERVICE_LISTEN"; do

@@ -310,7 +310,8 @@ int main(int argc, char **argv)
 
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
-    pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache};
+    pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache,
+                             .on_fatal = svc_engine_fatal};
     if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: --backup-dir %s: %s\n", PROG, c->backup_dir, strerror(errno));
         rc = 2;
@@ -331,6 +332,11 @@ int main(int argc, char **argv)
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
+    /* Every timestamp the store holds was handed out: snapshots up to it
+     * are readable, and the oracle must answer above it (DESIGN §4.8). */
+    s->store_max_ts = pc_store_max_ts(s->engine);
+    atomic_store(&s->ts_seen, s->store_max_ts);
+    log_info("store: highest timestamp %llu", (unsigned long long)s->store_max_ts);
     if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL ||
         (oracle_token.secret != NULL && oc_set_token(s->oracle, oracle_token.secret) != 0)) {
         log_error("cannot start the oracle client");

@@ -503,8 +503,11 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
         release(o, ob->name, user.data, user.len);
         return PC_NOT_FOUND;
     }
-    json_t *jk = codec_to_json(user.data, user.len, enc);
-    json_t *jv = rc == PC_OK ? codec_to_json(v.data, v.len, enc) : json_null();
+    /* Not text in text mode: base64, marked on the item; refusing it would
+     * leave a text-mode observer unable to get past the key. */
+    bool key_b64, value_b64 = false;
+    json_t *jk = codec_to_json_marked(user.data, user.len, enc, &key_b64);
+    json_t *jv = rc == PC_OK ? codec_to_json_marked(v.data, v.len, enc, &value_b64) : json_null();
     pc_buf_free(&v);
     obs_claim *cl = calloc(1, sizeof(*cl));
     char *kcopy = malloc(user.len);
@@ -531,6 +534,10 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
     *item = json_pack("{s:o,s:o,s:I,s:{s:s,s:I,s:I}}", "key", jk, "value", jv, "commit_ts",
                       (json_int_t)cts, "txn", "id", t->id, "start_ts", (json_int_t)start,
                       "lease_ttl_ms", (json_int_t)t->lease_ttl_ms);
+    if (key_b64)
+        json_object_set_new(*item, "key_encoding", json_string("base64"));
+    if (value_b64)
+        json_object_set_new(*item, "value_encoding", json_string("base64"));
     return PC_OK;
 }
 

@@ -417,7 +417,7 @@ void one_shot_run(httpd_req *req, svc *s, one_shot *o, bool want_reads)
         json_t *reads = NULL;
 
         if (!svc_timestamp(s, &start)) {
-            reply_oracle_unavailable(req);
+            reply_oracle_unavailable(req, s);
             return;
         }
         pc_rc rc = check_conditions(req, s, ps, o, start, &c);

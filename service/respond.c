@@ -38,11 +38,34 @@ void reply_committed(httpd_req *req, svc *s, uint64_t cts)
     httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
 }
 
-void reply_oracle_unavailable(httpd_req *req)
+void reply_oracle_unavailable(httpd_req *req, svc *s)
 {
+    uint64_t ts = atomic_load(&s->ts_refused);
     httpd_add_header(req, "Retry-After", "1");
-    httpd_reply_error(req, 503, "oracle_unavailable", json_pack("{s:i}", "retry_after_ms", 1000),
-                      "the timestamp oracle cannot be reached; retry later");
+    switch ((svc_ts_refusal)atomic_load(&s->ts_refusal)) {
+    case SVC_TS_BEHIND:
+        httpd_reply_error(req, 503, "oracle_behind",
+                          json_pack("{s:i,s:I,s:I}", "retry_after_ms", 1000, "oracle_ts",
+                                    (json_int_t)ts, "store_max_ts",
+                                    (json_int_t)s->store_max_ts),
+                          "the timestamp oracle is behind the store: it handed out %llu, the "
+                          "store holds timestamps up to %llu (the oracle lost its state)",
+                          (unsigned long long)ts, (unsigned long long)s->store_max_ts);
+        return;
+    case SVC_TS_OUT_OF_RANGE:
+        httpd_reply_error(req, 503, "oracle_out_of_range",
+                          json_pack("{s:i,s:I}", "retry_after_ms", 1000, "oracle_ts",
+                                    (json_int_t)ts),
+                          "the timestamp oracle handed out %llu, at or above the limit %llu "
+                          "(2^53 - 2^32)", (unsigned long long)ts,
+                          (unsigned long long)SVC_TS_LIMIT);
+        return;
+    default:
+        httpd_reply_error(req, 503, "oracle_unavailable",
+                          json_pack("{s:i}", "retry_after_ms", 1000),
+                          "the timestamp oracle cannot be reached; retry later");
+        return;
+    }
 }
 
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc)
@@ -76,7 +99,7 @@ void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_
                           "the key is locked by another transaction that is still running");
         return;
     case PC_TS_UNAVAILABLE:
-        reply_oracle_unavailable(req);
+        reply_oracle_unavailable(req, s);
         return;
     case PC_ROLLED_BACK:
         httpd_reply_error(req, 410, "txn_expired", NULL,

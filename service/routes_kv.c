@@ -94,7 +94,7 @@ static void h_scan(httpd_req *req, void *ctx)
     if (pinned && !svc_snapshot_begin(req, s, ts))
         return;
     if (!pinned && !svc_timestamp(s, &ts)) {
-        reply_oracle_unavailable(req);
+        reply_oracle_unavailable(req, s);
         return;
     }
     if ((ps = svc_engine_session(s)) == NULL)

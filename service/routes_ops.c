@@ -14,11 +14,14 @@ static void h_health(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     /* Health needs no token (it is a public route), so it must cost nothing:
-     * it reports how the last oracle request went instead of making one,
+     * it reports the verdict on the last oracle answer instead of asking,
      * and does not fail on it: latest reads are served without the oracle. */
-    bool oracle = oc_available(s->oracle);
+    static const char *const oracle_state[] = {
+        [SVC_TS_OK] = "ok", [SVC_TS_UNREACHABLE] = "unreachable",
+        [SVC_TS_BEHIND] = "behind", [SVC_TS_OUT_OF_RANGE] = "out_of_range"};
+    int why = atomic_load(&s->ts_refusal);
     httpd_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle",
-                                         oracle ? "ok" : "unreachable", "run_id", s->run_id,
+                                         oracle_state[why], "run_id", s->run_id,
                                          "sessions_active",
                                          (json_int_t)sessions_active(s->sessions)));
 }

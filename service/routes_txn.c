@@ -70,7 +70,7 @@ static void h_begin(httpd_req *req, void *ctx)
         return;
     }
     if (!svc_timestamp(s, &ts)) {
-        reply_oracle_unavailable(req);
+        reply_oracle_unavailable(req, s);
         return;
     }
     bool full;
@@ -430,7 +430,7 @@ static void h_commit(httpd_req *req, void *ctx)
         /* Nothing committed: the commit may be retried (with the same
          * writes, if it left locks: t->commit_pending). */
         sessions_commit_retry(t);
-        reply_oracle_unavailable(req);
+        reply_oracle_unavailable(req, s);
     } else {
         const char *why = rc == PC_WRITE_CONFLICT ? "write_conflict"
                           : rc == PC_LOCKED       ? "key_locked"

@@ -77,6 +77,12 @@ typedef struct svc {
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
     _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
+    uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.8) */
+    /* The verdict on the oracle's latest answer, process-wide (what a 503
+     * and /v1/health report; while it changes, a concurrent reply may
+     * still give the previous reason). */
+    _Atomic int ts_refusal;         /* svc_ts_refusal */
+    _Atomic uint64_t ts_refused;    /* the refused answer's first timestamp */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -103,8 +109,25 @@ void svc_snapshot_end(svc *s, uint64_t ts);
 #define SVC_EXIT_STORAGE 70
 /* Log and exit at once with SVC_EXIT_STORAGE (never returns). */
 _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
+/* The engine's on_fatal hook (WiredTiger panicked, a disk write failed):
+ * svc_storage_failed, from whatever thread saw it. */
+_Noreturn void svc_engine_fatal(void *arg, const char *what);
 
-/* A fresh timestamp; false when the oracle cannot be reached. */
+/* Timestamps no transaction may use (DESIGN §4.8): at or below the
+ * store's highest timestamp (the oracle lost its state), or this close to
+ * 2^53 (JSON numbers are exact below it; the oracle is nearly exhausted). */
+#define SVC_TS_LIMIT ((UINT64_C(1) << 53) - (UINT64_C(1) << 32))
+
+/* Why the oracle's last answer could not be used. */
+typedef enum {
+    SVC_TS_OK = 0,
+    SVC_TS_UNREACHABLE,             /* no answer (or a wrong one) */
+    SVC_TS_BEHIND,                  /* at or below the store's highest timestamp */
+    SVC_TS_OUT_OF_RANGE             /* at or above SVC_TS_LIMIT */
+} svc_ts_refusal;
+
+/* A fresh timestamp; false when the oracle cannot be reached or its
+ * timestamp is refused (s->ts_refusal says which). */
 bool svc_timestamp(svc *s, uint64_t *ts);
 /* Readiness: NULL when the service can commit now, else why not. Asks the
  * oracle at most once a second, whoever calls; else the last known state. */

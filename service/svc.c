@@ -113,11 +113,52 @@ void svc_storage_failed(const char *what, pc_rc rc)
     _exit(SVC_EXIT_STORAGE);
 }
 
+void svc_engine_fatal(void *arg, const char *what)
+{
+    (void)arg;
+    /* Once WiredTiger has panicked every call fails until a restart, and
+     * freeing disk space does not help: answering 500 while /v1/health
+     * says ok would hide it from the supervisor (DESIGN §4.7). */
+    svc_storage_failed(what, PC_PANIC);
+}
+
+/* Record why the oracle's answer is (not) used; a change is logged once,
+ * loudly: an oracle behind the store needs an operator. */
+static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
+{
+    if (why == SVC_TS_OK && atomic_load(&s->ts_refusal) == SVC_TS_OK)
+        return true; /* the usual case: no shared write */
+    atomic_store(&s->ts_refused, first);
+    int was = atomic_exchange(&s->ts_refusal, (int)why);
+    if (why == SVC_TS_BEHIND && was != SVC_TS_BEHIND)
+        log_error("the timestamp oracle is behind the store: it handed out %llu, the store "
+                  "holds timestamps up to %llu; it has lost its state. Refusing every "
+                  "transaction until an oracle above %llu answers",
+                  (unsigned long long)first, (unsigned long long)s->store_max_ts,
+                  (unsigned long long)s->store_max_ts);
+    else if (why == SVC_TS_OUT_OF_RANGE && was != SVC_TS_OUT_OF_RANGE)
+        log_error("the timestamp oracle handed out %llu, at or above the limit %llu (2^53 - "
+                  "2^32): refusing every transaction", (unsigned long long)first,
+                  (unsigned long long)SVC_TS_LIMIT);
+    else if (why == SVC_TS_OK && (was == SVC_TS_BEHIND || was == SVC_TS_OUT_OF_RANGE))
+        log_info("the timestamp oracle's timestamps are usable again (%llu)",
+                 (unsigned long long)first);
+    return why == SVC_TS_OK;
+}
+
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
     if (oc_timestamps(s->oracle, count, first) != OC_OK)
-        return false;
-    uint64_t last = *first + count - 1, seen = atomic_load(&s->ts_seen);
+        return ts_verdict(s, SVC_TS_UNREACHABLE, 0);
+    uint64_t last = *first + count - 1;
+    /* Below the store's maximum, a transaction would conflict with (or
+     * read around) versions from its own future. */
+    if (*first <= s->store_max_ts)
+        return ts_verdict(s, SVC_TS_BEHIND, *first);
+    if (last >= SVC_TS_LIMIT)
+        return ts_verdict(s, SVC_TS_OUT_OF_RANGE, *first);
+    ts_verdict(s, SVC_TS_OK, *first);
+    uint64_t seen = atomic_load(&s->ts_seen);
     while (seen < last && !atomic_compare_exchange_weak(&s->ts_seen, &seen, last))
         ;
     return true;
@@ -137,9 +178,17 @@ const char *svc_not_ready(svc *s)
         uint64_t ts;
         svc_timestamp(s, &ts);
     }
-    if (!oc_available(s->oracle))
+    switch (atomic_load(&s->ts_refusal)) {
+    case SVC_TS_OK:
+        return NULL;
+    case SVC_TS_BEHIND:
+        return "the timestamp oracle is behind the store (DESIGN §4.8): transactions cannot "
+               "begin or commit";
+    case SVC_TS_OUT_OF_RANGE:
+        return "the oracle's timestamps are near 2^53: transactions cannot begin or commit";
+    default:
         return "the timestamp oracle is unreachable: transactions cannot begin or commit";
-    return NULL;
+    }
 }
 
 const char *svc_authorize(const httpd_req *req, void *ctx)

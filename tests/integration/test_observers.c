@@ -7,6 +7,8 @@
  *    keys; no (key, version) is acknowledged twice, and once the writers
  *    stop and the claimants drain, every key's newest version was processed;
  *  - collapsing: 10 writes before a claim are one notification;
+ *  - a key or value that is not UTF-8 is claimed in text mode in base64,
+ *    marked so (key_encoding / value_encoding);
  *  - a rolled-back or expired claim is handed out again; claims and acks
  *    survive a restart;
  *  - writes are observed however they were made;
@@ -128,6 +130,39 @@ static void ten_writes_are_one_notification(void **state)
     json_decref(c);
     assert_null(claim(&st, "obs", 300));
     assert_int_equal(tl_service_metric(&st, "percolator_notifications_claimed_total"), 1);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
+/* A key (and value) that is not UTF-8, claimed in text mode: handed out in
+ * base64 and marked so; before, the claim answered 500 "storage error
+ * (nomem)" and the observer could not get past the key. */
+static void a_key_that_is_not_text_is_claimed_in_base64(void **state)
+{
+    (void)state;
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, NULL), 0);
+    json_decref(tl_expect(&st, "PUT", "/v1/observers/bin", "{\"prefix\":\"n/\"}", 201));
+    /* key n/\xff\xfe\x80 = bi///oA=, value \x00\xff\xc3( = AP/DKA== */
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/bi%2F%2F%2FoA%3D?encoding=base64",
+                          "{\"value\":\"AP/DKA==\"}", 200));
+    json_t *c = claim(&st, "bin", 1000);
+    assert_non_null(c);
+    assert_string_equal(str(c, "key"), "bi///oA=");
+    assert_string_equal(str(c, "key_encoding"), "base64");
+    assert_string_equal(str(c, "value"), "AP/DKA==");
+    assert_string_equal(str(c, "value_encoding"), "base64");
+    assert_int_equal(finish(&st, c, "commit"), 200);
+    json_decref(c);
+    assert_null(claim(&st, "bin", 300)); /* acknowledged: nothing left */
+    /* A text key next to it is claimed as before, without the markers. */
+    put(&st, "n%2Ftext", "plain");
+    c = claim(&st, "bin", 1000);
+    assert_non_null(c);
+    assert_string_equal(str(c, "key"), "n/text");
+    assert_null(json_object_get(c, "key_encoding"));
+    assert_null(json_object_get(c, "value_encoding"));
+    assert_int_equal(finish(&st, c, "commit"), 200);
+    json_decref(c);
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
@@ -412,6 +447,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(registrations_are_kept),
         cmocka_unit_test(ten_writes_are_one_notification),
+        cmocka_unit_test(a_key_that_is_not_text_is_claimed_in_base64),
         cmocka_unit_test(rolled_back_or_expired_claims_come_back),
         cmocka_unit_test(writes_are_observed_however_made),
         cmocka_unit_test(each_change_is_acknowledged_at_most_once),
