@@ -68,8 +68,8 @@ int cli_http_init(const cli_opts *o);
 void cli_http_done(void);
 /* method endpoint+path (path starts with '/', already encoded, query
  * included); body NULL for none (else sent as application/json). extra_ms
- * is added to the timeout (long polls). Retries on no connection and 503
- * up to --retries times. Always call cli_reply_free. */
+ * is added to the timeout (long polls). Retries when it cannot connect or
+ * gets 503, up to --retries times. Always call cli_reply_free. */
 void cli_request(const char *method, const char *path, const char *body, long extra_ms,
                  cli_reply *r);
 void cli_reply_free(cli_reply *r);

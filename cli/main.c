@@ -96,7 +96,7 @@ static const char usage_text[] =
     "  --base64           keys, values and prefixes are given and printed in base64\n"
     "  --json             print the service's JSON instead of plain text\n"
     "  --timeout-ms MS    time limit of each request (default 10000)\n"
-    "  --retries N        retry a request that got no reply or 503 (default 0)\n"
+    "  --retries N        retry a request that could not connect or got 503 (default 0)\n"
     "  --help, --version\n"
     "  --                 ends the options (for a key that starts with --)\n"
     "\n"
@@ -250,6 +250,8 @@ static int run(int argc, char **argv, cli_opts *o)
         rc = usage_error("wrong number of arguments for %s", c->name);
     else if (c->bit == C_SCAN && o->prefix && (o->start || o->end))
         rc = usage_error("--prefix %s cannot be combined with --start or --end", o->prefix);
+    else if (c->bit != C_SCAN && c->bit != C_TXN && pos[1][0] == '\0')
+        rc = usage_error("%s needs a non-empty key or name", c->name);
     for (size_t i = 0; c && rc == EXIT_OK && i < NOPTIONS; i++)
         if (seen[i] && !(options[i].cmds & c->bit))
             rc = usage_error("--%s does not apply to this command", options[i].name);

@@ -69,8 +69,6 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
-    if (strcmp(method, "HEAD") == 0 && curl_easy_setopt(curl, CURLOPT_NOBODY, 1L) != CURLE_OK)
-        return -1;
     if (body) {
         if (curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body) != CURLE_OK ||
             curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body)) != CURLE_OK)
@@ -79,10 +77,12 @@ static int setup(const char *method, const char *url, const char *body, long tim
     return 0;
 }
 
-static void attempt(const char *method, const char *url, const char *body, long timeout_ms,
-                    cli_reply *r)
+/* One try; libcurl's code (CURLE_OK when a reply came). */
+static CURLcode attempt(const char *method, const char *url, const char *body, long timeout_ms,
+                        cli_reply *r)
 {
     struct curl_slist *h = NULL, *t;
+    CURLcode cc = CURLE_FAILED_INIT;
     buf_reset(&r->body);
     r->status = 0;
     r->errmsg[0] = '\0';
@@ -103,7 +103,7 @@ static void attempt(const char *method, const char *url, const char *body, long 
         snprintf(r->errmsg, sizeof r->errmsg, "cannot set up the request (libcurl)");
         goto out;
     }
-    CURLcode cc = curl_easy_perform(curl);
+    cc = curl_easy_perform(curl);
     if (cc != CURLE_OK) {
         snprintf(r->errmsg, sizeof r->errmsg, "%s: %s", opts->endpoint, curl_easy_strerror(cc));
         goto out;
@@ -115,6 +115,7 @@ oom:
     snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
 out:
     curl_slist_free_all(h);
+    return cc;
 }
 
 static void nap_ms(long ms)
@@ -139,9 +140,10 @@ void cli_request(const char *method, const char *path, const char *body, long ex
     }
     long backoff = 100;
     for (long i = 0;; i++) {
-        attempt(method, url.data, body, opts->timeout_ms + extra_ms, r);
-        /* Retry only what did not reach the service's logic: no reply, or 503. */
-        bool again = r->status == 0 || r->status == 503;
+        CURLcode cc = attempt(method, url.data, body, opts->timeout_ms + extra_ms, r);
+        /* Retry only what cannot have been done: no connection, or 503.
+         * A request that timed out may have committed. */
+        bool again = cc == CURLE_COULDNT_CONNECT || r->status == 503;
         if (!again || i >= opts->retries)
             break;
         nap_ms(backoff);

@@ -18,13 +18,17 @@ static void print_json(const json_t *j)
  * service checks the rest and answers 400 with the reason. */
 int cli_txn(const cli_opts *o)
 {
-    size_t len;
+    size_t len = 0;
     char *owned = NULL;
     const char *doc = o->nargs > 0 && strcmp(o->args[0], "-") != 0 ? o->args[0] : NULL;
-    if (doc == NULL && (doc = owned = cli_read_stdin(CLI_MAX_INPUT, &len)) == NULL)
+    if (doc)
+        len = strlen(doc);
+    else if ((doc = owned = cli_read_stdin(CLI_MAX_INPUT, &len)) == NULL)
         return EXIT_USAGE;
+    /* The whole input must parse (a NUL inside is an error, not an end),
+     * since it is sent as a C string. */
     json_error_t err;
-    json_t *j = json_loads(doc, 0, &err);
+    json_t *j = json_loadb(doc, len, 0, &err);
     if (!json_is_object(j)) {
         fprintf(stderr, "percolator: the transaction is not a JSON object: %s\n",
                 j ? "another JSON value" : err.text);

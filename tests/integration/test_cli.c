@@ -194,10 +194,10 @@ static void txn_and_conditions(void **state)
 static void usage_errors(void **state)
 {
     (void)state;
-    static const char *const cases[][4] = {
+    static const char *const cases[][5] = {
         {"frobnicate", NULL}, {"get", NULL}, {"get", "a", "b", NULL}, {"put", "a", "b", "--ts"},
         {"put", "a", "b", "--wat"}, {"scan", "--prefix", "a", "--start"},
-        {"get", "a", "--ts", "-1"},
+        {"get", "a", "--ts", "-1"}, {"del", "", NULL}, {"watch-claim", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_run_result r = cli_in(NULL, cases[i]);
