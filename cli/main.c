@@ -3,7 +3,7 @@
  * the options, the command table, usage and exit codes.
  *
  * Options may come before or after the command; "--" ends them (for a key
- * that starts with "--"). Each option belongs to the commands listed in its
+ * or value that starts with "-"; "-" alone is an argument: stdin). Each option belongs to the commands listed in its
  * row; anywhere else it is a usage error.
  */
 #include "cli.h"
@@ -98,7 +98,7 @@ static const char usage_text[] =
     "  --timeout-ms MS    time limit of each request (default 10000)\n"
     "  --retries N        retry a request that could not connect or got 503 (default 0)\n"
     "  --help, --version\n"
-    "  --                 ends the options (for a key that starts with --)\n"
+    "  --                 ends the options (for a key or value that starts with -)\n"
     "\n"
     "exit codes:\n"
     "  0  ok\n"

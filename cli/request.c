@@ -24,11 +24,9 @@ int cli_http_init(const cli_opts *o)
     opts = o;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return -1;
-    curl = curl_easy_init();
-    if (curl == NULL) {
-        curl_global_cleanup();
+    curl = curl_easy_init(); /* cli_http_done cleans up, also after a failure */
+    if (curl == NULL)
         return -1;
-    }
     if (o->token) {
         int n = snprintf(auth_header, sizeof auth_header, "Authorization: Bearer %s", o->token);
         if (n < 0 || (size_t)n >= sizeof auth_header)

@@ -10,9 +10,11 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "svc_fixture.h"
 
@@ -86,6 +88,12 @@ static void put_get_round_trip_with_awkward_keys(void **state)
     json_decref(j);
     j = tl_expect(&stack, "GET", "/v1/kv/dir", NULL, 404); /* no shorter key was written */
     json_decref(j);
+
+    /* after "--", arguments that start with '-' are a key and a value */
+    r = CLI("put", "--", "-k", "-1");
+    expect(&r, 0, NULL);
+    r = CLI("get", "--", "-k");
+    expect(&r, 0, "-1\n");
 
     /* --json prints the service's reply; a value from stdin is taken as is */
     r = CLI_STDIN("line one\nline two\n", "put", "multi", "-");
@@ -269,6 +277,77 @@ static void token_required(void **state)
     free(dir);
 }
 
+typedef struct committer {
+    tl_stack *st;
+    char path[160];
+    long status;
+} committer;
+
+static void *commit_thread(void *arg)
+{
+    committer *c = arg;
+    c->status = tl_try_call(c->st, "POST", c->path, NULL, NULL);
+    return NULL;
+}
+
+/* A live lock on a key (a session's commit stalled after its prewrites by
+ * a failpoint): a scan and a blind put wait --lock-wait-ms and get 409
+ * key_locked: exit 3. */
+static void conflict_is_exit_3(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--one-pc", "off", "--lock-wait-ms", "200", NULL};
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    assert_int_equal(tl_service_stop(&st), 0);
+    snprintf(st.svc.env[0], sizeof st.svc.env[0], "PERCOLATOR_FAILPOINT=after_prewrites=sleep:3000");
+    st.svc.nenv = 1;
+    assert_int_equal(tl_service_start(&st), 0);
+
+    committer c = {.st = &st};
+    json_t *j = tl_expect(&st, "POST", "/v1/txns", NULL, 201);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    assert_non_null(id);
+    char path[160];
+    snprintf(path, sizeof path, "/v1/txns/%s/keys/locked", id);
+    json_decref(tl_expect(&st, "PUT", path, "{\"value\":\"v\"}", 204));
+    snprintf(c.path, sizeof c.path, "/v1/txns/%s/commit", id);
+    json_decref(j);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, commit_thread, &c), 0);
+    /* Wait (bounded) until the lock is there. */
+    size_t locks = 0;
+    for (int i = 0; i < 200 && locks == 0; i++) {
+        j = tl_expect(&st, "GET", "/v1/locks", NULL, 200);
+        locks = json_array_size(json_object_get(j, "locks"));
+        json_decref(j);
+        if (locks == 0)
+            usleep(10000);
+    }
+    assert_true(locks > 0);
+
+    /* A scan reads a fresh snapshot, above the lock's start: it waits on
+     * the lock, then 409 key_locked. (A latest get does not wait: it reads
+     * the latest committed version.) */
+    const char *scan[] = {"--endpoint", st.svc.url, "scan", "--prefix", "lock", NULL};
+    tl_run_result r;
+    assert_int_equal(tl_run("percolator", scan, NULL, NULL, 0, 30000, &r), 0);
+    if (strstr(r.err, "409 key_locked") == NULL)
+        fprintf(stderr, "scan: exit %d, stderr [%s]\n", r.status, r.err);
+    assert_non_null(strstr(r.err, "409 key_locked"));
+    expect(&r, 3, "");
+    const char *put[] = {"--endpoint", st.svc.url, "put", "locked", "w", NULL};
+    assert_int_equal(tl_run("percolator", put, NULL, NULL, 0, 30000, &r), 0);
+    if (strstr(r.err, "409 key_locked") == NULL)
+        fprintf(stderr, "put: exit %d, stderr [%s]\n", r.status, r.err);
+    assert_non_null(strstr(r.err, "409 key_locked"));
+    expect(&r, 3, "");
+
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 static double pending(const char *observer)
 {
     json_t *j = tl_expect(&stack, "GET", "/v1/observers", NULL, 200);
@@ -330,6 +409,7 @@ int main(void)
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(unreachable_endpoint_is_exit_4),
         cmocka_unit_test(token_required),
+        cmocka_unit_test(conflict_is_exit_3),
         cmocka_unit_test(watch_claim),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
