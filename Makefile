@@ -1,6 +1,7 @@
 # percolator — build, test and run.
 #
-#   make            build bin/percolator-oracle and bin/percolator-service
+#   make            build bin/percolator-oracle, bin/percolator-service and
+#                   bin/percolator (the command-line client)
 #   make test       install missing Debian packages (as root), build, run every
 #                   test plain and then under AddressSanitizer + UBSan
 #   make run        start the oracle and the service on 127.0.0.1, data in ./data
@@ -47,6 +48,7 @@ INC_engine  = -Iengine
 INC_common  = -Icommon
 INC_oracle  = -Icommon -Ioracle
 INC_service = -Icommon -Iengine -Iservice
+INC_cli     = -Icommon
 INC_tests   = -Icommon -Iengine -Ioracle -Iservice -Itests/lib
 INC_bench   = $(INC_tests)
 LDFLAGS = -pthread $(SANFLAGS)
@@ -57,6 +59,8 @@ LDLIBS  = -lwiredtiger -lmicrohttpd -lgnutls -ljansson -lcurl -lraft -luv -lm
 LIB_SRC  = $(wildcard common/*.c engine/*.c) \
            $(filter-out oracle/main.c,$(wildcard oracle/*.c)) \
            $(filter-out service/main.c,$(wildcard service/*.c))
+# The client speaks only HTTP: its own files and two of common/, no library.
+CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c) common/buf.c common/token.c)
 TLIB_SRC = $(wildcard tests/lib/*.c)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 INTEG_SRC = $(wildcard tests/integration/test_*.c)
@@ -66,7 +70,8 @@ TLIB_OBJ = $(TLIB_SRC:%.c=$(BUILD)/%.o)
 LIB      = $(BUILD)/libpercolator.a
 # A program is built once its main.c exists.
 PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
-           $(if $(wildcard service/main.c),$(BINDIR)/percolator-service)
+           $(if $(wildcard service/main.c),$(BINDIR)/percolator-service) \
+           $(if $(wildcard cli/main.c),$(BINDIR)/percolator)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
@@ -89,6 +94,10 @@ $(BINDIR)/percolator-oracle: $(BUILD)/oracle/main.o $(LIB)
 $(BINDIR)/percolator-service: $(BUILD)/service/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BINDIR)/percolator: $(CLI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -ljansson -lcurl -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TLIB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@

@@ -6,7 +6,9 @@
 #     calls, on a file of the same folder that depends back on it: the
 #     call graph of each folder has no loop (tsort finds one if there is);
 #  2. engine/ calls nothing of service/, oracle/ or common/ (it speaks only
-#     WiredTiger and libc), and nothing outside engine/ calls WiredTiger.
+#     WiredTiger and libc), and nothing outside engine/ calls WiredTiger;
+#  3. cli/ (the command-line client) calls nothing of engine/, service/ or
+#     oracle/: it speaks only HTTP.
 #
 # Prints the graph's size per folder and every loop or breach; exits 1 on any.
 set -u
@@ -51,11 +53,22 @@ for o in "$B"/engine/*.o; do
   bad=$(uses "$o" | grep -E '^(httpd_|svc_|coord_|rd_|sessions_|observers_|oc_|metrics_|log_|buf_|flags_|time_)' || true)
   [ -n "$bad" ] && { echo "check-layers: $(basename "$o") (engine) calls outside the engine: $bad"; fail=1; }
 done
-for dir in common service oracle; do
+for dir in common service oracle cli; do
   for o in "$B/$dir"/*.o; do
+    [ -e "$o" ] || continue
     bad=$(uses "$o" | grep -E '^wiredtiger_' || true)
     [ -n "$bad" ] && { echo "check-layers: $dir/$(basename "$o") calls WiredTiger: $bad"; fail=1; }
   done
 done
+# 3. cli/ (bin/percolator) is a client of the HTTP API only: it calls
+#    nothing the engine, the service or the oracle define.
+if ls "$B"/cli/*.o >/dev/null 2>&1; then
+  inner=$(for o in "$B"/engine/*.o "$B"/service/*.o "$B"/oracle/*.o; do defs "$o"; done | sort -u)
+  for o in "$B"/cli/*.o; do
+    bad=$(uses "$o" | sort -u | comm -12 - <(printf '%s\n' "$inner") | tr '\n' ' ')
+    [ -n "$bad" ] && { echo "check-layers: cli/$(basename "$o") calls the server's code: $bad"; fail=1; }
+  done
+  [ $fail = 0 ] && echo "check-layers: cli/ calls nothing of engine/, service/ or oracle/"
+fi
 [ $fail = 0 ] && echo "check-layers: engine/ speaks only WiredTiger; nothing else calls WiredTiger"
 exit $fail

@@ -51,6 +51,21 @@ int tl_stop(pid_t pid, int timeout_ms);
 /* SIGKILL and reap. 0 or -1. */
 int tl_kill9(pid_t pid);
 
+/* Run a program (a bare name is looked up in tl_bin_dir()) with args (NULL-
+ * terminated, without argv[0]), extra environment "K=V" (NULL or NULL-
+ * terminated; wins over the test's own), in_len bytes of in on its stdin;
+ * wait up to timeout_ms. status: the exit code, 128+signal, or -1 when it
+ * ran out of time (then killed). 0, or -1 if it could not be run. Always
+ * call tl_run_free. (run.c) */
+typedef struct tl_run_result {
+    int status;
+    char *out, *err;      /* stdout and stderr, NUL-terminated */
+    size_t out_len, err_len;
+} tl_run_result;
+int tl_run(const char *prog, const char *const args[], const char *const env[], const void *in,
+           size_t in_len, int timeout_ms, tl_run_result *r);
+void tl_run_free(tl_run_result *r);
+
 /* --- HTTP (libcurl, a fresh connection per call) --- */
 typedef struct tl_resp {
     long status;          /* 0 if no response */

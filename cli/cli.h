@@ -1,0 +1,101 @@
+/*
+ * cli.h — the pieces of the `percolator` command-line client.
+ *
+ * The client speaks only the HTTP API (api-spec/openapi.yaml): it links
+ * libcurl, jansson and common/buf.c and token.c, never the engine or the service.
+ *
+ *   main.c     options, the command table, usage and exit codes
+ *   request.c  one HTTP request over libcurl (endpoint, token, timeout, retries)
+ *   text.c     percent-encoding, bounded reads of stdin, printing values
+ *   kv.c       get, put, del, scan
+ *   txn.c      txn, watch-claim
+ */
+#ifndef PERCOLATOR_CLI_H
+#define PERCOLATOR_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+
+/* Exit codes (documented in --help and README "Command-line client"). */
+enum {
+    EXIT_OK = 0,
+    EXIT_NOT_FOUND = 1,    /* no such key/observer, a condition failed, nothing to claim */
+    EXIT_USAGE = 2,        /* bad arguments, or the server called the request malformed (400, 413, 415) */
+    EXIT_CONFLICT = 3,     /* 409 write_conflict / key_locked / txn_not_active ..., 410 */
+    EXIT_UNAVAILABLE = 4,  /* cannot connect, timed out, 503 */
+    EXIT_SERVER = 5,       /* 500, an unexpected status or reply */
+    EXIT_UNAUTHORIZED = 6  /* 401 */
+};
+
+/* Largest value or document read from stdin: the service's body limit. */
+#define CLI_MAX_INPUT ((size_t)64 << 20)
+/* Largest reply accepted (a scan page of big values can be large). */
+#define CLI_MAX_REPLY ((size_t)512 << 20)
+
+/* Everything the command line says. Strings point into argv. */
+typedef struct cli_opts {
+    const char *endpoint;
+    const char *token_file;
+    const char *token;       /* read from token_file (common/token.c); owned by main */
+    bool base64, json, no_ack;
+    long timeout_ms;
+    long retries;
+    /* command options; has_* says whether they were given */
+    bool has_ts, has_if_commit_ts, has_limit;
+    uint64_t ts, if_commit_ts;
+    long limit, page_size, count, wait_ms;
+    const char *prefix, *start, *end;
+    /* positional arguments after the command */
+    char **args;
+    int nargs;
+} cli_opts;
+
+/* --- request.c --- */
+typedef struct cli_reply {
+    long status;             /* 0: no reply (transport error; errmsg says why) */
+    buf body;
+    json_t *json;            /* the body parsed, NULL when empty or not JSON */
+    char errmsg[256];
+} cli_reply;
+
+/* Set up libcurl for the program's life. 0 or -1. */
+int cli_http_init(const cli_opts *o);
+void cli_http_done(void);
+/* method endpoint+path (path starts with '/', already encoded, query
+ * included); body NULL for none (else sent as application/json). extra_ms
+ * is added to the timeout (long polls). Retries when it cannot connect or
+ * gets 503, up to --retries times. Always call cli_reply_free. */
+void cli_request(const char *method, const char *path, const char *body, long extra_ms,
+                 cli_reply *r);
+void cli_reply_free(cli_reply *r);
+/* The exit code for a reply that is not the success the caller wanted,
+ * with the reason on stderr ("percolator: 409 write_conflict: ..."). */
+int cli_fail(const cli_reply *r);
+
+/* --- text.c --- */
+/* Append s percent-encoded (everything but A-Z a-z 0-9 - . _ ~). 0 or -1. */
+int cli_pct_append(buf *b, const char *s);
+/* Read all of stdin, at most max bytes. NUL-terminated, length in *len.
+ * NULL with a message on stderr when it is larger or unreadable. */
+char *cli_read_stdin(size_t max, size_t *len);
+/* Drop every ASCII space, tab, CR and LF (base64 from `base64` wraps lines). */
+void cli_strip_space(char *s, size_t *len);
+/* "?encoding=base64" or "" per --base64; sep is '?' or '&'. */
+const char *cli_encoding_query(const cli_opts *o, char sep);
+/* Write a JSON string's bytes (may hold NULs) to stdout. */
+void cli_print_string(const json_t *s);
+
+/* --- kv.c, txn.c: each command returns its exit code --- */
+int cli_get(const cli_opts *o);
+int cli_put(const cli_opts *o);
+int cli_del(const cli_opts *o);
+int cli_scan(const cli_opts *o);
+int cli_txn(const cli_opts *o);
+int cli_watch_claim(const cli_opts *o);
+
+#endif
