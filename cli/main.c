@@ -6,6 +6,7 @@
  * or value that starts with "-"; "-" alone is an argument: stdin). Each option belongs to the commands listed in its
  * row; anywhere else it is a usage error.
  */
+#include "version.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 
 #include "token.h"
 
-#define VERSION "1.0.0"
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_ALL = 63 };
 
@@ -204,7 +204,7 @@ static int parse_args(int argc, char **argv, cli_opts *o, char **pos, int *npos,
             return -1;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("percolator %s\n", VERSION);
+            printf("percolator %s\n", PERCOLATOR_VERSION);
             return -1;
         }
         if (a[1] != '-')
