@@ -94,7 +94,13 @@ static void a_fresh_oracle_is_refused_until_one_above_the_store_is_back(void **s
     swap_oracle(&st, fresh);
     assert_int_equal(tl_service_start(&st), 0);
 
-    json_t *h = tl_must(&st, "GET", "/v1/health", NULL, 200);
+    /* Readiness asks the oracle and says why not; health (which asks
+     * nothing) then reports the verdict. */
+    json_t *h = tl_must(&st, "GET", "/v1/ready", NULL, 503);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(h, "error"),
+                                                             "message")), "behind"));
+    json_decref(h);
+    h = tl_must(&st, "GET", "/v1/health", NULL, 200);
     assert_string_equal(json_string_value(json_object_get(h, "oracle")), "behind");
     json_decref(h);
 
