@@ -11,6 +11,7 @@
 #   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
 #   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
 #                   validate the HTTP exchanges the tests recorded
+#   make fuzz       run every libFuzzer harness FUZZ_SECONDS each (fuzz/fuzz.mk)
 #   make docker-test  build the image with podman from scratch and run
 #                   docker/compose.yml for real (root; see README "Containers")
 #   make clean
@@ -22,10 +23,13 @@ CC      ?= cc
 SAN     ?= 0
 
 # The Debian bookworm packages the project needs to build and test
-# (iptables: the oracle's partition test cuts a member off on loopback).
+# (iptables: the oracle's partition test cuts a member off on loopback;
+# clang and libclang-rt-14-dev: the fuzz harnesses and their libFuzzer;
+# openssl: the TLS test makes its certificates).
 DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
            libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev \
-           libraft-dev libuv1-dev libgnutls28-dev openssl iptables
+           libraft-dev libuv1-dev libgnutls28-dev openssl iptables clang \
+           libclang-rt-14-dev
 
 ifeq ($(SAN),1)
 BUILD   ?= build/asan
@@ -122,12 +126,14 @@ deps:
 	fi
 
 # test: everything, plain and under the sanitizers, then every HTTP
-# exchange the integration tests made checked against the OpenAPI spec.
+# exchange the integration tests made checked against the OpenAPI spec,
+# then a short run of every fuzz harness (about 8 s each).
 test: deps
 	$(MAKE) check SAN=0
 	$(MAKE) check-layers SAN=0
 	$(MAKE) check SAN=1
 	$(MAKE) api-check
+	$(MAKE) fuzz FUZZ_SECONDS=8
 
 # check: build this flavour and run its unit then integration tests.
 check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
@@ -187,6 +193,8 @@ api-check:
 .PHONY: docker-test
 docker-test:
 	bash docker/test.sh
+
+include fuzz/fuzz.mk
 
 clean:
 	rm -rf build bin

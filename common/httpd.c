@@ -776,6 +776,34 @@ static void req_free(httpd_req *rq)
     free(rq);
 }
 
+httpd_req *httpd_req_detached(void)
+{
+    httpd_req *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return NULL;
+    rq->method = "NONE";
+    rq->uri = strdup("");
+    if (!rq->uri) {
+        free(rq);
+        return NULL;
+    }
+    return rq;
+}
+
+void httpd_req_free_detached(httpd_req *rq)
+{
+    req_free(rq);
+}
+
+unsigned httpd_reply_status(const httpd_req *rq, const char **body, size_t *len)
+{
+    if (body)
+        *body = rq->resp;
+    if (len)
+        *len = rq->resp_len;
+    return rq->replied ? rq->status : 0;
+}
+
 void httpd_set_slot(httpd_req *rq, void *p, void (*free_fn)(void *))
 {
     if (rq->slot != NULL && rq->slot_free != NULL)

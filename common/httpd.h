@@ -172,6 +172,15 @@ bool httpd_defer(httpd_req *req);
 void httpd_finish(httpd_req *req);
 void httpd_dispatch(httpd_req *req);
 
+/* A request no connection carries, for code that parses input and answers
+ * its errors away from a server (the fuzz harnesses): no route, no query,
+ * no body; the reply is kept, httpd_reply_status reads it. NULL when out of
+ * memory. Free it with httpd_req_free_detached (NULL is fine). */
+httpd_req *httpd_req_detached(void);
+void httpd_req_free_detached(httpd_req *req);
+/* The reply given so far: its status (0: none yet) and body (len may be NULL). */
+unsigned httpd_reply_status(const httpd_req *req, const char **body, size_t *len);
+
 /* Percent-decode src[0..len) into dst (room for len+1 bytes). plus_space:
  * '+' becomes ' ' (query strings). Returns the decoded length or -1 for a
  * malformed escape. Exposed for tests and for code that decodes keys. */

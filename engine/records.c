@@ -10,6 +10,12 @@
  *   lock:  ver op flags start_ts wall_ms ttl_ms u32 primary_len primary
  *          u8 owner_len owner [u32 value_len value]      flags bit 0: value
  *   write: ver type flags start_ts [u32 value_len value]
+ *
+ * Decoding is strict: bytes decode only if they are exactly what the
+ * encoder writes for some record (no unknown flag bits, no length past the
+ * encoder's bounds); anything else is corruption. A laxer decoder let a
+ * corrupt lock name a primary longer than PC_KEY_MAX, which a conflict
+ * report then cut short (found by fuzz/fuzz_records.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -123,24 +129,26 @@ pc_rc pc_lock_decode(const void *data, size_t len, pc_lock_rec *r)
     r->op = (pc_op)p[1];
     if (r->op != PC_OP_PUT && r->op != PC_OP_DELETE)
         return PC_ERROR;
+    if ((p[2] & ~FLAG_VALUE) != 0)
+        return PC_ERROR;
     r->has_value = (p[2] & FLAG_VALUE) != 0;
     p += 3;
     r->start_ts = get_u64(p), p += 8;
     r->wall_ms = get_u64(p), p += 8;
     r->ttl_ms = get_u64(p), p += 8;
     r->primary.len = get_u32(p), p += 4;
-    if ((size_t)(end - p) < r->primary.len + 1)
+    if (r->primary.len > PC_KEY_MAX || (size_t)(end - p) < r->primary.len + 1)
         return PC_ERROR;
     r->primary.data = p, p += r->primary.len;
     r->owner.len = *p++;
-    if ((size_t)(end - p) < r->owner.len)
+    if (r->owner.len > PC_OWNER_MAX || (size_t)(end - p) < r->owner.len)
         return PC_ERROR;
     r->owner.data = p, p += r->owner.len;
     if (r->has_value) {
         if (end - p < 4)
             return PC_ERROR;
         r->value.len = get_u32(p), p += 4;
-        if ((size_t)(end - p) < r->value.len)
+        if (r->value.len > PC_SHORT_VALUE_MAX || (size_t)(end - p) < r->value.len)
             return PC_ERROR;
         r->value.data = p, p += r->value.len;
     }
@@ -180,6 +188,8 @@ pc_rc pc_write_decode(const void *data, size_t len, pc_write_rec *r)
     r->type = (pc_wtype)p[1];
     if (r->type != PC_W_PUT && r->type != PC_W_DELETE && r->type != PC_W_ROLLBACK)
         return PC_ERROR;
+    if ((p[2] & ~FLAG_VALUE) != 0)
+        return PC_ERROR;
     r->has_value = (p[2] & FLAG_VALUE) != 0;
     p += 3;
     r->start_ts = get_u64(p), p += 8;
@@ -187,7 +197,7 @@ pc_rc pc_write_decode(const void *data, size_t len, pc_write_rec *r)
         if (end - p < 4)
             return PC_ERROR;
         r->value.len = get_u32(p), p += 4;
-        if ((size_t)(end - p) < r->value.len)
+        if (r->value.len > PC_SHORT_VALUE_MAX || (size_t)(end - p) < r->value.len)
             return PC_ERROR;
         r->value.data = p, p += r->value.len;
     }

@@ -98,12 +98,59 @@ static void records_round_trip(void **state)
     pc_buf_free(&b);
 }
 
+/* A lock record by hand: header, primary, owner, optional value. */
+static size_t raw_lock(uint8_t *p, uint8_t flags, uint32_t plen, uint8_t olen, uint32_t vlen)
+{
+    size_t n = 0;
+    p[n++] = PC_RECORD_VERSION, p[n++] = PC_OP_PUT, p[n++] = flags;
+    memset(p + n, 0, 24), n += 24;
+    p[n++] = (uint8_t)(plen >> 24), p[n++] = (uint8_t)(plen >> 16);
+    p[n++] = (uint8_t)(plen >> 8), p[n++] = (uint8_t)plen;
+    memset(p + n, 'p', plen), n += plen;
+    p[n++] = olen;
+    memset(p + n, 'o', olen), n += olen;
+    if (flags & 1) {
+        p[n++] = (uint8_t)(vlen >> 24), p[n++] = (uint8_t)(vlen >> 16);
+        p[n++] = (uint8_t)(vlen >> 8), p[n++] = (uint8_t)vlen;
+        memset(p + n, 'v', vlen), n += vlen;
+    }
+    return n;
+}
+
+/* The decoders accept only what the encoders write: no unknown flag bits,
+ * no primary, owner or short value past the encoders' bounds (a corrupt
+ * lock with a longer primary was cut short in conflict reports). */
+static void decoders_refuse_what_encoders_never_write(void **state)
+{
+    (void)state;
+    static uint8_t p[PC_KEY_MAX + 400];
+    pc_lock_rec l;
+    pc_write_rec w;
+
+    assert_int_equal(pc_lock_decode(p, raw_lock(p, 1, PC_KEY_MAX, PC_OWNER_MAX,
+                                                PC_SHORT_VALUE_MAX), &l), PC_OK);
+    assert_int_equal(pc_lock_decode(p, raw_lock(p, 0, PC_KEY_MAX + 1, 0, 0), &l), PC_ERROR);
+    assert_int_equal(pc_lock_decode(p, raw_lock(p, 0, 1, PC_OWNER_MAX + 1, 0), &l), PC_ERROR);
+    assert_int_equal(pc_lock_decode(p, raw_lock(p, 1, 1, 0, PC_SHORT_VALUE_MAX + 1), &l),
+                     PC_ERROR);
+    assert_int_equal(pc_lock_decode(p, raw_lock(p, 2, 1, 0, 0), &l), PC_ERROR);
+
+    /* write: ver type flags start_ts [u32 len value] */
+    uint8_t wr[11 + 4 + PC_SHORT_VALUE_MAX + 1] = {PC_RECORD_VERSION, PC_W_PUT, 0x02};
+    assert_int_equal(pc_write_decode(wr, 11, &w), PC_ERROR);
+    wr[2] = 0x01, wr[13] = 0x01, wr[14] = 0x00; /* a 256-byte short value */
+    assert_int_equal(pc_write_decode(wr, sizeof wr, &w), PC_ERROR);
+    wr[13] = 0x00, wr[14] = 0xFF;
+    assert_int_equal(pc_write_decode(wr, sizeof wr - 1, &w), PC_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(encoding_preserves_key_order),
         cmocka_unit_test(versioned_keys_decode_back),
         cmocka_unit_test(records_round_trip),
+        cmocka_unit_test(decoders_refuse_what_encoders_never_write),
     };
     return cmocka_run_group_tests_name("engine: encoding", tests, NULL, NULL);
 }
