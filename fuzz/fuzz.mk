@@ -17,7 +17,7 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -pthread -MMD -MP \
                 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-FUZZ_LIBS     = -lmicrohttpd -ljansson
+FUZZ_LIBS     = -lmicrohttpd -lgnutls -ljansson
 INC_fuzz      = -Icommon -Iengine -Ioracle -Iservice
 
 # What each harness compiles besides itself; common/ comes as one archive
@@ -30,7 +30,7 @@ FUZZ_SRC_records  = engine/records.c
 FUZZ_SRC_keys     = engine/keys.c
 FUZZ_SRC_hwm      = oracle/hwm.c
 FUZZ_SRC_flags    =
-FUZZ_SRC_writes   = service/writes.c service/codec.c
+FUZZ_SRC_writes   = service/writes.c service/codec.c service/body.c
 FUZZ_COMMON       = $(FUZZ_DIR)/libcommon.a
 
 $(FUZZ_DIR)/obj/%.o: %.c
