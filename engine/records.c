@@ -58,7 +58,7 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len)
     return PC_OK;
 }
 
-static void put_u64(uint8_t *p, uint64_t v)
+void pc_put_be64(uint8_t *p, uint64_t v)
 {
     for (int i = 7; i >= 0; i--) {
         p[i] = (uint8_t)(v & 0xFF);
@@ -66,7 +66,7 @@ static void put_u64(uint8_t *p, uint64_t v)
     }
 }
 
-static uint64_t get_u64(const uint8_t *p)
+uint64_t pc_get_be64(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
@@ -102,9 +102,9 @@ pc_rc pc_lock_encode(pc_buf *b, const pc_lock_rec *r)
     *p++ = PC_RECORD_VERSION;
     *p++ = (uint8_t)r->op;
     *p++ = r->has_value ? FLAG_VALUE : 0;
-    put_u64(p, r->start_ts), p += 8;
-    put_u64(p, r->wall_ms), p += 8;
-    put_u64(p, r->ttl_ms), p += 8;
+    pc_put_be64(p, r->start_ts), p += 8;
+    pc_put_be64(p, r->wall_ms), p += 8;
+    pc_put_be64(p, r->ttl_ms), p += 8;
     put_u32(p, (uint32_t)r->primary.len), p += 4;
     memcpy(p, r->primary.data, r->primary.len), p += r->primary.len;
     *p++ = (uint8_t)r->owner.len;
@@ -133,9 +133,9 @@ pc_rc pc_lock_decode(const void *data, size_t len, pc_lock_rec *r)
         return PC_ERROR;
     r->has_value = (p[2] & FLAG_VALUE) != 0;
     p += 3;
-    r->start_ts = get_u64(p), p += 8;
-    r->wall_ms = get_u64(p), p += 8;
-    r->ttl_ms = get_u64(p), p += 8;
+    r->start_ts = pc_get_be64(p), p += 8;
+    r->wall_ms = pc_get_be64(p), p += 8;
+    r->ttl_ms = pc_get_be64(p), p += 8;
     r->primary.len = get_u32(p), p += 4;
     if (r->primary.len > PC_KEY_MAX || (size_t)(end - p) < r->primary.len + 1)
         return PC_ERROR;
@@ -168,7 +168,7 @@ pc_rc pc_write_encode(pc_buf *b, const pc_write_rec *r)
     *p++ = PC_RECORD_VERSION;
     *p++ = (uint8_t)r->type;
     *p++ = r->has_value ? FLAG_VALUE : 0;
-    put_u64(p, r->start_ts), p += 8;
+    pc_put_be64(p, r->start_ts), p += 8;
     if (r->has_value) {
         put_u32(p, (uint32_t)r->value.len), p += 4;
         if (r->value.len)
@@ -192,7 +192,7 @@ pc_rc pc_write_decode(const void *data, size_t len, pc_write_rec *r)
         return PC_ERROR;
     r->has_value = (p[2] & FLAG_VALUE) != 0;
     p += 3;
-    r->start_ts = get_u64(p), p += 8;
+    r->start_ts = pc_get_be64(p), p += 8;
     if (r->has_value) {
         if (end - p < 4)
             return PC_ERROR;

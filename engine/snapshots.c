@@ -21,20 +21,6 @@
 
 static const char SAFE_POINT_KEY[] = "gc_safe_point";
 
-static void be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 typedef struct {
     uint64_t value;
 } meta_args;
@@ -52,7 +38,7 @@ static pc_rc load_body(pc_session *s, void *arg)
         return rc;
     if (v.size != 8)
         return PC_ERROR;
-    a->value = get_be64(v.data);
+    a->value = pc_get_be64(v.data);
     return PC_OK;
 }
 
@@ -60,7 +46,7 @@ static pc_rc store_body(pc_session *s, void *arg)
 {
     meta_args *a = arg;
     uint8_t v[8];
-    be64(v, a->value);
+    pc_put_be64(v, a->value);
     return pc_cursor_put(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, v, 8);
 }
 

@@ -141,20 +141,6 @@ static size_t row_key(char *out, uint32_t slot)
     return (size_t)snprintf(out, ROW_MAX, PC_TS_ROW_PREFIX "%04u", (unsigned)slot);
 }
 
-static void be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void pc_ts_max_raise(pc_engine *e, uint64_t ts)
 {
     uint64_t cur = atomic_load(&e->ts_max);
@@ -206,7 +192,7 @@ static pc_rc slot_load_body(pc_session *s, void *arg)
         return rc;
     if (v.size != 8)
         return PC_ERROR;
-    s->ts_stored = get_be64(v.data);
+    s->ts_stored = pc_get_be64(v.data);
     return PC_OK;
 }
 
@@ -219,7 +205,7 @@ pc_rc pc_ts_row_put(pc_session *s)
 {
     char k[ROW_MAX];
     uint8_t v[8];
-    be64(v, s->txn_ts);
+    pc_put_be64(v, s->txn_ts);
     return pc_cursor_put(s, s->meta, k, row_key(k, s->slot), v, sizeof(v));
 }
 

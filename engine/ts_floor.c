@@ -27,14 +27,6 @@
 
 #define ROW_PREFIX PC_TS_ROW_PREFIX
 
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 uint64_t pc_store_max_ts(pc_engine *e)
 {
     return atomic_load(&e->ts_max);
@@ -63,7 +55,7 @@ static pc_rc rows_body(pc_session *s, void *arg)
         if (v.size != 8)
             return PC_ERROR;
         a->found = true;
-        uint64_t ts = get_be64(v.data);
+        uint64_t ts = pc_get_be64(v.data);
         if (ts > a->max)
             a->max = ts;
         if ((ret = c->next(c)) != 0)
