@@ -13,12 +13,15 @@
 # (Prism validates each request and each answer against the document;
 # --errors turns a violation into an error answer), runs the README's tour
 # (between <!-- tour:begin --> and <!-- tour:end -->) through the service's
-# Prism, and replays the requests the integration tests recorded through
-# both (prism-replay.mjs). It counts from Prism's own logs: every request
-# Prism received is an exchange; every "Request terminated with error" and
-# every "Violation:" is a violation. First it checks that Prism refuses a
-# request the spec forbids. Fails on any violation, on a tour or a
-# replay that sent nothing, or when a program or Prism does not start.
+# Prism, sends the specs' request examples in story order (examples-run.mjs:
+# each must be answered 2xx on this fresh store), and replays the requests
+# the integration tests recorded through both (prism-replay.mjs). It
+# counts from Prism's own logs: every request Prism received is an
+# exchange; every "Request terminated with error" and every "Violation:" is
+# a violation. First it checks that Prism refuses a
+# request the spec forbids. Fails on any violation, on an example not
+# answered 2xx, on a tour or a replay that sent nothing, or when a program
+# or Prism does not start.
 # Everything it starts it stops (by PID), and every wait is bounded.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -112,6 +115,11 @@ tour=$(( $(received "$tmp/prism-service.log") - base_s ))
 rc=0
 if [ "$tour" -eq 0 ]; then echo "prism-check: the README tour sent nothing through Prism"; rc=1; fi
 
+# The specs' request examples, in story order, on this fresh store.
+before=$(( $(received "$tmp/prism-service.log") + $(received "$tmp/prism-oracle.log") ))
+timeout 120 node "$HERE/examples-run.mjs" --service "$prism_service" --oracle "$prism_oracle" || rc=1
+examples=$(( $(received "$tmp/prism-service.log") + $(received "$tmp/prism-oracle.log") - before ))
+
 replay=0
 if [ $# -gt 0 ]; then
   before=$(( $(received "$tmp/prism-service.log") + $(received "$tmp/prism-oracle.log") ))
@@ -128,5 +136,5 @@ if [ "$bad" -gt 0 ]; then
   rc=1
 fi
 prism_version=$("$PRISM" --version 2>/dev/null)
-echo "prism-check: Prism $prism_version: $total exchanges through Prism (README tour $tour, replayed $replay), $bad violations"
+echo "prism-check: Prism $prism_version: $total exchanges through Prism (README tour $tour, spec examples $examples, replayed $replay), $bad violations"
 exit "$rc"
