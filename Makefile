@@ -9,8 +9,10 @@
 #                   cannot start)
 #   make bench      benchmarks (see README)
 #   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
-#   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
-#                   validate the HTTP exchanges the tests recorded
+#   make api-check  check api-spec/service.yaml and oracle.yaml are generated
+#                   from percolator.yaml, lint them, self-test the validator,
+#                   validate the HTTP exchanges the tests recorded, and run
+#                   the README tour and those requests through Prism
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS each (fuzz/fuzz.mk)
 #   make docker-test  build the image with podman from scratch and run
 #                   docker/compose.yml for real (root; see README "Containers")
@@ -170,23 +172,30 @@ bench-tools: all $(BENCH_TOOLS)
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) $(BUILD)/bench/bench_oracle
 
-# api-check: lint the OpenAPI spec (redocly, recommended rules), self-test
-# the exchange validator, then validate the HTTP exchanges the integration
-# tests recorded. No exchanges at all is a failure (the tests recorded
-# nothing). Call it as a sub-make ($(MAKE) api-check) after the tests, so the
-# wildcard sees the files they wrote.
+# api-check: the OpenAPI documents (api-spec/service.yaml, oracle.yaml) are
+# those split.mjs makes from percolator.yaml (else: stale, run
+# `node api-spec/split.mjs`); lint them (redocly, recommended rules);
+# self-test the exchange validator; validate the HTTP exchanges the
+# integration tests recorded; send the README tour and the recorded requests
+# through Prism (api-spec/prism-check.sh: real programs from $(BINDIR),
+# Prism as a validating proxy in front of each, 0 violations). No exchanges
+# at all is a failure (the tests recorded nothing). Call it as a sub-make
+# ($(MAKE) api-check) after the tests, so the wildcard sees the files they
+# wrote.
 API_EXCHANGES ?= $(wildcard build/plain/exchanges/*.jsonl build/asan/exchanges/*.jsonl)
 
 .PHONY: api-check
-api-check:
+api-check: $(PROGS)
 	@command -v npm >/dev/null 2>&1 || { echo "api-check: npm not found; install Node.js 20 and npm"; exit 1; }
-	@if [ ! -d api-spec/node_modules ]; then \
-	  echo "api-check: api-spec/node_modules missing, running npm ci"; \
+	@if [ ! -d api-spec/node_modules ] || [ api-spec/package-lock.json -nt api-spec/node_modules/.package-lock.json ]; then \
+	  echo "api-check: api-spec/node_modules missing or older than package-lock.json, running npm ci"; \
 	  cd api-spec && npm ci --no-audit --no-fund || exit 1; \
 	fi
-	cd api-spec && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no redocly lint openapi.yaml
+	node api-spec/split.mjs --check
+	cd api-spec && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no redocly lint service.yaml oracle.yaml
 	sh api-spec/selftest.sh
 	node api-spec/validate.mjs $(API_EXCHANGES)
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) bash api-spec/prism-check.sh $(API_EXCHANGES)
 
 # docker-test: build docker/Dockerfile with podman (--no-cache), run
 # docker/compose.yml, commit, restart, read back, health, down (docker/test.sh).

@@ -2,7 +2,7 @@
 # selftest.sh — prove that validate.mjs accepts what the spec documents and
 # rejects what it does not. Run from anywhere; needs node_modules (npm ci).
 #
-#   1. every example in openapi.yaml, turned into an exchange by
+#   1. every example in service.yaml and oracle.yaml, turned into an exchange by
 #      test/examples.mjs, validates (so the examples match their schemas);
 #   2. test/valid.jsonl (the examples' 2xx / off-spec exchanges plus
 #      hand-written ones: base64 keys, own writes, 503 with Retry-After, ...)
@@ -10,7 +10,9 @@
 #   3. each line of test/invalid.jsonl, as a file of its own, fails, and its
 #      failure lines contain the line's "selftest_expect" text (the validator
 #      ignores that field);
-#   4. no exchanges at all (no file, an empty file) is a failure.
+#   4. no exchanges at all (no file, an empty file) is a failure;
+#   5. split.mjs --check passes on what split.mjs writes and fails when a
+#      generated document differs from what percolator.yaml gives.
 set -u
 cd "$(dirname "$0")" || exit 1
 
@@ -79,6 +81,19 @@ if node validate.mjs > "$tmp/out" 2>&1; then bad "no arguments passed"; else ok;
 if node validate.mjs "$tmp/empty.jsonl" > "$tmp/out" 2>&1; then bad "an empty log passed"; else ok; fi
 printf 'not json\n' > "$tmp/garbage.jsonl"
 if node validate.mjs "$tmp/garbage.jsonl" > "$tmp/out" 2>&1; then bad "a line that is not JSON passed"; else ok; fi
+
+# 5. the staleness check of the generated documents, on copies in $tmp
+mkdir "$tmp/gen"
+if node split.mjs --dir "$tmp/gen" > "$tmp/out" 2>&1 &&
+   node split.mjs --check --dir "$tmp/gen" > "$tmp/out" 2>&1; then ok; else
+  bad "split.mjs --check fails on what split.mjs wrote:"; sed 's/^/  /' "$tmp/out"
+fi
+printf '# edited by hand\n' >> "$tmp/gen/oracle.yaml"
+if node split.mjs --check --dir "$tmp/gen" > "$tmp/out" 2>&1; then
+  bad "split.mjs --check passed a hand-edited oracle.yaml"
+elif grep -q "oracle.yaml is stale" "$tmp/out"; then ok; else
+  bad "split.mjs --check failed, but not naming oracle.yaml:"; sed 's/^/  /' "$tmp/out"
+fi
 
 echo "api-spec selftest: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,14 @@
 #!/usr/bin/env node
-// validate.mjs — check recorded HTTP exchanges against openapi.yaml.
+// validate.mjs — check recorded HTTP exchanges against the spec of the
+// program that answered them: service.yaml or oracle.yaml.
 //
-// Usage: node validate.mjs [--spec openapi.yaml] exchanges.jsonl...
+// Usage: node validate.mjs [--spec file.yaml] exchanges.jsonl...
+//
+// Which spec: the exchange's "program" ("service" or "oracle"; the tests'
+// exchange log records it for the programs they spawned), else the path
+// (/v1/timestamps is the oracle's, anything else the service's: /v1/health
+// and /metrics, which both serve, are the same in both). --spec checks
+// every exchange against one file instead.
 //
 // Each line of an input file is one exchange, as recorded by the tests:
 //   {"method":"PUT","url":"http://127.0.0.1:41234/v1/kv/a%2Fb?encoding=base64",
@@ -101,7 +108,9 @@ export function derefSpec(spec) {
 
 // Load and dereference the spec; build the list of routes (method + path
 // template) with their operations.
-export function loadSpec(specPath = path.join(HERE, 'openapi.yaml')) {
+export const SPEC_FILES = { service: 'service.yaml', oracle: 'oracle.yaml' };
+
+export function loadSpec(specPath = path.join(HERE, SPEC_FILES.service)) {
   const raw = YAML.parse(fs.readFileSync(specPath, 'utf8'));
   const spec = derefSpec(raw);
   const routes = [];
@@ -120,7 +129,26 @@ export function loadSpec(specPath = path.join(HERE, 'openapi.yaml')) {
       });
     }
   }
-  return { spec, routes };
+  return { spec, routes, file: path.basename(specPath) };
+}
+
+// Both programs' specs: { service: specInfo, oracle: specInfo }.
+export function loadSpecs() {
+  const out = {};
+  for (const [name, file] of Object.entries(SPEC_FILES)) out[name] = loadSpec(path.join(HERE, file));
+  return out;
+}
+
+// The program whose spec an exchange is checked against.
+export function programOf(ex) {
+  if (ex && typeof ex.program === 'string') return ex.program;
+  let pathname = '';
+  try {
+    pathname = new URL(ex.url, 'http://localhost').pathname;
+  } catch {
+    // an unparsable url fails in checkExchange
+  }
+  return pathname === '/v1/timestamps' ? 'oracle' : 'service';
 }
 
 // Whether the template's last segment is a path parameter marked
@@ -401,24 +429,31 @@ export function checkExchange(specInfo, ex) {
 // ---------------------------------------------------------------- main
 
 function main(argv) {
-  let specPath = path.join(HERE, 'openapi.yaml');
+  let specPath = null;
   const files = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--spec') specPath = argv[++i];
     else files.push(argv[i]);
   }
 
-  let specInfo;
+  // name -> specInfo; with --spec, one spec under every name.
+  let specs;
   try {
-    specInfo = loadSpec(specPath);
+    if (specPath) {
+      const one = loadSpec(specPath);
+      specs = { only: one, get: () => one };
+    } else {
+      const both = loadSpecs();
+      specs = { ...both, get: (name) => both[name] };
+    }
   } catch (e) {
-    console.error(`api-spec: cannot load ${specPath}: ${e.message}`);
+    console.error(`api-spec: cannot load ${specPath || Object.values(SPEC_FILES).join(' / ')}: ${e.message}`);
     return 1;
   }
 
   let checked = 0;
   let failed = 0;
-  const exercised = new Set();
+  const exercised = new Map(); // spec file -> Set of operation ids
   for (const file of files) {
     let text;
     try {
@@ -439,17 +474,27 @@ function main(argv) {
         failed++;
         return;
       }
+      const program = programOf(ex);
+      const specInfo = specs.get(program);
       let result;
-      try {
-        result = checkExchange(specInfo, ex);
-      } catch (e) {
-        result = { problems: [`validator error: ${e.message}`] };
+      if (!specInfo) {
+        result = { problems: [`unknown program ${JSON.stringify(program)} (known: ${Object.keys(SPEC_FILES).join(', ')})`] };
+      } else {
+        try {
+          result = checkExchange(specInfo, ex);
+        } catch (e) {
+          result = { problems: [`validator error: ${e.message}`] };
+        }
       }
-      if (result.route && result.problems.length === 0) exercised.add(result.route.id);
+      if (result.route && result.problems.length === 0) {
+        if (!exercised.has(specInfo.file)) exercised.set(specInfo.file, new Set());
+        exercised.get(specInfo.file).add(result.route.id);
+      }
       if (result.problems.length) {
         failed++;
+        const against = specInfo ? ` (${specInfo.file})` : '';
         for (const p of result.problems) {
-          console.log(`FAIL ${ex.method} ${ex.url} -> ${ex.status}: ${p}  [${file}:${i + 1}]`);
+          console.log(`FAIL ${ex.method} ${ex.url} -> ${ex.status}${against}: ${p}  [${file}:${i + 1}]`);
         }
       }
     });
@@ -459,10 +504,14 @@ function main(argv) {
     console.log('api-spec: no exchanges given (the tests recorded nothing): failing');
   } else {
     // Informational: which documented operations no exchange exercised.
-    const ids = [...new Set(specInfo.routes.map((r) => r.id))];
-    const missing = ids.filter((id) => !exercised.has(id));
-    console.log(`api-spec: ${ids.length - missing.length}/${ids.length} operations exercised` +
-      (missing.length ? `; not exercised: ${missing.join(', ')}` : ''));
+    const infos = specPath ? [specs.only] : Object.keys(SPEC_FILES).map((n) => specs[n]);
+    for (const info of infos) {
+      const ids = [...new Set(info.routes.map((r) => r.id))];
+      const seen = exercised.get(info.file) || new Set();
+      const missing = ids.filter((id) => !seen.has(id));
+      console.log(`api-spec: ${info.file}: ${ids.length - missing.length}/${ids.length} operations exercised` +
+        (missing.length ? `; not exercised: ${missing.join(', ')}` : ''));
+    }
   }
   console.log(`api-spec: ${checked - failed} passed, ${failed} failed`);
   return failed > 0 || checked === 0 ? 1 : 0;

@@ -1,5 +1,5 @@
 /*
- * routes.h — the oracle's HTTP API (api-spec/openapi.yaml):
+ * routes.h — the oracle's HTTP API (api-spec/oracle.yaml):
  *   POST /v1/timestamps?count=N   {"first":F,"count":N}
  *   GET  /v1/health               {"status":"ok",...}   (no token needed)
  *   GET  /metrics                 Prometheus text

@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         {"backup-dir", FLAG_STRING, &c->backup_dir, "", "where POST /v1/admin/backup makes its copies (\"\": backups off)", NULL, 0, 0},
         {"restore-from", FLAG_STRING, &c->restore_from, "", "at start, make --data-dir (which must not exist) from this backup, then serve it", NULL, 0, 0},
         {"oracle-token-file", FLAG_STRING, &c->oracle_token_file, "", "file with the bearer token the oracle asks for (its --auth-token-file)", NULL, 0, 0},
-        {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/openapi.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
+        {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/service.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
         {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
         {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
         {"oracle-timeout-ms", FLAG_UINT64, &c->oracle_timeout_ms, "2000", "time limit of one oracle request", NULL, 10, 60000},

@@ -3,7 +3,10 @@
  * OpenAPI check (api-spec/validate.mjs) when PERCOLATOR_EXCHANGE_LOG names
  * a file: one JSON object a line, appended under a lock so threads do not
  * interleave. Requests a test sends to unrouted paths or with methods a
- * path does not have on purpose are marked "expect_off_spec".
+ * path does not have on purpose are marked "expect_off_spec". An exchange
+ * with a program the test spawned (tl_spawn tells us its --listen port)
+ * names it, "program": "service" or "oracle", so that the validator picks
+ * that program's spec (api-spec/service.yaml or oracle.yaml).
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -19,6 +22,77 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int off_spec;
+
+/* Which program listens on which port, as tl_spawn started them; a port
+ * taken again by another program takes the newer name. */
+#define MAX_PROGRAMS 64
+static struct {
+    int port;
+    char name[16];
+} programs[MAX_PROGRAMS];
+static int nprograms;
+
+/* The port of "host:port" or of a URL "scheme://host:port/..."; 0 if none. */
+static int port_of(const char *s)
+{
+    const char *p = strstr(s, "://");
+    p = p ? p + 3 : s;
+    size_t hostlen = strcspn(p, "/?#");
+    const char *colon = NULL;
+    for (size_t i = 0; i < hostlen; i++)
+        if (p[i] == ':')
+            colon = p + i;
+    if (colon == NULL)
+        return 0;
+    long port = strtol(colon + 1, NULL, 10);
+    return port > 0 && port < 65536 ? (int)port : 0;
+}
+
+void tl_exchange_program(const char *prog, const char *const args[])
+{
+    const char *name = NULL;
+    int port = 0;
+    for (size_t i = 0; args && args[i]; i++) {
+        const char *base = strrchr(args[i], '/');
+        base = base ? base + 1 : args[i];
+        if (strcmp(base, "percolator-oracle") == 0 || strcmp(base, "percolator-service") == 0)
+            prog = args[i]; /* run through a wrapper (prlimit -- prog ...) */
+        if (strcmp(args[i], "--listen") == 0 && args[i + 1] != NULL)
+            port = port_of(args[i + 1]);
+    }
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    if (strcmp(base, "percolator-oracle") == 0)
+        name = "oracle";
+    else if (strcmp(base, "percolator-service") == 0)
+        name = "service";
+    if (name == NULL || port == 0)
+        return;
+    pthread_mutex_lock(&log_mu);
+    int slot = 0;
+    while (slot < nprograms && programs[slot].port != port)
+        slot++;
+    if (slot == nprograms && nprograms < MAX_PROGRAMS)
+        nprograms++;
+    if (slot < nprograms) {
+        programs[slot].port = port;
+        snprintf(programs[slot].name, sizeof programs[slot].name, "%s", name);
+    }
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* The program listening at url's port, or NULL when no test spawned one. */
+static json_t *program_json(const char *url)
+{
+    int port = port_of(url);
+    json_t *j = NULL;
+    pthread_mutex_lock(&log_mu);
+    for (int i = 0; i < nprograms && port > 0 && j == NULL; i++)
+        if (programs[i].port == port)
+            j = json_string(programs[i].name);
+    pthread_mutex_unlock(&log_mu);
+    return j;
+}
 
 void tl_expect_off_spec(bool on)
 {
@@ -89,6 +163,9 @@ void tl_record_exchange(const char *method, const char *url, const void *body, s
         return;
     if (atomic_load(&off_spec))
         json_object_set_new(j, "expect_off_spec", json_true());
+    json_t *prog = program_json(url);
+    if (prog != NULL)
+        json_object_set_new(j, "program", prog);
     char *line = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (line == NULL)

@@ -148,8 +148,10 @@ pid_t tl_spawn(const char *prog, const char *const args[], const char *const env
         execve(path, argv, envp);
         _exit(127);
     }
-    if (pid > 0)
+    if (pid > 0) {
         remember(pid);
+        tl_exchange_program(prog, args);
+    }
 done:
     if (fd >= 0)
         close(fd);

@@ -94,6 +94,10 @@ void tl_http_tls(const char *ca_file, const char *cert_file, const char *key_fil
 void tl_expect_off_spec(bool on);
 void tl_record_exchange(const char *method, const char *url, const void *body, size_t body_len,
                         const char *content_type, const tl_resp *r);
+/* tl_spawn tells the exchange log which program (percolator-oracle or
+ * -service, maybe behind a wrapper in args) listens on which --listen port,
+ * so that exchanges with it name their program. */
+void tl_exchange_program(const char *prog, const char *const args[]);
 
 /* A response header's value (case-insensitive name) copied into out;
  * NULL if absent. */
