@@ -10,8 +10,8 @@
 #   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
 #   make api-check  lint api-spec/openapi.yaml, self-test its validator, and
 #                   validate the HTTP exchanges the tests recorded
-#   make docker-test  build the image with podman from scratch and run
-#                   docker/compose.yml for real (root; see README "Containers")
+#   make docker-test  build the image with podman (and Docker) from scratch and
+#                   run the compose files for real (root; see README "Containers")
 #   make clean
 #
 # Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
@@ -174,10 +174,13 @@ api-check:
 	node api-spec/validate.mjs $(API_EXCHANGES)
 
 # docker-test: build docker/Dockerfile with podman (--no-cache), run
-# docker/compose.yml, commit, restart, read back, health, down (docker/test.sh).
+# docker/compose.yml and docker/compose.raft.yml, commit, restart, read back,
+# health, down (docker/test.sh); then the same image and compose.yml with
+# Docker Engine and Compose v1 (docker/test-engine.sh).
 .PHONY: docker-test
 docker-test:
 	bash docker/test.sh
+	bash docker/test-engine.sh
 
 clean:
 	rm -rf build bin
