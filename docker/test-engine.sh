@@ -20,6 +20,11 @@
 #     healthy, uid 10001, the hardening in effect, the oracle unpublished,
 #     401 without the token, a commit read back; stop: both exit 0; down -v
 #     leaves nothing.
+#  6. docker/compose.raft.yml with docker/compose.raft-ips.yml (the oracles
+#     at fixed addresses): a commit through the group; `docker kill` the
+#     leader, another leads and the service commits again; start the
+#     killed one again: at its fixed address it rejoins as a follower of
+#     the new leader; down -v.
 # Everything it made (containers, network, volumes, images, the daemon) is
 # removed on exit, also on failure; the base image and dockerd's storage
 # are kept for the next run.
@@ -86,26 +91,36 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/percolator-docker-engine.XXXXXX")
 chmod 0755 "$TMP"
 DPID=""
 
+RPROJECT=${PROJECT}r
 compose() {
     timeout 600 docker-compose -p "$PROJECT" -f docker/compose.yml "$@" >>"$TMP/compose.log" 2>&1
+}
+rcompose() {
+    timeout 600 docker-compose -p "$RPROJECT" -f docker/compose.raft.yml -f docker/compose.raft-ips.yml "$@" \
+        >>"$TMP/compose.log" 2>&1
 }
 
 cleanup() {
     local failed=$1 c left=""
     if [ -n "$DPID" ]; then
         if [ "$failed" = 1 ]; then
-            for c in $("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null); do
+            for c in $("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null
+                       "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$RPROJECT" 2>/dev/null); do
                 echo "----- logs of $c (last 30 lines) -----" >&2
                 "$DOCKER" logs --tail 30 "$c" >&2 2>&1
             done
             [ ! -s "$TMP/compose.log" ] || { echo "----- docker-compose (last 20 lines) -----" >&2; tail -20 "$TMP/compose.log" >&2; }
         fi
         compose down -v -t 5 >/dev/null 2>&1
+        rcompose down -v -t 5 >/dev/null 2>&1
         "$DOCKER" rmi -f "$IMAGE" "$IMAGE-classic" >/dev/null 2>&1
         "$DOCKER" builder prune -a -f >/dev/null 2>&1
-        left=$("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null
-               "$DOCKER" volume ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null
-               "$DOCKER" network ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null
+        "$DOCKER" image prune -f >/dev/null 2>&1   # the classic builder's build stages
+        left=$(for p in "$PROJECT" "$RPROJECT"; do
+                   "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
+                   "$DOCKER" volume ls -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
+                   "$DOCKER" network ls -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
+               done
                "$DOCKER" images -q "$IMAGE" 2>/dev/null)
         # The daemon we started, by its PID; it stops its containerd.
         kill -TERM "$DPID" 2>/dev/null
@@ -245,6 +260,56 @@ left=$("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$PROJECT"
        "$DOCKER" network ls -q --filter "label=com.docker.compose.project=$PROJECT")
 [ -z "$left" ] || fail "docker-compose down -v left: $(echo $left)"
 ok "docker-compose stop: both exited 0 (stopped cleanly); down -v removed containers, network and volumes"
+
+# --- 6. three oracles at fixed addresses ---------------------------------------
+unset PERCOLATOR_AUTH_TOKEN_FILE
+NET=${PERCOLATOR_RAFT_NET:-172.28.90}
+# health N: oracle N's /v1/health, asked inside its container.
+health() {
+    "$DOCKER" exec "${RPROJECT}_oracle$1_1" curl -fsS --max-time 3 http://127.0.0.1:8090/v1/health 2>/dev/null
+}
+leader() {
+    local i
+    for i in 1 2 3; do health "$i" | grep -q '"role":"leader"' && { echo "$i"; return 0; }; done
+    return 0
+}
+put() {
+    curl -sS --max-time 30 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+        -d "{\"value\":\"$1\"}" "$B/v1/kv/raft" 2>/dev/null || echo 000
+}
+# until CMD...: run CMD every half second until it succeeds, at most HEALTH_WAIT s.
+until_ok() {
+    local i
+    for ((i = 0; i < HEALTH_WAIT * 2; i++)); do "$@" && return 0; sleep 0.5; done
+    return 1
+}
+put_ok() { [ "$(put "$1")" = 200 ]; }
+step "docker-compose up compose.raft.yml + compose.raft-ips.yml: project $RPROJECT, oracles at $NET.11-13"
+t0=$(date +%s)
+rcompose up -d || fail "docker-compose up (raft) failed"
+for i in 1 2 3; do
+    ip=$("$DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${RPROJECT}_oracle${i}_1")
+    [ "$ip" = "$NET.1$i" ] || fail "oracle$i is at '$ip', want $NET.1$i"
+done
+until_ok put_ok one || fail "no commit through the raft group within ${HEALTH_WAIT}s (last: $(put one))"
+l=""
+until_ok eval 'l=$(leader); [ -n "$l" ]' || fail "no oracle says it leads"
+ok "raft compose: oracles at $NET.11-13, oracle$l leads, the service committed through the group in $(( $(date +%s) - t0 ))s"
+
+"$DOCKER" kill "${RPROJECT}_oracle${l}_1" >/dev/null || fail "docker kill oracle$l failed"
+t0=$SECONDS
+until_ok put_ok two || fail "no commit within ${HEALTH_WAIT}s after killing the leader oracle$l (last: $(put two))"
+n=$(leader)
+[ -n "$n" ] && [ "$n" != "$l" ] || fail "after killing oracle$l the leader is '${n:-none}'"
+ok "killed the leader oracle$l: oracle$n leads, the service committed again after $((SECONDS - t0))s"
+
+"$DOCKER" start "${RPROJECT}_oracle${l}_1" >/dev/null || fail "docker start oracle$l failed"
+rejoined() { health "$l" | grep -q "\"role\":\"follower\",\"leader\":{\"id\":$n,"; }
+until_ok rejoined || fail "oracle$l did not rejoin as a follower of oracle$n: $(health "$l")"
+until_ok put_ok three || fail "no commit after oracle$l came back"
+ok "oracle$l running again (docker start) at its fixed address: a follower of oracle$n, commits go on"
+rcompose down -v -t "$STOP_WAIT" || fail "docker-compose down -v (raft) failed"
+ok "raft compose down -v"
 
 trap - EXIT INT TERM
 set +e

@@ -511,7 +511,11 @@ done
 expect "PUT after the leader was killed" "$r" '^200 \{"commit_ts":[0-9]+\}$'
 r=$(req GET /v1/kv/raft)
 expect "GET after the failover" "$r" '^200 \{"key":"raft","value":"two",'
-new=$(raft_leader)
+for ((i = 0; i < HEALTH_WAIT; i++)); do
+    new=$(raft_leader)
+    [ -z "$new" ] || [ "$new" = "$leader" ] || break
+    sleep 1
+done
 [ -n "$new" ] && [ "$new" != "$leader" ] || fail "after killing oracle$leader the leader is '${new:-none}'"
 ok "killed the leader oracle$leader: oracle$new leads, the service committed again after $((SECONDS - t0))s"
 
