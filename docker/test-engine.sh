@@ -228,9 +228,9 @@ ok "docker-compose up: the service started after the oracle was healthy, both he
 for c in "$oracle" "$service"; do
     out=$("$DOCKER" exec "$c" sh -c '
         [ "$(id -u)" = 10001 ] || echo "uid $(id -u)"
-        if touch /probe 2>/dev/null; then echo "root file system writable"; fi
+        awk "\$2 == \"/\" { exit \$4 !~ /^ro,/ }" /proc/mounts || echo "root file system mounted read-write"
         touch /data/.probe && rm -f /data/.probe || echo "/data not writable"
-        grep -q "^CapEff:[[:space:]]*0000000000000000$" /proc/1/status || echo "capabilities: $(grep ^CapEff /proc/1/status)"
+        grep -q "^CapBnd:[[:space:]]*0000000000000000$" /proc/1/status || echo "capability bounding set: $(grep ^CapBnd /proc/1/status)"
         grep -q "^NoNewPrivs:[[:space:]]*1$" /proc/1/status || echo "no-new-privileges off"
         exit 0' 2>&1) || fail "docker exec failed: $out"
     [ -z "$out" ] || fail "container $c: $(echo $out)"
@@ -238,7 +238,7 @@ done
 mem=$("$DOCKER" inspect -f '{{.HostConfig.Memory}}' "$oracle" "$service" | tr '\n' ' ')
 [ "$mem" = "$((128 * 1024 * 1024)) $((768 * 1024 * 1024)) " ] || fail "memory limits: $mem"
 [ -z "$("$DOCKER" port "$oracle")" ] || fail "the oracle's port is published: $("$DOCKER" port "$oracle")"
-ok "uid 10001, read-only root (/data writable), no capabilities, no-new-privileges, memory limits 128m and 768m, the oracle unpublished"
+ok "uid 10001, read-only root (/data writable), empty capability bounding set, no-new-privileges, memory limits 128m and 768m, the oracle unpublished"
 
 code=$(curl -sS --max-time 30 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
     -d '{"value":"docker"}' "$B/v1/kv/engine") || code=000
