@@ -14,8 +14,8 @@
 #                   validate the HTTP exchanges the tests recorded, and run
 #                   the README tour and those requests through Prism
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS each (fuzz/fuzz.mk)
-#   make docker-test  build the image with podman from scratch and run
-#                   docker/compose.yml for real (root; see README "Containers")
+#   make docker-test  build the image with podman (and Docker) from scratch and
+#                   run the compose files for real (root; see README "Containers")
 #   make clean
 #
 # Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
@@ -198,10 +198,13 @@ api-check: $(PROGS)
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) bash api-spec/prism-check.sh $(API_EXCHANGES)
 
 # docker-test: build docker/Dockerfile with podman (--no-cache), run
-# docker/compose.yml, commit, restart, read back, health, down (docker/test.sh).
+# docker/compose.yml and docker/compose.raft.yml, commit, restart, read back,
+# health, down (docker/test.sh); then the same image and compose.yml with
+# Docker Engine and Compose v1 (docker/test-engine.sh).
 .PHONY: docker-test
 docker-test:
 	bash docker/test.sh
+	bash docker/test-engine.sh
 
 include fuzz/fuzz.mk
 

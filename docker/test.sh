@@ -38,6 +38,7 @@ PROJECT=pctest$RUN
 IMAGE=localhost/percolator-test:$RUN
 ORACLE_CNT=${PROJECT}_oracle_1
 SERVICE_CNT=${PROJECT}_service_1
+RPROJECT=${PROJECT}r                 # docker/compose.raft.yml's project
 
 passed=0
 step() { echo "docker-test: $*"; }
@@ -50,7 +51,7 @@ fail() {
 # --- 1. what it needs -------------------------------------------------------
 [ "$(id -u)" = 0 ] || fail "needs root (it runs rootful podman and may apt-get install podman): run as root"
 need=""
-for p in podman podman-compose runc netavark aardvark-dns iptables mmdebstrap curl; do
+for p in podman podman-compose runc netavark aardvark-dns iptables mmdebstrap curl docker-compose; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -64,7 +65,7 @@ fi
 # The programs podman and netavark execute (netavark runs iptables for every
 # container network), wherever Debian puts them.
 export PATH=$PATH:/usr/sbin:/sbin
-for b in podman podman-compose runc mmdebstrap curl iptables ip6tables \
+for b in podman podman-compose runc mmdebstrap curl iptables ip6tables docker-compose \
          /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
     command -v "$b" >/dev/null 2>&1 || fail "$b is missing although its package is installed"
 done
@@ -98,12 +99,23 @@ chmod 0755 "$TMP"
 
 # Remove everything this run created (by its project label, image name and
 # build label), whatever happened; on failure show the containers' logs first.
+# ours KIND: the ids of the containers, volumes or networks of both projects.
+ours() {
+    local p
+    for p in "$PROJECT" "$RPROJECT"; do
+        case "$1" in
+            ps) podman ps -a -q --filter "label=io.podman.compose.project=$p" 2>/dev/null ;;
+            *) podman "$1" ls -q --filter "label=io.podman.compose.project=$p" 2>/dev/null ;;
+        esac
+    done
+}
 cleanup() {
     local failed=$1 cnts vols nets imgs left c
-    cnts=$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    cnts=$(ours ps)
     if [ -n "$cnts" ]; then
         if [ "$failed" = 1 ]; then
-            for c in "$ORACLE_CNT" "$SERVICE_CNT"; do
+            for c in "$ORACLE_CNT" "$SERVICE_CNT" "${RPROJECT}_oracle1_1" "${RPROJECT}_oracle2_1" \
+                     "${RPROJECT}_oracle3_1" "${RPROJECT}_service_1"; do
                 podman container exists "$c" || continue
                 echo "----- logs of $c (last 30 lines) -----" >&2
                 podman logs --tail 30 "$c" >&2 2>&1
@@ -115,17 +127,15 @@ cleanup() {
         echo "----- podman-compose (last 20 lines) -----" >&2
         tail -20 "$TMP/compose.log" >&2
     fi
-    vols=$(podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    vols=$(ours volume)
     [ -z "$vols" ] || podman volume rm -f $vols >/dev/null 2>&1
-    nets=$(podman network ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null)
+    nets=$(ours network)
     [ -z "$nets" ] || podman network rm -f $nets >/dev/null 2>&1
     podman rmi -f "$IMAGE" >/dev/null 2>&1
     imgs=$(podman images -a -q --filter "label=io.percolator.docker-test=$RUN" 2>/dev/null)
     [ -z "$imgs" ] || podman rmi -f $imgs >/dev/null 2>&1
     rm -rf "$TMP"
-    left=$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
-           podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
-           podman network ls -q --filter "label=io.podman.compose.project=$PROJECT" 2>/dev/null
+    left=$(ours ps; ours volume; ours network
            podman images -a -q --filter "label=io.percolator.docker-test=$RUN" 2>/dev/null
            podman image exists "$IMAGE" && echo "$IMAGE")
     if [ -n "$left" ]; then
@@ -186,15 +196,37 @@ else
     step "base image $BASE: imported from $WORK/base.tar"
 fi
 
+# --- the compose files parse with Compose v1 too ----------------------------
+# Debian's docker-compose 1.29 (no daemon needed for `config`): it rejects a
+# top-level `name:`, which Compose v2 and podman-compose accept.
+for files in "compose.yml" "compose.yml compose.tls.yml" "compose.raft.yml" \
+             "compose.raft.yml compose.raft-ips.yml"; do
+    args=()
+    for f in $files; do args+=(-f "docker/$f"); done
+    out=$(PERCOLATOR_TLS_DIR=/nonexistent docker-compose -p "$PROJECT" "${args[@]}" config -q 2>&1) ||
+        fail "docker-compose (v1) rejects $files: $out"
+done
+ok "Compose v1 ($(docker-compose version --short 2>/dev/null)) accepts compose.yml, + compose.tls.yml, compose.raft.yml, + compose.raft-ips.yml"
+
 # --- 3. the project image, from scratch ------------------------------------
-step "building $IMAGE from docker/Dockerfile (--no-cache)"
+# The base image pinned by its digest (the local one: see the Dockerfile).
+BASE_DIGEST=$(podman image inspect -f '{{.Digest}}' "$BASE")
+BASE_PINNED=$BASE@$BASE_DIGEST
+REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION=$(sed -n 's/^#define PERCOLATOR_VERSION "\(.*\)"$/\1/p' common/version.h)
+step "building $IMAGE from docker/Dockerfile (--no-cache) on $BASE_PINNED"
 t0=$(date +%s)
 timeout 1800 podman build --no-cache --pull=never --format docker \
     --label "io.percolator.docker-test=$RUN" \
+    --build-arg "BASE_IMAGE=$BASE_PINNED" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" \
     -f docker/Dockerfile -t "$IMAGE" . >"$TMP/build.log" 2>&1 ||
     { tail -30 "$TMP/build.log" >&2; fail "podman build failed (see above)"; }
 size=$(podman image inspect -f '{{.Size}}' "$IMAGE")
 ok "image built in $(( $(date +%s) - t0 ))s, size $((size / 1000000)) MB ($size bytes)"
+labels=$(podman image inspect -f '{{index .Labels "org.opencontainers.image.version"}} {{index .Labels "org.opencontainers.image.revision"}} {{index .Labels "org.opencontainers.image.base.name"}} {{index .Labels "org.opencontainers.image.title"}}' "$IMAGE")
+[ "$labels" = "$VERSION $REVISION $BASE_PINNED percolator" ] ||
+    fail "OCI labels: got '$labels', want '$VERSION $REVISION $BASE_PINNED percolator'"
+ok "OCI labels: version $VERSION, revision $REVISION, base $BASE_PINNED"
 
 # Nothing the build needed may be in the runtime image.
 bad=$(podman run --rm --no-healthcheck --entrypoint /bin/sh "$IMAGE" -c '
@@ -232,8 +264,6 @@ ok "the image alone: percolator-oracle on 0.0.0.0:8090 by default, its HEALTHCHE
 
 # --- 4. compose up, with an auth token --------------------------------------
 SPORT=$(free_port)
-OPORT=$(free_port)
-while [ "$OPORT" = "$SPORT" ]; do OPORT=$(free_port); done
 B=http://127.0.0.1:$SPORT
 TOKEN=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
 printf '%s\n' "$TOKEN" >"$TMP/token"
@@ -270,6 +300,43 @@ expect() { # expect WHAT "STATUS BODY" PATTERN
     [[ "$2" =~ $3 ]] || fail "$1: got '$2', want /$3/"
 }
 
+# wait_cnt_health CNT: until the container's own HEALTHCHECK passes (for
+# the oracle, whose port is not published).
+wait_cnt_health() {
+    local i
+    for ((i = 0; i < HEALTH_WAIT; i++)); do
+        podman healthcheck run "$1" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    fail "$1 not healthy within ${HEALTH_WAIT}s: $(podman healthcheck run "$1" 2>&1)"
+}
+
+# hardened CNT MEMORY: compose's hardening took effect inside the container:
+# the root file system is mounted read-only (uid 10001 could not write to
+# / anyway: the mount says it) and /data takes writes, PID 1's
+# capability bounding set is empty (cap_drop: ALL; as uid 10001 its
+# effective set is empty anyway) and no-new-privileges is on, and the
+# memory limit is MEMORY bytes.
+hardened() {
+    local out mem
+    out=$(podman exec "$1" sh -c '
+        awk "\$2 == \"/\" { exit \$4 !~ /^ro,/ }" /proc/mounts || echo "root file system mounted read-write"
+        touch /data/.probe && rm -f /data/.probe || echo "/data not writable"
+        grep -q "^CapBnd:[[:space:]]*0000000000000000$" /proc/1/status || echo "capability bounding set: $(grep ^CapBnd /proc/1/status)"
+        grep -q "^NoNewPrivs:[[:space:]]*1$" /proc/1/status || echo "no-new-privileges off"
+        exit 0' 2>&1) || fail "podman exec $1 failed: $out"
+    [ -z "$out" ] || fail "$1 is not hardened: $(echo $out)"
+    mem=$(podman inspect -f '{{.HostConfig.Memory}}' "$1")
+    [ "$mem" = "$2" ] || fail "$1 memory limit is '$mem', want $2"
+}
+
+# oracle_post CNT [TOKEN]: the status of POST /v1/timestamps, asked from
+# inside the oracle's container (its port is not published).
+oracle_post() {
+    podman exec "$1" curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -X POST \
+        ${2:+-H "Authorization: Bearer $2"} http://127.0.0.1:8090/v1/timestamps 2>/dev/null || echo 000
+}
+
 # exit code of a container that has exited, from podman's events (works
 # after `down` removed it).
 exit_code() {
@@ -277,17 +344,34 @@ exit_code() {
         --format '{{.ContainerExitCode}}' 2>/dev/null | tail -1
 }
 
-step "compose up: project $PROJECT, service on 127.0.0.1:$SPORT, oracle on 127.0.0.1:$OPORT, auth token on"
-export PERCOLATOR_IMAGE=$IMAGE PERCOLATOR_PORT=$SPORT PERCOLATOR_ORACLE_PORT=$OPORT
+step "compose up: project $PROJECT, service on 127.0.0.1:$SPORT, auth token and oracle token on"
+OTOKEN=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+printf '%s\n' "$OTOKEN" >"$TMP/oracle-token"
+chmod 0644 "$TMP/oracle-token"
+export PERCOLATOR_IMAGE=$IMAGE PERCOLATOR_PORT=$SPORT
 export PERCOLATOR_BIND=127.0.0.1 PERCOLATOR_AUTH_TOKEN_FILE=$TMP/token
-unset PERCOLATOR_LOG_LEVEL
+export PERCOLATOR_ORACLE_TOKEN_FILE=$TMP/oracle-token
+unset PERCOLATOR_LOG_LEVEL PERCOLATOR_MEMORY PERCOLATOR_ORACLE_MEMORY
 t0=$(date +%s)
 compose up -d || fail "podman-compose up failed"
 podman container exists "$ORACLE_CNT" && podman container exists "$SERVICE_CNT" ||
     fail "compose up did not create $ORACLE_CNT and $SERVICE_CNT"
-wait_health "http://127.0.0.1:$OPORT/v1/health"
+wait_cnt_health "$ORACLE_CNT"
 wait_health "$B/v1/ready" '"status":"ready"'
 ok "compose up: oracle and service healthy in $(( $(date +%s) - t0 ))s, the service reaches the oracle by name"
+
+# Only the service is published; both run hardened.
+[ -z "$(podman port "$ORACLE_CNT")" ] || fail "the oracle's port is published: $(podman port "$ORACLE_CNT")"
+hardened "$ORACLE_CNT" $((128 * 1024 * 1024))
+hardened "$SERVICE_CNT" $((768 * 1024 * 1024))
+ok "only the service is published; both: read-only root (/data writable), empty capability bounding set, no-new-privileges, memory limits 128m and 768m"
+
+# The oracle's token: the service sends it (its commits above worked);
+# anyone else on the network without it gets 401.
+code=$(oracle_post "$ORACLE_CNT")
+[ "$code" = 401 ] || fail "POST /v1/timestamps without the oracle token: $code, want 401"
+code=$(oracle_post "$ORACLE_CNT" "$OTOKEN")
+[ "$code" = 200 ] || fail "POST /v1/timestamps with the oracle token: $code, want 200"
 
 r=$(req PUT /v1/kv/greeting '{"value":"hello"}')
 expect "PUT without the token" "$r" '^401 '
@@ -304,7 +388,7 @@ r=$(req POST "/v1/txns/$TXN/commit" '' "$AUTH")
 expect "commit" "$r" '^200 \{"commit_ts":[0-9]+\}$'
 r=$(req GET /v1/kv/color '' "$AUTH")
 expect "GET color" "$r" '^200 \{"key":"color","value":"blue","commit_ts":[0-9]+\}$'
-ok "auth: 401 without the token; committed an autocommit write and a session through 127.0.0.1:$SPORT"
+ok "auth: 401 without the token; committed an autocommit write and a session through 127.0.0.1:$SPORT; the oracle: 401 without its token, the service sends it"
 
 # Restart the service container: SIGTERM, clean exit, same volume.
 podman stop -t "$STOP_WAIT" "$SERVICE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman stop $SERVICE_CNT failed"
@@ -377,10 +461,10 @@ down_and_check
 ok "compose down: oracle and service exited 0 on SIGTERM (WiredTiger closed cleanly)"
 
 # --- 5. up again without a token: the volumes kept the data -----------------
-unset PERCOLATOR_AUTH_TOKEN_FILE
-step "compose up again, no auth token"
+unset PERCOLATOR_AUTH_TOKEN_FILE PERCOLATOR_ORACLE_TOKEN_FILE
+step "compose up again, no auth token, no oracle token"
 compose up -d || fail "podman-compose up (second) failed"
-wait_health "http://127.0.0.1:$OPORT/v1/health"
+wait_cnt_health "$ORACLE_CNT"
 wait_health "$B/v1/health" '"oracle":"ok"'
 r=$(req GET /v1/kv/shape)
 expect "GET shape without a token after down/up" "$r" '^200 \{"key":"shape","value":"circle",'
@@ -388,9 +472,66 @@ r=$(req PUT /v1/kv/greeting '{"value":"again"}')
 expect "PUT without a token" "$r" '^200 \{"commit_ts":[0-9]+\}$'
 r=$(req GET /v1/kv/greeting)
 expect "GET greeting" "$r" '^200 \{"key":"greeting","value":"again",'
-ok "compose up again without a token: no auth, data kept across down/up, writes work"
+code=$(oracle_post "$ORACLE_CNT")
+[ "$code" = 200 ] || fail "POST /v1/timestamps with no oracle token set: $code, want 200"
+ok "compose up again without tokens: no auth, data kept across down/up, writes work"
 down_and_check
 ok "compose down again: both exited 0"
+
+# --- 6. three oracles as a Raft group: docker/compose.raft.yml ---------------
+rcompose() {
+    timeout 600 podman-compose --no-ansi -p "$RPROJECT" -f docker/compose.raft.yml "$@" >>"$TMP/compose.log" 2>&1
+}
+# raft_leader: the number (1-3) of the oracle whose /v1/health says leader,
+# asked inside each oracle's container; empty when none does.
+raft_leader() {
+    local i
+    for i in 1 2 3; do
+        podman exec "${RPROJECT}_oracle${i}_1" curl -fsS --max-time 3 http://127.0.0.1:8090/v1/health 2>/dev/null |
+            grep -q '"role":"leader"' && { echo "$i"; return 0; }
+    done
+    return 0
+}
+step "compose up docker/compose.raft.yml: project $RPROJECT, three oracles and the service on 127.0.0.1:$SPORT"
+t0=$(date +%s)
+rcompose up -d || fail "podman-compose up (raft) failed"
+for i in 1 2 3; do wait_cnt_health "${RPROJECT}_oracle${i}_1"; done
+wait_health "$B/v1/ready" '"status":"ready"'
+r=$(req PUT /v1/kv/raft '{"value":"one"}')
+expect "PUT through the raft group" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+for ((i = 0; i < HEALTH_WAIT; i++)); do leader=$(raft_leader); [ -z "$leader" ] || break; sleep 1; done
+[ -n "$leader" ] || fail "no oracle says it is the raft leader"
+for i in 1 2 3; do [ -z "$(podman port "${RPROJECT}_oracle${i}_1")" ] || fail "oracle$i's port is published"; done
+ok "raft compose: three oracles healthy, oracle$leader leads, the service committed through the group in $(( $(date +%s) - t0 ))s; no oracle port published"
+
+podman kill "${RPROJECT}_oracle${leader}_1" >>"$TMP/compose.log" 2>&1 || fail "podman kill oracle$leader failed"
+t0=$SECONDS
+for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+    r=$(req PUT /v1/kv/raft '{"value":"two"}')
+    [[ "$r" =~ ^503 ]] || break
+    sleep 0.5
+done
+expect "PUT after the leader was killed" "$r" '^200 \{"commit_ts":[0-9]+\}$'
+r=$(req GET /v1/kv/raft)
+expect "GET after the failover" "$r" '^200 \{"key":"raft","value":"two",'
+for ((i = 0; i < HEALTH_WAIT; i++)); do
+    new=$(raft_leader)
+    [ -z "$new" ] || [ "$new" = "$leader" ] || break
+    sleep 1
+done
+[ -n "$new" ] && [ "$new" != "$leader" ] || fail "after killing oracle$leader the leader is '${new:-none}'"
+ok "killed the leader oracle$leader: oracle$new leads, the service committed again after $((SECONDS - t0))s"
+
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+sleep 1
+rcompose down -t "$STOP_WAIT" || fail "podman-compose down (raft) failed"
+for c in "${RPROJECT}_oracle1_1" "${RPROJECT}_oracle2_1" "${RPROJECT}_oracle3_1" "${RPROJECT}_service_1"; do
+    podman container exists "$c" && fail "$c still exists after down"
+    [ "$c" = "${RPROJECT}_oracle${leader}_1" ] && continue   # killed: 137
+    code=$(exit_code "$since" "$c")
+    [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
+done
+ok "raft compose down: the two oracles left and the service exited 0 on SIGTERM"
 
 trap - EXIT INT TERM
 set +e
