@@ -117,6 +117,27 @@ typedef struct {
 void pc_buf_free(pc_buf *b);
 pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
 
+/* ---- write batches (batch.c, docs/DESIGN.md §4.10) ----
+ * The first part of a replicated store: in propose mode a session's
+ * actions write nothing; every mutation they would make is appended to
+ * the batch given (they read the store as it is), and pc_apply_batch then
+ * applies the batch — on this node and on others, in one order — in one
+ * WiredTiger transaction that also records the batch's index. Not yet
+ * covered: latches between concurrent proposals, GC and the GC safe point,
+ * the in-memory effects of commits in flight (§4.4). */
+
+/* Propose into batch (an empty pc_buf, or one with earlier actions'
+ * batches); NULL: write directly again (the default). */
+void pc_session_propose(pc_session *s, pc_buf *batch);
+/* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
+pc_rc pc_batch_check(const void *batch, size_t len);
+/* Apply a batch as number index (1, 2, ...: the order every node applies
+ * in). An index at or below the last one applied is skipped (a replay
+ * after a restart). PC_INVALID: not a batch (nothing applied). */
+pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index);
+/* The index of the last batch applied (0: none). */
+pc_rc pc_applied_index(pc_session *s, uint64_t *index);
+
 typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
 
 typedef struct {

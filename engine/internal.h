@@ -68,7 +68,20 @@ struct pc_session {
     uint32_t slot;                /* this session's ts_max row (ts_floor.c) */
     uint64_t txn_ts;              /* the highest timestamp the running action writes */
     uint64_t ts_stored;           /* what the session's row holds */
+    pc_buf *propose;              /* propose mode: writes go here (batch.c) */
 };
+
+/* ---- batch.c: appending to a write batch ---- */
+typedef struct {
+    size_t len;
+    uint32_t count;
+} pc_batch_mark;
+/* Where a batch is now, and back there (an action's attempt that failed). */
+pc_batch_mark pc_batch_mark_of(const pc_buf *b);
+void pc_batch_rewind(pc_buf *b, pc_batch_mark m);
+pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void *v, size_t vlen);
+pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen);
+pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts);
 
 /* ---- store.c: running actions as WiredTiger transactions ---- */
 

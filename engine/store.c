@@ -241,6 +241,23 @@ static pc_rc reset_cursors(pc_session *s)
     return PC_OK;
 }
 
+/* Propose mode (batch.c): the action read the store and wrote into the
+ * batch; its transaction wrote nothing and is rolled back. The timestamp
+ * floor goes into the batch for the appliers. On failure the batch loses
+ * what this attempt added. */
+static pc_rc finish_proposal(pc_session *s, pc_rc rc, pc_batch_mark mark)
+{
+    if (rc == PC_OK && s->txn_ts > 0)
+        rc = pc_batch_raise_ts(s->propose, s->txn_ts);
+    if (rc != PC_OK)
+        pc_batch_rewind(s->propose, mark);
+    pc_rc reset = reset_cursors(s);
+    int ret = s->wt->rollback_transaction(s->wt, NULL);
+    if (ret != 0)
+        return pc_wt_error(s, ret, "rollback_transaction");
+    return rc == PC_OK ? reset : rc;
+}
+
 pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg)
 {
     for (int attempt = 0; attempt < 10000; attempt++) {
@@ -248,7 +265,14 @@ pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg)
         if (ret != 0)
             return pc_wt_error(s, ret, "begin_transaction");
         s->txn_ts = 0;
+        pc_batch_mark mark = s->propose ? pc_batch_mark_of(s->propose) : (pc_batch_mark){0, 0};
         pc_rc rc = body(s, arg);
+        if (s->propose != NULL) {
+            if ((rc = finish_proposal(s, rc, mark)) != PC_RETRY)
+                return rc;
+            retry_pause(attempt);
+            continue;
+        }
         /* The store's highest timestamp commits with what it covers. */
         bool new_max = rc == PC_OK && s->txn_ts > s->ts_stored;
         if (new_max)
@@ -302,12 +326,34 @@ pc_rc pc_cursor_get(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, WT_
     return PC_OK;
 }
 
+/* A table's index in a batch (batch.c), or -1 for the meta table, which
+ * only the applier writes. */
+static int batch_table(const pc_session *s, const WT_CURSOR *c)
+{
+    return c == s->data ? 0 : c == s->lock ? 1 : c == s->write ? 2 : c == s->notify ? 3 : -1;
+}
+
+/* A write in propose mode: into the batch. A meta row (the GC safe point)
+ * is not replicated yet: refused. */
+static pc_rc propose_write(pc_session *s, WT_CURSOR *c, const void *k, size_t klen,
+                           const void *v, size_t vlen, bool del)
+{
+    int t = batch_table(s, c);
+    if (t < 0) {
+        fprintf(stderr, "engine: a meta row cannot be proposed yet (DESIGN §4.10)\n");
+        return PC_INVALID;
+    }
+    return del ? pc_batch_del(s->propose, t, k, klen) : pc_batch_put(s->propose, t, k, klen, v, vlen);
+}
+
 pc_rc pc_cursor_put(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, const void *v,
                     size_t vlen)
 {
     WT_ITEM key = {.data = k, .size = klen}, val = {.data = v, .size = vlen};
     int ret;
 
+    if (s->propose != NULL)
+        return propose_write(s, c, k, klen, v, vlen, false);
     c->set_key(c, &key);
     c->set_value(c, &val);
     if ((ret = c->insert(c)) != 0)
@@ -321,6 +367,8 @@ pc_rc pc_cursor_del(pc_session *s, WT_CURSOR *c, const void *k, size_t klen)
     WT_ITEM key = {.data = k, .size = klen};
     int ret;
 
+    if (s->propose != NULL)
+        return propose_write(s, c, k, klen, NULL, 0, true);
     c->set_key(c, &key);
     ret = c->remove(c);
     if (ret != 0 && ret != WT_NOTFOUND)

@@ -1,0 +1,239 @@
+/*
+ * batch.c — write batches: what an action would write, as bytes that every
+ * node of a replicated store applies in the same order (docs/DESIGN.md
+ * §4.10; TiKV's shape: actions produce batches, Raft orders them, every
+ * node applies them).
+ *
+ * Format: "pcB1", the number of operations (u32), then the operations
+ * (exactly that many, up to the end):
+ *   1 PUT        table (1 byte), key length (u32), key, value length (u32), value
+ *   2 DEL        table (1 byte), key length (u32), key
+ *   3 RAISE_TS   u64: the store's highest timestamp is at least this
+ * Integers big-endian; tables are data, lock, write, notify (0..3) — the
+ * meta table is written only by the applier (the applied index, the
+ * timestamp floor). Decoding is strict: a batch is applied whole or not
+ * at all.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#define MAGIC "pcB1"
+#define MAGIC_LEN 4
+#define HEADER_LEN 8 /* magic and count */
+#define DATA_TABLES 4 /* data, lock, write, notify */
+
+enum { OP_PUT = 1, OP_DEL = 2, OP_RAISE_TS = 3 };
+
+static const char APPLIED_KEY[] = "raft_applied";
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Start an operation: the header first if the batch is empty, then the
+ * count raised and the op byte. */
+static pc_rc begin_op(pc_buf *b, uint8_t op)
+{
+    static const uint8_t zero[4];
+    if (b->len == 0 && (pc_buf_append(b, MAGIC, MAGIC_LEN) != PC_OK ||
+                        pc_buf_append(b, zero, 4) != PC_OK))
+        return PC_NOMEM;
+    if (pc_buf_append(b, &op, 1) != PC_OK)
+        return PC_NOMEM;
+    put_u32((uint8_t *)b->data + MAGIC_LEN, get_u32((const uint8_t *)b->data + MAGIC_LEN) + 1);
+    return PC_OK;
+}
+
+pc_batch_mark pc_batch_mark_of(const pc_buf *b)
+{
+    return (pc_batch_mark){b->len, b->len >= HEADER_LEN ? get_u32((const uint8_t *)b->data + MAGIC_LEN) : 0};
+}
+
+void pc_batch_rewind(pc_buf *b, pc_batch_mark m)
+{
+    b->len = m.len;
+    if (b->len >= HEADER_LEN)
+        put_u32((uint8_t *)b->data + MAGIC_LEN, m.count);
+}
+
+static pc_rc append_bytes(pc_buf *b, const void *p, size_t len)
+{
+    uint8_t n[4];
+    if (len > UINT32_MAX)
+        return PC_INVALID;
+    put_u32(n, (uint32_t)len);
+    if (pc_buf_append(b, n, 4) != PC_OK || pc_buf_append(b, p, len) != PC_OK)
+        return PC_NOMEM;
+    return PC_OK;
+}
+
+pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void *v, size_t vlen)
+{
+    uint8_t t = (uint8_t)table;
+    pc_rc rc = begin_op(b, OP_PUT);
+    if (rc == PC_OK)
+        rc = pc_buf_append(b, &t, 1);
+    if (rc == PC_OK)
+        rc = append_bytes(b, k, klen);
+    return rc == PC_OK ? append_bytes(b, v, vlen) : rc;
+}
+
+pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen)
+{
+    uint8_t t = (uint8_t)table;
+    pc_rc rc = begin_op(b, OP_DEL);
+    if (rc == PC_OK)
+        rc = pc_buf_append(b, &t, 1);
+    return rc == PC_OK ? append_bytes(b, k, klen) : rc;
+}
+
+pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts)
+{
+    uint8_t v[8];
+    pc_put_be64(v, ts);
+    pc_rc rc = begin_op(b, OP_RAISE_TS);
+    return rc == PC_OK ? pc_buf_append(b, v, 8) : rc;
+}
+
+/* One decoded operation. */
+typedef struct {
+    uint8_t op, table;
+    const uint8_t *key, *val;
+    size_t klen, vlen;
+    uint64_t ts;
+} batch_op;
+
+/* Decode the operation at *p (end: the batch's end); false if malformed. */
+static bool next_op(const uint8_t **p, const uint8_t *end, batch_op *o)
+{
+    const uint8_t *q = *p;
+    memset(o, 0, sizeof *o);
+    o->op = *q++;
+    if (o->op == OP_RAISE_TS) {
+        if (end - q < 8)
+            return false;
+        o->ts = pc_get_be64(q);
+        *p = q + 8;
+        return true;
+    }
+    if ((o->op != OP_PUT && o->op != OP_DEL) || end - q < 5)
+        return false;
+    o->table = *q++;
+    o->klen = get_u32(q), q += 4;
+    if (o->table >= DATA_TABLES || o->klen == 0 || (size_t)(end - q) < o->klen)
+        return false;
+    o->key = q, q += o->klen;
+    if (o->op == OP_PUT) {
+        if (end - q < 4)
+            return false;
+        o->vlen = get_u32(q), q += 4;
+        if ((size_t)(end - q) < o->vlen)
+            return false;
+        o->val = q, q += o->vlen;
+    }
+    *p = q;
+    return true;
+}
+
+pc_rc pc_batch_check(const void *batch, size_t len)
+{
+    const uint8_t *p = batch, *end = p + len;
+    batch_op o;
+    if (len < HEADER_LEN || memcmp(p, MAGIC, MAGIC_LEN) != 0)
+        return PC_INVALID;
+    uint32_t n = get_u32(p + MAGIC_LEN), seen = 0;
+    for (p += HEADER_LEN; p < end; seen++)
+        if (seen == n || !next_op(&p, end, &o))
+            return PC_INVALID;
+    return seen == n ? PC_OK : PC_INVALID; /* a batch cut at an op's end too */
+}
+
+/* ---- applying ---- */
+
+typedef struct {
+    const uint8_t *batch;
+    size_t len;
+    uint64_t index;
+    bool skipped;
+} apply_args;
+
+static pc_rc read_applied(pc_session *s, uint64_t *index)
+{
+    WT_ITEM v;
+    pc_rc rc = pc_cursor_get(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, &v);
+    if (rc == PC_NOT_FOUND) {
+        *index = 0;
+        return PC_OK;
+    }
+    if (rc == PC_OK && v.size != 8)
+        return PC_ERROR;
+    if (rc == PC_OK)
+        *index = pc_get_be64(v.data);
+    return rc;
+}
+
+static pc_rc apply_body(pc_session *s, void *arg)
+{
+    apply_args *a = arg;
+    WT_CURSOR *tables[DATA_TABLES] = {s->data, s->lock, s->write, s->notify};
+    uint64_t applied;
+    pc_rc rc = read_applied(s, &applied);
+    if (rc != PC_OK)
+        return rc;
+    /* A batch applied before (a replay after a restart) changes nothing. */
+    a->skipped = a->index <= applied;
+    if (a->skipped)
+        return PC_OK;
+    const uint8_t *p = a->batch + HEADER_LEN, *end = a->batch + a->len;
+    batch_op o;
+    while (rc == PC_OK && p < end) {
+        if (!next_op(&p, end, &o))
+            return PC_INVALID; /* checked before: cannot happen */
+        if (o.op == OP_PUT)
+            rc = pc_cursor_put(s, tables[o.table], o.key, o.klen, o.val, o.vlen);
+        else if (o.op == OP_DEL)
+            rc = pc_cursor_del(s, tables[o.table], o.key, o.klen);
+        else
+            pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
+    }
+    uint8_t v[8];
+    pc_put_be64(v, a->index);
+    return rc == PC_OK ? pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8)
+                       : rc;
+}
+
+pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index)
+{
+    if (index == 0 || pc_batch_check(batch, len) != PC_OK)
+        return PC_INVALID;
+    apply_args a = {batch, len, index, false};
+    /* The applier writes: whatever the session was proposing, not now. */
+    pc_buf *proposing = s->propose;
+    s->propose = NULL;
+    pc_rc rc = pc_run_txn(s, apply_body, &a);
+    s->propose = proposing;
+    return rc;
+}
+
+static pc_rc applied_body(pc_session *s, void *arg)
+{
+    return read_applied(s, arg);
+}
+
+pc_rc pc_applied_index(pc_session *s, uint64_t *index)
+{
+    return pc_run_txn(s, applied_body, index);
+}
+
+void pc_session_propose(pc_session *s, pc_buf *batch)
+{
+    s->propose = batch;
+}

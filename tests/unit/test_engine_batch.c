@@ -1,0 +1,238 @@
+/*
+ * test_engine_batch.c — write batches (engine/batch.c, DESIGN §4.10):
+ *
+ *  - the same actions run three ways give the same tables: directly on
+ *    one engine (as today), proposed on a second and applied there, and
+ *    only applied on a third (a follower that never ran an action);
+ *  - a batch applied again (a replay) changes nothing, and the applied
+ *    index survives a restart, as does the timestamp floor it carried;
+ *  - a malformed batch is refused whole: nothing applied.
+ */
+#include "engine_fixture.h"
+
+#define LONG_LEN 300
+
+typedef struct {
+    fx *direct, *leader, *follower;
+    uint64_t index;          /* the last batch applied */
+    pc_buf last;             /* its bytes */
+} trio;
+
+static int no_owner_alive(void *arg, const void *owner, size_t len)
+{
+    (void)arg;
+    (void)owner;
+    (void)len;
+    return 0;
+}
+
+static int ts_17(void *arg, uint64_t *ts)
+{
+    (void)arg;
+    *ts = 17;
+    return 0;
+}
+
+/* One action: what it does, given an engine session. */
+typedef pc_rc (*action)(pc_session *s);
+
+static char long_value[LONG_LEN + 1];
+
+static pc_rc prewrite_ab(pc_session *s)
+{
+    pc_txn_meta t = fx_meta(10, "a");
+    pc_mutation m[2] = {PUT("a", "1"), PUT("b", long_value)};
+    return pc_prewrite(s, &t, m, 2, NULL);
+}
+
+static pc_rc commit_a(pc_session *s)
+{
+    pc_slice k = S("a");
+    return pc_commit(s, &k, 1, 10, 11);
+}
+
+static pc_rc commit_b(pc_session *s)
+{
+    pc_slice k = S("b");
+    return pc_commit(s, &k, 1, 10, 11);
+}
+
+static pc_rc prewrite_ca(pc_session *s)
+{
+    pc_txn_meta t = fx_meta(12, "c");
+    pc_mutation m[2] = {PUT("c", "3"), DEL("a")};
+    return pc_prewrite(s, &t, m, 2, NULL);
+}
+
+static pc_rc rollback_ca(pc_session *s)
+{
+    pc_slice k[2] = {S("a"), S("c")};
+    return pc_rollback(s, k, 2, 12);
+}
+
+static pc_rc prewrite_d(pc_session *s)
+{
+    pc_txn_meta t = fx_meta(14, "d");
+    pc_mutation m = PUT("d", "4");
+    return pc_prewrite(s, &t, &m, 1, NULL);
+}
+
+static pc_rc heartbeat_d(pc_session *s)
+{
+    return pc_heartbeat(s, S("d"), 14, 1000, 5000);
+}
+
+/* Its owner is dead: the status check rolls d back now. */
+static pc_rc status_d(pc_session *s)
+{
+    pc_liveness live = {.now_ms = 2000, .owner_alive = no_owner_alive};
+    pc_txn_status st;
+    pc_rc rc = pc_check_txn_status(s, S("d"), 14, &live, &st);
+    return rc == PC_OK && st.state != PC_TXN_ROLLED_BACK ? PC_ERROR : rc;
+}
+
+static pc_rc one_pc_e(pc_session *s)
+{
+    pc_txn_meta t = fx_meta(16, "e");
+    pc_mutation m = PUT("e", "5");
+    uint64_t cts;
+    pc_rc rc = pc_one_pc(s, &t, &m, 1, ts_17, NULL, &cts, NULL);
+    return rc == PC_OK && cts != 17 ? PC_ERROR : rc;
+}
+
+static const action script[] = {prewrite_ab, commit_a, commit_b, prewrite_ca, rollback_ca,
+                                prewrite_d, heartbeat_d, status_d, one_pc_e};
+#define NSTEPS (sizeof script / sizeof script[0])
+
+/* Run one action three ways: directly; proposed on the leader, then its
+ * batch applied on the leader and on the follower. The outcomes agree. */
+static void step(trio *t, action a)
+{
+    pc_rc direct = a(t->direct->s);
+    t->last.len = 0;
+    pc_session_propose(t->leader->s, &t->last);
+    pc_rc proposed = a(t->leader->s);
+    pc_session_propose(t->leader->s, NULL);
+    assert_int_equal(proposed, direct);
+    assert_int_equal(pc_batch_check(t->last.data, t->last.len), PC_OK);
+    t->index++;
+    assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, t->index), PC_OK);
+    assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, t->index), PC_OK);
+}
+
+static void same_tables(fx *a, fx *b)
+{
+    static const char *const tables[] = {"data", "lock", "write"};
+    static char da[8192], db[8192];
+    for (size_t i = 0; i < 3; i++) {
+        fx_dump(a, tables[i], da, sizeof da);
+        fx_dump(b, tables[i], db, sizeof db);
+        assert_string_equal(da, db);
+    }
+}
+
+static int setup(void **state)
+{
+    trio *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    memset(long_value, 'L', LONG_LEN);
+    t->direct = fx_new();
+    t->leader = fx_new();
+    t->follower = fx_new();
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    trio *t = *state;
+    fx_free(t->direct);
+    fx_free(t->leader);
+    fx_free(t->follower);
+    pc_buf_free(&t->last);
+    free(t);
+    return 0;
+}
+
+static void proposed_and_applied_equals_direct(void **state)
+{
+    trio *t = *state;
+    for (size_t i = 0; i < NSTEPS; i++) {
+        step(t, script[i]);
+        same_tables(t->direct, t->leader);
+        same_tables(t->leader, t->follower);
+    }
+    /* What the script leaves: a and b committed at 11 (b's value in data),
+     * c's and a's second transaction and d rolled back, e committed in
+     * one phase at 17. */
+    assert_table(t->follower, "lock", "");
+    char v[LONG_LEN + 1];
+    assert_int_equal(fx_get(t->follower, "a", 20, v, sizeof v), PC_OK);
+    assert_string_equal(v, "1");
+    assert_int_equal(fx_get(t->follower, "b", 20, v, sizeof v), PC_OK);
+    assert_int_equal(strlen(v), LONG_LEN);
+    assert_int_equal(fx_get(t->follower, "c", 20, v, sizeof v), PC_NOT_FOUND);
+    assert_int_equal(fx_get(t->follower, "d", 20, v, sizeof v), PC_NOT_FOUND);
+    assert_int_equal(fx_get(t->follower, "e", 20, v, sizeof v), PC_OK);
+    assert_string_equal(v, "5");
+    /* The follower ran no action, yet knows the store's highest timestamp. */
+    assert_int_equal(pc_store_max_ts(t->follower->e), 17);
+}
+
+static void a_replay_changes_nothing_and_the_index_survives(void **state)
+{
+    trio *t = *state;
+    for (size_t i = 0; i < 4; i++)
+        step(t, script[i]);
+    static char before[8192], after[8192];
+    fx_dump(t->follower, "write", before, sizeof before);
+    /* Batch 4 again (as after a restart), and batch 2's bytes as 3. */
+    assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, 4), PC_OK);
+    assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, 3), PC_OK);
+    fx_dump(t->follower, "write", after, sizeof after);
+    assert_string_equal(before, after);
+    uint64_t index;
+    assert_int_equal(pc_applied_index(t->follower->s, &index), PC_OK);
+    assert_int_equal(index, 4);
+    fx_reopen(t->follower);
+    assert_int_equal(pc_applied_index(t->follower->s, &index), PC_OK);
+    assert_int_equal(index, 4);
+    assert_int_equal(pc_store_max_ts(t->follower->e), 12);
+    same_tables(t->leader, t->follower);
+}
+
+static void a_malformed_batch_is_refused_whole(void **state)
+{
+    trio *t = *state;
+    step(t, script[0]); /* a real batch: prewrite of a and b */
+    pc_buf bad = {0};
+    assert_int_equal(pc_buf_append(&bad, t->last.data, t->last.len), PC_OK);
+    uint64_t index;
+    /* Cut short by one byte, at every length. */
+    for (size_t n = 0; n < t->last.len; n++)
+        assert_int_equal(pc_apply_batch(t->follower->s, bad.data, n, 2), PC_INVALID);
+    /* Another magic; a table that is not a data table (meta: 4). */
+    bad.data[0] = 'X';
+    assert_int_equal(pc_apply_batch(t->follower->s, bad.data, bad.len, 2), PC_INVALID);
+    bad.len = 0;
+    assert_int_equal(pc_batch_del(&bad, 4, "k", 1), PC_OK);
+    assert_int_equal(pc_batch_check(bad.data, bad.len), PC_INVALID);
+    assert_int_equal(pc_apply_batch(t->follower->s, bad.data, bad.len, 2), PC_INVALID);
+    /* Index 0 is not an index. */
+    assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, 0), PC_INVALID);
+    assert_int_equal(pc_applied_index(t->follower->s, &index), PC_OK);
+    assert_int_equal(index, 1);
+    same_tables(t->leader, t->follower);
+    pc_buf_free(&bad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(proposed_and_applied_equals_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_replay_changes_nothing_and_the_index_survives, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
