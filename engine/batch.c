@@ -1,8 +1,8 @@
 /*
- * batch.c — write batches: what an action would write, as bytes that every
- * node of a replicated store applies in the same order (docs/DESIGN.md
- * §4.10; TiKV's shape: actions produce batches, Raft orders them, every
- * node applies them).
+ * batch.c — the write batch format: what an action would write, as bytes
+ * that every node of a replicated store applies in the same order
+ * (docs/DESIGN.md §4.10; TiKV's shape: actions produce batches, Raft
+ * orders them, every node applies them). Applying: apply.c.
  *
  * Format: "pcB1", the number of operations (u32), then the operations
  * (exactly that many, up to the end):
@@ -20,12 +20,9 @@
 
 #define MAGIC "pcB1"
 #define MAGIC_LEN 4
-#define HEADER_LEN 8 /* magic and count */
+#define HEADER_LEN PC_BATCH_HEADER
 #define DATA_TABLES 4 /* data, lock, write, notify */
 
-enum { OP_PUT = 1, OP_DEL = 2, OP_RAISE_TS = 3 };
-
-static const char APPLIED_KEY[] = "raft_applied";
 
 static void put_u32(uint8_t *p, uint32_t v)
 {
@@ -54,7 +51,8 @@ static pc_rc begin_op(pc_buf *b, uint8_t op)
 
 pc_batch_mark pc_batch_mark_of(const pc_buf *b)
 {
-    return (pc_batch_mark){b->len, b->len >= HEADER_LEN ? get_u32((const uint8_t *)b->data + MAGIC_LEN) : 0};
+    uint32_t n = b->len >= HEADER_LEN ? get_u32((const uint8_t *)b->data + MAGIC_LEN) : 0;
+    return (pc_batch_mark){b->len, n};
 }
 
 void pc_batch_rewind(pc_buf *b, pc_batch_mark m)
@@ -78,7 +76,7 @@ static pc_rc append_bytes(pc_buf *b, const void *p, size_t len)
 pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void *v, size_t vlen)
 {
     uint8_t t = (uint8_t)table;
-    pc_rc rc = begin_op(b, OP_PUT);
+    pc_rc rc = begin_op(b, PC_BATCH_PUT);
     if (rc == PC_OK)
         rc = pc_buf_append(b, &t, 1);
     if (rc == PC_OK)
@@ -89,7 +87,7 @@ pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void 
 pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen)
 {
     uint8_t t = (uint8_t)table;
-    pc_rc rc = begin_op(b, OP_DEL);
+    pc_rc rc = begin_op(b, PC_BATCH_DEL);
     if (rc == PC_OK)
         rc = pc_buf_append(b, &t, 1);
     return rc == PC_OK ? append_bytes(b, k, klen) : rc;
@@ -99,39 +97,30 @@ pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts)
 {
     uint8_t v[8];
     pc_put_be64(v, ts);
-    pc_rc rc = begin_op(b, OP_RAISE_TS);
+    pc_rc rc = begin_op(b, PC_BATCH_RAISE_TS);
     return rc == PC_OK ? pc_buf_append(b, v, 8) : rc;
 }
 
-/* One decoded operation. */
-typedef struct {
-    uint8_t op, table;
-    const uint8_t *key, *val;
-    size_t klen, vlen;
-    uint64_t ts;
-} batch_op;
-
-/* Decode the operation at *p (end: the batch's end); false if malformed. */
-static bool next_op(const uint8_t **p, const uint8_t *end, batch_op *o)
+bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
 {
     const uint8_t *q = *p;
     memset(o, 0, sizeof *o);
     o->op = *q++;
-    if (o->op == OP_RAISE_TS) {
+    if (o->op == PC_BATCH_RAISE_TS) {
         if (end - q < 8)
             return false;
         o->ts = pc_get_be64(q);
         *p = q + 8;
         return true;
     }
-    if ((o->op != OP_PUT && o->op != OP_DEL) || end - q < 5)
+    if ((o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL) || end - q < 5)
         return false;
     o->table = *q++;
     o->klen = get_u32(q), q += 4;
     if (o->table >= DATA_TABLES || o->klen == 0 || (size_t)(end - q) < o->klen)
         return false;
     o->key = q, q += o->klen;
-    if (o->op == OP_PUT) {
+    if (o->op == PC_BATCH_PUT) {
         if (end - q < 4)
             return false;
         o->vlen = get_u32(q), q += 4;
@@ -146,94 +135,12 @@ static bool next_op(const uint8_t **p, const uint8_t *end, batch_op *o)
 pc_rc pc_batch_check(const void *batch, size_t len)
 {
     const uint8_t *p = batch, *end = p + len;
-    batch_op o;
+    pc_batch_op o;
     if (len < HEADER_LEN || memcmp(p, MAGIC, MAGIC_LEN) != 0)
         return PC_INVALID;
     uint32_t n = get_u32(p + MAGIC_LEN), seen = 0;
     for (p += HEADER_LEN; p < end; seen++)
-        if (seen == n || !next_op(&p, end, &o))
+        if (seen == n || !pc_batch_next(&p, end, &o))
             return PC_INVALID;
     return seen == n ? PC_OK : PC_INVALID; /* a batch cut at an op's end too */
-}
-
-/* ---- applying ---- */
-
-typedef struct {
-    const uint8_t *batch;
-    size_t len;
-    uint64_t index;
-    bool skipped;
-} apply_args;
-
-static pc_rc read_applied(pc_session *s, uint64_t *index)
-{
-    WT_ITEM v;
-    pc_rc rc = pc_cursor_get(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, &v);
-    if (rc == PC_NOT_FOUND) {
-        *index = 0;
-        return PC_OK;
-    }
-    if (rc == PC_OK && v.size != 8)
-        return PC_ERROR;
-    if (rc == PC_OK)
-        *index = pc_get_be64(v.data);
-    return rc;
-}
-
-static pc_rc apply_body(pc_session *s, void *arg)
-{
-    apply_args *a = arg;
-    WT_CURSOR *tables[DATA_TABLES] = {s->data, s->lock, s->write, s->notify};
-    uint64_t applied;
-    pc_rc rc = read_applied(s, &applied);
-    if (rc != PC_OK)
-        return rc;
-    /* A batch applied before (a replay after a restart) changes nothing. */
-    a->skipped = a->index <= applied;
-    if (a->skipped)
-        return PC_OK;
-    const uint8_t *p = a->batch + HEADER_LEN, *end = a->batch + a->len;
-    batch_op o;
-    while (rc == PC_OK && p < end) {
-        if (!next_op(&p, end, &o))
-            return PC_INVALID; /* checked before: cannot happen */
-        if (o.op == OP_PUT)
-            rc = pc_cursor_put(s, tables[o.table], o.key, o.klen, o.val, o.vlen);
-        else if (o.op == OP_DEL)
-            rc = pc_cursor_del(s, tables[o.table], o.key, o.klen);
-        else
-            pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
-    }
-    uint8_t v[8];
-    pc_put_be64(v, a->index);
-    return rc == PC_OK ? pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8)
-                       : rc;
-}
-
-pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index)
-{
-    if (index == 0 || pc_batch_check(batch, len) != PC_OK)
-        return PC_INVALID;
-    apply_args a = {batch, len, index, false};
-    /* The applier writes: whatever the session was proposing, not now. */
-    pc_buf *proposing = s->propose;
-    s->propose = NULL;
-    pc_rc rc = pc_run_txn(s, apply_body, &a);
-    s->propose = proposing;
-    return rc;
-}
-
-static pc_rc applied_body(pc_session *s, void *arg)
-{
-    return read_applied(s, arg);
-}
-
-pc_rc pc_applied_index(pc_session *s, uint64_t *index)
-{
-    return pc_run_txn(s, applied_body, index);
-}
-
-void pc_session_propose(pc_session *s, pc_buf *batch)
-{
-    s->propose = batch;
 }

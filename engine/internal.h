@@ -76,6 +76,17 @@ typedef struct {
     size_t len;
     uint32_t count;
 } pc_batch_mark;
+enum { PC_BATCH_PUT = 1, PC_BATCH_DEL = 2, PC_BATCH_RAISE_TS = 3 };
+#define PC_BATCH_HEADER 8         /* "pcB1" and the number of operations */
+typedef struct {
+    uint8_t op, table;            /* table: 0..3, data lock write notify */
+    const uint8_t *key, *val;
+    size_t klen, vlen;
+    uint64_t ts;                  /* PC_BATCH_RAISE_TS */
+} pc_batch_op;
+/* Decode the operation at *p (end: the batch's end), moving *p past it;
+ * false if it is malformed. */
+bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o);
 /* Where a batch is now, and back there (an action's attempt that failed). */
 pc_batch_mark pc_batch_mark_of(const pc_buf *b);
 void pc_batch_rewind(pc_buf *b, pc_batch_mark m);

@@ -326,6 +326,11 @@ pc_rc pc_cursor_get(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, WT_
     return PC_OK;
 }
 
+void pc_session_propose(pc_session *s, pc_buf *batch)
+{
+    s->propose = batch;
+}
+
 /* A table's index in a batch (batch.c), or -1 for the meta table, which
  * only the applier writes. */
 static int batch_table(const pc_session *s, const WT_CURSOR *c)

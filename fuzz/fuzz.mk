@@ -12,7 +12,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DIR      = build/fuzz
-FUZZ_ALL      = base64 utf8 percent records keys hwm flags writes
+FUZZ_ALL      = base64 utf8 percent records keys hwm flags writes batch
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -pthread -MMD -MP \
@@ -27,6 +27,7 @@ FUZZ_SRC_base64   = service/codec.c
 FUZZ_SRC_utf8     = service/codec.c
 FUZZ_SRC_percent  =
 FUZZ_SRC_records  = engine/records.c
+FUZZ_SRC_batch    = engine/batch.c engine/records.c
 FUZZ_SRC_keys     = engine/keys.c
 FUZZ_SRC_hwm      = oracle/hwm.c
 FUZZ_SRC_flags    =
