@@ -92,6 +92,37 @@ static bool overridden(const char *e, const char *const extra[])
     return false;
 }
 
+int tl_exec_vectors(const char *path, const char *const args[], const char *const env[],
+                    char ***argv_out, char ***envp_out)
+{
+    size_t nargs = 0, nenv = 0, nextra = 0;
+    while (args && args[nargs])
+        nargs++;
+    while (environ[nenv])
+        nenv++;
+    while (env && env[nextra])
+        nextra++;
+    char **argv = calloc(nargs + 2, sizeof *argv);
+    char **envp = calloc(nenv + nextra + 1, sizeof *envp);
+    if (!argv || !envp) {
+        free(argv);
+        free(envp);
+        return -1;
+    }
+    argv[0] = (char *)path;
+    for (size_t i = 0; i < nargs; i++)
+        argv[i + 1] = (char *)args[i];
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (!overridden(environ[i], env))
+            envp[k++] = environ[i];
+    for (size_t i = 0; i < nextra; i++)
+        envp[k++] = (char *)env[i];
+    *argv_out = argv;
+    *envp_out = envp;
+    return 0;
+}
+
 pid_t tl_spawn(const char *prog, const char *const args[], const char *const env[],
                const char *log_path)
 {
@@ -104,28 +135,11 @@ pid_t tl_spawn(const char *prog, const char *const args[], const char *const env
 
     /* Build argv and envp before fork: the child only calls
      * async-signal-safe functions. */
-    size_t nargs = 0, nenv = 0, nextra = 0;
-    while (args && args[nargs])
-        nargs++;
-    while (environ[nenv])
-        nenv++;
-    while (env && env[nextra])
-        nextra++;
-    char **argv = calloc(nargs + 2, sizeof *argv);
-    char **envp = calloc(nenv + nextra + 1, sizeof *envp);
+    char **argv = NULL, **envp = NULL;
     pid_t pid = -1;
     int fd = -1;
-    if (!argv || !envp)
+    if (tl_exec_vectors(path, args, env, &argv, &envp) != 0)
         goto done;
-    argv[0] = path;
-    for (size_t i = 0; i < nargs; i++)
-        argv[i + 1] = (char *)args[i];
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (!overridden(environ[i], env))
-            envp[k++] = environ[i];
-    for (size_t i = 0; i < nextra; i++)
-        envp[k++] = (char *)env[i];
 
     fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)

@@ -15,8 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 /* A temp file, already unlinked; its fd or -1. */
 static int temp_fd(void)
 {
@@ -53,26 +51,9 @@ static char *slurp(int fd, size_t *len)
 static pid_t start(const char *path, const char *const args[], const char *const env[],
                    int in, int out, int err)
 {
-    size_t nargs = 0, nenv = 0, nextra = 0;
-    while (args && args[nargs])
-        nargs++;
-    while (environ[nenv])
-        nenv++;
-    while (env && env[nextra])
-        nextra++;
-    char **argv = calloc(nargs + 2, sizeof *argv);
-    char **envp = calloc(nenv + nextra + 1, sizeof *envp);
+    char **argv = NULL, **envp = NULL;
     pid_t pid = -1;
-    if (argv && envp) {
-        argv[0] = (char *)path;
-        for (size_t i = 0; i < nargs; i++)
-            argv[i + 1] = (char *)args[i];
-        /* The caller's entries come first, so they win over inherited ones. */
-        size_t k = 0;
-        for (size_t i = 0; i < nextra; i++)
-            envp[k++] = (char *)env[i];
-        for (size_t i = 0; i < nenv; i++)
-            envp[k++] = environ[i];
+    if (tl_exec_vectors(path, args, env, &argv, &envp) == 0) {
         pid_t parent = getpid();
         pid = fork();
         if (pid == 0) {

@@ -39,6 +39,11 @@ int tl_free_port(void);
  * terminated or NULL), stdout+stderr appended to log_path. pid or -1. */
 pid_t tl_spawn(const char *prog, const char *const args[], const char *const env[],
                const char *log_path);
+/* argv (path, then args) and envp (the environment, with env's entries
+ * "K=V" replacing inherited ones of the same name) for execve, built
+ * before a fork; the caller frees both arrays (not their strings). 0 or -1. */
+int tl_exec_vectors(const char *path, const char *const args[], const char *const env[],
+                    char ***argv, char ***envp);
 /* Poll GET base_url/v1/health until it answers 200. 0, or -1 on timeout or
  * if pid (when > 0) exits meanwhile. */
 int tl_wait_health(const char *base_url, pid_t pid, int timeout_ms);
