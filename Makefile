@@ -206,7 +206,8 @@ docker-test:
 	bash docker/test.sh
 	bash docker/test-engine.sh
 
-include fuzz/fuzz.mk
+# Optional: the container image's build copies only the programs' sources.
+-include fuzz/fuzz.mk
 
 clean:
 	rm -rf build bin
