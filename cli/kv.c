@@ -136,11 +136,15 @@ int cli_put(const cli_opts *o)
 
 int cli_del(const cli_opts *o)
 {
+    /* A compare-and-delete: {"if_commit_ts": N} (the API's DELETE body). */
+    char cas[48];
+    if (o->has_if_commit_ts)
+        snprintf(cas, sizeof cas, "{\"if_commit_ts\":%llu}", (unsigned long long)o->if_commit_ts);
     buf p = BUF_INIT;
     if (key_path(&p, o->args[0]) != 0 || buf_puts(&p, cli_encoding_query(o, '?')) != 0)
         return oom(&p);
     cli_reply r;
-    cli_request("DELETE", p.data, NULL, 0, &r);
+    cli_request("DELETE", p.data, o->has_if_commit_ts ? cas : NULL, 0, &r);
     buf_free(&p);
     return print_commit(o, &r);
 }

@@ -53,7 +53,7 @@ static const option options[] = {
     {"timeout-ms", O_LONG, C_ALL, 1, 3600000},
     {"retries", O_LONG, C_ALL, 0, 100},
     {"ts", O_U64, C_GET | C_SCAN, 0, 0},
-    {"if-commit-ts", O_U64, C_PUT, 0, 0},
+    {"if-commit-ts", O_U64, C_PUT | C_DEL, 0, 0},
     {"prefix", O_STR, C_SCAN, 0, 0},
     {"start", O_STR, C_SCAN, 0, 0},
     {"end", O_STR, C_SCAN, 0, 0},
@@ -76,7 +76,7 @@ static const char usage_text[] =
     "                             write (\"-\": the value from stdin); prints the commit_ts;\n"
     "                             --if-commit-ts: only if the key's latest commit_ts is N\n"
     "                             (0: only if it does not exist)\n"
-    "  del KEY                    delete; prints the commit_ts\n"
+    "  del KEY [--if-commit-ts N] delete; prints the commit_ts; --if-commit-ts as for put\n"
     "  scan [--prefix P | --start S --end E] [--limit N] [--page-size N] [--ts TS]\n"
     "                             one KEY<TAB>VALUE line per item (JSON lines with --json),\n"
     "                             following the pages until the end or N items\n"

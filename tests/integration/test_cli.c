@@ -196,6 +196,21 @@ static void txn_and_conditions(void **state)
     expect(&r, 0, "1\n");
     r = CLI("put", "t/new", "x", "--if-commit-ts", "0");
     expect(&r, 0, NULL);
+    /* Compare-and-delete: refused on a stale commit_ts, done on the latest. */
+    r = CLI("del", "t/new", "--if-commit-ts", "1");
+    assert_non_null(strstr(r.err, "condition_failed"));
+    expect(&r, 1, "");
+    r = CLI("--json", "get", "t/new");
+    json_t *j = json_loads(r.out, 0, NULL);
+    assert_non_null(j);
+    char latest[32];
+    snprintf(latest, sizeof latest, "%lld", (long long)json_integer_value(json_object_get(j, "commit_ts")));
+    json_decref(j);
+    expect(&r, 0, NULL);
+    r = CLI("del", "t/new", "--if-commit-ts", latest);
+    expect(&r, 0, NULL);
+    r = CLI("get", "t/new");
+    expect(&r, 1, "");
 }
 
 /* Usage errors are exit 2 and name the problem. */
