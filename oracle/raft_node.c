@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "raft_fsm.h"
+#include "raft_io_guard.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
@@ -44,7 +45,8 @@ struct raft_node {
     uv_async_t wake;
     uv_timer_t tick;
     struct raft_uv_transport transport;
-    struct raft_io io;
+    struct raft_io io;        /* libraft's on-disk log and TCP transport */
+    raft_io_guard guard;      /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft_fsm fsm;
     oracle_fsm_state state;
     struct raft raft;
@@ -64,7 +66,8 @@ struct raft_node {
     raft_node_status status;  /* under mu, refreshed by the loop */
     char role[16];
 
-    metrics_series *m_commands, *m_batch;
+    metrics_series *m_commands, *m_batch, *m_lowered_commits, *m_lowered_replies;
+    uint64_t seen_lowered_commits, seen_lowered_replies; /* loop thread only */
 };
 
 /* ---- parsing ---- */
@@ -178,6 +181,10 @@ static void refresh_status(raft_node *n)
     n->status.hwm = n->state.hwm;
     n->status.applied_index = raft_last_applied(&n->raft);
     pthread_mutex_unlock(&n->mu);
+    metrics_inc(n->m_lowered_commits, n->guard.commits_lowered - n->seen_lowered_commits);
+    metrics_inc(n->m_lowered_replies, n->guard.replies_lowered - n->seen_lowered_replies);
+    n->seen_lowered_commits = n->guard.commits_lowered;
+    n->seen_lowered_replies = n->guard.replies_lowered;
 }
 
 static void propose(raft_node *n);
@@ -372,7 +379,8 @@ static int loop_setup(raft_node *n)
         return -1;
     }
     oracle_fsm_init(&n->fsm, &n->state);
-    if ((rv = raft_init(&n->raft, &n->io, &n->fsm, n->cfg.id, me->raft)) != 0) {
+    raft_io_guard_init(&n->guard, &n->io);
+    if ((rv = raft_init(&n->raft, &n->guard.io, &n->fsm, n->cfg.id, me->raft)) != 0) {
         snprintf(n->loop_err, sizeof(n->loop_err), "raft: %s", raft_errmsg(&n->raft));
         return -1;
     }
@@ -439,6 +447,13 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
                               "timestamp requests answered by one command", NULL, NULL, buckets,
                               sizeof(buckets) / sizeof(buckets[0])),
             NULL, NULL);
+        metrics_family *lowered = metrics_counter(
+            m, "percolator_oracle_raft_guard_lowered_total",
+            "libraft 0.15 claims this node's raft_io guard lowered to what the leader proved "
+            "(docs/DESIGN.md 7.1)",
+            "what", NULL);
+        n->m_lowered_commits = metrics_series_get(lowered, "leader_commit", NULL);
+        n->m_lowered_replies = metrics_series_get(lowered, "reply_last_index", NULL);
     }
     if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));

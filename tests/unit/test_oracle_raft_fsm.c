@@ -27,27 +27,21 @@
  * own link model; the library's asserts are compiled out, so depose/elect
  * preconditions are checked here.
  *
- * Known libraft 0.15 defect (not the oracle's): a follower answers an empty
- * AppendEntries with its last_stored index, stale entries of older terms
- * included, and the leader takes that (capped at its own last index) as the
- * follower's match index; so a leader can commit an entry only it holds,
- * which a later leader replaces. The product's policy is meant to make the
- * only entry such a false count commits a barrier, which hands out nothing.
- * That holds while stale suffixes are one entry long; it is not a proof: a
- * deposed leader A holding an uncommitted command X can win a new term,
- * append its barrier after X and be cut off at once (two stale entries);
- * if A's reply to the next leader B's election-time heartbeat (empty, sent
- * before B's barrier) arrives after B appended its barrier and its first
- * command D, B counts A as holding D, commits D alone and hands out its
- * range, which C, holding B's barrier only, hands out again as leader.
- * This random test has not produced that sequence (seeds 1..2000).
- * The defect also hurts liveness, which no policy of ours prevents: a
- * server shuts down on seeing a committed entry contradicted ("conflicting
- * terms ... -> shutdown"), or a leader believes a follower holds an entry
- * it does not and never repairs it. The random test (4) tells these apart:
- * overlapping ranges always fail it; a stuck cluster with one of these two
- * libraft symptoms is reported as SKIPPED, after every safety check on
- * what was handed out passed; a stuck cluster without them fails.
+ * Known libraft 0.15 defect (not the oracle's; DESIGN §7.1): a follower
+ * answers an AppendEntries with its last stored index, stale entries of
+ * older terms included, and commits up to the leader's commit index over
+ * them; so a leader can commit an entry only it holds, which a later leader
+ * replaces, and two ranges can overlap (or a server shuts down on
+ * "conflicting terms", or a leader never repairs a follower it counts
+ * wrongly). The product puts common/raft_io_guard.c between libraft and
+ * its I/O, which lowers both numbers to what the leader's messages proved;
+ * every test here runs with it, as the product does (ORACLE_FSM_UNGUARDED=1
+ * runs libraft as it is), and the random test checks after every step that
+ * no leader counts a follower as holding an entry it holds in another term.
+ * Should a cluster still get stuck, the random test (4) tells libraft's two
+ * liveness symptoms apart: overlapping ranges always fail it; a stuck
+ * cluster with one of them is reported as SKIPPED, after every safety
+ * check on what was handed out passed; a stuck cluster without them fails.
  *
  * Environment (test 4 only): ORACLE_FSM_SEED=<n> replays one random run;
  * ORACLE_FSM_RAW=1 drops the product's policy instead (any server that
@@ -70,6 +64,7 @@
 #include <raft/fixture.h>
 
 #include "raft_fsm.h"
+#include "raft_io_guard.h"
 
 #define N 3
 #define MAX_PROPS 8192
@@ -111,6 +106,8 @@ typedef struct {
 
 struct cluster {
     struct raft_fixture f; /* first member: stop functions cast it back */
+    raft_io_guard guard[N]; /* between each server's raft and its I/O, as in the product */
+    bool guarded;           /* not when ORACLE_FSM_UNGUARDED=1 */
     node nodes[N];
     driver drv[N];
     bool raw;          /* the raw policy (ORACLE_FSM_RAW=1, test 4): no drivers */
@@ -156,6 +153,21 @@ static void barrier_cb(struct raft_barrier *req, int status)
         c->n_barriers_failed++;
 }
 
+/* Put the product's raft_io guard (common/raft_io_guard.h) between server
+ * i's raft and the fixture's I/O, unless ORACLE_FSM_UNGUARDED=1 asks for
+ * libraft 0.15 as it is (to show the defect the guard corrects). */
+static void guard(cluster *c, unsigned i)
+{
+    const char *env = getenv("ORACLE_FSM_UNGUARDED");
+    if (env != NULL && strcmp(env, "1") == 0)
+        return;
+    struct raft *r = raft_fixture_get(&c->f, i);
+    raft_io_guard_init(&c->guard[i], r->io);
+    c->guard[i].io.data = r;
+    r->io = &c->guard[i].io;
+    c->guarded = true;
+}
+
 static int setup(void **state)
 {
     cluster *c = calloc(1, sizeof(*c));
@@ -171,6 +183,7 @@ static int setup(void **state)
         nd->fsm.apply = observed_apply;
         nd->c = c;
         assert_int_equal(raft_fixture_grow(&c->f, &nd->fsm), 0);
+        guard(c, i);
     }
     struct raft_configuration conf;
     assert_int_equal(raft_fixture_configuration(&c->f, N, &conf), 0);
@@ -643,21 +656,37 @@ static uint64_t rnd(uint64_t *s) /* splitmix64 */
  * the product's policy (the drivers). The same seed gives the same run:
  * ORACLE_FSM_SEED=<n> replays one; ORACLE_FSM_RAW=1 runs the raw policy.
  *
- * Measured (30,000 steps a seed, libraft 0.15.0), seeds 1..300:
+ * Measured (30,000 steps a seed, libraft 0.15.0), without the guard
+ * (ORACLE_FSM_UNGUARDED=1), seeds 1..300:
  *   product policy: 296 pass, 0 overlapping ranges, 4 a server shut down
  *     on conflicting terms (73, 95, 214, 278: SKIPPED), 0 never converging;
- *     seeds 301..2000: 1646 pass, 54 shut down, nothing else; in all 58 the
- *     entry committed on one server alone was a barrier;
+ *     seeds 301..2000: 1646 pass, 54 shut down, nothing else;
  *   raw policy: 268 pass, 1 overlapping ranges (275), 11 shut down, 20
  *     never converging (a follower never repaired).
+ * With the guard: see DESIGN §7.1 (every seed passes).
  */
-static void random_faults_never_hand_out_a_timestamp_twice(void **state)
+/* With the guard, a leader never counts a follower as holding an entry
+ * that the follower holds in another term (libraft 0.15's defect, §7.1),
+ * checked after every step. */
+static void check_counts(cluster *c, const char *ctx, unsigned step)
 {
-    cluster *c = *state;
-    const char *env = getenv("ORACLE_FSM_SEED");
-    unsigned long long seed = env ? strtoull(env, NULL, 0) : 20240611ULL;
+    for (unsigned i = 0; i < N; i++) {
+        struct raft *r = R(c, i);
+        for (unsigned j = 0; raft_state(r) == RAFT_LEADER && j < N; j++) {
+            raft_index m = r->leader_state.progress[j].match_index;
+            raft_term theirs = term_at(R(c, j), m), mine = term_at(r, m);
+            if (j != i && theirs != 0 && mine != 0 && theirs != mine)
+                fail_msg("%s, step %u: leader %u counts server %u as holding its entry %llu "
+                         "(term %llu); it holds one of term %llu there",
+                         ctx, step, i, j, ULL(m), ULL(mine), ULL(theirs));
+        }
+    }
+}
+
+static void random_run(cluster *c, unsigned long long seed, bool raw)
+{
     uint64_t s = seed;
-    c->raw = getenv("ORACLE_FSM_RAW") != NULL && strcmp(getenv("ORACLE_FSM_RAW"), "1") == 0;
+    c->raw = raw;
     char ctx[128];
     snprintf(ctx, sizeof(ctx), "random run, seed %llu (ORACLE_FSM_SEED=%llu%s)", seed, seed,
              c->raw ? " ORACLE_FSM_RAW=1" : "");
@@ -701,6 +730,8 @@ static void random_faults_never_hand_out_a_timestamp_twice(void **state)
         }
         drive_all(c); /* the product's loop, between steps */
         raft_fixture_step(&c->f);
+        if (c->guarded)
+            check_counts(c, ctx, step);
     }
     check_handed(c, ctx); /* before healing: a stuck cluster must not hide it */
     uint64_t hwm = 0;
@@ -742,6 +773,25 @@ static void random_faults_never_hand_out_a_timestamp_twice(void **state)
     if (c->n_handed < 200 || n_failed == 0 || n_kill == 0 || n_depose == 0)
         fail_msg("%s: too little happened (%u handed, %u failed, %u kills, %u deposes)", ctx,
                  c->n_handed, n_failed, n_kill, n_depose);
+}
+
+static void random_faults_never_hand_out_a_timestamp_twice(void **state)
+{
+    const char *env = getenv("ORACLE_FSM_SEED");
+    const char *raw = getenv("ORACLE_FSM_RAW");
+    random_run(*state, env ? strtoull(env, NULL, 0) : 20240611ULL,
+               raw != NULL && strcmp(raw, "1") == 0);
+}
+
+/* 7. The guard, not the oracle's rules, is what makes libraft 0.15 safe:
+ * with the rules dropped (the raw policy: no barrier, many commands in
+ * flight, whoever believes it leads proposes), seed 275 makes two leaders
+ * commit different commands at one index and hand out the same range twice
+ * without the guard (ORACLE_FSM_UNGUARDED=1 shows it); with it, nothing
+ * is handed out twice and the group converges. */
+static void the_guard_keeps_the_raw_policy_safe(void **state)
+{
+    random_run(*state, 275, true);
 }
 
 /* 5. With a tiny snapshot threshold the leader compacts its log; a
@@ -825,6 +875,7 @@ int main(void)
         TEST(random_faults_never_hand_out_a_timestamp_twice),
         TEST(a_lagging_follower_catches_up_from_a_snapshot),
         TEST(refused_commands_change_nothing),
+        TEST(the_guard_keeps_the_raw_policy_safe),
     };
     return cmocka_run_group_tests_name("oracle: raft state machine", tests, NULL, NULL);
 }

@@ -1,0 +1,228 @@
+/*
+ * raft_io_guard.c — see raft_io_guard.h: every raft_io method goes through
+ * to the real I/O unchanged, except that received AppendEntries and sent
+ * AppendEntries results are corrected to what the leader proved.
+ */
+#include "raft_io_guard.h"
+
+#include <string.h>
+
+static raft_io_guard *guard_of(struct raft_io *inner)
+{
+    return inner->data;
+}
+
+/* An error from the real I/O: libraft reads the message from its own io. */
+static int passed(raft_io_guard *g, int rv)
+{
+    if (rv != 0)
+        memcpy(g->io.errmsg, g->inner->errmsg, sizeof(g->io.errmsg));
+    return rv;
+}
+
+/* The follower holds the leader of term's log through index. Within one
+ * term only that leader sends entries, and it never contradicts its own,
+ * so what it proved stays proved until the term changes. */
+static void note_proved(raft_io_guard *g, raft_term term, raft_index index)
+{
+    if (term > g->proved_term) {
+        g->proved_term = term;
+        g->proved_index = index;
+    } else if (term == g->proved_term && index > g->proved_index) {
+        g->proved_index = index;
+    }
+}
+
+/* ---- the two corrections ---- */
+
+static void on_tick(struct raft_io *inner)
+{
+    raft_io_guard *g = guard_of(inner);
+    g->tick(&g->io);
+}
+
+static void on_recv(struct raft_io *inner, struct raft_message *m)
+{
+    raft_io_guard *g = guard_of(inner);
+    g->handling = true;
+    g->wrote = false;
+    g->msg_term = 0;
+    if (m->type == RAFT_IO_APPEND_ENTRIES) {
+        struct raft_append_entries *ae = &m->append_entries;
+        g->msg_term = ae->term;
+        g->msg_proves = ae->prev_log_index + ae->n_entries;
+        /* Correction 1: commit nothing this message does not prove held. */
+        if (ae->leader_commit > g->msg_proves) {
+            ae->leader_commit = g->msg_proves;
+            g->commits_lowered++;
+        }
+    } else if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
+        g->msg_term = m->install_snapshot.term;
+        g->msg_proves = m->install_snapshot.last_index;
+    }
+    g->recv(&g->io, m);
+    /* Accepted and being written (the reply comes when the write ends). */
+    if (g->msg_term != 0 && g->wrote)
+        note_proved(g, g->msg_term, g->msg_proves);
+    g->handling = false;
+}
+
+static int g_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                  raft_io_send_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || m->append_entries_result.rejected != 0)
+        return passed(g, g->inner->send(g->inner, req, m, cb));
+
+    struct raft_message fixed = *m; /* both I/Os copy or encode it at once */
+    struct raft_append_entries_result *res = &fixed.append_entries_result;
+    /* A success sent while handling an AppendEntries or InstallSnapshot
+     * answers that message: it was accepted. */
+    if (g->handling && g->msg_term != 0 && res->term == g->msg_term)
+        note_proved(g, g->msg_term, g->msg_proves);
+    /* Correction 2: claim only what this term's leader proved. */
+    raft_index proved = res->term == g->proved_term ? g->proved_index : 0;
+    if (res->last_log_index > proved) {
+        res->last_log_index = proved;
+        g->replies_lowered++;
+    }
+    return passed(g, g->inner->send(g->inner, req, &fixed, cb));
+}
+
+/* ---- writes: noted, then passed through ---- */
+
+static int g_append(struct raft_io *io, struct raft_io_append *req,
+                    const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    g->wrote = g->wrote || g->handling;
+    return passed(g, g->inner->append(g->inner, req, entries, n, cb));
+}
+
+static int g_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
+                          const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    g->wrote = g->wrote || g->handling;
+    return passed(g, g->inner->snapshot_put(g->inner, trailing, req, snapshot, cb));
+}
+
+/* ---- everything else: passed through ---- */
+
+static int g_init(struct raft_io *io, raft_id id, const char *address)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->init(g->inner, id, address));
+}
+
+static void on_closed(struct raft_io *inner)
+{
+    raft_io_guard *g = guard_of(inner);
+    if (g->closed != NULL)
+        g->closed(&g->io);
+}
+
+static void g_close(struct raft_io *io, raft_io_close_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    g->closed = cb;
+    g->inner->close(g->inner, on_closed);
+}
+
+static int g_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                  struct raft_snapshot **snapshot, raft_index *start_index,
+                  struct raft_entry *entries[], size_t *n_entries)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->load(g->inner, term, voted_for, snapshot, start_index, entries,
+                                    n_entries));
+}
+
+static int g_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv)
+{
+    raft_io_guard *g = io->impl;
+    g->tick = tick;
+    g->recv = recv;
+    return passed(g, g->inner->start(g->inner, msecs, on_tick, on_recv));
+}
+
+static int g_bootstrap(struct raft_io *io, const struct raft_configuration *conf)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->bootstrap(g->inner, conf));
+}
+
+static int g_recover(struct raft_io *io, const struct raft_configuration *conf)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->recover(g->inner, conf));
+}
+
+static int g_set_term(struct raft_io *io, raft_term term)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->set_term(g->inner, term));
+}
+
+static int g_set_vote(struct raft_io *io, raft_id server_id)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->set_vote(g->inner, server_id));
+}
+
+static int g_truncate(struct raft_io *io, raft_index index)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->truncate(g->inner, index));
+}
+
+static int g_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
+                          raft_io_snapshot_get_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->snapshot_get(g->inner, req, cb));
+}
+
+static raft_time g_time(struct raft_io *io)
+{
+    raft_io_guard *g = io->impl;
+    return g->inner->time(g->inner);
+}
+
+static int g_random(struct raft_io *io, int min, int max)
+{
+    raft_io_guard *g = io->impl;
+    return g->inner->random(g->inner, min, max);
+}
+
+static int g_async_work(struct raft_io *io, struct raft_io_async_work *req,
+                        raft_io_async_work_cb cb)
+{
+    raft_io_guard *g = io->impl;
+    return passed(g, g->inner->async_work(g->inner, req, cb));
+}
+
+void raft_io_guard_init(raft_io_guard *g, struct raft_io *inner)
+{
+    memset(g, 0, sizeof(*g));
+    g->inner = inner;
+    inner->data = g;
+    g->io.version = inner->version;
+    g->io.impl = g;
+    g->io.init = g_init;
+    g->io.close = g_close;
+    g->io.load = g_load;
+    g->io.start = g_start;
+    g->io.bootstrap = g_bootstrap;
+    g->io.recover = g_recover;
+    g->io.set_term = g_set_term;
+    g->io.set_vote = g_set_vote;
+    g->io.send = g_send;
+    g->io.append = g_append;
+    g->io.truncate = g_truncate;
+    g->io.snapshot_put = g_snapshot_put;
+    g->io.snapshot_get = g_snapshot_get;
+    g->io.time = g_time;
+    g->io.random = g_random;
+    g->io.async_work = inner->version >= 2 && inner->async_work != NULL ? g_async_work : NULL;
+}

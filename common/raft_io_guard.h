@@ -1,0 +1,68 @@
+/*
+ * raft_io_guard.h — a raft_io that sits between libraft 0.15 and its real
+ * I/O (the libuv one, or the fixture's in-memory one) and corrects what a
+ * follower tells its leader, so that an entry counts as replicated only
+ * when the leader's own messages proved the follower holds it.
+ *
+ * The defect it corrects (docs/DESIGN.md §7.1): libraft 0.15 answers an
+ * AppendEntries with the index of its last stored entry, stale entries of
+ * older terms included, and commits up to the leader's commit index over
+ * such entries too. Raft's rule (Figure 2 of the Raft paper, "If
+ * leaderCommit > commitIndex, set commitIndex = min(leaderCommit, index of
+ * last new entry)"; and a successful reply proves the follower's log equal
+ * to the leader's through prevLogIndex + the entries sent) is what the guard
+ * restores, from outside the library:
+ *
+ *  1. An AppendEntries received: its leader_commit is lowered to
+ *     prev_log_index + n_entries, the last index the message proves.
+ *  2. An AppendEntries result sent with success: its last_log_index is
+ *     lowered to the highest index the current term's leader proved and
+ *     this follower accepted (an accepted AppendEntries: prev_log_index +
+ *     n_entries; an accepted InstallSnapshot: its last_index). Accepted
+ *     means libraft answered that message with success at once, or started
+ *     writing its entries or snapshot while handling it.
+ *
+ * Lowering either number never lets libraft believe more than before; it
+ * can only delay a commit until a message proves it, which the next
+ * AppendEntries carrying entries does.
+ *
+ * Threads: whatever libraft runs on (one loop); nothing here locks.
+ */
+#ifndef PC_RAFT_IO_GUARD_H
+#define PC_RAFT_IO_GUARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <raft.h>
+
+typedef struct raft_io_guard {
+    struct raft_io io;      /* what libraft is given (raft_init) */
+    struct raft_io *inner;  /* the real I/O; its data points back here */
+    raft_io_tick_cb tick;   /* libraft's callbacks, called with &io */
+    raft_io_recv_cb recv;
+    raft_io_close_cb closed;
+
+    /* The highest index this follower holds as the leader of proved_term
+     * proved it (0: nothing proved in that term yet). */
+    raft_term proved_term;
+    raft_index proved_index;
+
+    /* The message libraft is handling now, between the two halves of the
+     * recv trampoline. */
+    bool handling;
+    bool wrote;             /* libraft started an append or snapshot put for it */
+    raft_term msg_term;
+    raft_index msg_proves;
+
+    /* Corrections made (metrics, tests). */
+    uint64_t commits_lowered;
+    uint64_t replies_lowered;
+} raft_io_guard;
+
+/* Wrap inner: pass &g->io to raft_init, or swap it in for the io of an
+ * already initialized raft (the fixture) before raft_start. g must stay
+ * where it is until libraft closed it. */
+void raft_io_guard_init(raft_io_guard *g, struct raft_io *inner);
+
+#endif
