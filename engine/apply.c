@@ -11,10 +11,11 @@ typedef struct {
     const uint8_t *batch;
     size_t len;
     uint64_t index;
+    bool replace;   /* an image (image.c): the tables are emptied first */
     bool skipped;
 } apply_args;
 
-static pc_rc read_applied(pc_session *s, uint64_t *index)
+pc_rc pc_read_applied(pc_session *s, uint64_t *index)
 {
     WT_ITEM v;
     pc_rc rc = pc_cursor_get(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, &v);
@@ -29,18 +30,31 @@ static pc_rc read_applied(pc_session *s, uint64_t *index)
     return rc;
 }
 
+/* Remove every row of a table, in the transaction. */
+static pc_rc empty_table(pc_session *s, WT_CURSOR *c)
+{
+    int ret;
+    while ((ret = c->next(c)) == 0)
+        if ((ret = c->remove(c)) != 0)
+            return pc_wt_error(s, ret, "cursor remove");
+    return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
+}
+
 static pc_rc apply_body(pc_session *s, void *arg)
 {
     apply_args *a = arg;
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
     uint64_t applied;
-    pc_rc rc = read_applied(s, &applied);
+    pc_rc rc = pc_read_applied(s, &applied);
     if (rc != PC_OK)
         return rc;
-    /* A batch applied before (a replay after a restart) changes nothing. */
+    /* A batch applied before (a replay after a restart) changes nothing;
+     * nor does an image of a state this store already passed. */
     a->skipped = a->index <= applied;
     if (a->skipped)
         return PC_OK;
+    for (int t = 0; a->replace && t < 4 && rc == PC_OK; t++)
+        rc = empty_table(s, tables[t]);
     const uint8_t *p = a->batch + PC_BATCH_HEADER, *end = a->batch + a->len;
     pc_batch_op o;
     while (rc == PC_OK && p < end) {
@@ -59,11 +73,11 @@ static pc_rc apply_body(pc_session *s, void *arg)
                        : rc;
 }
 
-pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index)
+pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace)
 {
     if (index == 0 || pc_batch_check(batch, len) != PC_OK)
         return PC_INVALID;
-    apply_args a = {batch, len, index, false};
+    apply_args a = {batch, len, index, replace, false};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
@@ -72,9 +86,14 @@ pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t inde
     return rc;
 }
 
+pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index)
+{
+    return pc_apply_ops(s, batch, len, index, false);
+}
+
 static pc_rc applied_body(pc_session *s, void *arg)
 {
-    return read_applied(s, arg);
+    return pc_read_applied(s, arg);
 }
 
 pc_rc pc_applied_index(pc_session *s, uint64_t *index)

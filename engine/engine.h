@@ -137,6 +137,15 @@ pc_rc pc_batch_check(const void *batch, size_t len);
 pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index);
 /* The index of the last batch applied (0: none). */
 pc_rc pc_applied_index(pc_session *s, uint64_t *index);
+/* An image of the store (image.c): the data, lock, write and notify
+ * tables and the highest timestamp as one batch of PUTs, appended to an
+ * empty out, with the index of the last batch applied, all from one
+ * snapshot (a Raft snapshot). Not in propose mode (PC_INVALID). */
+pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied);
+/* Replace those tables by an image taken at index, and record index as
+ * the last applied, in one transaction; skipped when this store already
+ * applied index or beyond (its state is newer). PC_INVALID: not a batch. */
+pc_rc pc_image_install(pc_session *s, const void *image, size_t len, uint64_t index);
 
 typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
 

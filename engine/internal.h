@@ -93,6 +93,11 @@ void pc_batch_rewind(pc_buf *b, pc_batch_mark m);
 pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void *v, size_t vlen);
 pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen);
 pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts);
+/* Apply a checked batch as number index (apply.c); replace: empty the
+ * tables first (an image, image.c). */
+pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace);
+/* The applied index, inside a transaction (apply.c). */
+pc_rc pc_read_applied(pc_session *s, uint64_t *index);
 
 /* ---- store.c: running actions as WiredTiger transactions ---- */
 

@@ -6,7 +6,11 @@
  *    only applied on a third (a follower that never ran an action);
  *  - a batch applied again (a replay) changes nothing, and the applied
  *    index survives a restart, as does the timestamp floor it carried;
- *  - a malformed batch is refused whole: nothing applied.
+ *  - a malformed batch is refused whole: nothing applied;
+ *  - an image (engine/image.c: a Raft snapshot) of the leader installed on
+ *    a store with other rows makes it equal to the leader, at the image's
+ *    index, and the batches after it apply on top; an image of a state the
+ *    store already passed changes nothing.
  */
 #include "engine_fixture.h"
 
@@ -226,6 +230,77 @@ static void a_malformed_batch_is_refused_whole(void **state)
     pc_buf_free(&bad);
 }
 
+static void install(fx *f, const pc_buf *img, uint64_t index)
+{
+    assert_int_equal(pc_image_install(f->s, img->data, img->len, index), PC_OK);
+}
+
+static void an_image_replaces_a_store_and_batches_follow_it(void **state)
+{
+    trio *t = *state;
+    fx *c = fx_new(), *behind = fx_new();
+    fx_put_committed(c, "zz", "stale", 3, 4); /* rows the image must remove */
+    for (size_t i = 0; i < 6; i++) { /* up to d's prewrite: a lock in the image */
+        step(t, script[i]);
+        if (i < 3) /* a member that falls behind after batch 3 */
+            assert_int_equal(pc_apply_batch(behind->s, t->last.data, t->last.len, t->index),
+                             PC_OK);
+    }
+    pc_buf img = {0}, empty = {0};
+    uint64_t at = 0, index = 0;
+    assert_int_equal(pc_image_take(t->leader->s, &img, &at), PC_OK);
+    assert_int_equal(at, t->index);
+    assert_int_equal(pc_batch_check(img.data, img.len), PC_OK);
+
+    /* Cut short anywhere: refused, nothing changed. */
+    for (size_t n = 0; n < img.len; n += 7)
+        assert_int_equal(pc_image_install(c->s, img.data, n, at), PC_INVALID);
+    char v[LONG_LEN + 1];
+    assert_int_equal(fx_get(c, "zz", 20, v, sizeof v), PC_OK);
+
+    install(c, &img, at);
+    same_tables(t->leader, c);
+    assert_int_equal(fx_get(c, "zz", 20, v, sizeof v), PC_NOT_FOUND);
+    assert_int_equal(pc_applied_index(c->s, &index), PC_OK);
+    assert_int_equal(index, at);
+    assert_int_equal(pc_store_max_ts(c->e), pc_store_max_ts(t->leader->e));
+
+    /* An image at or below what it applied is skipped: an empty store's
+     * image changes nothing. */
+    fx *blank = fx_new();
+    assert_int_equal(pc_image_take(blank->s, &empty, &index), PC_OK);
+    assert_int_equal(index, 0);
+    install(c, &empty, at);
+    same_tables(t->leader, c);
+
+    /* The rest of the script, its batches applied on top of the image;
+     * and the image survives a restart. */
+    fx_reopen(c);
+    for (size_t i = 6; i < NSTEPS; i++) {
+        step(t, script[i]);
+        assert_int_equal(pc_apply_batch(c->s, t->last.data, t->last.len, t->index), PC_OK);
+        same_tables(t->leader, c);
+    }
+    assert_int_equal(fx_get(c, "e", 20, v, sizeof v), PC_OK);
+    assert_string_equal(v, "5");
+    assert_int_equal(pc_store_max_ts(c->e), 17);
+
+    /* A member left behind at batch 3 installs the newest image: it jumps
+     * to the leader's state and index. */
+    img.len = 0;
+    assert_int_equal(pc_image_take(t->leader->s, &img, &at), PC_OK);
+    assert_int_equal(at, NSTEPS);
+    install(behind, &img, at);
+    same_tables(t->leader, behind);
+    assert_int_equal(pc_applied_index(behind->s, &index), PC_OK);
+    assert_int_equal(index, NSTEPS);
+    pc_buf_free(&img);
+    pc_buf_free(&empty);
+    fx_free(blank);
+    fx_free(behind);
+    fx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +308,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_replay_changes_nothing_and_the_index_survives, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

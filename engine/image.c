@@ -1,0 +1,59 @@
+/*
+ * image.c — the whole replicated state of a store as one write batch: a
+ * PUT for every row of the data, lock, write and notify tables and the
+ * store's highest timestamp (RAISE_TS), taken in one WiredTiger snapshot
+ * together with the index of the last batch applied. Raft snapshots are
+ * images (docs/DESIGN.md §4.10): a member that lags behind the leader's
+ * compacted log, or lost its disk, installs one, which replaces its tables
+ * (apply.c, in one transaction) and records the image's index, so the
+ * batches after it apply on top.
+ *
+ * Not in an image: the meta table's own rows (the applied index is the
+ * image's; the GC safe point is not replicated yet, §4.10).
+ */
+#include "internal.h"
+
+typedef struct {
+    pc_buf *out;
+    uint64_t *applied;
+} take_args;
+
+static pc_rc image_table(pc_session *s, WT_CURSOR *c, int table, pc_buf *out)
+{
+    WT_ITEM k, v;
+    int ret;
+    while ((ret = c->next(c)) == 0) {
+        if ((ret = c->get_key(c, &k)) != 0 || (ret = c->get_value(c, &v)) != 0)
+            return pc_wt_error(s, ret, "cursor get");
+        pc_rc rc = pc_batch_put(out, table, k.data, k.size, v.data, v.size);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
+}
+
+static pc_rc take_body(pc_session *s, void *arg)
+{
+    take_args *a = arg;
+    WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
+    a->out->len = 0; /* a retried transaction starts over */
+    pc_rc rc = pc_read_applied(s, a->applied);
+    for (int t = 0; t < 4 && rc == PC_OK; t++)
+        rc = image_table(s, tables[t], t, a->out);
+    if (rc == PC_OK)
+        rc = pc_batch_raise_ts(a->out, pc_store_max_ts(s->e));
+    return rc;
+}
+
+pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied)
+{
+    if (out == NULL || applied == NULL || s->propose != NULL)
+        return PC_INVALID;
+    take_args a = {out, applied};
+    return pc_run_txn(s, take_body, &a);
+}
+
+pc_rc pc_image_install(pc_session *s, const void *image, size_t len, uint64_t index)
+{
+    return pc_apply_ops(s, image, len, index, true);
+}
