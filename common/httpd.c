@@ -163,7 +163,8 @@ struct httpd_req {
      * 400 for bad encoding); answered on the last call. */
     unsigned early_status;
     const char *early_code;
-    char early_msg[160];
+    char early_msg[256];
+    char *early_location;     /* a 307's Location (malloc'd), or NULL */
 
     char *scratch;            /* decoded params and query pieces */
     kv params[MAX_PARAMS];
@@ -769,6 +770,7 @@ static void req_free(httpd_req *rq)
     if (rq->body_held > 0)
         atomic_fetch_sub(&rq->h->body_bytes, rq->body_held);
     free(rq->uri);
+    free(rq->early_location);
     free(rq->scratch);
     free(rq->resp);
     buf_free(&rq->body);
@@ -907,6 +909,28 @@ const char *httpd_request_id(const httpd_req *rq)
     return rq->rid;
 }
 
+/* The request belongs to another server (httpd_config.elsewhere): 307 to
+ * it, same path and query, or 503. true when so. */
+static bool send_elsewhere(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    httpd_elsewhere e = {.code = NULL};
+    if (!h->cfg.elsewhere(rq, h->cfg.ctx, &e) || e.code == NULL)
+        return false;
+    if (e.location[0] != '\0') {
+        size_t n = strlen(e.location) + rq->path_len + 2 +
+                   (rq->query_str != NULL ? strlen(rq->query_str) : 0);
+        if ((rq->early_location = malloc(n)) != NULL) {
+            snprintf(rq->early_location, n, "%s%s%s%s", e.location, rq->uri,
+                     rq->query_str != NULL ? "?" : "", rq->query_str ? rq->query_str : "");
+            set_early(rq, 307, e.code, "%s", e.message);
+            return true;
+        }
+    }
+    set_early(rq, 503, e.code, "%s", e.message);
+    return true;
+}
+
 /* First call: headers are in. Route and check the body's declared form. */
 static void first_call(httpd_req *rq, const char *method)
 {
@@ -944,6 +968,8 @@ static void first_call(httpd_req *rq, const char *method)
         set_early(rq, 401, "unauthorized", "%s", why);
         return;
     }
+    if (!rq->route->def->public && h->cfg.elsewhere != NULL && send_elsewhere(rq))
+        return;
     if (declared > h->cfg.max_body)
         set_early(rq, 413, "payload_too_large", "request body over %zu bytes", h->cfg.max_body);
     else if (has_body && !is_json_type(MHD_lookup_connection_value(
@@ -977,6 +1003,8 @@ static void answer_early(httpd_req *rq)
         httpd_add_header(rq, "WWW-Authenticate", "Bearer");
     if (rq->early_status == 503)
         httpd_add_header(rq, "Retry-After", "1");
+    if (rq->early_status == 307 && rq->early_location != NULL)
+        httpd_add_header(rq, "Location", rq->early_location);
     httpd_reply_error(rq, rq->early_status, rq->early_code, NULL, "%s", rq->early_msg);
 }
 

@@ -62,6 +62,13 @@ typedef struct httpd_route {
                              worker. */
 } httpd_route;
 
+/* Where a request should be served instead (httpd_config.elsewhere). */
+typedef struct {
+    char location[256];           /* "http://host:port" to redirect to, or "" */
+    const char *code;             /* the error code of the answer (static) */
+    char message[256];
+} httpd_elsewhere;
+
 typedef struct httpd_config {
     const char *listen;           /* "host:port"; port 0 picks a free one */
     unsigned threads;             /* MHD threads, and as many write workers; 0: number of CPUs */
@@ -89,6 +96,15 @@ typedef struct httpd_config {
      * otherwise the reason, and the request is answered 401 unauthorized
      * (with WWW-Authenticate: Bearer) without running its handler. */
     const char *(*authorize)(const httpd_req *req, void *ctx);
+    /* Optional: whether another server answers this request (a Raft
+     * follower sends clients to its leader). Checked after authorize, for
+     * every route but the public ones. false: served here. true (with
+     * out->code set): answered without running the handler, with the error
+     * out->code and out->message: 307 to out->location + the request's
+     * path and query when location is set (the body, if any, is read and
+     * dropped: the client sends it again there), else 503 with
+     * Retry-After: 1. */
+    bool (*elsewhere)(const httpd_req *req, void *ctx, httpd_elsewhere *out);
     metrics_registry *metrics;    /* optional: request counters and latency */
     bool access_log;              /* one log line per request answered (log_access) */
 } httpd_config;

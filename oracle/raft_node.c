@@ -70,88 +70,17 @@ struct raft_node {
     uint64_t seen_lowered_commits, seen_lowered_replies; /* loop thread only */
 };
 
-/* ---- parsing ---- */
+/* ---- parsing (common/raft_peers.c) ---- */
 
 static raft_node_peer *peer_by_id(raft_node_config *cfg, unsigned id)
 {
-    for (size_t i = 0; i < cfg->npeers; i++)
-        if (cfg->peers[i].id == id)
-            return &cfg->peers[i];
-    return NULL;
-}
-
-/* Split "1=a,2=b" calling fn(id, value) for each. */
-static int each_pair(const char *list, int (*fn)(raft_node_config *, unsigned, const char *, char *,
-                                                  size_t),
-                     raft_node_config *cfg, char *err, size_t errlen)
-{
-    char item[2 * RAFT_NODE_ADDR_MAX];
-    const char *p = list;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == 0 || len >= sizeof(item)) {
-            snprintf(err, errlen, "'%.40s': each member is ID=ADDRESS", p);
-            return -1;
-        }
-        memcpy(item, p, len);
-        item[len] = '\0';
-        char *eq = strchr(item, '='), *end;
-        unsigned long id = eq ? strtoul(item, &end, 10) : 0;
-        if (eq == NULL || end != eq || id == 0 || id > 1000000 || eq[1] == '\0') {
-            snprintf(err, errlen, "'%s': each member is ID=ADDRESS with ID from 1", item);
-            return -1;
-        }
-        if (fn(cfg, (unsigned)id, eq + 1, err, errlen) != 0)
-            return -1;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
-}
-
-static int add_raft(raft_node_config *cfg, unsigned id, const char *addr, char *err, size_t errlen)
-{
-    if (peer_by_id(cfg, id) != NULL || cfg->npeers == RAFT_NODE_MAX_PEERS ||
-        strlen(addr) >= RAFT_NODE_ADDR_MAX || strchr(addr, ':') == NULL) {
-        snprintf(err, errlen, "member %u=%s: a duplicate id, a bad host:port, or over %d members",
-                 id, addr, RAFT_NODE_MAX_PEERS);
-        return -1;
-    }
-    raft_node_peer *pr = &cfg->peers[cfg->npeers++];
-    memset(pr, 0, sizeof(*pr));
-    pr->id = id;
-    snprintf(pr->raft, sizeof(pr->raft), "%s", addr);
-    return 0;
-}
-
-static int add_url(raft_node_config *cfg, unsigned id, const char *url, char *err, size_t errlen)
-{
-    raft_node_peer *pr = peer_by_id(cfg, id);
-    if (pr == NULL || strlen(url) >= RAFT_NODE_ADDR_MAX ||
-        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
-        snprintf(err, errlen, "%u=%s: not a member of --raft-peers, or not an http:// URL", id,
-                 url);
-        return -1;
-    }
-    snprintf(pr->http, sizeof(pr->http), "%s", url);
-    return 0;
+    return raft_peers_find(cfg->peers, cfg->npeers, id);
 }
 
 int raft_node_parse_peers(const char *peers, const char *urls, raft_node_config *cfg, char *err,
                           size_t errlen)
 {
-    cfg->npeers = 0;
-    if (each_pair(peers, add_raft, cfg, err, errlen) != 0)
-        return -1;
-    if (urls != NULL && each_pair(urls, add_url, cfg, err, errlen) != 0)
-        return -1;
-    if (cfg->npeers == 0 || peer_by_id(cfg, cfg->id) == NULL) {
-        snprintf(err, errlen, "--raft-id %u is not among the members of --raft-peers", cfg->id);
-        return -1;
-    }
-    return 0;
+    return raft_peers_parse(peers, urls, cfg->id, cfg->peers, &cfg->npeers, err, errlen);
 }
 
 /* ---- the loop thread ---- */

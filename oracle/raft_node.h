@@ -21,15 +21,12 @@
 #include <stdint.h>
 
 #include "metrics.h"
+#include "raft_peers.h"
 
-#define RAFT_NODE_MAX_PEERS 7
-#define RAFT_NODE_ADDR_MAX 128
+#define RAFT_NODE_MAX_PEERS RAFT_PEERS_MAX
+#define RAFT_NODE_ADDR_MAX RAFT_PEER_ADDR_MAX
 
-typedef struct {
-    unsigned id;
-    char raft[RAFT_NODE_ADDR_MAX];   /* host:port of its raft transport */
-    char http[RAFT_NODE_ADDR_MAX];   /* http://host:port of its API ("" if unknown) */
-} raft_node_peer;
+typedef raft_peer raft_node_peer;    /* common/raft_peers.h */
 
 typedef struct {
     unsigned id;                     /* this node: one of the peers */

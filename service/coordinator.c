@@ -24,7 +24,8 @@ static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mut
                       size_t n, pc_conflict *c)
 {
     for (int round = 0; round < 16; round++) {
-        pc_rc rc = pc_prewrite(ps, t, m, n, c);
+        svc_write_begin(s, ps);
+        pc_rc rc = svc_write_end(s, ps, pc_prewrite(ps, t, m, n, c), NULL);
         if (rc != PC_LOCKED)
             return rc;
         if ((rc = rd_resolve(s, ps, &c->lock)) != PC_OK)
@@ -41,7 +42,8 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
 
     for (;;) {
         *commit_ts = 0;
-        pc_rc rc = pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c);
+        svc_write_begin(s, ps);
+        pc_rc rc = svc_write_end(s, ps, pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c), NULL);
         if (rc == PC_SYNC_FAILED)
             svc_storage_failed("one-phase commit", rc);
         if (rc != PC_OK)
@@ -67,12 +69,13 @@ static void heartbeat(svc *s, pc_session *ps, pc_txn_meta *t)
     uint64_t now = time_wall_ms();
     if (now - t->wall_ms < t->ttl_ms / 3)
         return;
-    pc_rc rc = pc_heartbeat(ps, t->primary, t->start_ts, now, t->ttl_ms);
+    svc_write_begin(s, ps);
+    pc_rc rc = svc_write_end(s, ps, pc_heartbeat(ps, t->primary, t->start_ts, now, t->ttl_ms),
+                             NULL);
     if (rc == PC_OK)
         t->wall_ms = now;
     else
         log_warn("heartbeat of txn %llu: %s", (unsigned long long)t->start_ts, pc_rc_name(rc));
-    (void)s;
 }
 
 static size_t total_bytes(const pc_mutation *m, size_t n)
@@ -101,7 +104,7 @@ pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
 
 /* Roll back every key's lock of start_ts (after a failed prewrite, or for
  * a pending commit given up). Failures are left to the janitor. */
-static void rollback_all(pc_session *ps, const char *owner, uint64_t start_ts,
+static void rollback_all(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
                          const pc_mutation *m, size_t n)
 {
     pc_slice keys[BATCH];
@@ -109,7 +112,8 @@ static void rollback_all(pc_session *ps, const char *owner, uint64_t start_ts,
         size_t k = n - i < BATCH ? n - i : BATCH;
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        pc_rc r = pc_rollback(ps, keys, k, start_ts);
+        svc_write_begin(s, ps);
+        pc_rc r = svc_write_end(s, ps, pc_rollback(ps, keys, k, start_ts), NULL);
         if (r != PC_OK)
             log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
                      pc_rc_name(r));
@@ -118,9 +122,8 @@ static void rollback_all(pc_session *ps, const char *owner, uint64_t start_ts,
 
 void coord_rollback(svc *s, pc_session *ps, txn *t, const pc_mutation *m, size_t n)
 {
-    (void)s;
     if (t->commit_pending)
-        rollback_all(ps, t->owner, t->start_ts, m, n);
+        rollback_all(s, ps, t->owner, t->start_ts, m, n);
     t->commit_pending = false;
 }
 
@@ -179,7 +182,8 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     /* The commit point: the primary's write record, durable before any
      * answer and before any reader can see it. After it the transaction
      * is committed whatever happens. */
-    rc = pc_commit_primary(ps, m[0].key, start_ts, *commit_ts);
+    svc_write_begin(s, ps);
+    rc = svc_write_end(s, ps, pc_commit_primary(ps, m[0].key, start_ts, *commit_ts), NULL);
     if (rc == PC_SYNC_FAILED)
         svc_storage_failed("commit point", rc);
     if (rc != PC_OK) {
@@ -205,7 +209,8 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
             failpoint(ps, "after_half_secondaries");
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        pc_rc r = pc_commit(ps, keys, k, start_ts, *commit_ts);
+        svc_write_begin(s, ps);
+        pc_rc r = svc_write_end(s, ps, pc_commit(ps, keys, k, start_ts, *commit_ts), NULL);
         if (r != PC_OK)
             log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
                      owner, pc_rc_name(r));
@@ -215,7 +220,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
 
 abort:
     *commit_ts = 0;
-    rollback_all(ps, owner, start_ts, m, n);
+    rollback_all(s, ps, owner, start_ts, m, n);
     tx->commit_pending = false;
     return rc;
 }

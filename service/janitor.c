@@ -24,6 +24,7 @@
 
 #include "janitor.h"
 #include "log.h"
+#include "observers.h"
 #include "reader.h"
 #include "sessions.h"
 #include "timeutil.h"
@@ -48,6 +49,7 @@ struct janitor {
     loop sweeper, collector;
     /* GC's clock: a timestamp and when it was taken. */
     uint64_t sample_ts, sample_ms, gc_last_ms;
+    uint64_t observers_term;   /* a Raft member: the term it loaded them in */
 };
 
 typedef struct {
@@ -92,6 +94,11 @@ static void sweep_locks(janitor *j, pc_session *ps)
     svc *s = j->s;
     sweep w = {.s = s};
 
+    /* A member of a Raft group: only the leader resolves (through Raft),
+     * checked each round; a new leader takes over. */
+    if (!svc_leads(s))
+        return;
+
     for (int batch = 0; batch < 100000; batch++) {
         w.live = svc_liveness(s);
         w.n = 0;
@@ -107,7 +114,8 @@ static void sweep_locks(janitor *j, pc_session *ps)
             pc_liveness live = svc_liveness(s);
             pc_txn_status st;
             const pc_lock_view *l = &w.dead[i]->lock;
-            rc = pc_resolve_met_lock(ps, l, &live, &st);
+            svc_write_begin(s, ps);
+            rc = svc_write_end(s, ps, pc_resolve_met_lock(ps, l, &live, &st), NULL);
             if (rc == PC_OK) {
                 const char *how = st.state == PC_TXN_COMMITTED ? "rolled_forward" : "rolled_back";
                 metrics_inc(metrics_series_get(s->m.janitor_resolved, how, NULL), 1);
@@ -142,7 +150,10 @@ static void collect_garbage(janitor *j, pc_session *ps)
     svc *s = j->s;
     uint64_t now = time_mono_ms(), ts;
 
-    if (s->cfg.gc_retention_ms == 0 || now - j->gc_last_ms < s->cfg.gc_retention_ms / 2)
+    /* Not yet in a Raft group: the safe point is a meta row, which the
+     * engine does not replicate yet (DESIGN §4.10). */
+    if (s->cfg.gc_retention_ms == 0 || now - j->gc_last_ms < s->cfg.gc_retention_ms / 2 ||
+        svc_replicated(s))
         return;
     if (!svc_timestamp(s, &ts))
         return; /* no oracle, no clock: try later */
@@ -190,6 +201,11 @@ static void collect_garbage(janitor *j, pc_session *ps)
 static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
 {
     svc *s = j->s;
+    /* A member that just became leader takes the observers' registrations
+     * from its store: they were applied here while another member led. */
+    uint64_t term = svc_leader_term(s);
+    if (term != 0 && term != j->observers_term && observers_load(s, ps))
+        j->observers_term = term;
     size_t expired = sessions_reap(s->sessions, time_wall_ms());
     if (expired > 0) {
         metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);

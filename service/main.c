@@ -161,6 +161,28 @@ static int oracle_tls_ok(const oc_tls *t, bool all_https, char *err, size_t errl
     return 0;
 }
 
+/* --raft-id, --raft-peers, --raft-urls: all or none; the log goes in
+ * <data-dir>/raft. 0, or -1 with a reason. */
+static int raft_flags_ok(const svc_config *c, raft_group_config *r, char *dir, size_t dirlen,
+                         char *err, size_t errlen)
+{
+    if (c->raft_id == 0 && c->raft_peers[0] == '\0' && c->raft_urls[0] == '\0')
+        return 0;
+    if (c->raft_id == 0 || c->raft_peers[0] == '\0') {
+        snprintf(err, errlen, "--raft-id and --raft-peers go together (--raft-urls needs both)");
+        return -1;
+    }
+    if (raft_peers_parse(c->raft_peers, c->raft_urls[0] ? c->raft_urls : NULL, r->id, r->peers,
+                         &r->npeers, err, errlen) != 0)
+        return -1;
+    if ((size_t)snprintf(dir, dirlen, "%s/raft", c->data_dir) >= dirlen) {
+        snprintf(err, errlen, "--data-dir is too long");
+        return -1;
+    }
+    r->dir = dir;
+    return 0;
+}
+
 /* glibc gives busy threads malloc arenas of their own (up to 8 per CPU);
  * with dozens of handler threads their free memory held ~120 MiB beyond the
  * WiredTiger cache while 1M keys loaded, 4 arenas ~60 MiB (make bench).
@@ -216,6 +238,9 @@ int main(int argc, char **argv)
         {"oracle-key-file", FLAG_STRING, &otls.key_file, "", "PEM private key of --oracle-cert-file", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
         {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
+        {"raft-id", FLAG_UINT64, &c->raft_id, "0", "this member's id among --raft-peers (0: a single node, no Raft)", NULL, 0, 1000000},
+        {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
+        {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -238,6 +263,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (oracle_tls_ok(&otls, all_https, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
+    raft_group_config rcfg = {.id = (unsigned)c->raft_id};
+    char raft_dir[4096];
+    if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
     }
@@ -274,6 +305,7 @@ int main(int argc, char **argv)
     httpd_route *routes = NULL;
     token oracle_token = {NULL, 0};
     pthread_mutex_init(&s->es_mu, NULL);
+    pthread_mutex_init(&s->write_gate, NULL);
     failpoint_init();
     limit_malloc_arenas();
 
@@ -352,6 +384,18 @@ int main(int argc, char **argv)
         goto done;
     }
 
+    /* A member of a Raft group: from here on every write goes through it
+     * (replica.c); the observers above were loaded from what is applied. */
+    if (c->raft_id != 0) {
+        rcfg.engine = s->engine;
+        rcfg.apply_failed = svc_storage_failed;
+        if (raft_group_start(&rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: raft: %s\n", PROG, err);
+            goto done;
+        }
+        log_info("service: raft member %u of %zu, log in %s", rcfg.id, rcfg.npeers, rcfg.dir);
+    }
+
     /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
                                    admin_routes};
@@ -379,11 +423,14 @@ int main(int argc, char **argv)
         .ctx = s,
         .metrics = s->metrics,
         .authorize = svc_authorize,
+        .elsewhere = svc_replicated(s) ? svc_elsewhere : NULL,
         .tls_cert = tls.cert,
         .tls_key = tls.key,
         .tls_client_ca = tls.client_ca,
     };
-    if ((s->batch = write_batch_start(s)) == NULL) {
+    /* The blind-write committer groups one-phase commits for one log
+     * flush; a Raft member commits one action at a time (the gate). */
+    if (!svc_replicated(s) && (s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
         goto done;
     }
@@ -411,6 +458,7 @@ done:
     httpd_stop(server, 0);
     write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */
     janitor_stop(jan);
+    raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);
     oc_close(s->oracle);
@@ -421,6 +469,8 @@ done:
     token_free(&s->auth);
     token_free(&oracle_token);
     free(s->openapi);
+    pc_buf_free(&s->gate_batch);
+    pthread_mutex_destroy(&s->write_gate);
     tls_pem_free(&tls);
     if (rc == 0)
         log_info("service: stopped cleanly");

@@ -275,8 +275,11 @@ pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
                         watched = o->v[k].plen <= user.len &&
                                   memcmp(o->v[k].prefix, user.data, o->v[k].plen) == 0;
                     pthread_rwlock_unlock(&o->mu);
-                    if (!watched)
-                        pc_notify_clear(ps, it.items[i].key, UINT64_MAX);
+                    if (!watched) {
+                        svc_write_begin(s, ps);
+                        svc_write_end(s, ps, pc_notify_clear(ps, it.items[i].key, UINT64_MAX),
+                                      NULL);
+                    }
                 }
             }
             pc_items_free(&it);
@@ -521,6 +524,7 @@ static pc_rc try_claim(svc *s, pc_session *ps, const observer *ob, pc_slice user
         release(o, ob->name, user.data, user.len);
         return PC_NOMEM;
     }
+    t->raft_term = svc_leader_term(s);
     memcpy(kcopy, user.data, user.len);
     snprintf(cl->name, sizeof(cl->name), "%s", ob->name);
     cl->key = kcopy;
@@ -650,7 +654,9 @@ void observers_committed(svc *s, pc_session *ps, const txn *t)
         if (a < upto)
             upto = a;
     }
-    pc_rc rc = pc_notify_clear(ps, (pc_slice){ek, ks_user(ek, c->key, c->klen)}, upto);
+    svc_write_begin(s, ps);
+    pc_rc rc = svc_write_end(
+        s, ps, pc_notify_clear(ps, (pc_slice){ek, ks_user(ek, c->key, c->klen)}, upto), NULL);
     if (rc != PC_OK)
         log_warn("observers: clearing a notify entry: %s", pc_rc_name(rc));
 }

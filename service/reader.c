@@ -12,7 +12,8 @@ pc_rc rd_resolve(svc *s, pc_session *ps, const pc_lock_view *lock)
 {
     pc_liveness live = svc_liveness(s);
     pc_txn_status st;
-    pc_rc rc = pc_resolve_met_lock(ps, lock, &live, &st);
+    svc_write_begin(s, ps);
+    pc_rc rc = svc_write_end(s, ps, pc_resolve_met_lock(ps, lock, &live, &st), NULL);
 
     if (rc == PC_OK)
         metrics_inc(metrics_series_get(s->m.resolved,
@@ -67,8 +68,10 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    pc_rc rc;
+    pc_rc rc = svc_read_fence(s);
 
+    if (rc != PC_OK)
+        return rc;
     while ((rc = pc_get(ps, key, ts, value, commit_ts, c)) == PC_LOCKED)
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             break;
@@ -79,12 +82,23 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
                     pc_conflict *c, bool may_wait)
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
-    unsigned attempt = 0;
-    pc_rc rc;
+    unsigned attempt = 0, resolved = 0;
+    pc_rc rc = svc_read_fence(s);
 
+    if (rc != PC_OK)
+        return rc;
     for (;;) {
         pc_liveness live = svc_liveness(s);
-        rc = pc_get_latest(ps, key, &live, value, commit_ts, c);
+        bool wrote;
+        /* It may resolve the locks it meets: a write. */
+        svc_write_begin(s, ps);
+        rc = svc_write_end(s, ps, pc_get_latest(ps, key, &live, value, commit_ts, c), &wrote);
+        if (wrote && rc != PC_ERROR && resolved++ < 8) {
+            /* A member read around what it only proposed: read what is
+             * applied now. */
+            value->len = 0;
+            continue;
+        }
         if (rc != PC_LOCKED || !may_wait || !rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             return rc;
     }
@@ -95,8 +109,10 @@ static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, 
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    pc_rc rc;
+    pc_rc rc = svc_read_fence(s);
 
+    if (rc != PC_OK)
+        return rc;
     while ((rc = pc_scan_bounded(ps, start, end, ts, limit, max_bytes, out, c)) == PC_LOCKED)
         if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             break;

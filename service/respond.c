@@ -68,8 +68,35 @@ void reply_oracle_unavailable(httpd_req *req, svc *s)
     }
 }
 
+void reply_not_leader(httpd_req *req)
+{
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "not_leader", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "this member is not (or no longer) the leader; retry (any member "
+                      "redirects to the leader)");
+}
+
+/* A member of a Raft group could not commit (or fence) for this request:
+ * the client retries, here or at the new leader (DESIGN §9). */
+static void reply_refused(httpd_req *req, rg_rc why)
+{
+    if (why == RG_NOT_LEADER) {
+        reply_not_leader(req);
+        return;
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "raft_unavailable", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "the write could not be committed by a quorum in time (leadership lost "
+                      "or an election under way): it may or may not have been applied; retry");
+}
+
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc)
 {
+    rg_rc refused = svc_refusal();
+    if (rc == PC_ERROR && refused != RG_OK) {
+        reply_refused(req, refused);
+        return;
+    }
     pc_slice user = {"", 0};
     json_t *extra = NULL;
 
@@ -319,6 +346,17 @@ txn *txn_open(httpd_req *req, svc *s, bool any_state)
     const char *id = httpd_param(req, "id", &len);
     txn *t = id ? sessions_get(s->sessions, id, len) : NULL;
 
+    /* A Raft member: sessions live on the leader that began them; one
+     * unknown here may have been begun by an earlier leader. */
+    if (svc_replicated(s) && (t == NULL || t->raft_term != svc_leader_term(s))) {
+        if (t != NULL)
+            sessions_release(s->sessions, t);
+        httpd_reply_error(req, 410, "txn_expired", NULL,
+                          "the transaction is gone: it was begun on a leader that has since "
+                          "lost its leadership (its prewritten locks, if any, are resolved "
+                          "like any dead owner's)");
+        return NULL;
+    }
     if (t == NULL) {
         httpd_reply_error(req, 404, "not_found", NULL, "no such transaction");
         return NULL;

@@ -14,6 +14,8 @@
 /* Answer an engine failure; c (may be NULL) names the key. */
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc);
 void reply_oracle_unavailable(httpd_req *req, svc *s);
+/* 503 not_leader (a member of a Raft group that does not lead). */
+void reply_not_leader(httpd_req *req);
 /* 200 {"commit_ts": cts}, counted as a committed transaction. */
 void reply_committed(httpd_req *req, svc *s, uint64_t cts);
 /* 409 condition_failed naming the (user) key. */

@@ -36,7 +36,8 @@ static void get_key(httpd_req *req, svc *s, bool on_worker)
         !codec_path_key(req, "key", enc, key, &klen) ||
         !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
         return;
-    if (ts != 0 && !on_worker)
+    /* A Raft member's reads wait for a read barrier: on a worker. */
+    if ((ts != 0 || svc_replicated(s)) && !on_worker)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");

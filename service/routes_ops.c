@@ -10,6 +10,21 @@
 #include "sessions.h"
 #include "timeutil.h"
 
+/* A Raft member's view: its role, the leader it knows (null: none), its
+ * term and the last entry applied to its store. */
+static void add_raft_health(json_t *h, svc *s)
+{
+    raft_group_status st;
+    raft_group_get_status(s->raft, &st);
+    json_t *leader = st.leader_id == 0 ? json_null()
+                                       : json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                                   st.leader_http);
+    json_object_set_new(h, "role", json_string(st.role));
+    json_object_set_new(h, "leader", leader ? leader : json_null());
+    json_object_set_new(h, "term", json_integer((json_int_t)st.term));
+    json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
+}
+
 static void h_health(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -20,10 +35,12 @@ static void h_health(httpd_req *req, void *ctx)
         [SVC_TS_OK] = "ok", [SVC_TS_UNREACHABLE] = "unreachable",
         [SVC_TS_BEHIND] = "behind", [SVC_TS_OUT_OF_RANGE] = "out_of_range"};
     int why = atomic_load(&s->ts_refusal);
-    httpd_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle",
-                                         oracle_state[why], "run_id", s->run_id,
-                                         "sessions_active",
-                                         (json_int_t)sessions_active(s->sessions)));
+    json_t *h = json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle", oracle_state[why],
+                          "run_id", s->run_id, "sessions_active",
+                          (json_int_t)sessions_active(s->sessions));
+    if (h != NULL && svc_replicated(s))
+        add_raft_health(h, s);
+    httpd_reply_json(req, 200, h);
 }
 
 /* Readiness (a load balancer's or an orchestrator's probe): 200 while the
@@ -31,7 +48,15 @@ static void h_health(httpd_req *req, void *ctx)
  * the process answers. */
 static void h_ready(httpd_req *req, void *ctx)
 {
-    const char *why = svc_not_ready(ctx);
+    svc *s = ctx;
+    const char *why = svc_not_ready(s);
+    if (why == NULL && svc_replicated(s)) {
+        /* A member serves (itself or by redirect) once a leader is known. */
+        raft_group_status st;
+        raft_group_get_status(s->raft, &st);
+        if (st.ready_term == 0 && (st.leader_id == 0 || st.leader_id == s->cfg.raft_id))
+            why = "no Raft leader is known yet (an election may be under way)";
+    }
     if (why == NULL) {
         httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
         return;

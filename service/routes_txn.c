@@ -69,6 +69,12 @@ static void h_begin(httpd_req *req, void *ctx)
         reply_too_many_sessions(req, s);
         return;
     }
+    /* A Raft member begins sessions only while it leads: they live here. */
+    uint64_t term = svc_leader_term(s);
+    if (svc_replicated(s) && term == 0) {
+        reply_not_leader(req);
+        return;
+    }
     if (!svc_timestamp(s, &ts)) {
         reply_oracle_unavailable(req, s);
         return;
@@ -83,6 +89,7 @@ static void h_begin(httpd_req *req, void *ctx)
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
+    t->raft_term = term;
     metrics_inc(s->m.txn_begun, 1);
     httpd_reply_json(req, 201, json_pack("{s:s,s:I,s:I}", "id", t->id, "start_ts",
                                          (json_int_t)t->start_ts, "lease_ttl_ms",

@@ -27,6 +27,7 @@
 #include "httpd.h"
 #include "metrics.h"
 #include "oracle_client.h"
+#include "raft_group.h"
 
 #define SVC_MAX_KEY 4096            /* DESIGN §2: keys are 1..4096 bytes */
 
@@ -43,6 +44,8 @@ typedef struct svc_config {
     uint64_t max_reply_bytes, max_sessions, max_session_bytes;
     bool one_pc;
     int log_level;
+    uint64_t raft_id;               /* 0: a single node (no --raft-id) */
+    const char *raft_peers, *raft_urls;
 } svc_config;
 
 typedef struct sessions sessions;
@@ -83,6 +86,11 @@ typedef struct svc {
      * still give the previous reason). */
     _Atomic int ts_refusal;         /* svc_ts_refusal */
     _Atomic uint64_t ts_refused;    /* the refused answer's first timestamp */
+
+    /* One member of a Raft group (NULL: a single node): replica.c. */
+    raft_group *raft;
+    pthread_mutex_t write_gate;     /* one writing action between read and apply */
+    pc_buf gate_batch;              /* its batch; under write_gate */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -139,6 +147,39 @@ bool svc_timestamps(svc *s, unsigned count, uint64_t *first);
  * hook set at start (observers' claim waiters) learns of new writes
  * without the commit paths knowing who listens. */
 void svc_committed(svc *s);
+
+/* ---- one member of a Raft group (replica.c, docs/DESIGN.md §9) ---- */
+
+static inline bool svc_replicated(const svc *s)
+{
+    return s->raft != NULL;
+}
+
+/* The write gate around every engine call that may write. A single node:
+ * nothing. A member of a group: the gate is taken and ps proposes (its
+ * writes go into a batch); svc_write_end proposes the batch, waits until
+ * it is applied here, and lets the gate go, so that one action at a time
+ * is between its first read and the apply of its batch. It returns rc, or
+ * PC_ERROR when the batch could not be committed (svc_refusal says why);
+ * *proposed (may be NULL): a batch was applied. */
+void svc_write_begin(svc *s, pc_session *ps);
+pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
+/* Before a read of the store (after its timestamp was taken): on a member,
+ * wait until no writing action is under way (one that took its timestamp
+ * earlier is applied), then for a read barrier (this member leads, and has
+ * applied everything committed before the read). PC_OK, or PC_ERROR
+ * (svc_refusal says why). A single node: PC_OK at once. */
+pc_rc svc_read_fence(svc *s);
+/* Why the calling thread's last proposal or fence failed (RG_OK: it did
+ * not), and forget it. */
+rg_rc svc_refusal(void);
+/* Whether background work (janitor, observers' scans) should run here:
+ * a single node, or the member that leads. */
+bool svc_leads(svc *s);
+/* The term this member leads in (0: it does not, or a single node). */
+uint64_t svc_leader_term(svc *s);
+/* httpd_config.elsewhere: a follower sends /v1 requests to the leader. */
+bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out);
 
 /* The routes of each resource. */
 extern const httpd_route txn_routes[];

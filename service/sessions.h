@@ -67,6 +67,8 @@ typedef struct txn {
     struct obs_claim *claim;             /* an observer's claim (observers.c) */
     bool internal;                       /* the service's own (one-shot writes):
                                           * forgotten as soon as it ends */
+    uint64_t raft_term;                  /* a Raft member: the term it led in when the
+                                          * session began (replica.c); 0 alone */
     /* Owned by the table. */
     int refs;
     uint64_t ended_ms;

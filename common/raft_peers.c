@@ -1,0 +1,96 @@
+/*
+ * raft_peers.c — see raft_peers.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft_peers.h"
+
+typedef struct {
+    raft_peer *peers;
+    size_t *n;
+} peer_list;
+
+raft_peer *raft_peers_find(raft_peer *peers, size_t n, unsigned id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (peers[i].id == id)
+            return &peers[i];
+    return NULL;
+}
+
+/* Split "1=a,2=b" calling fn(id, value) for each. */
+static int each_pair(const char *list,
+                     int (*fn)(peer_list *, unsigned, const char *, char *, size_t),
+                     peer_list *l, char *err, size_t errlen)
+{
+    char item[2 * RAFT_PEER_ADDR_MAX];
+    const char *p = list;
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= sizeof(item)) {
+            snprintf(err, errlen, "'%.40s': each member is ID=ADDRESS", p);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '='), *end;
+        unsigned long id = eq ? strtoul(item, &end, 10) : 0;
+        if (eq == NULL || end != eq || id == 0 || id > 1000000 || eq[1] == '\0') {
+            snprintf(err, errlen, "'%s': each member is ID=ADDRESS with ID from 1", item);
+            return -1;
+        }
+        if (fn(l, (unsigned)id, eq + 1, err, errlen) != 0)
+            return -1;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int add_raft(peer_list *l, unsigned id, const char *addr, char *err, size_t errlen)
+{
+    if (raft_peers_find(l->peers, *l->n, id) != NULL || *l->n == RAFT_PEERS_MAX ||
+        strlen(addr) >= RAFT_PEER_ADDR_MAX || strchr(addr, ':') == NULL) {
+        snprintf(err, errlen, "member %u=%s: a duplicate id, a bad host:port, or over %d members",
+                 id, addr, RAFT_PEERS_MAX);
+        return -1;
+    }
+    raft_peer *pr = &l->peers[(*l->n)++];
+    memset(pr, 0, sizeof(*pr));
+    pr->id = id;
+    snprintf(pr->raft, sizeof(pr->raft), "%s", addr);
+    return 0;
+}
+
+static int add_url(peer_list *l, unsigned id, const char *url, char *err, size_t errlen)
+{
+    raft_peer *pr = raft_peers_find(l->peers, *l->n, id);
+    if (pr == NULL || strlen(url) >= RAFT_PEER_ADDR_MAX ||
+        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+        snprintf(err, errlen, "%u=%s: not a member of --raft-peers, or not an http:// URL", id,
+                 url);
+        return -1;
+    }
+    snprintf(pr->http, sizeof(pr->http), "%s", url);
+    return 0;
+}
+
+int raft_peers_parse(const char *peers, const char *urls, unsigned self, raft_peer *out,
+                     size_t *n, char *err, size_t errlen)
+{
+    peer_list l = {out, n};
+    *n = 0;
+    if (each_pair(peers, add_raft, &l, err, errlen) != 0)
+        return -1;
+    if (urls != NULL && each_pair(urls, add_url, &l, err, errlen) != 0)
+        return -1;
+    if (*n == 0 || raft_peers_find(out, *n, self) == NULL) {
+        snprintf(err, errlen, "--raft-id %u is not among the members of --raft-peers", self);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * raft_peers.h — the members of a Raft group as the programs' flags give
+ * them: "--raft-peers 1=host:port,2=host:port,..." (each member's raft
+ * transport address) and "--raft-urls 1=http://host:port,..." (each
+ * member's HTTP URL, for redirects to the leader). Shared by the oracle
+ * and the service (docs/DESIGN.md §7, §9).
+ */
+#ifndef PC_RAFT_PEERS_H
+#define PC_RAFT_PEERS_H
+
+#include <stddef.h>
+
+#define RAFT_PEERS_MAX 7
+#define RAFT_PEER_ADDR_MAX 128
+
+typedef struct {
+    unsigned id;
+    char raft[RAFT_PEER_ADDR_MAX];   /* host:port of its raft transport */
+    char http[RAFT_PEER_ADDR_MAX];   /* http://host:port of its API ("" if unknown) */
+} raft_peer;
+
+/* Parse peers (and urls, which may be NULL) into out[0..*n), at most
+ * RAFT_PEERS_MAX; self must be among them. 0, or -1 with a reason in err. */
+int raft_peers_parse(const char *peers, const char *urls, unsigned self, raft_peer *out,
+                     size_t *n, char *err, size_t errlen);
+
+/* The member with this id, or NULL. */
+raft_peer *raft_peers_find(raft_peer *peers, size_t n, unsigned id);
+
+#endif

@@ -1,0 +1,653 @@
+/*
+ * raft_group.c — see raft_group.h. Everything that touches libraft runs on
+ * the loop thread; request threads only queue waits (under mu) and wake
+ * the loop (uv_async_send, which is thread-safe). The wiring follows
+ * oracle/raft_node.c.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "log.h"
+#include "raft_group.h"
+
+/* One request thread's wait: for its batch to be applied, or for a read
+ * barrier. */
+typedef struct rg_wait {
+    bool read;                /* a read barrier, else a proposal of buf */
+    struct raft_buffer buf;   /* raft_malloc'd; raft_apply takes it */
+    rg_rc rc;
+    bool done;
+    bool taken;               /* proposed (or in a barrier): libraft answers it */
+    struct rg_wait *next;
+} rg_wait;
+
+/* A proposal in flight. */
+typedef struct {
+    struct raft_apply req;
+    rg_wait *w;
+} proposal;
+
+/* A read barrier in flight and the reads it serves. */
+typedef struct {
+    struct raft_barrier req;
+    rg_wait *reads;
+} read_barrier;
+
+struct raft_group {
+    raft_group_config cfg;
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t tick;
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    bool raft_started;
+    pc_session *apply_session;  /* loop thread only */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* a wait is done; the loop started */
+    rg_wait *queue, **queue_tail;
+    bool stopping, loop_ready, loop_failed;
+    char loop_err[256];
+    /* The new leader's first entry (loop thread only). */
+    struct raft_barrier barrier;
+    bool barrier_inflight, read_inflight;
+    uint64_t barrier_term, ready_term;
+    raft_group_status status;   /* under mu, refreshed by the loop */
+    uint64_t term_seen;         /* loop thread: for the elections counter */
+
+    metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
+    metrics_series *m_leader;
+};
+
+/* ---- the state machine: every entry is a write batch ---- */
+
+/* An entry is the batch behind its length, 8 bytes big-endian, padded
+ * with zeros to a multiple of 8 bytes: libraft 0.15 stores entries padded
+ * so, but when it loads a stored batch of several entries at a restart it
+ * finds an entry after one of another length at the wrong offset (seen:
+ * 3 bytes off after an entry of 5 mod 8 bytes). */
+#define ENTRY_HEADER 8
+
+static void put_len(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_len(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    raft_group *g = fsm->data;
+    /* libraft 0.15 passes no index: the entry being applied is the one
+     * after the last applied (barriers advance it without calling us). */
+    uint64_t index = raft_last_applied(&g->raft) + 1;
+    const uint8_t *p = buf->base;
+    uint64_t len = buf->len >= ENTRY_HEADER ? get_len(p) : UINT64_MAX;
+    pc_rc rc = len <= buf->len - ENTRY_HEADER
+                   ? pc_apply_batch(g->apply_session, p + ENTRY_HEADER, (size_t)len, index)
+                   : PC_INVALID;
+    if (rc != PC_OK) {
+        char hex[33] = "";
+        for (size_t i = 0; i < 16 && i < buf->len; i++)
+            snprintf(hex + 2 * i, 3, "%02x", p[i]);
+        log_error("service raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be "
+                  "applied", (unsigned long long)index, buf->len, hex, (unsigned long long)len);
+        g->cfg.apply_failed("applying a raft entry", rc);
+    }
+    *result = NULL;
+    return 0;
+}
+
+/* No log compaction yet (raft_group.h): the threshold is never reached. */
+static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    (void)fsm, (void)bufs, (void)n;
+    log_warn("service raft: snapshots are not implemented yet");
+    return RAFT_IOERR;
+}
+
+static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    (void)fsm, (void)buf;
+    log_error("service raft: asked to restore a snapshot, which this version never takes");
+    return RAFT_MALFORMED;
+}
+
+/* ---- the loop thread ---- */
+
+static raft_peer *peer_by_id(raft_group *g, unsigned id)
+{
+    return raft_peers_find(g->cfg.peers, g->cfg.npeers, id);
+}
+
+static void refresh_status(raft_group *g)
+{
+    raft_id id = 0;
+    const char *addr = NULL;
+    raft_leader(&g->raft, &id, &addr);
+    int st = raft_state(&g->raft);
+    static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
+    raft_peer *lp = id ? peer_by_id(g, (unsigned)id) : NULL;
+    uint64_t term = g->raft.current_term;
+    bool ready = st == RAFT_LEADER && g->ready_term == term;
+
+    if (term > g->term_seen) {
+        if (g->term_seen != 0)
+            metrics_inc(g->m_elections, term - g->term_seen);
+        g->term_seen = term;
+    }
+    metrics_set(g->m_term, (int64_t)term);
+    metrics_set(g->m_commit, (int64_t)g->raft.commit_index);
+    metrics_set(g->m_applied, (int64_t)raft_last_applied(&g->raft));
+    metrics_set(g->m_leader, ready ? 1 : 0);
+    pthread_mutex_lock(&g->mu);
+    g->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
+    g->status.leader_id = (unsigned)id;
+    snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp ? lp->http : "");
+    g->status.term = term;
+    g->status.commit_index = g->raft.commit_index;
+    g->status.applied_index = raft_last_applied(&g->raft);
+    g->status.ready_term = ready ? term : 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Answer waits; mu held. */
+static void finish(rg_wait *w, rg_rc rc)
+{
+    w->rc = rc;
+    w->done = true;
+}
+
+static rg_rc from_status(int status)
+{
+    return status == 0 ? RG_OK : status == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE;
+}
+
+static void on_applied(struct raft_apply *req, int status, void *result)
+{
+    (void)result;
+    proposal *p = (proposal *)req;
+    raft_group *g = req->data;
+    if (status != 0) {
+        log_warn("service raft: a proposal failed: %s", raft_strerror(status));
+        metrics_inc(g->m_failures, 1);
+    }
+    pthread_mutex_lock(&g->mu);
+    finish(p->w, from_status(status));
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    free(p);
+    uv_async_send(&g->wake); /* go on from the loop, not from inside libraft */
+}
+
+static void on_read_barrier(struct raft_barrier *req, int status)
+{
+    read_barrier *b = (read_barrier *)req;
+    raft_group *g = req->data;
+    pthread_mutex_lock(&g->mu);
+    for (rg_wait *w = b->reads, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, from_status(status));
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    g->read_inflight = false;
+    free(b);
+    uv_async_send(&g->wake);
+}
+
+static void on_first_barrier(struct raft_barrier *req, int status)
+{
+    raft_group *g = req->data;
+    g->barrier_inflight = false;
+    if (status == 0)
+        g->ready_term = g->barrier_term;
+    else
+        log_warn("service raft: the new leader's barrier failed: %s", raft_strerror(status));
+    refresh_status(g);
+    uv_async_send(&g->wake);
+}
+
+/* Take the queue out (mu held); *reads gets the read waits, the return
+ * value the proposals, each in arrival order. */
+static rg_wait *take_queue(raft_group *g, rg_wait **reads)
+{
+    rg_wait *props = NULL, **pt = &props, **rt = reads;
+    *reads = NULL;
+    for (rg_wait *w = g->queue, *next; w != NULL; w = next) {
+        next = w->next;
+        w->next = NULL;
+        w->taken = true;
+        if (w->read) {
+            *rt = w;
+            rt = &w->next;
+        } else {
+            *pt = w;
+            pt = &w->next;
+        }
+    }
+    g->queue = NULL;
+    g->queue_tail = &g->queue;
+    return props;
+}
+
+/* Fail every queued wait with rc (mu held). */
+static void fail_queued(raft_group *g, rg_rc rc)
+{
+    for (rg_wait *w = g->queue, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, rc);
+    }
+    g->queue = NULL;
+    g->queue_tail = &g->queue;
+    pthread_cond_broadcast(&g->cv);
+}
+
+static void propose_one(raft_group *g, rg_wait *w)
+{
+    proposal *p = calloc(1, sizeof(*p));
+    int rv = RAFT_NOMEM;
+    if (p != NULL) {
+        p->w = w;
+        p->req.data = g;
+        rv = raft_apply(&g->raft, &p->req, &w->buf, 1, on_applied);
+    }
+    if (rv == 0) {
+        metrics_inc(g->m_proposals, 1);
+        return; /* libraft owns the buffer now */
+    }
+    log_warn("service raft: cannot propose: %s", raft_strerror(rv));
+    metrics_inc(g->m_failures, 1);
+    raft_free(w->buf.base);
+    w->buf.base = NULL;
+    free(p);
+    pthread_mutex_lock(&g->mu);
+    finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Reads that arrive while a barrier is in flight wait for the next one:
+ * the one in flight may have been appended before they arrived. */
+static void barrier_for_reads(raft_group *g, rg_wait *reads)
+{
+    read_barrier *b = calloc(1, sizeof(*b));
+    int rv = RAFT_NOMEM;
+    if (b != NULL) {
+        b->reads = reads;
+        b->req.data = g;
+        rv = raft_barrier(&g->raft, &b->req, on_read_barrier);
+    }
+    if (rv == 0) {
+        g->read_inflight = true;
+        return;
+    }
+    free(b);
+    pthread_mutex_lock(&g->mu);
+    for (rg_wait *w = reads, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Serve the queue: fail it on a follower, hold it until a new leader's
+ * first barrier is applied (every earlier entry is then applied here, and
+ * libraft 0.15's defect of DESIGN §7.1 mostly commits a barrier), then
+ * propose every batch queued and one barrier for every read queued. */
+static void serve(raft_group *g)
+{
+    if (g->barrier_inflight)
+        return;
+    bool leader = raft_state(&g->raft) == RAFT_LEADER;
+    pthread_mutex_lock(&g->mu);
+    bool stopping = g->stopping;
+    if (!leader || stopping) {
+        if (g->queue != NULL)
+            fail_queued(g, stopping ? RG_UNAVAILABLE : RG_NOT_LEADER);
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    bool empty = g->queue == NULL;
+    pthread_mutex_unlock(&g->mu);
+    if (g->ready_term != g->raft.current_term) {
+        g->barrier.data = g;
+        g->barrier_term = g->raft.current_term;
+        int rv = raft_barrier(&g->raft, &g->barrier, on_first_barrier);
+        if (rv == 0) {
+            g->barrier_inflight = true;
+            return;
+        }
+        log_warn("service raft: cannot append the leader's barrier: %s", raft_strerror(rv));
+        pthread_mutex_lock(&g->mu);
+        fail_queued(g, RG_UNAVAILABLE);
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    if (empty)
+        return;
+    rg_wait *reads = NULL, *props;
+    pthread_mutex_lock(&g->mu);
+    if (g->read_inflight) {
+        /* Leave the reads queued for the next barrier; take the batches. */
+        rg_wait *keep = NULL, **kt = &keep, **pt = &props;
+        props = NULL;
+        for (rg_wait *w = g->queue, *next; w != NULL; w = next) {
+            next = w->next;
+            w->next = NULL;
+            if (w->read) {
+                *kt = w;
+                kt = &w->next;
+            } else {
+                w->taken = true;
+                *pt = w;
+                pt = &w->next;
+            }
+        }
+        g->queue = keep;
+        g->queue_tail = kt;
+    } else {
+        props = take_queue(g, &reads);
+    }
+    pthread_mutex_unlock(&g->mu);
+    for (rg_wait *w = props, *next; w != NULL; w = next) {
+        next = w->next;
+        propose_one(g, w);
+    }
+    if (reads != NULL)
+        barrier_for_reads(g, reads);
+}
+
+static void on_closed_handle(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void on_raft_closed(struct raft *r)
+{
+    raft_group *g = r->data;
+    raft_uv_close(&g->io);
+    raft_uv_tcp_close(&g->transport);
+    uv_close((uv_handle_t *)&g->wake, on_closed_handle);
+    uv_close((uv_handle_t *)&g->tick, on_closed_handle);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    raft_group *g = a->data;
+    pthread_mutex_lock(&g->mu);
+    bool stopping = g->stopping;
+    pthread_mutex_unlock(&g->mu);
+    serve(g);
+    if (!stopping)
+        return;
+    /* Stop: what is queued failed in serve; libraft fails what is in flight. */
+    uv_timer_stop(&g->tick);
+    if (g->raft_started)
+        raft_close(&g->raft, on_raft_closed);
+    else
+        on_raft_closed(&g->raft);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    raft_group *g = t->data;
+    refresh_status(g);
+    serve(g);
+}
+
+/* Set libraft up on the loop; 0 or -1 with g->loop_err. */
+static int loop_setup(raft_group *g)
+{
+    raft_peer *me = peer_by_id(g, g->cfg.id);
+    struct raft_configuration conf;
+    int rv;
+
+    g->wake.data = g;
+    g->tick.data = g;
+    g->raft.data = g;
+    if (uv_async_init(&g->loop, &g->wake, on_wake) != 0 || uv_timer_init(&g->loop, &g->tick) != 0) {
+        snprintf(g->loop_err, sizeof(g->loop_err), "cannot set up the event loop");
+        return -1;
+    }
+    if ((rv = raft_uv_tcp_init(&g->transport, &g->loop)) != 0 ||
+        (rv = raft_uv_init(&g->io, &g->loop, g->cfg.dir, &g->transport)) != 0) {
+        snprintf(g->loop_err, sizeof(g->loop_err), "raft storage in %s: %s", g->cfg.dir,
+                 raft_strerror(rv));
+        return -1;
+    }
+    memset(&g->fsm, 0, sizeof(g->fsm));
+    g->fsm.version = 1;
+    g->fsm.data = g;
+    g->fsm.apply = fsm_apply;
+    g->fsm.snapshot = fsm_snapshot;
+    g->fsm.restore = fsm_restore;
+    if ((rv = raft_init(&g->raft, &g->io, &g->fsm, g->cfg.id, me->raft)) != 0) {
+        snprintf(g->loop_err, sizeof(g->loop_err), "raft: %s", raft_errmsg(&g->raft));
+        return -1;
+    }
+    g->raft.data = g;
+    raft_set_election_timeout(&g->raft, 1000);
+    raft_set_heartbeat_timeout(&g->raft, 100);
+    /* No log compaction yet: never snapshot. */
+    raft_set_snapshot_threshold(&g->raft, 1u << 30);
+    raft_set_pre_vote(&g->raft, true);
+    /* Every member bootstraps the same configuration on its first start;
+     * on later starts the log holds it (RAFT_CANTBOOTSTRAP). */
+    raft_configuration_init(&conf);
+    for (size_t i = 0; i < g->cfg.npeers && rv == 0; i++)
+        rv = raft_configuration_add(&conf, g->cfg.peers[i].id, g->cfg.peers[i].raft, RAFT_VOTER);
+    if (rv == 0 && (rv = raft_bootstrap(&g->raft, &conf)) == RAFT_CANTBOOTSTRAP)
+        rv = 0;
+    raft_configuration_close(&conf);
+    if (rv != 0 || (rv = raft_start(&g->raft)) != 0) {
+        snprintf(g->loop_err, sizeof(g->loop_err), "raft: %s", raft_strerror(rv));
+        raft_close(&g->raft, on_raft_closed);
+        return -1;
+    }
+    g->raft_started = true;
+    uv_timer_start(&g->tick, on_tick, 50, 50);
+    return 0;
+}
+
+static void *loop_main(void *arg)
+{
+    raft_group *g = arg;
+    int ok = loop_setup(g);
+    pthread_mutex_lock(&g->mu);
+    g->loop_ready = ok == 0;
+    g->loop_failed = ok != 0;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (ok == 0)
+        refresh_status(g);
+    uv_run(&g->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- the API ---- */
+
+static void init_metrics(raft_group *g, metrics_registry *m)
+{
+    g->m_term = metrics_gauge1(m, "percolator_raft_term", "The Raft term this member is in.");
+    g->m_commit = metrics_gauge1(m, "percolator_raft_commit_index",
+                                 "The highest Raft entry this member knows committed.");
+    g->m_applied = metrics_gauge1(m, "percolator_raft_applied_index",
+                                  "The last Raft entry applied to this member's store.");
+    g->m_leader = metrics_gauge1(m, "percolator_raft_leader",
+                                 "1 while this member leads and may propose, else 0.");
+    g->m_proposals = metrics_counter1(m, "percolator_raft_proposals_total",
+                                      "Write batches this member proposed as leader.");
+    g->m_failures = metrics_counter1(m, "percolator_raft_proposal_failures_total",
+                                     "Proposals that failed (leadership lost, no quorum).");
+    g->m_elections = metrics_counter1(m, "percolator_raft_elections_total",
+                                      "New terms this member has seen since it started.");
+}
+
+int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
+                     char *err, size_t errlen)
+{
+    raft_group *g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    g->cfg = *cfg;
+    g->queue_tail = &g->queue;
+    g->status.role = "unavailable";
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    init_metrics(g, m);
+    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
+        goto fail;
+    }
+    if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK) {
+        snprintf(err, errlen, "cannot open a storage session for the raft applier");
+        goto fail;
+    }
+    if (uv_loop_init(&g->loop) != 0) {
+        snprintf(err, errlen, "cannot create an event loop");
+        goto fail;
+    }
+    if (pthread_create(&g->thread, NULL, loop_main, g) != 0) {
+        uv_loop_close(&g->loop);
+        snprintf(err, errlen, "cannot start the raft thread");
+        goto fail;
+    }
+    g->thread_started = true;
+    pthread_mutex_lock(&g->mu);
+    while (!g->loop_ready && !g->loop_failed)
+        pthread_cond_wait(&g->cv, &g->mu);
+    bool failed = g->loop_failed;
+    pthread_mutex_unlock(&g->mu);
+    if (failed) {
+        snprintf(err, errlen, "%s", g->loop_err);
+        raft_group_stop(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+fail:
+    if (g->apply_session != NULL)
+        pc_session_close(g->apply_session);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+    return -1;
+}
+
+void raft_group_stop(raft_group *g)
+{
+    if (g == NULL)
+        return;
+    if (g->thread_started) {
+        pthread_mutex_lock(&g->mu);
+        g->stopping = true;
+        pthread_mutex_unlock(&g->mu);
+        if (g->loop_ready)
+            uv_async_send(&g->wake);
+        pthread_join(g->thread, NULL);
+        uv_loop_close(&g->loop);
+    }
+    pc_session_close(g->apply_session);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+/* Queue w, wake the loop, wait for the answer: while w is still queued
+ * at most wait_ms (then it is taken out: RG_UNAVAILABLE); once taken,
+ * until libraft answers. */
+static rg_rc wait_for(raft_group *g, rg_wait *w, unsigned wait_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)wait_ms * 1000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec = (long)(ns % 1000000000ull);
+
+    pthread_mutex_lock(&g->mu);
+    if (g->stopping || g->status.ready_term == 0) {
+        rg_rc rc = g->stopping || g->status.leader_id == g->cfg.id ? RG_UNAVAILABLE
+                                                                   : RG_NOT_LEADER;
+        pthread_mutex_unlock(&g->mu);
+        return rc;
+    }
+    *g->queue_tail = w;
+    g->queue_tail = &w->next;
+    pthread_mutex_unlock(&g->mu);
+    uv_async_send(&g->wake);
+
+    pthread_mutex_lock(&g->mu);
+    while (!w->done) {
+        if (w->taken) {
+            pthread_cond_wait(&g->cv, &g->mu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT && !w->done &&
+            !w->taken) {
+            for (rg_wait **p = &g->queue; *p != NULL; p = &(*p)->next) {
+                if (*p == w) {
+                    *p = w->next;
+                    if (g->queue_tail == &w->next)
+                        g->queue_tail = p;
+                    break;
+                }
+            }
+            w->rc = RG_UNAVAILABLE;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return w->rc;
+}
+
+rg_rc raft_group_propose(raft_group *g, const void *batch, size_t len, unsigned wait_ms)
+{
+    rg_wait w = {.read = false};
+    size_t size = ENTRY_HEADER + (len + 7) / 8 * 8;
+    if ((w.buf.base = raft_calloc(1, size)) == NULL)
+        return RG_UNAVAILABLE;
+    put_len(w.buf.base, len);
+    memcpy((uint8_t *)w.buf.base + ENTRY_HEADER, batch, len);
+    w.buf.len = size;
+    rg_rc rc = wait_for(g, &w, wait_ms);
+    if (!w.taken)
+        raft_free(w.buf.base); /* never handed to libraft */
+    return rc;
+}
+
+rg_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms)
+{
+    rg_wait w = {.read = true};
+    return wait_for(g, &w, wait_ms);
+}
+
+void raft_group_get_status(raft_group *g, raft_group_status *st)
+{
+    pthread_mutex_lock(&g->mu);
+    *st = g->status;
+    pthread_mutex_unlock(&g->mu);
+}

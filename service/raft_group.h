@@ -1,0 +1,79 @@
+/*
+ * raft_group.h — percolator-service as one member of a Raft group
+ * (libraft 0.15: its on-disk log and TCP transport over libuv; docs/DESIGN.md
+ * §9). The replicated state is the engine's store: every entry is a write
+ * batch (engine.h, DESIGN §4.10), and every member applies the committed
+ * entries in log order with pc_apply_batch at the entry's Raft index, on an
+ * engine session of its own. A failed apply stops the process (exit 70):
+ * the member would otherwise drift from the others.
+ *
+ * Threads: as oracle/raft_node.c. libraft runs on one libuv loop on a
+ * thread of its own; request threads queue what they want (a proposal, a
+ * read barrier) and wake the loop with uv_async_send; the loop proposes,
+ * never from inside a libraft callback. A new leader's first entry is a
+ * barrier, and it proposes nothing before that barrier is applied (§7.1).
+ *
+ * No log compaction yet: the snapshot threshold is out of reach, so the
+ * log grows, and a member that lost its data replays it from the start.
+ */
+#ifndef PC_RAFT_GROUP_H
+#define PC_RAFT_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "raft_peers.h"
+
+typedef struct {
+    unsigned id;                     /* this member: one of the peers */
+    const char *dir;                 /* the raft log; created if missing */
+    raft_peer peers[RAFT_PEERS_MAX];
+    size_t npeers;
+    pc_engine *engine;               /* what committed entries are applied to */
+    /* Called when an entry cannot be applied; must not return. */
+    void (*apply_failed)(const char *what, pc_rc rc);
+} raft_group_config;
+
+typedef struct raft_group raft_group;
+
+/* Start the member (bootstrapping the group on its first start). 0, or -1
+ * with a reason in err. */
+int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
+                     char *err, size_t errlen);
+/* Stop: what waits fails, libraft is closed, everything is freed. */
+void raft_group_stop(raft_group *g);
+
+typedef enum {
+    RG_OK = 0,
+    RG_NOT_LEADER,      /* not proposed: another member leads (or none is known) */
+    RG_UNAVAILABLE      /* leadership lost or no quorum while it waited: the
+                           entry may or may not be committed */
+} rg_rc;
+
+/* Propose a write batch (copied) and wait until this member applied it:
+ * RG_OK then. wait_ms bounds the wait while it is still queued; once
+ * proposed, libraft answers it (it fails it when leadership is lost). */
+rg_rc raft_group_propose(raft_group *g, const void *batch, size_t len, unsigned wait_ms);
+
+/* A linearizable read may go on (RG_OK) once a barrier appended after
+ * this call began is applied: this member was leader then, and every
+ * entry committed before the call is applied here. One barrier serves
+ * every read waiting when it was appended. */
+rg_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms);
+
+typedef struct {
+    const char *role;                /* "leader", "follower", "candidate", "unavailable" */
+    unsigned leader_id;              /* 0: unknown */
+    char leader_http[RAFT_PEER_ADDR_MAX];
+    uint64_t term, commit_index, applied_index;
+    uint64_t ready_term;             /* leader and its first barrier applied in this
+                                        term: it may propose (0: not) */
+} raft_group_status;
+
+/* The member's view, refreshed by the loop (at most ~50 ms old). */
+void raft_group_get_status(raft_group *g, raft_group_status *st);
+
+#endif
