@@ -39,7 +39,6 @@ if [ -z "${PERCOLATOR_BIN_DIR:-}" ]; then # run by hand: build what it needs
 fi
 . bench/lib.sh
 [ -x "$LG" ] || die "$LG not built (make bench-tools builds it)"
-command -v jq >/dev/null || die "jq is needed (apt-get install jq)"
 
 ROUNDS=${FAILOVER_ROUNDS:-10}
 DEADLINE_S=${FAILOVER_DEADLINE:-20}
@@ -55,6 +54,9 @@ stop_pollers() {
 }
 trap 'stop_pollers; cleanup' EXIT
 
+# field NAME: the value (string or number) of "NAME": in the JSON on stdin, else 0
+# (the answers parsed here are flat and small; no jq needed)
+field() { sed -nE "s/.*\"$1\":(\"([^\"]*)\"|([0-9]+)).*/\2\3/p" | grep . || echo 0; }
 now_us() { echo "${EPOCHREALTIME//[.,]/}"; }
 fail() { echo "FAILURE: $*"; FAILURES=$((FAILURES + 1)); }
 # forget PID: take a dead server's PID out of lib.sh's list
@@ -174,7 +176,11 @@ start_oracle() {
   wait_http "${OURL[$1]}/v1/health" "$!" || { cat "$TMP/oracle$1.log"; die "oracle member $1 did not start"; }
 }
 # oracle_health I: "ROLE LEADER_ID" of member I
-oracle_health() { curl -fsS --max-time 0.5 "${OURL[$1]}/v1/health" 2>/dev/null | jq -r '.role + " " + ((.leader.id // 0) | tostring)'; }
+oracle_health() {
+  local h
+  h=$(curl -fsS --max-time 0.5 "${OURL[$1]}/v1/health" 2>/dev/null)
+  echo "$(field role <<<"$h") $(sed -E 's/.*"leader":\{"id":([0-9]+).*/\1/;t;s/.*/0/' <<<"$h")"
+}
 # oracle_leader: sets LEADER when one member leads and every member names it
 oracle_leader() {
   local i h lead=0
@@ -198,7 +204,7 @@ take_ts() {
   local res
   res=$(post oracle "$1")
   TS=0
-  [ "${res##*$'\n'}" = 200 ] && TS=$(jq -r '.first' <<<"${res%$'\n'*}")
+  [ "${res##*$'\n'}" = 200 ] && TS=$(field first <<<"${res%$'\n'*}")
   [ "$TS" != 0 ]
 }
 
@@ -228,12 +234,12 @@ for ROUND in $(seq "$ROUNDS"); do
     newl=none first=none
   else
     read -r _ newl body <<<"$FIRST_oracle"
-    first=$(jq -r '.first' <<<"$body")
+    first=$(field first <<<"$body")
     # every answer of the round (both survivors may have answered) must be
     # above every timestamp seen before the kill
     before=$MAXTS
     while read -r _ who b; do
-      f=$(jq -r '.first' <<<"$b")
+      f=$(field first <<<"$b")
       [ "$f" -gt "$before" ] || fail "round $ROUND: member $who handed out $f, not above $before seen before the kill"
       [ "$f" -gt "$MAXTS" ] && MAXTS=$f
     done < <(cat "$TMP"/res.oracle.*)
@@ -268,8 +274,9 @@ start_etcd() {
 }
 # etcd_status I: "MEMBER_ID LEADER_ID" of member I (the gateway's status call)
 etcd_status() {
-  curl -fsS --max-time 0.5 -X POST "${EURL[$1]}/v3/maintenance/status" -d '{}' 2>/dev/null |
-    jq -r '(.header.member_id // "0") + " " + (.leader // "0")'
+  local st
+  st=$(curl -fsS --max-time 0.5 -X POST "${EURL[$1]}/v3/maintenance/status" -d '{}' 2>/dev/null)
+  echo "$(field member_id <<<"$st") $(field leader <<<"$st")"
 }
 # etcd_leader: sets LEADER when one member leads and every member names it
 etcd_leader() {
