@@ -6,8 +6,13 @@
 # Each round: find the leader, kill -9 it, then poll every survivor at once
 # (one polling loop per survivor, curl --max-time 0.5, 5 ms apart) until one
 # answers 200; the round's failover time runs from the kill to the end of
-# that first good answer. The killed member is restarted on its own data
-# dir with the same flags and the next round waits until it is a follower.
+# that first good answer. A member that is not the leader answers at once
+# in the oracle (307 or 503); etcd holds a put until it times out, so each
+# etcd survivor gets FAILOVER_ETCD_STAGGER loops (default 5) started 0.1 s
+# apart. Beside it, the time until a survivor knows of a new leader (the
+# oracle's /v1/health role, etcd's maintenance status): the election's
+# share. The killed member is restarted on its own data dir with the same
+# flags and the next round waits until it is a follower.
 #   oracle   three percolator-oracle members (libraft; election timeout
 #            1000 ms, heartbeat 100 ms, pre-vote: fixed in oracle/raft_node.c);
 #            first good answer = POST /v1/timestamps 200, whose timestamp
@@ -42,6 +47,8 @@ fi
 
 ROUNDS=${FAILOVER_ROUNDS:-10}
 DEADLINE_S=${FAILOVER_DEADLINE:-20}
+STAGGER=${FAILOVER_ETCD_STAGGER:-5} # etcd put loops per survivor, 0.1 s apart (1..9)
+[[ $STAGGER =~ ^[1-9]$ ]] || { echo "failover: FAILOVER_ETCD_STAGGER must be 1..9"; exit 2; }
 FAILURES=0
 POLLERS=()
 
@@ -112,15 +119,17 @@ attempt() {
   echo "$res"
 }
 
-# poller KIND URL NAME: background loop until its first success (written to
-# $TMP/res.KIND.NAME as "END_US NAME ANSWER"), the done file, or the deadline.
+# poller KIND URL NAME SLOT: background loop, from SLOT x 0.1 s after the
+# kill, until its first success (written to $TMP/res.KIND.NAME.SLOT as
+# "END_US NAME ANSWER"), the done file, or the deadline.
 poller() {
-  local kind=$1 url=$2 name=$3 n=0 res
+  local kind=$1 url=$2 name=$3 slot=$4 n=0 res
+  [ "$slot" = 0 ] || sleep "0.$slot"
   while [ ! -e "$TMP/done" ] && [ "$(now_us)" -lt "$DEADLINE" ]; do
     n=$((n + 1))
-    if res=$(attempt "$kind" "$url" "$name-$ROUND-$n"); then
-      echo "$(now_us) $name ${res//$'\n'/ }" >"$TMP/res.$kind.$name.tmp"
-      mv "$TMP/res.$kind.$name.tmp" "$TMP/res.$kind.$name"
+    if res=$(attempt "$kind" "$url" "$name-$slot-$ROUND-$n"); then
+      echo "$(now_us) $name ${res//$'\n'/ }" >"$TMP/res.$kind.$name.$slot.tmp"
+      mv "$TMP/res.$kind.$name.$slot.tmp" "$TMP/res.$kind.$name.$slot"
       return 0
     fi
     sleep 0.005
@@ -128,13 +137,13 @@ poller() {
 }
 
 # earliest KIND: the first answer of that kind this round ("END_US NAME BODY")
-earliest() { cat "$TMP"/res."$1".* 2>/dev/null | sort -n | head -1; }
+earliest() { cat "$TMP"/res."$1".*[0-9] 2>/dev/null | sort -n | head -1; }
 
 # failover_round KIND... : the leader (LEADER, its PID KILL_PID, survivor
 # URLs SURVIVORS) is known; kill it, poll, and set MS_<KIND> and
 # FIRST_<KIND> (the earliest answer) for each kind, or "" on timeout.
 failover_round() {
-  local k t0 line name url
+  local k t0 line name s slots
   rm -f "$TMP"/res.* "$TMP/done"
   # (stderr off from the kill to the wait: no "Killed" job notice)
   {
@@ -143,13 +152,19 @@ failover_round() {
     DEADLINE=$((t0 + DEADLINE_S * 1000000))
     for k in "$@"; do
       if [ "$k" = service ]; then
-        poller service "$SVC_URL" svc & POLLERS+=("$!")
-      else
-        for name in "${!SURVIVORS[@]}"; do
-          url=${SURVIVORS[$name]}
-          poller "$k" "$url" "$name" & POLLERS+=("$!")
-        done
+        poller service "$SVC_URL" svc 0 & POLLERS+=("$!")
+        continue
       fi
+      # etcd holds a put while it has no leader (and drops it when the
+      # election ends): one loop per survivor would see the first put
+      # only up to 0.5 s late, so STAGGER loops, 0.1 s apart, share each.
+      slots=1
+      [ "$k" = etcd ] && slots=$STAGGER
+      for name in "${!SURVIVORS[@]}"; do
+        for ((s = 0; s < slots; s++)); do
+          poller "$k" "${SURVIVORS[$name]}" "$name" "$s" & POLLERS+=("$!")
+        done
+      done
     done
     wait "$KILL_PID"
   } 2>/dev/null
@@ -184,6 +199,7 @@ summary() {
 echo "failover: kill -9 the leader of a three-member group, time to the first good answer"
 machine
 echo "rounds:   $ROUNDS per system; polling every survivor at once, curl --max-time 0.5, 5 ms apart"
+echo "          (etcd: $STAGGER such loops per survivor, started 0.1 s apart)"
 
 # --- percolator-oracle, three members -------------------------------------
 RP=() RH=() OURL=() OPID=()
@@ -264,7 +280,7 @@ for ROUND in $(seq "$ROUNDS"); do
       f=$(field first <<<"$b")
       [ "$f" -gt "$before" ] || fail "round $ROUND: member $who handed out $f, not above $before seen before the kill"
       [ "$f" -gt "$MAXTS" ] && MAXTS=$f
-    done < <(cat "$TMP"/res.oracle.*)
+    done < <(cat "$TMP"/res.oracle.*[0-9])
     first="$first > $before"
     echo "$MS_oracle" >>"$TMP/ms.oracle"
   fi
@@ -366,6 +382,6 @@ row_of "percolator-service over them: first committed PUT" "$TMP/ms.service" ""
 row_of "etcd $(etcd --version 2>/dev/null | sed -nE 's/^etcd Version: //p'), 3 members: first put" "$TMP/ms.etcd" "$TMP/ms.eelect"
 echo "(from kill -9 of the leader to the end of the first 200; rounds = rounds that got one;"
 echo " new leader known: a survivor's /v1/health says leader, or etcd's status names a new leader)"
-echo "command:  FAILOVER_ROUNDS=$ROUNDS bash bench/failover.sh"
+echo "command:  FAILOVER_ROUNDS=$ROUNDS FAILOVER_ETCD_STAGGER=$STAGGER bash bench/failover.sh"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$FAILURES" = 0 ] || { echo "failover: $FAILURES FAILURE(S) above"; exit 1; }
