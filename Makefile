@@ -159,8 +159,9 @@ run: deps all
 	scripts/run.sh
 
 # bench: the service and the oracle under load (bench/bench.sh; BENCH_SECONDS
-# per row, default 5; about 4 minutes). bench/compare-etcd.sh runs the same
-# load generator against etcd and the service side by side.
+# per row, default 5; about 5 minutes with bench-failover at its end).
+# bench/compare-etcd.sh runs the same load generator against etcd and the
+# service side by side.
 BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty
 bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
