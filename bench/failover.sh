@@ -191,6 +191,7 @@ failover_round() {
 summary() {
   local n med max
   n=$(grep -c . "$1")
+  [ "$n" = 0 ] && { echo "0 - -"; return; }
   med=$(median <"$1")
   max=$(sort -g "$1" | tail -1)
   printf "%s %.0f %.0f" "$n" "${med:-0}" "${max:-0}"
