@@ -16,9 +16,11 @@
 #   oracle   three percolator-oracle members (libraft; election timeout
 #            1000 ms, heartbeat 100 ms, pre-vote: fixed in oracle/raft_node.c);
 #            first good answer = POST /v1/timestamps 200, whose timestamp
-#            must be above every timestamp seen before (else a FAILURE line)
+#            must be above every timestamp seen before the kill (the
+#            bench's own and the service's last commit_ts; else a FAILURE)
 #   service  (same kills) percolator-service --oracle M1,M2,M3 --sync fsync:
-#            first PUT /v1/kv/{key} answered 200 (a committed write)
+#            first PUT /v1/kv/{key} answered 200 (a committed write; its
+#            commit_ts too must be above every timestamp seen before)
 #   etcd     three etcd 3.4 members (Debian's etcd-server, installed when
 #            missing), --heartbeat-interval 100 --election-timeout 1000
 #            (its defaults), WAL fsync on; first POST /v3/kv/put answered 200
@@ -49,6 +51,8 @@ ROUNDS=${FAILOVER_ROUNDS:-10}
 DEADLINE_S=${FAILOVER_DEADLINE:-20}
 STAGGER=${FAILOVER_ETCD_STAGGER:-5} # etcd put loops per survivor, 0.1 s apart (1..9)
 [[ $STAGGER =~ ^[1-9]$ ]] || { echo "failover: FAILOVER_ETCD_STAGGER must be 1..9"; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_ROUNDS must be 1..999"; exit 2; }
+[[ $DEADLINE_S =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_DEADLINE must be 1..999 (seconds)"; exit 2; }
 FAILURES=0
 POLLERS=()
 
@@ -155,9 +159,9 @@ failover_round() {
         poller service "$SVC_URL" svc 0 & POLLERS+=("$!")
         continue
       fi
-      # etcd holds a put while it has no leader (and drops it when the
-      # election ends): one loop per survivor would see the first put
-      # only up to 0.5 s late, so STAGGER loops, 0.1 s apart, share each.
+      # etcd holds a put while it has no leader, and the puts held during
+      # the election ran into the 0.5 s limit: one loop per survivor saw
+      # the first put up to 0.5 s late, so STAGGER loops, 0.1 s apart.
       slots=1
       [ "$k" = etcd ] && slots=$STAGGER
       for name in "${!SURVIVORS[@]}"; do
@@ -237,7 +241,14 @@ oracle_follower() {
   h=$(oracle_health "$1")
   [ "${h% *}" = follower ] && [ "${h#* }" != 0 ]
 }
-svc_put_ok() { [ "$(post service "$SVC_URL" pre | tail -1)" = 200 ]; }
+# svc_put_ok: one write through the service; its commit_ts into TS
+svc_put_ok() {
+  local res
+  res=$(post service "$SVC_URL" pre)
+  TS=0
+  [ "${res##*$'\n'}" = 200 ] && TS=$(field commit_ts <<<"${res%$'\n'*}")
+  [ "$TS" != 0 ]
+}
 # take_ts URL: one timestamp from URL into TS (0 when it did not answer 200)
 take_ts() {
   local res
@@ -263,6 +274,7 @@ for ROUND in $(seq "$ROUNDS"); do
   until_ok 10 take_ts "${OURL[$LEADER]}" || die "round $ROUND: the leader hands out no timestamp"
   [ "$TS" -gt "$MAXTS" ] && MAXTS=$TS
   until_ok 10 svc_put_ok || die "round $ROUND: the service commits nothing before the kill"
+  [ "$TS" -gt "$MAXTS" ] && MAXTS=$TS # the service's commit took one from the group too
   declare -A SURVIVORS=()
   for i in 1 2 3; do [ "$i" = "$LEADER" ] || SURVIVORS[$i]=${OURL[$i]}; done
   KILL_PID=${OPID[$LEADER]}
@@ -270,7 +282,7 @@ for ROUND in $(seq "$ROUNDS"); do
   unset SURVIVORS
   if [ -z "$FIRST_oracle" ]; then
     fail "round $ROUND: no member served a timestamp within $DEADLINE_S s"
-    newl=none first=none
+    newl=none first=none before=$MAXTS
   else
     read -r _ newl body <<<"$FIRST_oracle"
     first=$(field first <<<"$body")
@@ -288,6 +300,8 @@ for ROUND in $(seq "$ROUNDS"); do
   if [ -z "$FIRST_service" ]; then
     fail "round $ROUND: the service committed no write within $DEADLINE_S s"
   else
+    f=$(field commit_ts <<<"${FIRST_service#* * }")
+    [ "$f" -gt "$before" ] || fail "round $ROUND: the service committed at $f, not above $before seen before the kill"
     echo "$MS_service" >>"$TMP/ms.service"
   fi
   [ -n "$MS_oelect" ] && echo "$MS_oelect" >>"$TMP/ms.oelect"
