@@ -81,7 +81,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle clean
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover clean
 .SECONDARY:
 all: $(PROGS)
 
@@ -159,14 +159,22 @@ run: deps all
 	scripts/run.sh
 
 # bench: the service and the oracle under load (bench/bench.sh; BENCH_SECONDS
-# per row, default 5; about 4 minutes). bench/compare-etcd.sh runs the same
-# load generator against etcd and the service side by side.
+# per row, default 5; about 5 minutes with bench-failover at its end).
+# bench/compare-etcd.sh runs the same load generator against etcd and the
+# service side by side.
 BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty
 bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
 	@echo; $(MAKE) --no-print-directory bench-oracle
+	@echo; $(MAKE) --no-print-directory bench-failover
 
 bench-tools: all $(BENCH_TOOLS)
+
+# bench-failover: kill -9 the leader of the oracle group and of a
+# three-member etcd 3.4, time to the first good answer (bench/failover.sh;
+# FAILOVER_ROUNDS, default 10; about 1.5 minutes; installs etcd-server).
+bench-failover: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/failover.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle
