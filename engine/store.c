@@ -122,6 +122,7 @@ void pc_session_close(pc_session *s)
 {
     if (s == NULL)
         return;
+    pc_session_release_latches(s); /* a caller that never took them */
     /* Closing the session closes its cursors. */
     int ret = s->wt->close(s->wt, NULL);
     if (ret != 0)
