@@ -228,7 +228,8 @@ typedef struct {
 /* Prewrite: lock every key and write its data at start_ts, all in one
  * WiredTiger transaction. Fails with PC_WRITE_CONFLICT on a write committed
  * at or after start_ts, PC_LOCKED on another transaction's lock,
- * PC_ROLLED_BACK if this transaction was rolled back. Idempotent. */
+ * PC_ROLLED_BACK if this transaction was rolled back. Idempotent. The keys
+ * must be distinct (PC_INVALID otherwise: so for pc_one_pc too). */
 pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                   pc_conflict *conflict);
 
