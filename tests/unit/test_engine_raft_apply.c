@@ -55,7 +55,10 @@
  * batch, and stopped). Such a seed compares the members that converged, and
  * is counted; stuck without either symptom fails. Measured (2,000 steps a
  * seed), seeds 1..1000: all identical to the reference; 102 needed a new
- * term after healing; 2 ended with a member shut down (41, 949).
+ * term after healing; 2 ended with a member shut down (41, 949). With up
+ * to 8 in flight, seeds 1..200: all identical to the reference; 9,234
+ * committed batches were proposed while others of their leader were in
+ * flight, and 38,164 requests ran after waiting for latches.
  * Without the barrier rule seed 18 commits a batch proposed on a stale
  * state; with several proposals in flight whose latches are let go as soon
  * as they are proposed (ENGINE_RAFT_EARLY_RELEASE=1), seed 1 does.
@@ -987,7 +990,7 @@ static void run_seeds(unsigned max_inflight)
             overlapped += c->props[k].committed && c->props[k].overlapped;
         if (max_inflight > 1)
             print_message("seed %llu: %u proposals while others were in flight (%u committed), "
-                          "%u requests deferred on busy latches (%u proposed later)\n",
+                          "%u requests deferred on busy latches (%u run later)\n",
                           seed, c->n_overlapped, overlapped, c->n_deferred,
                           c->n_deferred_proposed);
         /* Not vacuous: work was committed and the leader changed (and, over
