@@ -127,7 +127,8 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
  * the GC safe point, the in-memory effects of commits in flight (§4.4). */
 
 /* Propose into batch (an empty pc_buf, or one with earlier actions'
- * batches); NULL: write directly again (the default). */
+ * batches); NULL: write directly again (the default), releasing the
+ * latches the caller has not taken (below). */
 void pc_session_propose(pc_session *s, pc_buf *batch);
 /* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
 pc_rc pc_batch_check(const void *batch, size_t len);
@@ -143,13 +144,16 @@ pc_rc pc_applied_index(pc_session *s, uint64_t *index);
  * heartbeat, one_pc, notify_clear) first latches its keys, waiting for
  * them if another proposal holds them, and the session keeps the latches
  * after the action returns: the caller takes them (pc_session_take_latches)
- * once its batch is proposed and releases them once the batch is applied
+ * before it ends propose mode, and releases them once the batch is applied
  * on this node, or the proposal failed, so the next action on those keys
- * reads a store that has this one's writes. A session holds one set at a
- * time: an action on keys the set does not cover is refused (PC_INVALID)
- * until it is taken or released; several actions that share one batch
- * latch all their keys first (pc_session_latch). Direct mode latches
- * nothing. A session closed with latches releases them. */
+ * reads a store that has this one's writes. Ending propose mode
+ * (pc_session_propose(s, NULL)) releases the latches not taken: right for
+ * a caller that keeps its proposals apart itself (one at a time, each
+ * applied before the next begins). A session holds one set at a time: an
+ * action on keys the set does not cover is refused (PC_INVALID) until it
+ * is taken or released; several actions that share one batch latch all
+ * their keys first (pc_session_latch). Direct mode latches nothing. A
+ * session closed with latches releases them. */
 typedef struct pc_latches pc_latches;
 /* Latch keys for the actions to come (propose mode or not): wait for
  * them, or (try) PC_LOCKED at once if another holds one, taking none. */

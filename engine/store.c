@@ -329,6 +329,9 @@ pc_rc pc_cursor_get(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, WT_
 
 void pc_session_propose(pc_session *s, pc_buf *batch)
 {
+    /* Latches the caller did not take: it keeps proposals apart itself. */
+    if (batch == NULL)
+        pc_session_release_latches(s);
     s->propose = batch;
 }
 

@@ -113,8 +113,8 @@ static void step(trio *t, action a)
     t->last.len = 0;
     pc_session_propose(t->leader->s, &t->last);
     pc_rc proposed = a(t->leader->s);
-    pc_session_propose(t->leader->s, NULL);
     pc_latches *held = pc_session_take_latches(t->leader->s);
+    pc_session_propose(t->leader->s, NULL);
     assert_non_null(held);
     assert_int_equal(proposed, direct);
     assert_int_equal(pc_batch_check(t->last.data, t->last.len), PC_OK);

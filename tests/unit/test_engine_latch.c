@@ -8,7 +8,8 @@
  *    thread than the one that took it;
  *  - the actions: in propose mode each writing action holds exactly its
  *    keys' latches when it returns, in direct mode none; an action on keys
- *    its session does not hold is refused; a proposal on a key whose
+ *    its session does not hold is refused; ending propose mode releases
+ *    the latches the caller did not take; a proposal on a key whose
  *    latches another proposal holds waits until that one's batch is
  *    applied, and then reads it;
  *  - what goes with them: a key given twice to prewrite or one_pc is
@@ -355,9 +356,9 @@ static void each_action_latches_its_keys_only_in_propose_mode(void **state)
         batch.len = 0;
         pc_session_propose(f->s, &batch);
         pc_rc rc = c->run(f->s);
+        pc_latches *held = pc_session_take_latches(f->s);
         pc_session_propose(f->s, NULL);
         assert_true(rc != PC_INVALID && rc != PC_ERROR);
-        pc_latches *held = pc_session_take_latches(f->s);
         assert_non_null(held);
         for (size_t k = 0; k < 2 && c->keys[k]; k++) {
             pc_slice key = S(c->keys[k]);
@@ -402,8 +403,28 @@ static void an_action_outside_the_sessions_latches_is_refused(void **state)
     assert_int_equal(pc_prewrite(f->s, &t, &b, 1, NULL), PC_OK);
     pc_session_propose(f->s, NULL);
     assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
-    pc_session_release_latches(f->s);
     assert_table(f, "lock", "a@5 primary=a put short=1\nb@5 primary=a put short=2\n");
+    pc_buf_free(&batch);
+}
+
+/* A caller that keeps its proposals apart itself (one at a time, each
+ * applied before the next) takes nothing: ending propose mode releases. */
+static void ending_propose_mode_releases_latches_not_taken(void **state)
+{
+    fx *f = *state;
+    pc_session *other;
+    pc_buf batch = {0};
+    pc_txn_meta t = fx_meta(5, "a");
+    pc_mutation a = PUT("a", "1");
+    pc_slice ka = S("a");
+    assert_int_equal(pc_session_open(f->e, &other), PC_OK);
+    pc_session_propose(f->s, &batch);
+    assert_int_equal(pc_prewrite(f->s, &t, &a, 1, NULL), PC_OK);
+    assert_int_equal(pc_session_try_latch(other, &ka, 1), PC_LOCKED);
+    pc_session_propose(f->s, NULL);
+    assert_null(pc_session_take_latches(f->s));
+    assert_int_equal(pc_session_try_latch(other, &ka, 1), PC_OK);
+    pc_session_close(other);
     pc_buf_free(&batch);
 }
 
@@ -453,8 +474,8 @@ static void a_proposal_waits_until_the_one_in_flight_is_applied(void **state)
     pthread_t th;
     pc_session_propose(f->s, &first);
     assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
-    pc_session_propose(f->s, NULL);
     pc_latches *held = pc_session_take_latches(f->s);
+    pc_session_propose(f->s, NULL);
     assert_int_equal(pthread_create(&th, NULL, propose_second, &p), 0);
     until_waiting(f->e->latches, 1);
     assert_int_equal(atomic_load(&p.done), 0);
@@ -521,6 +542,8 @@ int main(void)
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(an_action_outside_the_sessions_latches_is_refused,
                                         fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(ending_propose_mode_releases_latches_not_taken, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(a_proposal_waits_until_the_one_in_flight_is_applied,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(a_key_given_twice_is_refused, fx_setup, fx_teardown),

@@ -346,8 +346,7 @@ static void reference_apply(cluster *c, raft_index index, raft_term term,
     c->check.len = 0;
     pc_session_propose(c->ref->s, &c->check);
     pc_rc proposed = run_action(c->ref->s, &p->a);
-    pc_session_propose(c->ref->s, NULL);
-    pc_session_release_latches(c->ref->s); /* nothing runs beside the reference */
+    pc_session_propose(c->ref->s, NULL); /* and its latches go: nothing runs beside it */
     if (c->check.len != buf->len || memcmp(c->check.data, buf->base, buf->len) != 0) {
         note_err(c, "index %llu: the batch committed (%zu bytes, proposed by member %u in term "
                     "%llu) is not what its action (kind %d, start_ts %llu) gives on the state "
@@ -557,8 +556,8 @@ static void propose(cluster *c, unsigned i, const action *a, bool io_fault)
     c->batch.len = 0;
     pc_session_propose(s, &c->batch);
     pc_rc rc = run_action(s, a); /* whatever it answers: the replicas must agree */
-    pc_session_propose(s, NULL);
     pc_latches *held = pc_session_take_latches(s);
+    pc_session_propose(s, NULL);
     if (rc == PC_INVALID) /* e.g. the engine needed a latch the session did not hold */
         fail_msg("seed %llu: action kind %d refused as invalid", c->seed, a->kind);
     if (c->batch.len == 0 || c->early_release) {
