@@ -78,7 +78,10 @@ pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
 
     if (!pc_key_ok(primary) || start_ts == 0 || st == NULL)
         return PC_INVALID;
-    pc_rc rc = pc_run_txn(s, status_body, &a);
+    pc_rc rc = pc_latch_keys(s, &primary, 1);
+    if (rc != PC_OK)
+        return rc;
+    rc = pc_run_txn(s, status_body, &a);
     if (rc == PC_OK && st->state == PC_TXN_COMMITTED &&
         pc_memlock_blocked(s->e->memlocks, primary, NULL, true, st->commit_ts,
                            PC_MEMLOCK_COMMITTED, NULL)) {

@@ -88,7 +88,8 @@ pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts
     for (size_t i = 0; i < n; i++)
         if (!pc_key_ok(keys[i]))
             return PC_INVALID;
-    return pc_run_txn(s, commit_body, &a);
+    pc_rc rc = pc_latch_keys(s, keys, n);
+    return rc == PC_OK ? pc_run_txn(s, commit_body, &a) : rc;
 }
 
 /* The commit point (docs/DESIGN.md §4.4): held as a commit in flight from
@@ -101,6 +102,8 @@ pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts, uint
 
     if (!pc_key_ok(primary) || start_ts == 0 || commit_ts <= start_ts)
         return PC_INVALID;
+    if ((rc = pc_latch_keys(s, &primary, 1)) != PC_OK)
+        return rc;
     if ((rc = pc_memlock_hold_commit(s->e->memlocks, primary, commit_ts)) != PC_OK)
         return rc;
     rc = pc_commit(s, &primary, 1, start_ts, commit_ts);

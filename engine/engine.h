@@ -122,12 +122,13 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
  * actions write nothing; every mutation they would make is appended to
  * the batch given (they read the store as it is), and pc_apply_batch then
  * applies the batch — on this node and on others, in one order — in one
- * WiredTiger transaction that also records the batch's index. Not yet
- * covered: latches between concurrent proposals, GC and the GC safe point,
- * the in-memory effects of commits in flight (§4.4). */
+ * WiredTiger transaction that also records the batch's index. Concurrent
+ * proposals are kept apart by latches (below). Not yet covered: GC and
+ * the GC safe point, the in-memory effects of commits in flight (§4.4). */
 
 /* Propose into batch (an empty pc_buf, or one with earlier actions'
- * batches); NULL: write directly again (the default). */
+ * batches); NULL: write directly again (the default), releasing the
+ * latches the caller has not taken (below). */
 void pc_session_propose(pc_session *s, pc_buf *batch);
 /* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
 pc_rc pc_batch_check(const void *batch, size_t len);
@@ -146,6 +147,33 @@ pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied);
  * the last applied, in one transaction; skipped when this store already
  * applied index or beyond (its state is newer). PC_INVALID: not a batch. */
 pc_rc pc_image_install(pc_session *s, const void *image, size_t len, uint64_t index);
+
+/* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
+ * that may write (prewrite, commit, rollback, check_txn_status, resolve,
+ * heartbeat, one_pc, notify_clear) first latches its keys, waiting for
+ * them if another proposal holds them, and the session keeps the latches
+ * after the action returns: the caller takes them (pc_session_take_latches)
+ * before it ends propose mode, and releases them once the batch is applied
+ * on this node, or the proposal failed, so the next action on those keys
+ * reads a store that has this one's writes. Ending propose mode
+ * (pc_session_propose(s, NULL)) releases the latches not taken: right for
+ * a caller that keeps its proposals apart itself (one at a time, each
+ * applied before the next begins). A session holds one set at a time: an
+ * action on keys the set does not cover is refused (PC_INVALID) until it
+ * is taken or released; several actions that share one batch latch all
+ * their keys first (pc_session_latch). Direct mode latches nothing. A
+ * session closed with latches releases them. */
+typedef struct pc_latches pc_latches;
+/* Latch keys for the actions to come (propose mode or not): wait for
+ * them, or (try) PC_LOCKED at once if another holds one, taking none. */
+pc_rc pc_session_latch(pc_session *s, const pc_slice *keys, size_t n);
+pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n);
+/* The session's latches, now the caller's (NULL: none held); released,
+ * from any thread, by pc_latches_release (NULL: nothing). */
+pc_latches *pc_session_take_latches(pc_session *s);
+void pc_latches_release(pc_latches *l);
+/* Both at once: release the session's latches. */
+void pc_session_release_latches(pc_session *s);
 
 typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
 
@@ -213,7 +241,8 @@ typedef struct {
 /* Prewrite: lock every key and write its data at start_ts, all in one
  * WiredTiger transaction. Fails with PC_WRITE_CONFLICT on a write committed
  * at or after start_ts, PC_LOCKED on another transaction's lock,
- * PC_ROLLED_BACK if this transaction was rolled back. Idempotent. */
+ * PC_ROLLED_BACK if this transaction was rolled back. Idempotent. The keys
+ * must be distinct (PC_INVALID otherwise: so for pc_one_pc too). */
 pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                   pc_conflict *conflict);
 

@@ -42,5 +42,6 @@ pc_rc pc_heartbeat(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t 
 
     if (!pc_key_ok(primary) || start_ts == 0)
         return PC_INVALID;
-    return pc_run_txn(s, heartbeat_body, &a);
+    pc_rc rc = pc_latch_keys(s, &primary, 1);
+    return rc == PC_OK ? pc_run_txn(s, heartbeat_body, &a) : rc;
 }

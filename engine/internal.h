@@ -20,6 +20,7 @@
 #define PC_VKEY_MAX (PC_EKEY_MAX + 8)
 
 typedef struct pc_memlocks pc_memlocks;
+typedef struct pc_latch_table pc_latch_table;
 
 #define PC_SLOTS_N 2048           /* session slots (ts_floor.c): more than WiredTiger's session_max */
 
@@ -47,6 +48,7 @@ struct pc_engine {
     bool sync_running;
 
     pc_memlocks *memlocks;        /* one_pc's in-flight keys (memlock.c) */
+    pc_latch_table *latches;      /* propose mode's key latches (latch.c) */
 
     /* Snapshots (snapshots.c): the GC safe point and the reads pinned. */
     pthread_mutex_t snap_mu;
@@ -69,6 +71,8 @@ struct pc_session {
     uint64_t txn_ts;              /* the highest timestamp the running action writes */
     uint64_t ts_stored;           /* what the session's row holds */
     pc_buf *propose;              /* propose mode: writes go here (batch.c) */
+    pc_latches *latches;          /* propose mode: held until the caller releases
+                                     them (latch_session.c); NULL: none */
 };
 
 /* ---- batch.c: appending to a write batch ---- */
@@ -301,6 +305,39 @@ uint64_t pc_memlock_oldest_commit(pc_memlocks *m, pc_slice key);
  * (CLOCK_MONOTONIC ms). PC_LOCKED when it is still there. */
 pc_rc pc_memlock_wait(pc_memlocks *m, pc_slice key, uint64_t ts, pc_memlock_mode mode,
                       uint64_t deadline_mono_ms);
+
+/* ---- latch.c: the latch table (docs/DESIGN.md §4.10) ---- */
+
+#define PC_LATCH_SLOTS 4096       /* a power of two */
+
+/* A set of slots, the latches of some keys: sorted and deduplicated by
+ * being a bitmap, so it is bounded whatever the number of keys. */
+typedef struct {
+    uint64_t bits[PC_LATCH_SLOTS / 64];
+} pc_latch_set;
+
+pc_rc pc_latch_table_new(pc_latch_table **out);
+void pc_latch_table_free(pc_latch_table *t);
+void pc_latch_set_clear(pc_latch_set *set);
+void pc_latch_set_add(pc_latch_set *set, const void *key, size_t len);
+bool pc_latch_set_empty(const pc_latch_set *set);
+/* Is every slot of want in held? */
+bool pc_latch_set_covers(const pc_latch_set *held, const pc_latch_set *want);
+/* Take every slot of set, in increasing order, waiting first come first
+ * served on each; or, try, take all of them now or none (false). */
+void pc_latch_lock(pc_latch_table *t, const pc_latch_set *set);
+bool pc_latch_trylock(pc_latch_table *t, const pc_latch_set *set);
+/* Give back a set taken; any thread may. */
+void pc_latch_unlock(pc_latch_table *t, const pc_latch_set *set);
+/* How many acquirers wait on a slot now (for tests). */
+size_t pc_latch_waiting(pc_latch_table *t);
+
+/* latch_session.c: in propose mode, an action latches its keys before its
+ * first read (waiting for them); in direct mode these do nothing.
+ * PC_INVALID when the session holds latches that do not cover them. */
+pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n);
+pc_rc pc_latch_mutations(pc_session *s, const pc_mutation *m, size_t n);
+pc_rc pc_latch_take(pc_session *s, const pc_latch_set *want);
 
 /* ---- snapshots.c ---- */
 

@@ -162,5 +162,6 @@ pc_rc pc_notify_clear(pc_session *s, pc_slice key, uint64_t upto_ts)
     notify_clear_args a = {key, upto_ts};
     if (!pc_key_ok(key))
         return PC_INVALID;
-    return pc_run_txn(s, notify_clear_body, &a);
+    pc_rc rc = pc_latch_keys(s, &key, 1);
+    return rc == PC_OK ? pc_run_txn(s, notify_clear_body, &a) : rc;
 }

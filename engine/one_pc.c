@@ -47,10 +47,12 @@ static pc_rc one_pc_key(pc_session *s, const one_pc_args *a, const pc_mutation *
     }
     if ((rc = pc_write_put(s, m->key, a->commit_ts, &w)) != PC_OK)
         return rc;
-    /* Collide with concurrent prewrites of this key (see above). */
-    if ((rc = pc_cursor_put(s, s->lock, m->key.data, m->key.len, &marker, 1)) != PC_OK)
-        return rc;
-    if ((rc = pc_cursor_del(s, s->lock, m->key.data, m->key.len)) != PC_OK)
+    /* Collide with concurrent prewrites of this key (see above). A
+     * proposal writes nothing to collide with: its latches keep them
+     * apart, and the marker would only be two more operations to apply. */
+    if (s->propose == NULL &&
+        ((rc = pc_cursor_put(s, s->lock, m->key.data, m->key.len, &marker, 1)) != PC_OK ||
+         (rc = pc_cursor_del(s, s->lock, m->key.data, m->key.len)) != PC_OK))
         return rc;
     return pc_notify_mark(s, m->key, a->commit_ts);
 }
@@ -106,7 +108,8 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
     if (rc != PC_OK || ts_fn == NULL)
         return PC_INVALID;
     t.start_ts = txn->start_ts;
-    if ((rc = hold_keys(s, m, n, txn->start_ts, conflict)) != PC_OK)
+    if ((rc = pc_latch_mutations(s, m, n)) != PC_OK ||
+        (rc = hold_keys(s, m, n, txn->start_ts, conflict)) != PC_OK)
         return rc;
     if (ts_fn(ts_arg, &a.commit_ts) != 0) {
         rc = PC_TS_UNAVAILABLE;
@@ -129,6 +132,22 @@ out:
     return rc;
 }
 
+/* In propose mode, the latches of every valid write's keys, all at once
+ * (taken one write after another, they could wait in a cycle); if they
+ * cannot be had, every write fails with why. */
+static void latch_blind(pc_session *s, pc_blind_write *const *w, size_t n)
+{
+    pc_latch_set want;
+    pc_latch_set_clear(&want);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; w[i]->rc == PC_OK && j < w[i]->n; j++)
+            pc_latch_set_add(&want, w[i]->m[j].key.data, w[i]->m[j].key.len);
+    pc_rc rc = pc_latch_take(s, &want);
+    for (size_t i = 0; rc != PC_OK && i < n; i++)
+        if (w[i]->rc == PC_OK)
+            w[i]->rc = rc;
+}
+
 /* Group commit of blind writes (engine.h). Which rule each step keeps:
  * the keys are held before the timestamps are asked for, as in pc_one_pc;
  * every write gets a timestamp of its own, so two writes of a batch never
@@ -145,6 +164,9 @@ void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_ra
         w[i]->commit_ts = 0;
         w[i]->rc = w[i]->n == 0 || ts_fn == NULL ? PC_INVALID
                                                   : pc_check_mutations(&check, w[i]->m, w[i]->n);
+    }
+    latch_blind(s, w, n);
+    for (size_t i = 0; i < n; i++) {
         if (w[i]->rc == PC_OK)
             w[i]->rc = hold_keys(s, w[i]->m, w[i]->n, 0, &w[i]->conflict);
         held += w[i]->rc == PC_OK;

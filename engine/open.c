@@ -38,6 +38,11 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pthread_mutex_init(&e->slot_mu, NULL);
     if (pc_memlocks_new(&e->memlocks) != PC_OK)
         goto nomem;
+    pc_rc made = pc_latch_table_new(&e->latches);
+    if (made != PC_OK) {
+        pc_engine_close(e);
+        return made;
+    }
 
     /*
      * The log is on so that commits survive a crash; commits themselves do
@@ -106,6 +111,7 @@ void pc_engine_close(pc_engine *e)
             fprintf(stderr, "engine: close: %s\n", wiredtiger_strerror(ret));
     }
     pc_memlocks_free(e->memlocks);
+    pc_latch_table_free(e->latches);
     pc_buf_free(&e->notify_prefixes);
     pthread_rwlock_destroy(&e->notify_mu);
     pthread_mutex_destroy(&e->snap_mu);

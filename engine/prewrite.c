@@ -4,6 +4,9 @@
  * committed at or after start_ts or on a lock at any timestamp, else write
  * the data at start_ts and a lock that names the primary.
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "internal.h"
 
 pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_conflict *c,
@@ -117,6 +120,40 @@ static pc_rc prewrite_body(pc_session *s, void *arg)
     return PC_OK;
 }
 
+static int cmp_slice_ptr(const void *a, const void *b)
+{
+    const pc_slice *x = *(const pc_slice *const *)a, *y = *(const pc_slice *const *)b;
+    return pc_key_cmp(x->data, x->len, y->data, y->len);
+}
+
+/* No key twice: an action reads every key once, before it writes, and in
+ * propose mode its writes go to the batch, not to the store, so a second
+ * mutation of a key would be checked against the store as if the first had
+ * not happened. Keys in increasing order (the service's) cost one pass. */
+static pc_rc check_distinct(const pc_mutation *m, size_t n)
+{
+    size_t i = 1;
+    while (i < n && pc_key_cmp(m[i - 1].key.data, m[i - 1].key.len, m[i].key.data,
+                               m[i].key.len) < 0)
+        i++;
+    if (i >= n)
+        return PC_OK;
+    const pc_slice **v = malloc(n * sizeof(*v));
+    if (v == NULL)
+        return PC_NOMEM;
+    for (i = 0; i < n; i++)
+        v[i] = &m[i].key;
+    qsort(v, n, sizeof(*v), cmp_slice_ptr);
+    pc_rc rc = PC_OK;
+    for (i = 1; i < n && rc == PC_OK; i++)
+        if (cmp_slice_ptr(&v[i - 1], &v[i]) == 0)
+            rc = PC_INVALID;
+    free(v);
+    if (rc != PC_OK)
+        fprintf(stderr, "engine: invalid mutations: a key is given twice in one action\n");
+    return rc;
+}
+
 /* Shared argument checks of prewrite and one_pc. */
 pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n)
 {
@@ -129,7 +166,7 @@ pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n)
         if (m[i].op == PC_OP_PUT && m[i].value.data == NULL && m[i].value.len > 0)
             return PC_INVALID;
     }
-    return PC_OK;
+    return check_distinct(m, n);
 }
 
 pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
@@ -138,7 +175,7 @@ pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, s
     prewrite_args a = {txn, m, n, conflict};
     pc_rc rc = pc_check_mutations(txn, m, n);
 
-    if (rc != PC_OK)
+    if (rc != PC_OK || (rc = pc_latch_mutations(s, m, n)) != PC_OK)
         return rc;
     return pc_run_txn(s, prewrite_body, &a);
 }

@@ -13,11 +13,17 @@ pc_rc pc_resolve_lock(pc_session *s, pc_slice key, uint64_t start_ts, uint64_t c
     return pc_rollback(s, &key, 1, start_ts);
 }
 
+/* The lock was found by a read without latches: in propose mode both keys
+ * are latched here, together, and the status check and the resolution
+ * read them again under the latches. */
 pc_rc pc_resolve_met_lock(pc_session *s, const pc_lock_view *lock, const pc_liveness *live,
                           pc_txn_status *st)
 {
-    pc_rc rc = pc_check_txn_status(s, lock->primary, lock->start_ts, live, st);
+    pc_slice both[2] = {lock->primary, lock->key};
+    pc_rc rc = pc_latch_keys(s, both, 2);
 
+    if (rc == PC_OK)
+        rc = pc_check_txn_status(s, lock->primary, lock->start_ts, live, st);
     if (rc != PC_OK)
         return rc;
     switch (st->state) {

@@ -66,5 +66,6 @@ pc_rc pc_rollback(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_
     for (size_t i = 0; i < n; i++)
         if (!pc_key_ok(keys[i]))
             return PC_INVALID;
-    return pc_run_txn(s, rollback_body, &a);
+    pc_rc rc = pc_latch_keys(s, keys, n);
+    return rc == PC_OK ? pc_run_txn(s, rollback_body, &a) : rc;
 }

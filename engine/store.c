@@ -122,6 +122,7 @@ void pc_session_close(pc_session *s)
 {
     if (s == NULL)
         return;
+    pc_session_release_latches(s); /* a caller that never took them */
     /* Closing the session closes its cursors. */
     int ret = s->wt->close(s->wt, NULL);
     if (ret != 0)
@@ -328,6 +329,9 @@ pc_rc pc_cursor_get(pc_session *s, WT_CURSOR *c, const void *k, size_t klen, WT_
 
 void pc_session_propose(pc_session *s, pc_buf *batch)
 {
+    /* Latches the caller did not take: it keeps proposals apart itself. */
+    if (batch == NULL)
+        pc_session_release_latches(s);
     s->propose = batch;
 }
 

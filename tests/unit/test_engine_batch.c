@@ -109,18 +109,22 @@ static const action script[] = {prewrite_ab, commit_a, commit_b, prewrite_ca, ro
 #define NSTEPS (sizeof script / sizeof script[0])
 
 /* Run one action three ways: directly; proposed on the leader, then its
- * batch applied on the leader and on the follower. The outcomes agree. */
+ * batch applied on the leader and on the follower. The outcomes agree. The
+ * proposal's latches are held until the leader applied its batch. */
 static void step(trio *t, action a)
 {
     pc_rc direct = a(t->direct->s);
     t->last.len = 0;
     pc_session_propose(t->leader->s, &t->last);
     pc_rc proposed = a(t->leader->s);
+    pc_latches *held = pc_session_take_latches(t->leader->s);
     pc_session_propose(t->leader->s, NULL);
+    assert_non_null(held);
     assert_int_equal(proposed, direct);
     assert_int_equal(pc_batch_check(t->last.data, t->last.len), PC_OK);
     t->index++;
     assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, t->index), PC_OK);
+    pc_latches_release(held);
     assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, t->index), PC_OK);
 }
 

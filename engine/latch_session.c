@@ -1,0 +1,125 @@
+/*
+ * latch_session.c — the latches a session holds in propose mode
+ * (docs/DESIGN.md §4.10; the table itself: latch.c).
+ *
+ * A proposal writes nothing, so WiredTiger's write-write conflicts no
+ * longer keep two actions on one key apart: both would read "no lock" and
+ * both produce a batch. So in propose mode every writing action takes the
+ * latches of its keys before its first read, and the session keeps them
+ * until the caller has applied the batch (or failed to propose it): the
+ * next action on those keys then reads a store that holds this one's
+ * writes. In direct mode nothing is latched.
+ *
+ * A session holds one set at a time. An action whose keys the set covers
+ * takes nothing more (a compound action, such as resolving a met lock,
+ * latches all its keys first; its parts find them held); one that needs
+ * other slots is refused: taking more while holding some could wait in a
+ * cycle. Keys found by a scan are latched after the scan, and read again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+struct pc_latches {
+    pc_latch_table *t;
+    pc_latch_set set;
+};
+
+/* Take want for s: waiting for it, or not at all (PC_LOCKED). */
+static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
+{
+    if (pc_latch_set_empty(want))
+        return PC_OK;
+    if (s->latches != NULL) {
+        if (pc_latch_set_covers(&s->latches->set, want))
+            return PC_OK;
+        fprintf(stderr, "engine: an action needs latches its session does not hold: latch "
+                        "all its keys at once, or release the earlier ones (DESIGN §4.10)\n");
+        return PC_INVALID;
+    }
+    pc_latches *g = malloc(sizeof(*g));
+    if (g == NULL)
+        return PC_NOMEM;
+    g->t = s->e->latches;
+    g->set = *want;
+    if (wait) {
+        pc_latch_lock(g->t, &g->set);
+    } else if (!pc_latch_trylock(g->t, &g->set)) {
+        free(g);
+        return PC_LOCKED;
+    }
+    s->latches = g;
+    return PC_OK;
+}
+
+pc_rc pc_latch_take(pc_session *s, const pc_latch_set *want)
+{
+    return s->propose == NULL ? PC_OK : take(s, want, true);
+}
+
+pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n)
+{
+    pc_latch_set want;
+    if (s->propose == NULL)
+        return PC_OK; /* direct mode: WiredTiger's conflicts, as ever */
+    pc_latch_set_clear(&want);
+    for (size_t i = 0; i < n; i++)
+        pc_latch_set_add(&want, keys[i].data, keys[i].len);
+    return take(s, &want, true);
+}
+
+pc_rc pc_latch_mutations(pc_session *s, const pc_mutation *m, size_t n)
+{
+    pc_latch_set want;
+    if (s->propose == NULL)
+        return PC_OK;
+    pc_latch_set_clear(&want);
+    for (size_t i = 0; i < n; i++)
+        pc_latch_set_add(&want, m[i].key.data, m[i].key.len);
+    return take(s, &want, true);
+}
+
+static pc_rc latch_given(pc_session *s, const pc_slice *keys, size_t n, bool wait)
+{
+    pc_latch_set want;
+    if (keys == NULL && n > 0)
+        return PC_INVALID;
+    pc_latch_set_clear(&want);
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].data == NULL && keys[i].len > 0)
+            return PC_INVALID;
+        pc_latch_set_add(&want, keys[i].data, keys[i].len);
+    }
+    return take(s, &want, wait);
+}
+
+pc_rc pc_session_latch(pc_session *s, const pc_slice *keys, size_t n)
+{
+    return latch_given(s, keys, n, true);
+}
+
+pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n)
+{
+    return latch_given(s, keys, n, false);
+}
+
+pc_latches *pc_session_take_latches(pc_session *s)
+{
+    pc_latches *g = s->latches;
+    s->latches = NULL;
+    return g;
+}
+
+void pc_latches_release(pc_latches *g)
+{
+    if (g == NULL)
+        return;
+    pc_latch_unlock(g->t, &g->set);
+    free(g);
+}
+
+void pc_session_release_latches(pc_session *s)
+{
+    pc_latches_release(pc_session_take_latches(s));
+}
