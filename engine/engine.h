@@ -138,15 +138,16 @@ pc_rc pc_batch_check(const void *batch, size_t len);
 pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index);
 /* The index of the last batch applied (0: none). */
 pc_rc pc_applied_index(pc_session *s, uint64_t *index);
-/* An image of the store (image.c): the data, lock, write and notify
- * tables and the highest timestamp as one batch of PUTs, appended to an
- * empty out, with the index of the last batch applied, all from one
- * snapshot (a Raft snapshot). Not in propose mode (PC_INVALID). */
+/* An image of the store (image.c): the index of the last batch applied,
+ * then the data, lock, write and notify tables and the highest timestamp
+ * as one batch of PUTs, all from one snapshot, in out (emptied first; a
+ * Raft snapshot); *applied (may be NULL) gets the index. Not in propose
+ * mode (PC_INVALID). */
 pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied);
-/* Replace those tables by an image taken at index, and record index as
- * the last applied, in one transaction; skipped when this store already
- * applied index or beyond (its state is newer). PC_INVALID: not a batch. */
-pc_rc pc_image_install(pc_session *s, const void *image, size_t len, uint64_t index);
+/* Replace those tables by an image and record its index as the last
+ * applied, in one transaction; skipped when this store already applied
+ * that index or beyond (its state is newer). PC_INVALID: not an image. */
+pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
 
 /* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
  * that may write (prewrite, commit, rollback, check_txn_status, resolve,

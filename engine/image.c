@@ -10,6 +10,8 @@
  *
  * Not in an image: the meta table's own rows (the applied index is the
  * image's; the GC safe point is not replicated yet, §4.10).
+ *
+ * Bytes: the applied index (u64, big-endian), then the batch.
  */
 #include "internal.h"
 
@@ -32,28 +34,44 @@ static pc_rc image_table(pc_session *s, WT_CURSOR *c, int table, pc_buf *out)
     return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
 }
 
+#define INDEX_LEN 8
+
 static pc_rc take_body(pc_session *s, void *arg)
 {
     take_args *a = arg;
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
+    pc_buf batch = {0};
     a->out->len = 0; /* a retried transaction starts over */
     pc_rc rc = pc_read_applied(s, a->applied);
     for (int t = 0; t < 4 && rc == PC_OK; t++)
-        rc = image_table(s, tables[t], t, a->out);
+        rc = image_table(s, tables[t], t, &batch);
     if (rc == PC_OK)
-        rc = pc_batch_raise_ts(a->out, pc_store_max_ts(s->e));
+        rc = pc_batch_raise_ts(&batch, pc_store_max_ts(s->e));
+    uint8_t index[INDEX_LEN];
+    pc_put_be64(index, *a->applied);
+    if (rc == PC_OK && (pc_buf_append(a->out, index, INDEX_LEN) != PC_OK ||
+                        pc_buf_append(a->out, batch.data, batch.len) != PC_OK))
+        rc = PC_NOMEM;
+    pc_buf_free(&batch);
     return rc;
 }
 
 pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied)
 {
-    if (out == NULL || applied == NULL || s->propose != NULL)
+    uint64_t ignored;
+    if (out == NULL || s->propose != NULL)
         return PC_INVALID;
-    take_args a = {out, applied};
+    take_args a = {out, applied != NULL ? applied : &ignored};
     return pc_run_txn(s, take_body, &a);
 }
 
-pc_rc pc_image_install(pc_session *s, const void *image, size_t len, uint64_t index)
+pc_rc pc_image_install(pc_session *s, const void *image, size_t len)
 {
-    return pc_apply_ops(s, image, len, index, true);
+    if (image == NULL || len < INDEX_LEN)
+        return PC_INVALID;
+    uint64_t index = pc_get_be64(image);
+    /* An image of a store that applied nothing holds nothing to install. */
+    if (index == 0)
+        return pc_batch_check((const uint8_t *)image + INDEX_LEN, len - INDEX_LEN);
+    return pc_apply_ops(s, (const uint8_t *)image + INDEX_LEN, len - INDEX_LEN, index, true);
 }

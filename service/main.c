@@ -241,6 +241,7 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &c->raft_id, "0", "this member's id among --raft-peers (0: a single node, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
+        {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -388,6 +389,7 @@ int main(int argc, char **argv)
      * (replica.c); the observers above were loaded from what is applied. */
     if (c->raft_id != 0) {
         rcfg.engine = s->engine;
+        rcfg.snapshot_entries = (unsigned)c->raft_snapshot_entries;
         rcfg.apply_failed = svc_storage_failed;
         if (raft_group_start(&rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
             fprintf(stderr, "%s: raft: %s\n", PROG, err);

@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "raft_group.h"
+#include "raft_io_guard.h"
 
 /* One request thread's wait: for its batch to be applied, or for a read
  * barrier. */
@@ -50,7 +51,8 @@ struct raft_group {
     uv_async_t wake;
     uv_timer_t tick;
     struct raft_uv_transport transport;
-    struct raft_io io;
+    struct raft_io io;          /* libraft's on-disk log and TCP transport */
+    raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft_fsm fsm;
     struct raft raft;
     bool raft_started;
@@ -69,7 +71,7 @@ struct raft_group {
     uint64_t term_seen;         /* loop thread: for the elections counter */
 
     metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
-    metrics_series *m_leader;
+    metrics_series *m_leader, *m_snapshots, *m_restores;
 };
 
 /* ---- the state machine: every entry is a write batch ---- */
@@ -118,19 +120,48 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     return 0;
 }
 
-/* No log compaction yet (raft_group.h): the threshold is never reached. */
+/* A Raft snapshot is an image of the store (engine/image.c): every row of
+ * the replicated tables and the applied index, read in one WiredTiger
+ * snapshot on the loop thread, where nothing is being applied. */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
-    (void)fsm, (void)bufs, (void)n;
-    log_warn("service raft: snapshots are not implemented yet");
-    return RAFT_IOERR;
+    raft_group *g = fsm->data;
+    pc_buf img = {0};
+    struct raft_buffer *b = raft_malloc(sizeof(*b));
+    pc_rc rc = b != NULL ? pc_image_take(g->apply_session, &img, NULL) : PC_NOMEM;
+    if (rc == PC_OK && (b->base = raft_malloc(img.len > 0 ? img.len : 1)) == NULL)
+        rc = PC_NOMEM;
+    if (rc != PC_OK) {
+        log_warn("service raft: no snapshot taken: cannot read the store's image (%d)", (int)rc);
+        raft_free(b);
+        pc_buf_free(&img);
+        return RAFT_NOMEM;
+    }
+    memcpy(b->base, img.data, img.len);
+    b->len = img.len;
+    pc_buf_free(&img);
+    *bufs = b;
+    *n = 1;
+    metrics_inc(g->m_snapshots, 1);
+    return 0;
 }
 
+/* Install a snapshot: the leader's image replaces the store (skipped when
+ * the store already applied past it: libraft hands the last snapshot back
+ * at every start). A bad image is fatal, as a bad entry is. */
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
-    (void)fsm, (void)buf;
-    log_error("service raft: asked to restore a snapshot, which this version never takes");
-    return RAFT_MALFORMED;
+    raft_group *g = fsm->data;
+    pc_rc rc = pc_image_install(g->apply_session, buf->base, buf->len);
+    if (rc != PC_OK) {
+        log_error("service raft: a snapshot of %zu bytes cannot be installed", buf->len);
+        g->cfg.apply_failed("installing a raft snapshot", rc);
+        return RAFT_MALFORMED;
+    }
+    log_info("service raft: installed a snapshot of %zu bytes", buf->len);
+    metrics_inc(g->m_restores, 1);
+    raft_free(buf->base); /* restore owns the buffer */
+    return 0;
 }
 
 /* ---- the loop thread ---- */
@@ -366,7 +397,7 @@ static void serve(raft_group *g)
             }
         }
         g->queue = keep;
-        g->queue_tail = kt;
+        g->queue_tail = keep != NULL ? kt : &g->queue; /* never the local keep */
     } else {
         props = take_queue(g, &reads);
     }
@@ -443,15 +474,19 @@ static int loop_setup(raft_group *g)
     g->fsm.apply = fsm_apply;
     g->fsm.snapshot = fsm_snapshot;
     g->fsm.restore = fsm_restore;
-    if ((rv = raft_init(&g->raft, &g->io, &g->fsm, g->cfg.id, me->raft)) != 0) {
+    raft_io_guard_init(&g->guard, &g->io);
+    if ((rv = raft_init(&g->raft, &g->guard.io, &g->fsm, g->cfg.id, me->raft)) != 0) {
         snprintf(g->loop_err, sizeof(g->loop_err), "raft: %s", raft_errmsg(&g->raft));
         return -1;
     }
     g->raft.data = g;
     raft_set_election_timeout(&g->raft, 1000);
     raft_set_heartbeat_timeout(&g->raft, 100);
-    /* No log compaction yet: never snapshot. */
-    raft_set_snapshot_threshold(&g->raft, 1u << 30);
+    /* Log compaction: an image every snapshot_entries entries, keeping a
+     * tenth of that behind it for members that lag a little. */
+    unsigned every = g->cfg.snapshot_entries ? g->cfg.snapshot_entries : 8192;
+    raft_set_snapshot_threshold(&g->raft, every);
+    raft_set_snapshot_trailing(&g->raft, every / 10 > 0 ? every / 10 : 1);
     raft_set_pre_vote(&g->raft, true);
     /* Every member bootstraps the same configuration on its first start;
      * on later starts the log holds it (RAFT_CANTBOOTSTRAP). */
@@ -503,6 +538,10 @@ static void init_metrics(raft_group *g, metrics_registry *m)
                                      "Proposals that failed (leadership lost, no quorum).");
     g->m_elections = metrics_counter1(m, "percolator_raft_elections_total",
                                       "New terms this member has seen since it started.");
+    g->m_snapshots = metrics_counter1(m, "percolator_raft_snapshots_total",
+                                      "Snapshots (images of the store) this member took.");
+    g->m_restores = metrics_counter1(m, "percolator_raft_snapshot_installs_total",
+                                     "Snapshots this member installed (it lagged or lost its data).");
 }
 
 int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,

@@ -13,8 +13,10 @@
  * never from inside a libraft callback. A new leader's first entry is a
  * barrier, and it proposes nothing before that barrier is applied (§7.1).
  *
- * No log compaction yet: the snapshot threshold is out of reach, so the
- * log grows, and a member that lost its data replays it from the start.
+ * Log compaction: every snapshot_entries entries libraft asks for a
+ * snapshot, an image of the store (engine/image.c), and drops the log
+ * before it; a member that lags behind the leader's log, or lost its data,
+ * installs the leader's image and applies the entries after it.
  */
 #ifndef PC_RAFT_GROUP_H
 #define PC_RAFT_GROUP_H
@@ -33,6 +35,7 @@ typedef struct {
     raft_peer peers[RAFT_PEERS_MAX];
     size_t npeers;
     pc_engine *engine;               /* what committed entries are applied to */
+    unsigned snapshot_entries;       /* a snapshot every this many entries (0: 8192) */
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);
 } raft_group_config;

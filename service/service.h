@@ -45,6 +45,7 @@ typedef struct svc_config {
     bool one_pc;
     int log_level;
     uint64_t raft_id;               /* 0: a single node (no --raft-id) */
+    uint64_t raft_snapshot_entries; /* log compaction: a snapshot every this many entries */
     const char *raft_peers, *raft_urls;
 } svc_config;
 
