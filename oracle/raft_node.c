@@ -12,12 +12,10 @@
 #include <time.h>
 
 #include <raft.h>
-#include <raft/uv.h>
-#include <uv.h>
 
 #include "log.h"
 #include "raft_fsm.h"
-#include "raft_io_guard.h"
+#include "raft_host.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
@@ -39,24 +37,14 @@ typedef struct {
 
 struct raft_node {
     raft_node_config cfg;
-    pthread_t thread;
-    bool thread_started;
-    uv_loop_t loop;
-    uv_async_t wake;
-    uv_timer_t tick;
-    struct raft_uv_transport transport;
-    struct raft_io io;        /* libraft's on-disk log and TCP transport */
-    raft_io_guard guard;      /* between libraft and io (docs/DESIGN.md §7.1) */
+    raft_host *host;          /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
     oracle_fsm_state state;
-    struct raft raft;
-    bool raft_started;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;        /* a wait is done; the loop started or ended */
+    pthread_cond_t cv;        /* a wait is done */
     ts_wait *queue, **queue_tail;
-    bool stopping, loop_ready, loop_failed;
-    char loop_err[256];
+    bool stopping;
     batch *inflight;          /* loop thread only */
     /* A new leader's first entry is a barrier (loop thread only): see
      * propose(). */
@@ -85,6 +73,11 @@ int raft_node_parse_peers(const char *peers, const char *urls, raft_node_config 
 
 /* ---- the loop thread ---- */
 
+static struct raft *R(raft_node *n)
+{
+    return raft_host_raft(n->host);
+}
+
 /* Answer one request; mu held. */
 static void finish(ts_wait *w, rn_rc rc, uint64_t first)
 {
@@ -97,8 +90,8 @@ static void refresh_status(raft_node *n)
 {
     raft_id id = 0;
     const char *addr = NULL;
-    raft_leader(&n->raft, &id, &addr);
-    int st = raft_state(&n->raft);
+    raft_leader(R(n), &id, &addr);
+    int st = raft_state(R(n));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
     raft_node_peer *lp = id ? peer_by_id(&n->cfg, (unsigned)id) : NULL;
 
@@ -106,14 +99,15 @@ static void refresh_status(raft_node *n)
     n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     n->status.leader_id = (unsigned)id;
     snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp ? lp->http : "");
-    n->status.term = n->raft.current_term;
+    n->status.term = R(n)->current_term;
     n->status.hwm = n->state.hwm;
-    n->status.applied_index = raft_last_applied(&n->raft);
+    n->status.applied_index = raft_last_applied(R(n));
     pthread_mutex_unlock(&n->mu);
-    metrics_inc(n->m_lowered_commits, n->guard.commits_lowered - n->seen_lowered_commits);
-    metrics_inc(n->m_lowered_replies, n->guard.replies_lowered - n->seen_lowered_replies);
-    n->seen_lowered_commits = n->guard.commits_lowered;
-    n->seen_lowered_replies = n->guard.replies_lowered;
+    uint64_t commits = raft_host_commits_lowered(n->host), replies = raft_host_replies_lowered(n->host);
+    metrics_inc(n->m_lowered_commits, commits - n->seen_lowered_commits);
+    metrics_inc(n->m_lowered_replies, replies - n->seen_lowered_replies);
+    n->seen_lowered_commits = commits;
+    n->seen_lowered_replies = replies;
 }
 
 static void propose(raft_node *n);
@@ -142,7 +136,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     /* The next command from the loop, not from inside libraft: this
      * callback may run while libraft is stepping down, where raft_apply
      * must not be called (it crashed there). */
-    uv_async_send(&n->wake);
+    raft_host_wake(n->host);
 }
 
 static void on_barrier(struct raft_barrier *req, int status)
@@ -153,7 +147,7 @@ static void on_barrier(struct raft_barrier *req, int status)
         n->ready_term = n->barrier_term;
     else
         log_warn("oracle raft: the new leader's barrier failed: %s", raft_strerror(status));
-    uv_async_send(&n->wake); /* go on from the loop, not from inside libraft */
+    raft_host_wake(n->host); /* go on from the loop, not from inside libraft */
 }
 
 /* Fail every queued request with rc. */
@@ -185,11 +179,11 @@ static void propose(raft_node *n)
 {
     if (n->inflight != NULL || n->barrier_inflight)
         return;
-    bool leader = raft_state(&n->raft) == RAFT_LEADER;
-    if (leader && !n->stopping && n->ready_term != n->raft.current_term) {
+    bool leader = raft_state(R(n)) == RAFT_LEADER;
+    if (leader && !n->stopping && n->ready_term != R(n)->current_term) {
         n->barrier.data = n;
-        n->barrier_term = n->raft.current_term;
-        int rv = raft_barrier(&n->raft, &n->barrier, on_barrier);
+        n->barrier_term = R(n)->current_term;
+        int rv = raft_barrier(R(n), &n->barrier, on_barrier);
         if (rv == 0) {
             n->barrier_inflight = true;
             return; /* requests wait in the queue until it commits */
@@ -229,7 +223,7 @@ static void propose(raft_node *n)
     if (b != NULL && oracle_fsm_command(total, &buf) == 0) {
         b->waits = ws;
         b->req.data = n;
-        if ((rv = raft_apply(&n->raft, &b->req, &buf, 1, on_applied)) != 0)
+        if ((rv = raft_apply(R(n), &b->req, &buf, 1, on_applied)) != 0)
             raft_free(buf.base);
     }
     if (rv != 0) {
@@ -247,109 +241,13 @@ static void propose(raft_node *n)
     metrics_observe(n->m_batch, (double)k);
 }
 
-static void on_closed_handle(uv_handle_t *h)
-{
-    (void)h;
-}
-
-static void on_raft_closed(struct raft *r)
-{
-    raft_node *n = r->data;
-    raft_uv_close(&n->io);
-    raft_uv_tcp_close(&n->transport);
-    uv_close((uv_handle_t *)&n->wake, on_closed_handle);
-    uv_close((uv_handle_t *)&n->tick, on_closed_handle);
-}
-
-static void on_wake(uv_async_t *a)
-{
-    raft_node *n = a->data;
-    pthread_mutex_lock(&n->mu);
-    bool stopping = n->stopping;
-    pthread_mutex_unlock(&n->mu);
-    if (!stopping) {
-        propose(n);
-        return;
-    }
-    /* Stop: what is queued fails; libraft fails what is in flight. */
-    propose(n);
-    uv_timer_stop(&n->tick);
-    if (n->raft_started)
-        raft_close(&n->raft, on_raft_closed);
-    else
-        on_raft_closed(&n->raft);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    raft_node *n = t->data;
-    refresh_status(n);
-    propose(n);
-}
-
-/* Set libraft up on the loop; 0 or -1 with n->loop_err. */
-static int loop_setup(raft_node *n)
-{
-    raft_node_peer *me = peer_by_id(&n->cfg, n->cfg.id);
-    struct raft_configuration conf;
-    int rv;
-
-    n->wake.data = n;
-    n->tick.data = n;
-    n->raft.data = n;
-    if (uv_async_init(&n->loop, &n->wake, on_wake) != 0 || uv_timer_init(&n->loop, &n->tick) != 0) {
-        snprintf(n->loop_err, sizeof(n->loop_err), "cannot set up the event loop");
-        return -1;
-    }
-    if ((rv = raft_uv_tcp_init(&n->transport, &n->loop)) != 0 ||
-        (rv = raft_uv_init(&n->io, &n->loop, n->cfg.dir, &n->transport)) != 0) {
-        snprintf(n->loop_err, sizeof(n->loop_err), "raft storage in %s: %s", n->cfg.dir,
-                 raft_strerror(rv));
-        return -1;
-    }
-    oracle_fsm_init(&n->fsm, &n->state);
-    raft_io_guard_init(&n->guard, &n->io);
-    if ((rv = raft_init(&n->raft, &n->guard.io, &n->fsm, n->cfg.id, me->raft)) != 0) {
-        snprintf(n->loop_err, sizeof(n->loop_err), "raft: %s", raft_errmsg(&n->raft));
-        return -1;
-    }
-    n->raft.data = n;
-    raft_set_election_timeout(&n->raft, n->cfg.election_ms ? n->cfg.election_ms : 1000);
-    raft_set_heartbeat_timeout(&n->raft, n->cfg.heartbeat_ms ? n->cfg.heartbeat_ms : 100);
-    raft_set_snapshot_threshold(&n->raft, 1024);
-    raft_set_snapshot_trailing(&n->raft, 128);
-    raft_set_pre_vote(&n->raft, true);
-    /* Every member bootstraps the same configuration on its first start;
-     * on later starts the log holds it (RAFT_CANTBOOTSTRAP). */
-    raft_configuration_init(&conf);
-    for (size_t i = 0; i < n->cfg.npeers && rv == 0; i++)
-        rv = raft_configuration_add(&conf, n->cfg.peers[i].id, n->cfg.peers[i].raft, RAFT_VOTER);
-    if (rv == 0 && (rv = raft_bootstrap(&n->raft, &conf)) == RAFT_CANTBOOTSTRAP)
-        rv = 0;
-    raft_configuration_close(&conf);
-    if (rv != 0 || (rv = raft_start(&n->raft)) != 0) {
-        snprintf(n->loop_err, sizeof(n->loop_err), "raft: %s", raft_strerror(rv));
-        raft_close(&n->raft, on_raft_closed);
-        return -1;
-    }
-    n->raft_started = true;
-    uv_timer_start(&n->tick, on_tick, 50, 50);
-    return 0;
-}
-
-static void *loop_main(void *arg)
+/* The loop's work, every tick and whenever woken: refresh the status,
+ * propose what is queued (or fail it when stopping). */
+static void serve(void *arg)
 {
     raft_node *n = arg;
-    int ok = loop_setup(n);
-    pthread_mutex_lock(&n->mu);
-    n->loop_ready = ok == 0;
-    n->loop_failed = ok != 0;
-    pthread_cond_broadcast(&n->cv);
-    pthread_mutex_unlock(&n->mu);
-    if (ok == 0)
-        refresh_status(n);
-    uv_run(&n->loop, UV_RUN_DEFAULT);
-    return NULL;
+    refresh_status(n);
+    propose(n);
 }
 
 /* ---- the API ---- */
@@ -384,52 +282,30 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         n->m_lowered_commits = metrics_series_get(lowered, "leader_commit", NULL);
         n->m_lowered_replies = metrics_series_get(lowered, "reply_last_index", NULL);
     }
-    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
-        goto fail;
-    }
-    if (uv_loop_init(&n->loop) != 0) {
-        snprintf(err, errlen, "cannot create an event loop");
-        goto fail;
-    }
-    if (pthread_create(&n->thread, NULL, loop_main, n) != 0) {
-        uv_loop_close(&n->loop);
-        snprintf(err, errlen, "cannot start the raft thread");
-        goto fail;
-    }
-    n->thread_started = true;
-    pthread_mutex_lock(&n->mu);
-    while (!n->loop_ready && !n->loop_failed)
-        pthread_cond_wait(&n->cv, &n->mu);
-    bool failed = n->loop_failed;
-    pthread_mutex_unlock(&n->mu);
-    if (failed) {
-        snprintf(err, errlen, "%s", n->loop_err);
-        raft_node_stop(n);
+    oracle_fsm_init(&n->fsm, &n->state);
+    raft_host_config hc = {
+        .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
+        .fsm = &n->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
+        .snapshot_threshold = 1024, .snapshot_trailing = 128, .serve = serve, .arg = n,
+    };
+    if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
+        pthread_cond_destroy(&n->cv);
+        pthread_mutex_destroy(&n->mu);
+        free(n);
         return -1;
     }
     *out = n;
     return 0;
-fail:
-    pthread_cond_destroy(&n->cv);
-    pthread_mutex_destroy(&n->mu);
-    free(n);
-    return -1;
 }
 
 void raft_node_stop(raft_node *n)
 {
     if (n == NULL)
         return;
-    if (n->thread_started) {
-        pthread_mutex_lock(&n->mu);
-        n->stopping = true;
-        pthread_mutex_unlock(&n->mu);
-        if (n->loop_ready)
-            uv_async_send(&n->wake);
-        pthread_join(n->thread, NULL);
-        uv_loop_close(&n->loop);
-    }
+    pthread_mutex_lock(&n->mu);
+    n->stopping = true; /* serve fails what is queued; libraft what is in flight */
+    pthread_mutex_unlock(&n->mu);
+    raft_host_stop(n->host);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
     free(n);
@@ -452,7 +328,7 @@ rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint6
     *n->queue_tail = &w;
     n->queue_tail = &w.next;
     pthread_mutex_unlock(&n->mu);
-    uv_async_send(&n->wake);
+    raft_host_wake(n->host);
 
     pthread_mutex_lock(&n->mu);
     while (!w.done) {

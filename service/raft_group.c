@@ -13,12 +13,10 @@
 #include <time.h>
 
 #include <raft.h>
-#include <raft/uv.h>
-#include <uv.h>
 
 #include "log.h"
 #include "raft_group.h"
-#include "raft_io_guard.h"
+#include "raft_host.h"
 
 /* One request thread's wait: for its batch to be applied, or for a read
  * barrier. */
@@ -45,24 +43,14 @@ typedef struct {
 
 struct raft_group {
     raft_group_config cfg;
-    pthread_t thread;
-    bool thread_started;
-    uv_loop_t loop;
-    uv_async_t wake;
-    uv_timer_t tick;
-    struct raft_uv_transport transport;
-    struct raft_io io;          /* libraft's on-disk log and TCP transport */
-    raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
+    raft_host *host;            /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
-    struct raft raft;
-    bool raft_started;
     pc_session *apply_session;  /* loop thread only */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* a wait is done; the loop started */
+    pthread_cond_t cv;          /* a wait is done */
     rg_wait *queue, **queue_tail;
-    bool stopping, loop_ready, loop_failed;
-    char loop_err[256];
+    bool stopping;
     /* The new leader's first entry (loop thread only). */
     struct raft_barrier barrier;
     bool barrier_inflight, read_inflight;
@@ -97,12 +85,17 @@ static uint64_t get_len(const uint8_t *p)
     return v;
 }
 
+static struct raft *R(raft_group *g)
+{
+    return raft_host_raft(g->host);
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     raft_group *g = fsm->data;
     /* libraft 0.15 passes no index: the entry being applied is the one
      * after the last applied (barriers advance it without calling us). */
-    uint64_t index = raft_last_applied(&g->raft) + 1;
+    uint64_t index = raft_last_applied(R(g)) + 1;
     const uint8_t *p = buf->base;
     uint64_t len = buf->len >= ENTRY_HEADER ? get_len(p) : UINT64_MAX;
     pc_rc rc = len <= buf->len - ENTRY_HEADER
@@ -175,11 +168,11 @@ static void refresh_status(raft_group *g)
 {
     raft_id id = 0;
     const char *addr = NULL;
-    raft_leader(&g->raft, &id, &addr);
-    int st = raft_state(&g->raft);
+    raft_leader(R(g), &id, &addr);
+    int st = raft_state(R(g));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
     raft_peer *lp = id ? peer_by_id(g, (unsigned)id) : NULL;
-    uint64_t term = g->raft.current_term;
+    uint64_t term = R(g)->current_term;
     bool ready = st == RAFT_LEADER && g->ready_term == term;
 
     if (term > g->term_seen) {
@@ -188,16 +181,16 @@ static void refresh_status(raft_group *g)
         g->term_seen = term;
     }
     metrics_set(g->m_term, (int64_t)term);
-    metrics_set(g->m_commit, (int64_t)g->raft.commit_index);
-    metrics_set(g->m_applied, (int64_t)raft_last_applied(&g->raft));
+    metrics_set(g->m_commit, (int64_t)R(g)->commit_index);
+    metrics_set(g->m_applied, (int64_t)raft_last_applied(R(g)));
     metrics_set(g->m_leader, ready ? 1 : 0);
     pthread_mutex_lock(&g->mu);
     g->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     g->status.leader_id = (unsigned)id;
     snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp ? lp->http : "");
     g->status.term = term;
-    g->status.commit_index = g->raft.commit_index;
-    g->status.applied_index = raft_last_applied(&g->raft);
+    g->status.commit_index = R(g)->commit_index;
+    g->status.applied_index = raft_last_applied(R(g));
     g->status.ready_term = ready ? term : 0;
     pthread_mutex_unlock(&g->mu);
 }
@@ -228,7 +221,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     free(p);
-    uv_async_send(&g->wake); /* go on from the loop, not from inside libraft */
+    raft_host_wake(g->host); /* go on from the loop, not from inside libraft */
 }
 
 static void on_read_barrier(struct raft_barrier *req, int status)
@@ -244,7 +237,7 @@ static void on_read_barrier(struct raft_barrier *req, int status)
     pthread_mutex_unlock(&g->mu);
     g->read_inflight = false;
     free(b);
-    uv_async_send(&g->wake);
+    raft_host_wake(g->host);
 }
 
 static void on_first_barrier(struct raft_barrier *req, int status)
@@ -256,7 +249,7 @@ static void on_first_barrier(struct raft_barrier *req, int status)
     else
         log_warn("service raft: the new leader's barrier failed: %s", raft_strerror(status));
     refresh_status(g);
-    uv_async_send(&g->wake);
+    raft_host_wake(g->host);
 }
 
 /* Take the queue out (mu held); *reads gets the read waits, the return
@@ -301,7 +294,7 @@ static void propose_one(raft_group *g, rg_wait *w)
     if (p != NULL) {
         p->w = w;
         p->req.data = g;
-        rv = raft_apply(&g->raft, &p->req, &w->buf, 1, on_applied);
+        rv = raft_apply(R(g), &p->req, &w->buf, 1, on_applied);
     }
     if (rv == 0) {
         metrics_inc(g->m_proposals, 1);
@@ -327,7 +320,7 @@ static void barrier_for_reads(raft_group *g, rg_wait *reads)
     if (b != NULL) {
         b->reads = reads;
         b->req.data = g;
-        rv = raft_barrier(&g->raft, &b->req, on_read_barrier);
+        rv = raft_barrier(R(g), &b->req, on_read_barrier);
     }
     if (rv == 0) {
         g->read_inflight = true;
@@ -351,7 +344,7 @@ static void serve(raft_group *g)
 {
     if (g->barrier_inflight)
         return;
-    bool leader = raft_state(&g->raft) == RAFT_LEADER;
+    bool leader = raft_state(R(g)) == RAFT_LEADER;
     pthread_mutex_lock(&g->mu);
     bool stopping = g->stopping;
     if (!leader || stopping) {
@@ -362,10 +355,10 @@ static void serve(raft_group *g)
     }
     bool empty = g->queue == NULL;
     pthread_mutex_unlock(&g->mu);
-    if (g->ready_term != g->raft.current_term) {
+    if (g->ready_term != R(g)->current_term) {
         g->barrier.data = g;
-        g->barrier_term = g->raft.current_term;
-        int rv = raft_barrier(&g->raft, &g->barrier, on_first_barrier);
+        g->barrier_term = R(g)->current_term;
+        int rv = raft_barrier(R(g), &g->barrier, on_first_barrier);
         if (rv == 0) {
             g->barrier_inflight = true;
             return;
@@ -410,115 +403,12 @@ static void serve(raft_group *g)
         barrier_for_reads(g, reads);
 }
 
-static void on_closed_handle(uv_handle_t *h)
-{
-    (void)h;
-}
-
-static void on_raft_closed(struct raft *r)
-{
-    raft_group *g = r->data;
-    raft_uv_close(&g->io);
-    raft_uv_tcp_close(&g->transport);
-    uv_close((uv_handle_t *)&g->wake, on_closed_handle);
-    uv_close((uv_handle_t *)&g->tick, on_closed_handle);
-}
-
-static void on_wake(uv_async_t *a)
-{
-    raft_group *g = a->data;
-    pthread_mutex_lock(&g->mu);
-    bool stopping = g->stopping;
-    pthread_mutex_unlock(&g->mu);
-    serve(g);
-    if (!stopping)
-        return;
-    /* Stop: what is queued failed in serve; libraft fails what is in flight. */
-    uv_timer_stop(&g->tick);
-    if (g->raft_started)
-        raft_close(&g->raft, on_raft_closed);
-    else
-        on_raft_closed(&g->raft);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    raft_group *g = t->data;
-    refresh_status(g);
-    serve(g);
-}
-
-/* Set libraft up on the loop; 0 or -1 with g->loop_err. */
-static int loop_setup(raft_group *g)
-{
-    raft_peer *me = peer_by_id(g, g->cfg.id);
-    struct raft_configuration conf;
-    int rv;
-
-    g->wake.data = g;
-    g->tick.data = g;
-    g->raft.data = g;
-    if (uv_async_init(&g->loop, &g->wake, on_wake) != 0 || uv_timer_init(&g->loop, &g->tick) != 0) {
-        snprintf(g->loop_err, sizeof(g->loop_err), "cannot set up the event loop");
-        return -1;
-    }
-    if ((rv = raft_uv_tcp_init(&g->transport, &g->loop)) != 0 ||
-        (rv = raft_uv_init(&g->io, &g->loop, g->cfg.dir, &g->transport)) != 0) {
-        snprintf(g->loop_err, sizeof(g->loop_err), "raft storage in %s: %s", g->cfg.dir,
-                 raft_strerror(rv));
-        return -1;
-    }
-    memset(&g->fsm, 0, sizeof(g->fsm));
-    g->fsm.version = 1;
-    g->fsm.data = g;
-    g->fsm.apply = fsm_apply;
-    g->fsm.snapshot = fsm_snapshot;
-    g->fsm.restore = fsm_restore;
-    raft_io_guard_init(&g->guard, &g->io);
-    if ((rv = raft_init(&g->raft, &g->guard.io, &g->fsm, g->cfg.id, me->raft)) != 0) {
-        snprintf(g->loop_err, sizeof(g->loop_err), "raft: %s", raft_errmsg(&g->raft));
-        return -1;
-    }
-    g->raft.data = g;
-    raft_set_election_timeout(&g->raft, 1000);
-    raft_set_heartbeat_timeout(&g->raft, 100);
-    /* Log compaction: an image every snapshot_entries entries, keeping a
-     * tenth of that behind it for members that lag a little. */
-    unsigned every = g->cfg.snapshot_entries ? g->cfg.snapshot_entries : 8192;
-    raft_set_snapshot_threshold(&g->raft, every);
-    raft_set_snapshot_trailing(&g->raft, every / 10 > 0 ? every / 10 : 1);
-    raft_set_pre_vote(&g->raft, true);
-    /* Every member bootstraps the same configuration on its first start;
-     * on later starts the log holds it (RAFT_CANTBOOTSTRAP). */
-    raft_configuration_init(&conf);
-    for (size_t i = 0; i < g->cfg.npeers && rv == 0; i++)
-        rv = raft_configuration_add(&conf, g->cfg.peers[i].id, g->cfg.peers[i].raft, RAFT_VOTER);
-    if (rv == 0 && (rv = raft_bootstrap(&g->raft, &conf)) == RAFT_CANTBOOTSTRAP)
-        rv = 0;
-    raft_configuration_close(&conf);
-    if (rv != 0 || (rv = raft_start(&g->raft)) != 0) {
-        snprintf(g->loop_err, sizeof(g->loop_err), "raft: %s", raft_strerror(rv));
-        raft_close(&g->raft, on_raft_closed);
-        return -1;
-    }
-    g->raft_started = true;
-    uv_timer_start(&g->tick, on_tick, 50, 50);
-    return 0;
-}
-
-static void *loop_main(void *arg)
+/* The loop's work, every tick and whenever woken (common/raft_host.h). */
+static void on_loop(void *arg)
 {
     raft_group *g = arg;
-    int ok = loop_setup(g);
-    pthread_mutex_lock(&g->mu);
-    g->loop_ready = ok == 0;
-    g->loop_failed = ok != 0;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    if (ok == 0)
-        refresh_status(g);
-    uv_run(&g->loop, UV_RUN_DEFAULT);
-    return NULL;
+    refresh_status(g);
+    serve(g);
 }
 
 /* ---- the API ---- */
@@ -558,34 +448,26 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     init_metrics(g, m);
-    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
-        goto fail;
-    }
     if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK) {
         snprintf(err, errlen, "cannot open a storage session for the raft applier");
         goto fail;
     }
-    if (uv_loop_init(&g->loop) != 0) {
-        snprintf(err, errlen, "cannot create an event loop");
+    memset(&g->fsm, 0, sizeof(g->fsm));
+    g->fsm.version = 1;
+    g->fsm.data = g;
+    g->fsm.apply = fsm_apply;
+    g->fsm.snapshot = fsm_snapshot;
+    g->fsm.restore = fsm_restore;
+    /* Log compaction: an image every snapshot_entries entries, keeping a
+     * tenth of that behind it for members that lag a little. */
+    unsigned every = cfg->snapshot_entries ? cfg->snapshot_entries : 8192;
+    raft_host_config hc = {
+        .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
+        .fsm = &g->fsm, .snapshot_threshold = every,
+        .snapshot_trailing = every / 10 > 0 ? every / 10 : 1, .serve = on_loop, .arg = g,
+    };
+    if (raft_host_start(&hc, &g->host, err, errlen) != 0)
         goto fail;
-    }
-    if (pthread_create(&g->thread, NULL, loop_main, g) != 0) {
-        uv_loop_close(&g->loop);
-        snprintf(err, errlen, "cannot start the raft thread");
-        goto fail;
-    }
-    g->thread_started = true;
-    pthread_mutex_lock(&g->mu);
-    while (!g->loop_ready && !g->loop_failed)
-        pthread_cond_wait(&g->cv, &g->mu);
-    bool failed = g->loop_failed;
-    pthread_mutex_unlock(&g->mu);
-    if (failed) {
-        snprintf(err, errlen, "%s", g->loop_err);
-        raft_group_stop(g);
-        return -1;
-    }
     *out = g;
     return 0;
 fail:
@@ -601,15 +483,10 @@ void raft_group_stop(raft_group *g)
 {
     if (g == NULL)
         return;
-    if (g->thread_started) {
-        pthread_mutex_lock(&g->mu);
-        g->stopping = true;
-        pthread_mutex_unlock(&g->mu);
-        if (g->loop_ready)
-            uv_async_send(&g->wake);
-        pthread_join(g->thread, NULL);
-        uv_loop_close(&g->loop);
-    }
+    pthread_mutex_lock(&g->mu);
+    g->stopping = true; /* serve fails what is queued; libraft what is in flight */
+    pthread_mutex_unlock(&g->mu);
+    raft_host_stop(g->host);
     pc_session_close(g->apply_session);
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
@@ -637,7 +514,7 @@ static rg_rc wait_for(raft_group *g, rg_wait *w, unsigned wait_ms)
     *g->queue_tail = w;
     g->queue_tail = &w->next;
     pthread_mutex_unlock(&g->mu);
-    uv_async_send(&g->wake);
+    raft_host_wake(g->host);
 
     pthread_mutex_lock(&g->mu);
     while (!w->done) {

@@ -1,0 +1,62 @@
+/*
+ * raft_host.h — one member of a Raft group on Canonical's C Raft library
+ * (libraft 0.15: its on-disk log and TCP transport over libuv), hosted on
+ * a libuv loop on a thread of its own, with the raft_io guard of
+ * docs/DESIGN.md §7.1 between libraft and its I/O. The oracle
+ * (oracle/raft_node.c) and the service (service/raft_group.c) are both
+ * built on it; what they replicate is their state machine (cfg.fsm) and
+ * what they propose is theirs (cfg.serve).
+ *
+ * Threads: everything that touches libraft runs on the loop thread. The
+ * owner's serve callback runs there every 50 ms and whenever another
+ * thread calls raft_host_wake (uv_async_send: thread-safe, coalescing), and
+ * once more when the host stops, before libraft is closed (libraft then
+ * fails what is in flight). Never call raft_apply from inside a libraft
+ * callback: wake the loop and propose from serve.
+ */
+#ifndef PC_RAFT_HOST_H
+#define PC_RAFT_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+
+#include "raft_peers.h"
+
+typedef struct raft_host raft_host;
+
+typedef struct {
+    unsigned id;                     /* this member: one of the peers */
+    const char *dir;                 /* raft log and snapshots; created if missing */
+    const raft_peer *peers;
+    size_t npeers;
+    struct raft_fsm *fsm;            /* the replicated state machine */
+    unsigned election_ms;            /* 0: 1000 */
+    unsigned heartbeat_ms;           /* 0: 100 */
+    unsigned snapshot_threshold;     /* a snapshot every this many entries */
+    unsigned snapshot_trailing;      /* entries kept behind a snapshot */
+    void (*serve)(void *arg);        /* on the loop thread (above) */
+    void *arg;
+} raft_host_config;
+
+/* Start the member (bootstrapping the group on its first start); *out is
+ * set before the loop starts, so serve and libraft's callbacks may use it.
+ * 0, or -1 with a reason in err (nothing left running). */
+int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, size_t errlen);
+
+/* Stop (from any thread but the loop's): serve runs once more, libraft is
+ * closed, the loop thread joined, everything freed. */
+void raft_host_stop(raft_host *h);
+
+/* Run serve on the loop soon (any thread). */
+void raft_host_wake(raft_host *h);
+
+/* The raft instance (its functions: loop thread only). */
+struct raft *raft_host_raft(raft_host *h);
+
+/* What the guard lowered so far (loop thread). */
+uint64_t raft_host_commits_lowered(const raft_host *h);
+uint64_t raft_host_replies_lowered(const raft_host *h);
+
+#endif
