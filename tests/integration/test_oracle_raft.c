@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bank.h"
+#include "raft_member.h"
 #include "testlib.h"
 #include "timeutil.h"
 
@@ -96,31 +97,12 @@ static void group_stop(group *g)
     free(g->dir);
 }
 
-/* What member i's /v1/health says; false when it did not answer 200. */
-typedef struct {
-    bool leader;             /* its role is "leader" */
-    int leader_id;           /* the leader it knows of, 0: none */
-    json_int_t hwm;
-} member_view;
+typedef tl_raft_view member_view;
 
+/* What member i's /v1/health says; false when it did not answer 200. */
 static bool member_health(const group *g, int i, member_view *v)
 {
-    char url[96];
-    tl_resp r;
-    bool ok = false;
-    *v = (member_view){.hwm = -1};
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g->http[i]);
-    if (tl_http("GET", url, NULL, 0, NULL, 1000, &r) == 0 && r.status == 200) {
-        json_t *j = json_loads(r.body, 0, NULL);
-        const char *role = json_string_value(json_object_get(j, "role"));
-        v->leader = role != NULL && strcmp(role, "leader") == 0;
-        v->leader_id = (int)json_integer_value(json_object_get(json_object_get(j, "leader"), "id"));
-        v->hwm = json_integer_value(json_object_get(j, "hwm"));
-        json_decref(j);
-        ok = true;
-    }
-    tl_resp_free(&r);
-    return ok;
+    return tl_raft_health(g->http[i], 1000, v);
 }
 
 /* The member, other than `skip` (-1: none), that says it is the leader,
@@ -429,29 +411,12 @@ static void the_service_commits_through_a_follower(void **state)
 
 /* ---- a partition: the leader's raft port cut off (iptables on loopback) ---- */
 
-static char rule_comment[48];
-
-/* Add (-I) or delete (-D) the rule that drops every packet to member i's
- * raft port: it then hears from nobody (its own messages still leave, but
- * no answer comes back). 0 or the exit status of iptables. */
-static int cut(group *g, int i, const char *op)
+/* Member i's raft address (each on a loopback address of its own). */
+static int cut(group *g, int i, bool on)
 {
-    char cmd[320];
-    snprintf(cmd, sizeof cmd,
-             "iptables -w 10 %s INPUT -p tcp -d 127.0.1.%d --dport %d -m comment --comment %s "
-             "-j DROP",
-             op, i + 1, g->raft[i], rule_comment);
-    return system(cmd);
-}
-
-static group *cut_group;
-static int cut_member = -1;
-
-/* Whatever happens to the test, the rule goes. */
-static void heal_at_exit(void)
-{
-    if (cut_group != NULL && cut_member >= 0)
-        cut(cut_group, cut_member, "-D");
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.1.%d", i + 1);
+    return tl_raft_cut(addr, g->raft[i], on);
 }
 
 static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
@@ -463,8 +428,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
     assert_non_null(r->takes);
     pthread_mutex_init(&r->mu, NULL);
-    snprintf(rule_comment, sizeof rule_comment, "percolator-test-%d", (int)getpid());
-    if (system("iptables -w 10 -L INPUT -n >/dev/null 2>&1") != 0)
+    if (!tl_raft_can_cut())
         fail_msg("this test needs iptables and root (make test installs it as root)");
     group_start(&g, false);
     r->g = &g;
@@ -477,18 +441,14 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
     }
     time_sleep_ms(500);
-    cut_group = &g;
-    cut_member = l;
-    atexit(heal_at_exit);
-    assert_int_equal(cut(&g, l, "-I"), 0);
+    assert_int_equal(cut(&g, l, true), 0);
     uint64_t t0 = time_mono_ms();
     /* The others elect a leader of their own. */
     int nl = leader_but(&g, l, 20000);
     uint64_t elected_ms = time_mono_ms() - t0;
     assert_true(nl >= 0);
     time_sleep_ms(2000); /* clients go on against both sides */
-    assert_int_equal(cut(&g, l, "-D"), 0);
-    cut_member = -1;
+    assert_int_equal(cut(&g, l, false), 0);
     /* Healed: every member agrees on the leader and on the mark. */
     bool agreed = false;
     member_view v[NODES];

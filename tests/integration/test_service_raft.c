@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "raft_member.h"
 #include "si_check.h"
 #include "testlib.h"
 #include "timeutil.h"
@@ -130,32 +131,11 @@ static void kill_member(group *g, int i)
 
 /* ---- what a member says ---- */
 
-typedef struct {
-    bool leader;
-    int leader_id;
-    json_int_t term, applied;
-} member_view;
+typedef tl_raft_view member_view;
 
 static bool member_health(const group *g, int i, member_view *v)
 {
-    char url[96];
-    tl_resp r;
-    bool ok = false;
-    *v = (member_view){.applied = -1};
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g->http[i]);
-    if (tl_http("GET", url, NULL, 0, NULL, 2000, &r) == 0 && r.status == 200) {
-        json_t *j = json_loads(r.body, 0, NULL);
-        const char *role = json_string_value(json_object_get(j, "role"));
-        assert_non_null(role);
-        v->leader = strcmp(role, "leader") == 0;
-        v->leader_id = (int)json_integer_value(json_object_get(json_object_get(j, "leader"), "id"));
-        v->term = json_integer_value(json_object_get(j, "term"));
-        v->applied = json_integer_value(json_object_get(j, "applied_index"));
-        json_decref(j);
-        ok = true;
-    }
-    tl_resp_free(&r);
-    return ok;
+    return tl_raft_health(g->http[i], 2000, v);
 }
 
 /* The member other than skip (-1: none) that leads, and whose writes go
@@ -697,34 +677,10 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
 
 /* ---- a partition: the leader's raft port cut off (iptables on loopback) ---- */
 
-static char rule_comment[48];
-static group *cut_group;
-static int cut_member = -1;
-
-/* Add (-I) or delete (-D) the rule that drops every packet to member i's
- * raft port: it hears from nobody (its own messages still leave, but no
- * answer comes back). 0 or iptables' exit status. */
-static int cut(group *g, int i, const char *op)
-{
-    char cmd[320];
-    snprintf(cmd, sizeof cmd,
-             "iptables -w 10 %s INPUT -p tcp -d 127.0.0.1 --dport %d -m comment --comment %s "
-             "-j DROP",
-             op, g->raft[i], rule_comment);
-    return system(cmd);
-}
-
-static void heal_at_exit(void)
-{
-    if (cut_group != NULL && cut_member >= 0)
-        cut(cut_group, cut_member, "-D");
-}
-
 static void a_cut_off_leader_acknowledges_nothing(void **state)
 {
     (void)state;
-    snprintf(rule_comment, sizeof rule_comment, "percolator-test-%d", (int)getpid());
-    if (system("iptables -w 10 -L INPUT -n >/dev/null 2>&1") != 0)
+    if (!tl_raft_can_cut())
         fail_msg("this test needs iptables and root (make test installs it as root)");
     group g;
     group_start(&g, false, NULL);
@@ -747,10 +703,7 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
         assert_int_equal(pthread_create(&st[c], NULL, si_main, &si[c]), 0);
     }
     time_sleep_ms(500);
-    cut_group = &g;
-    cut_member = l;
-    atexit(heal_at_exit);
-    assert_int_equal(cut(&g, l, "-I"), 0);
+    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], true), 0);
     uint64_t t0 = time_mono_ms();
 
     /* Straight to the cut-off leader (no redirect followed): never 200. */
@@ -771,8 +724,7 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     time_sleep_ms(1500);
 
     /* Heal: the old leader follows and catches up. */
-    assert_int_equal(cut(&g, l, "-D"), 0);
-    cut_member = -1;
+    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], false), 0);
     atomic_store(&stop, true);
     unsigned si_committed = 0;
     for (int c = 0; c < SI_CLIENTS; c++) {

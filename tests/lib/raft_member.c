@@ -1,0 +1,93 @@
+/*
+ * raft_member.c — see raft_member.h.
+ */
+#include "raft_member.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
+{
+    char url[96];
+    tl_resp r = {0};
+    bool ok = false;
+    *v = (tl_raft_view){.applied = -1, .hwm = -1};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", port);
+    if (tl_http("GET", url, NULL, 0, NULL, timeout_ms, &r) == 0 && r.status == 200) {
+        json_t *j = json_loads(r.body, 0, NULL);
+        const char *role = json_string_value(json_object_get(j, "role"));
+        json_t *applied = json_object_get(j, "applied_index"), *hwm = json_object_get(j, "hwm");
+        v->leader = role != NULL && strcmp(role, "leader") == 0;
+        v->leader_id = (int)json_integer_value(json_object_get(json_object_get(j, "leader"), "id"));
+        v->term = json_integer_value(json_object_get(j, "term"));
+        if (json_is_integer(applied))
+            v->applied = json_integer_value(applied);
+        if (json_is_integer(hwm))
+            v->hwm = json_integer_value(hwm);
+        json_decref(j);
+        ok = role != NULL;
+    }
+    tl_resp_free(&r);
+    return ok;
+}
+
+/* The rules this process added and has not deleted yet. */
+#define MAX_CUTS 8
+static struct {
+    char addr[64];
+    int port;
+} cuts[MAX_CUTS];
+static int ncuts;
+
+static int rule(const char *op, const char *addr, int port)
+{
+    char cmd[320];
+    snprintf(cmd, sizeof cmd,
+             "iptables -w 10 %s INPUT -p tcp -d %s --dport %d -m comment --comment "
+             "percolator-test-%d -j DROP",
+             op, addr, port, (int)getpid());
+    return system(cmd);
+}
+
+static void heal_all(void)
+{
+    for (int i = 0; i < ncuts; i++)
+        rule("-D", cuts[i].addr, cuts[i].port);
+    ncuts = 0;
+}
+
+int tl_raft_cut(const char *addr, int port, bool on)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(heal_all); /* whatever happens to the test, the rules go */
+        registered = true;
+    }
+    if (on) {
+        if (ncuts == MAX_CUTS)
+            return -1;
+        int rc = rule("-I", addr, port);
+        if (rc == 0) {
+            snprintf(cuts[ncuts].addr, sizeof cuts[ncuts].addr, "%s", addr);
+            cuts[ncuts++].port = port;
+        }
+        return rc;
+    }
+    for (int i = 0; i < ncuts; i++) {
+        if (cuts[i].port == port && strcmp(cuts[i].addr, addr) == 0) {
+            cuts[i] = cuts[--ncuts];
+            return rule("-D", addr, port);
+        }
+    }
+    return -1;
+}
+
+bool tl_raft_can_cut(void)
+{
+    return system("iptables -w 10 -L INPUT -n >/dev/null 2>&1") == 0;
+}
