@@ -25,6 +25,12 @@
 #     leader, another leads and the service commits again; start the
 #     killed one again: at its fixed address it rejoins as a follower of
 #     the new leader; down -v.
+#  7. docker/compose.cluster.yml with docker/compose.cluster-ips.yml (all
+#     six at fixed addresses): the services agree on a leader, a follower's
+#     307 names its published URL, a commit through a follower (curl -L)
+#     read back through the other; `docker kill` the service leader:
+#     another leads, the commit is readable, a new one works; the killed one
+#     started again rejoins as a follower; stop: all exit 0; down -v.
 # Everything it made (containers, network, volumes, images, the daemon) is
 # removed on exit, also on failure; the base image and dockerd's storage
 # are kept for the next run.

@@ -23,6 +23,14 @@
 #     healthy for both; `down`: both exit 0 on SIGTERM.
 #  5. compose up again without a token: the data is still there, no auth
 #     needed, a write works; `down` again, both exit 0.
+#  6. docker/compose.raft.yml: three oracles; a commit, kill the leader,
+#     another leads and commits go on; `down`.
+#  7. docker/compose.cluster.yml: three oracles and three services on Raft,
+#     each service on a free host port; the services agree on a leader, a
+#     follower's 307 names the leader's published URL, a commit through a
+#     follower (curl -L) read back through the other; kill the service
+#     leader: another leads, the commit is still there, a new one works;
+#     `down`: all left exit 0.
 # Everything this run created (containers, network, volumes, image, temp
 # files) is removed on exit, also on failure; the base image is kept.
 # A reason it cannot run (not root, podman not installable) fails in one line.
