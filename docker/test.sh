@@ -108,7 +108,7 @@ chmod 0755 "$TMP"
 
 # Remove everything this run created (by its project label, image name and
 # build label), whatever happened; on failure show the containers' logs first.
-# ours KIND: the ids of the containers, volumes or networks of both projects.
+# ours KIND: the ids of the containers, volumes or networks of the projects.
 ours() {
     local p
     for p in "$PROJECT" "$RPROJECT" "$CPROJECT"; do
