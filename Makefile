@@ -206,9 +206,10 @@ api-check: $(PROGS)
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) bash api-spec/prism-check.sh $(API_EXCHANGES)
 
 # docker-test: build docker/Dockerfile with podman (--no-cache), run
-# docker/compose.yml and docker/compose.raft.yml, commit, restart, read back,
-# health, down (docker/test.sh); then the same image and compose.yml with
-# Docker Engine and Compose v1 (docker/test-engine.sh).
+# docker/compose.yml, docker/compose.raft.yml and docker/compose.cluster.yml,
+# commit, restart, read back, leader kills, health, down (docker/test.sh);
+# then the same image and compose files with Docker Engine and Compose v1
+# (docker/test-engine.sh).
 .PHONY: docker-test
 docker-test:
 	bash docker/test.sh

@@ -11,11 +11,11 @@
 #  - A non-empty /run/secrets/oracle_token is the oracle's token: the
 #    oracle asks for it (its PERCOLATOR_AUTH_TOKEN_FILE), the service sends
 #    it (PERCOLATOR_ORACLE_TOKEN_FILE); /dev/null or nothing: off.
-#  - For the oracle, host names in PERCOLATOR_RAFT_PEERS become IPv4
-#    addresses (libraft takes only those): docker/compose.raft.yml names
-#    the members by service name. It waits until every name resolves (the
-#    other members' containers may not be up yet), at most
-#    PERCOLATOR_RAFT_RESOLVE_WAIT seconds (default 120).
+#  - For either program, host names in PERCOLATOR_RAFT_PEERS become IPv4
+#    addresses (libraft takes only those): docker/compose.raft.yml and
+#    docker/compose.cluster.yml name the members by service name. It waits
+#    until every name resolves (the other members' containers may not be
+#    up yet), at most PERCOLATOR_RAFT_RESOLVE_WAIT seconds (default 120).
 set -eu
 
 # use_secret FILE VAR: export VAR=FILE when FILE holds something and VAR is
@@ -64,11 +64,7 @@ esac
 case "$1" in
     percolator-oracle | */percolator-oracle)
         port=8090
-        use_secret /run/secrets/oracle_token PERCOLATOR_AUTH_TOKEN_FILE
-        if [ -n "${PERCOLATOR_RAFT_PEERS:-}" ]; then
-            peers=$(resolve_peers "$PERCOLATOR_RAFT_PEERS")
-            export PERCOLATOR_RAFT_PEERS="$peers"
-        fi ;;
+        use_secret /run/secrets/oracle_token PERCOLATOR_AUTH_TOKEN_FILE ;;
     percolator-service | */percolator-service)
         port=8080
         use_secret /run/secrets/auth_token PERCOLATOR_AUTH_TOKEN_FILE
@@ -76,6 +72,10 @@ case "$1" in
     *)
         exec "$@" ;;
 esac
+if [ -n "${PERCOLATOR_RAFT_PEERS:-}" ]; then
+    peers=$(resolve_peers "$PERCOLATOR_RAFT_PEERS")
+    export PERCOLATOR_RAFT_PEERS="$peers"
+fi
 if [ -z "${PERCOLATOR_LISTEN:-}" ]; then
     export PERCOLATOR_LISTEN="0.0.0.0:$port"
 fi

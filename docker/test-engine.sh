@@ -25,6 +25,12 @@
 #     leader, another leads and the service commits again; start the
 #     killed one again: at its fixed address it rejoins as a follower of
 #     the new leader; down -v.
+#  7. docker/compose.cluster.yml with docker/compose.cluster-ips.yml (all
+#     six at fixed addresses): the services agree on a leader, a follower's
+#     307 names its published URL, a commit through a follower (curl -L)
+#     read back through the other; `docker kill` the service leader:
+#     another leads, the commit is readable, a new one works; the killed one
+#     started again rejoins as a follower; stop: all exit 0; down -v.
 # Everything it made (containers, network, volumes, images, the daemon) is
 # removed on exit, also on failure; the base image and dockerd's storage
 # are kept for the next run.
@@ -92,11 +98,16 @@ chmod 0755 "$TMP"
 DPID=""
 
 RPROJECT=${PROJECT}r
+CPROJECT=${PROJECT}c
 compose() {
     timeout 600 docker-compose -p "$PROJECT" -f docker/compose.yml "$@" >>"$TMP/compose.log" 2>&1
 }
 rcompose() {
     timeout 600 docker-compose -p "$RPROJECT" -f docker/compose.raft.yml -f docker/compose.raft-ips.yml "$@" \
+        >>"$TMP/compose.log" 2>&1
+}
+ccompose() {
+    timeout 600 docker-compose -p "$CPROJECT" -f docker/compose.cluster.yml -f docker/compose.cluster-ips.yml "$@" \
         >>"$TMP/compose.log" 2>&1
 }
 
@@ -105,7 +116,8 @@ cleanup() {
     if [ -n "$DPID" ]; then
         if [ "$failed" = 1 ]; then
             for c in $("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null
-                       "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$RPROJECT" 2>/dev/null); do
+                       "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$RPROJECT" 2>/dev/null
+                       "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$CPROJECT" 2>/dev/null); do
                 echo "----- logs of $c (last 30 lines) -----" >&2
                 "$DOCKER" logs --tail 30 "$c" >&2 2>&1
             done
@@ -113,10 +125,11 @@ cleanup() {
         fi
         compose down -v -t 5 >/dev/null 2>&1
         rcompose down -v -t 5 >/dev/null 2>&1
+        ccompose down -v -t 5 >/dev/null 2>&1
         "$DOCKER" rmi -f "$IMAGE" "$IMAGE-classic" >/dev/null 2>&1
         "$DOCKER" builder prune -a -f >/dev/null 2>&1
         "$DOCKER" image prune -f >/dev/null 2>&1   # the classic builder's build stages
-        left=$(for p in "$PROJECT" "$RPROJECT"; do
+        left=$(for p in "$PROJECT" "$RPROJECT" "$CPROJECT"; do
                    "$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
                    "$DOCKER" volume ls -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
                    "$DOCKER" network ls -q --filter "label=com.docker.compose.project=$p" 2>/dev/null
@@ -310,6 +323,111 @@ until_ok put_ok three || fail "no commit after oracle$l came back"
 ok "oracle$l running again (docker start) at its fixed address: a follower of oracle$n, commits go on"
 rcompose down -v -t "$STOP_WAIT" || fail "docker-compose down -v (raft) failed"
 ok "raft compose down -v"
+
+# --- 7. the replicated service: compose.cluster.yml + compose.cluster-ips.yml --
+# Each service on its own free host port; --raft-urls names those, so a
+# follower's 307 leads curl -L to the leader.
+CNET=${PERCOLATOR_CLUSTER_NET:-172.28.91}
+J='Content-Type: application/json'
+CPORT=("")
+while [ ${#CPORT[@]} -lt 4 ]; do
+    p=$(free_port)
+    [[ " ${CPORT[*]} $SPORT " == *" $p "* ]] || CPORT+=("$p")
+done
+export PERCOLATOR_PORT1=${CPORT[1]} PERCOLATOR_PORT2=${CPORT[2]} PERCOLATOR_PORT3=${CPORT[3]}
+export PERCOLATOR_PUBLIC_HOST=127.0.0.1
+dead=""                              # the member killed, skipped while it is down
+# shealth N: service N's /v1/health, from the host.
+shealth() { curl -fsS --max-time 3 "http://127.0.0.1:${CPORT[$1]}/v1/health" 2>/dev/null; }
+# sleader: the member that says it leads while every other live member
+# names it as its leader; empty until they agree.
+sleader() {
+    local i l=""
+    for i in 1 2 3; do
+        [ "$i" != "$dead" ] || continue
+        if shealth "$i" | grep -q '"role":"leader"'; then l=$i; fi
+    done
+    [ -n "$l" ] || return 0
+    for i in 1 2 3; do
+        [ "$i" != "$dead" ] && [ "$i" != "$l" ] || continue
+        shealth "$i" | grep -q "\"role\":\"follower\",\"leader\":{\"id\":$l," || return 0
+    done
+    echo "$l"
+}
+# creq N METHOD PATH [BODY]: "STATUS REDIRECTS BODY" of a request to
+# service N that follows redirects as curl -L does (at most 2).
+creq() {
+    local args=(-sS -L --max-redirs 2 --max-time 30 -o "$TMP/body" -w '%{http_code} %{num_redirects}'
+                -X "$2" "http://127.0.0.1:${CPORT[$1]}$3") out
+    [ -z "${4:-}" ] || args+=(-H "$J" -d "$4")
+    out=$(curl "${args[@]}" 2>/dev/null) || out="000 0"
+    echo "$out $(cat "$TMP/body" 2>/dev/null)"
+}
+# creq_until PATTERN N METHOD PATH [BODY]: creq until its answer matches
+# PATTERN (503s meanwhile: an election, the oracles' own); the last answer
+# in R; fails after HEALTH_WAIT s.
+creq_until() {
+    local want=$1
+    shift
+    CARGS=("$@")   # (until_ok's eval sees its own "$@")
+    until_ok eval 'R=$(creq "${CARGS[@]}"); [[ "$R" =~ $want ]]' ||
+        fail "service$1 $2 $3: got '$R', want /$want/"
+}
+step "docker-compose up compose.cluster.yml + compose.cluster-ips.yml: project $CPROJECT, services on 127.0.0.1:${CPORT[1]},${CPORT[2]},${CPORT[3]}"
+t0=$(date +%s)
+ccompose up -d || fail "docker-compose up (cluster) failed"
+for c in oracle1:11 oracle2:12 oracle3:13 service1:21 service2:22 service3:23; do
+    ip=$("$DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${CPROJECT}_${c%:*}_1")
+    [ "$ip" = "$CNET.${c#*:}" ] || fail "${c%:*} is at '$ip', want $CNET.${c#*:}"
+done
+for i in 1 2 3; do
+    [ -z "$("$DOCKER" port "${CPROJECT}_oracle${i}_1")" ] || fail "oracle$i's port is published"
+done
+L=""
+until_ok eval 'L=$(sleader); [ -n "$L" ]' || fail "the services agree on no leader: $(for i in 1 2 3; do echo "service$i: $(shealth "$i" || echo none)"; done)"
+F=""; G=""
+for i in 1 2 3; do
+    [ "$i" = "$L" ] && continue
+    if [ -z "$F" ]; then F=$i; else G=$i; fi
+done
+out=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code} %{redirect_url}' -X PUT -H "$J" \
+      -d '{"value":"one"}' "http://127.0.0.1:${CPORT[$F]}/v1/kv/cluster" 2>&1) || out="000 $out"
+[ "$out" = "307 http://127.0.0.1:${CPORT[$L]}/v1/kv/cluster" ] ||
+    fail "PUT at follower service$F: got '$out', want a 307 to http://127.0.0.1:${CPORT[$L]}/v1/kv/cluster"
+creq_until '^200 1 \{"commit_ts":[0-9]+\}$' "$F" PUT /v1/kv/cluster '{"value":"one"}'
+creq_until '^200 1 \{"key":"cluster","value":"one",' "$G" GET /v1/kv/cluster
+ok "cluster compose: all six at $CNET.11-13/.21-23, service$L leads after $(( $(date +%s) - t0 ))s; follower service$F answers 307 to the leader's published URL; a commit through it with curl -L, read back through service$G"
+
+"$DOCKER" kill "${CPROJECT}_service${L}_1" >/dev/null || fail "docker kill service$L failed"
+dead=$L
+t0=$SECONDS
+until_ok eval 'L=$(sleader); [ -n "$L" ]' || fail "no service leads after killing service$dead"
+creq_until '^200 [01] \{"key":"cluster","value":"one",' "$F" GET /v1/kv/cluster
+creq_until '^200 [01] \{"commit_ts":[0-9]+\}$' "$G" PUT /v1/kv/cluster '{"value":"two"}'
+ok "killed the leader service$dead: service$L leads after $((SECONDS - t0))s, the earlier commit is readable, a new one works"
+
+# Started again at its fixed address, it rejoins as a follower and serves
+# (by redirect) the commit made while it was down.
+"$DOCKER" start "${CPROJECT}_service${dead}_1" >/dev/null || fail "docker start service$dead failed"
+k=$dead
+dead=""
+until_ok eval '[ "$(sleader)" = "$L" ]' || fail "service$k did not rejoin as a follower of service$L: $(shealth "$k" || echo none)"
+creq_until '^200 1 \{"key":"cluster","value":"two",' "$k" GET /v1/kv/cluster
+ok "service$k running again (docker start) at its fixed address: a follower of service$L, redirects to it"
+
+ccompose stop -t "$STOP_WAIT" || fail "docker-compose stop (cluster) failed"
+for c in oracle1 oracle2 oracle3 service1 service2 service3; do
+    code=$("$DOCKER" inspect -f '{{.State.ExitCode}}' "${CPROJECT}_${c}_1")
+    [ "$code" = 0 ] || fail "$c exited $code on SIGTERM, want 0"
+    [[ "$c" != service* ]] || "$DOCKER" logs "${CPROJECT}_${c}_1" 2>&1 | grep -q 'service: stopped cleanly' ||
+        fail "$c's log has no 'stopped cleanly'"
+done
+ccompose down -v || fail "docker-compose down -v (cluster) failed"
+left=$("$DOCKER" ps -a -q --filter "label=com.docker.compose.project=$CPROJECT"
+       "$DOCKER" volume ls -q --filter "label=com.docker.compose.project=$CPROJECT"
+       "$DOCKER" network ls -q --filter "label=com.docker.compose.project=$CPROJECT")
+[ -z "$left" ] || fail "docker-compose down -v (cluster) left: $(echo $left)"
+ok "cluster compose stop: all six exited 0 (services stopped cleanly); down -v removed containers, network and volumes"
 
 trap - EXIT INT TERM
 set +e

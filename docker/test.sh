@@ -23,6 +23,14 @@
 #     healthy for both; `down`: both exit 0 on SIGTERM.
 #  5. compose up again without a token: the data is still there, no auth
 #     needed, a write works; `down` again, both exit 0.
+#  6. docker/compose.raft.yml: three oracles; a commit, kill the leader,
+#     another leads and commits go on; `down`.
+#  7. docker/compose.cluster.yml: three oracles and three services on Raft,
+#     each service on a free host port; the services agree on a leader, a
+#     follower's 307 names the leader's published URL, a commit through a
+#     follower (curl -L) read back through the other; kill the service
+#     leader: another leads, the commit is still there, a new one works;
+#     `down`: all left exit 0.
 # Everything this run created (containers, network, volumes, image, temp
 # files) is removed on exit, also on failure; the base image is kept.
 # A reason it cannot run (not root, podman not installable) fails in one line.
@@ -39,6 +47,7 @@ IMAGE=localhost/percolator-test:$RUN
 ORACLE_CNT=${PROJECT}_oracle_1
 SERVICE_CNT=${PROJECT}_service_1
 RPROJECT=${PROJECT}r                 # docker/compose.raft.yml's project
+CPROJECT=${PROJECT}c                 # docker/compose.cluster.yml's project
 
 passed=0
 step() { echo "docker-test: $*"; }
@@ -99,10 +108,10 @@ chmod 0755 "$TMP"
 
 # Remove everything this run created (by its project label, image name and
 # build label), whatever happened; on failure show the containers' logs first.
-# ours KIND: the ids of the containers, volumes or networks of both projects.
+# ours KIND: the ids of the containers, volumes or networks of the projects.
 ours() {
     local p
-    for p in "$PROJECT" "$RPROJECT"; do
+    for p in "$PROJECT" "$RPROJECT" "$CPROJECT"; do
         case "$1" in
             ps) podman ps -a -q --filter "label=io.podman.compose.project=$p" 2>/dev/null ;;
             *) podman "$1" ls -q --filter "label=io.podman.compose.project=$p" 2>/dev/null ;;
@@ -115,7 +124,9 @@ cleanup() {
     if [ -n "$cnts" ]; then
         if [ "$failed" = 1 ]; then
             for c in "$ORACLE_CNT" "$SERVICE_CNT" "${RPROJECT}_oracle1_1" "${RPROJECT}_oracle2_1" \
-                     "${RPROJECT}_oracle3_1" "${RPROJECT}_service_1"; do
+                     "${RPROJECT}_oracle3_1" "${RPROJECT}_service_1" \
+                     "${CPROJECT}_oracle1_1" "${CPROJECT}_oracle2_1" "${CPROJECT}_oracle3_1" \
+                     "${CPROJECT}_service1_1" "${CPROJECT}_service2_1" "${CPROJECT}_service3_1"; do
                 podman container exists "$c" || continue
                 echo "----- logs of $c (last 30 lines) -----" >&2
                 podman logs --tail 30 "$c" >&2 2>&1
@@ -200,13 +211,14 @@ fi
 # Debian's docker-compose 1.29 (no daemon needed for `config`): it rejects a
 # top-level `name:`, which Compose v2 and podman-compose accept.
 for files in "compose.yml" "compose.yml compose.tls.yml" "compose.raft.yml" \
-             "compose.raft.yml compose.raft-ips.yml"; do
+             "compose.raft.yml compose.raft-ips.yml" "compose.cluster.yml" \
+             "compose.cluster.yml compose.cluster-ips.yml"; do
     args=()
     for f in $files; do args+=(-f "docker/$f"); done
     out=$(PERCOLATOR_TLS_DIR=/nonexistent docker-compose -p "$PROJECT" "${args[@]}" config -q 2>&1) ||
         fail "docker-compose (v1) rejects $files: $out"
 done
-ok "Compose v1 ($(docker-compose version --short 2>/dev/null)) accepts compose.yml, + compose.tls.yml, compose.raft.yml, + compose.raft-ips.yml"
+ok "Compose v1 ($(docker-compose version --short 2>/dev/null)) accepts compose.yml, + compose.tls.yml, compose.raft.yml, + compose.raft-ips.yml, compose.cluster.yml, + compose.cluster-ips.yml"
 
 # --- 3. the project image, from scratch ------------------------------------
 # The base image pinned by its digest (the local one: see the Dockerfile).
@@ -532,6 +544,120 @@ for c in "${RPROJECT}_oracle1_1" "${RPROJECT}_oracle2_1" "${RPROJECT}_oracle3_1"
     [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
 done
 ok "raft compose down: the two oracles left and the service exited 0 on SIGTERM"
+
+# --- 7. the replicated service: docker/compose.cluster.yml --------------------
+# Three oracles and three services, each service on its own free host port;
+# --raft-urls names those, so a follower's 307 leads curl -L to the leader.
+ccompose() {
+    timeout 600 podman-compose --no-ansi -p "$CPROJECT" -f docker/compose.cluster.yml "$@" >>"$TMP/compose.log" 2>&1
+}
+CPORT=("")
+while [ ${#CPORT[@]} -lt 4 ]; do
+    p=$(free_port)
+    [[ " ${CPORT[*]} $SPORT " == *" $p "* ]] || CPORT+=("$p")
+done
+export PERCOLATOR_PORT1=${CPORT[1]} PERCOLATOR_PORT2=${CPORT[2]} PERCOLATOR_PORT3=${CPORT[3]}
+export PERCOLATOR_PUBLIC_HOST=127.0.0.1
+dead=""                              # the member killed, skipped from then on
+# shealth N: service N's /v1/health, from the host.
+shealth() { curl -fsS --max-time 3 "http://127.0.0.1:${CPORT[$1]}/v1/health" 2>/dev/null; }
+# sleader: the member that says it leads while every other live member
+# names it as its leader; empty until they agree.
+sleader() {
+    local i l=""
+    for i in 1 2 3; do
+        [ "$i" != "$dead" ] || continue
+        if shealth "$i" | grep -q '"role":"leader"'; then l=$i; fi
+    done
+    [ -n "$l" ] || return 0
+    for i in 1 2 3; do
+        [ "$i" != "$dead" ] && [ "$i" != "$l" ] || continue
+        shealth "$i" | grep -q "\"role\":\"follower\",\"leader\":{\"id\":$l," || return 0
+    done
+    echo "$l"
+}
+# wait_sleader: sets L to the agreed leader (not $dead), or fails.
+wait_sleader() {
+    local i
+    L=""
+    for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+        L=$(sleader)
+        [ -z "$L" ] || return 0
+        sleep 0.5
+    done
+    fail "the services agree on no leader within ${HEALTH_WAIT}s: $(for i in 1 2 3; do echo "service$i: $(shealth "$i" || echo none)"; done)"
+}
+# creq N METHOD PATH [BODY]: "STATUS REDIRECTS BODY" of a request to
+# service N that follows redirects as curl -L does (at most 2).
+creq() {
+    local args=(-sS -L --max-redirs 2 --max-time 30 -o "$TMP/body" -w '%{http_code} %{num_redirects}'
+                -X "$2" "http://127.0.0.1:${CPORT[$1]}$3") out
+    [ -z "${4:-}" ] || args+=(-H "$J" -d "$4")
+    out=$(curl "${args[@]}" 2>/dev/null) || out="000 0"
+    echo "$out $(cat "$TMP/body" 2>/dev/null)"
+}
+# creq_retry ...: creq until the answer is not a 503 (an election, the
+# oracles' own), at most HEALTH_WAIT s.
+creq_retry() {
+    local i r
+    for ((i = 0; i < HEALTH_WAIT * 2; i++)); do
+        r=$(creq "$@")
+        [[ "$r" =~ ^(503|000) ]] || break
+        sleep 0.5
+    done
+    echo "$r"
+}
+step "compose up docker/compose.cluster.yml: project $CPROJECT, services on 127.0.0.1:${CPORT[1]},${CPORT[2]},${CPORT[3]}"
+t0=$(date +%s)
+ccompose up -d || fail "podman-compose up (cluster) failed"
+wait_sleader
+F=""; G=""
+for i in 1 2 3; do
+    [ "$i" = "$L" ] && continue
+    if [ -z "$F" ]; then F=$i; else G=$i; fi
+done
+for i in 1 2 3; do [ -z "$(podman port "${CPROJECT}_oracle${i}_1")" ] || fail "oracle$i's port is published"; done
+out=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code} %{redirect_url}' -X PUT -H "$J" \
+      -d '{"value":"one"}' "http://127.0.0.1:${CPORT[$F]}/v1/kv/cluster" 2>&1) || out="000 $out"
+[ "$out" = "307 http://127.0.0.1:${CPORT[$L]}/v1/kv/cluster" ] ||
+    fail "PUT at follower service$F: got '$out', want a 307 to http://127.0.0.1:${CPORT[$L]}/v1/kv/cluster"
+r=$(creq_retry "$F" PUT /v1/kv/cluster '{"value":"one"}')
+expect "PUT through follower service$F with curl -L" "$r" '^200 1 \{"commit_ts":[0-9]+\}$'
+r=$(creq_retry "$G" GET /v1/kv/cluster)
+expect "GET through service$G with curl -L" "$r" '^200 1 \{"key":"cluster","value":"one",'
+ok "cluster compose: service$L leads (all three agree) after $(( $(date +%s) - t0 ))s; follower service$F answers 307 to the leader's published URL; a commit through it with curl -L, read back through service$G"
+
+podman kill "${CPROJECT}_service${L}_1" >>"$TMP/compose.log" 2>&1 || fail "podman kill service$L failed"
+dead=$L
+t0=$SECONDS
+wait_sleader
+r=$(creq_retry "$F" GET /v1/kv/cluster)
+expect "GET after the leader service$dead was killed" "$r" '^200 [01] \{"key":"cluster","value":"one",'
+r=$(creq_retry "$G" PUT /v1/kv/cluster '{"value":"two"}')
+expect "PUT after the leader service$dead was killed" "$r" '^200 [01] \{"commit_ts":[0-9]+\}$'
+r=$(creq_retry "$F" GET /v1/kv/cluster)
+expect "GET the new commit" "$r" '^200 [01] \{"key":"cluster","value":"two",'
+ok "killed the leader service$dead: service$L leads after $((SECONDS - t0))s, the earlier commit is readable, a new one works"
+
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+sleep 1
+lps=()
+for i in 1 2 3; do
+    [ "$i" = "$dead" ] && continue
+    podman logs -f "${CPROJECT}_service${i}_1" >"$TMP/service$i.log" 2>&1 &
+    lps+=($!)
+done
+ccompose down -t "$STOP_WAIT" || fail "podman-compose down (cluster) failed"
+wait "${lps[@]}" 2>/dev/null || true
+for c in oracle1 oracle2 oracle3 service1 service2 service3; do
+    podman container exists "${CPROJECT}_${c}_1" && fail "${CPROJECT}_${c}_1 still exists after down"
+    [ "$c" = "service$dead" ] && continue   # killed: 137
+    code=$(exit_code "$since" "${CPROJECT}_${c}_1")
+    [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
+    [[ "$c" != service* ]] || grep -q 'service: stopped cleanly' "$TMP/$c.log" ||
+        fail "$c's log has no 'stopped cleanly' after down"
+done
+ok "cluster compose down: the three oracles and the two services left exited 0 on SIGTERM (stopped cleanly)"
 
 trap - EXIT INT TERM
 set +e
