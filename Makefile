@@ -81,7 +81,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover clean
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-cluster clean
 .SECONDARY:
 all: $(PROGS)
 
@@ -167,6 +167,13 @@ bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
 	@echo; $(MAKE) --no-print-directory bench-oracle
 	@echo; $(MAKE) --no-print-directory bench-failover
+	@echo; $(MAKE) --no-print-directory bench-cluster
+
+# bench-cluster: three service members (Raft) against a three-member etcd
+# 3.4, point read / write / 2-key txn at 64 connections through the leaders
+# (bench/compare-etcd-cluster.sh; about 1.5 minutes; installs etcd-server).
+bench-cluster: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/compare-etcd-cluster.sh
 
 bench-tools: all $(BENCH_TOOLS)
 

@@ -107,6 +107,9 @@ pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts, uint
     if ((rc = pc_memlock_hold_commit(s->e->memlocks, primary, commit_ts)) != PC_OK)
         return rc;
     rc = pc_commit(s, &primary, 1, start_ts, commit_ts);
+    pc_mutation held = {.op = PC_OP_PUT, .key = primary};
+    if (rc == PC_OK && pc_latch_keep_memlocks(s, &held, 1, commit_ts))
+        return rc; /* a proposal: held until its batch is applied (latch_session.c) */
     if (rc == PC_OK && (rc = pc_sync(s)) != PC_OK)
         return rc; /* stays held: never visible, the process must stop */
     pc_memlock_release_key(s->e->memlocks, primary, commit_ts);

@@ -123,8 +123,9 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
  * the batch given (they read the store as it is), and pc_apply_batch then
  * applies the batch — on this node and on others, in one order — in one
  * WiredTiger transaction that also records the batch's index. Concurrent
- * proposals are kept apart by latches (below). Not yet covered: GC and
- * the GC safe point, the in-memory effects of commits in flight (§4.4). */
+ * proposals are kept apart by latches (below), and a commit's entries in
+ * the table of commits in flight (§4.4) stay with the latches until the
+ * caller applied the batch. Not yet covered: GC and the GC safe point. */
 
 /* Propose into batch (an empty pc_buf, or one with earlier actions'
  * batches); NULL: write directly again (the default), releasing the
@@ -163,7 +164,12 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
  * action on keys the set does not cover is refused (PC_INVALID) until it
  * is taken or released; several actions that share one batch latch all
  * their keys first (pc_session_latch). Direct mode latches nothing. A
- * session closed with latches releases them. */
+ * session closed with latches releases them. A one-phase commit and a
+ * commit point (pc_one_pc, pc_commit_primary) in propose mode leave their
+ * keys in the table of commits in flight, marked committed, and the
+ * latches release them too: until then snapshot reads at or above the
+ * commit wait for it, as for a commit waiting for its flush in direct
+ * mode, since the store does not have it yet. */
 typedef struct pc_latches pc_latches;
 /* Latch keys for the actions to come (propose mode or not): wait for
  * them, or (try) PC_LOCKED at once if another holds one, taking none. */
@@ -358,7 +364,10 @@ pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *
  * locks whose primary committed are rolled forward first, and a newest
  * commit still waiting for its log flush is read under (nobody has been
  * told of it yet). Never waits; PC_LOCKED (an in-flight lock in
- * *conflict) only when commits kept landing under it, which is rare. */
+ * *conflict) only when commits kept landing under it, which is rare. In
+ * propose mode it stops at the first lock whose resolution it proposed:
+ * PC_LOCKED with the lock in *conflict, and the batch not empty; apply the
+ * batch and ask again (the store does not have the resolution before). */
 pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
                     uint64_t *commit_ts, pc_conflict *conflict);
 

@@ -18,11 +18,19 @@ static pc_rc latest_at(pc_session *s, pc_slice key, uint64_t ts, const pc_livene
     for (int round = 0; round < 8; round++) {
         if ((rc = pc_read_txn(s, key, ts, false, value, commit_ts, c)) != PC_LOCKED)
             return rc;
+        size_t proposed = s->propose != NULL ? s->propose->len : 0;
         rc = pc_resolve_met_lock(s, &c->lock, live, &st);
         if (rc == PC_LOCKED)
             break; /* not committed yet: the newest committed value is below it */
         if (rc != PC_OK)
             return rc;
+        /* A proposed resolution is not in the store yet: reading again
+         * would meet the same lock and propose it again. The caller
+         * applies the batch and asks again (c still names the lock). */
+        if (s->propose != NULL && s->propose->len > proposed) {
+            value->len = 0;
+            return PC_LOCKED;
+        }
     }
     return pc_read_txn(s, key, ts, true, value, commit_ts, c);
 }

@@ -294,6 +294,11 @@ void pc_memlock_committed(pc_memlocks *m, const pc_mutation *muts, size_t n, uin
 pc_rc pc_memlock_hold_commit(pc_memlocks *m, pc_slice key, uint64_t commit_ts);
 void pc_memlock_release(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t tag);
 void pc_memlock_release_key(pc_memlocks *m, pc_slice key, uint64_t tag);
+/* Propose mode: the entries (key, tag) of muts are now owner's, released
+ * all at once by pc_memlock_release_owner (with the latches: latch_session.c). */
+void pc_memlock_hand_over(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t tag,
+                          const void *owner);
+void pc_memlock_release_owner(pc_memlocks *m, const void *owner);
 /* Never waits: true when an entry keeps a read of [start, end) (a point
  * when point) at ts from going on; c then reports it as an in-flight lock
  * (start_ts 0) for pc_wait_in_flight. */
@@ -338,6 +343,11 @@ size_t pc_latch_waiting(pc_latch_table *t);
 pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n);
 pc_rc pc_latch_mutations(pc_session *s, const pc_mutation *m, size_t n);
 pc_rc pc_latch_take(pc_session *s, const pc_latch_set *want);
+/* Propose mode: the session's latches take over the entries (key of m,
+ * tag) in the table of commits in flight and release them with
+ * themselves, after the caller applied the batch. false in direct mode
+ * (or without latches): the caller releases them after its flush. */
+bool pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag);
 
 /* ---- snapshots.c ---- */
 

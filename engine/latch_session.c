@@ -15,6 +15,11 @@
  * latches all its keys first; its parts find them held); one that needs
  * other slots is refused: taking more while holding some could wait in a
  * cycle. Keys found by a scan are latched after the scan, and read again.
+ *
+ * A one-phase commit and a two-phase commit point also hand their entries
+ * in the table of commits in flight (memlock.c) over to the latches: the
+ * batch is not applied when the action returns, so those entries, which
+ * keep readers from a store that lacks the commit, go with the latches.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 struct pc_latches {
     pc_latch_table *t;
     pc_latch_set set;
+    pc_memlocks *mem;   /* non-NULL: commits in flight handed over to these latches */
 };
 
 /* Take want for s: waiting for it, or not at all (PC_LOCKED). */
@@ -43,6 +49,7 @@ static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
         return PC_NOMEM;
     g->t = s->e->latches;
     g->set = *want;
+    g->mem = NULL;
     if (wait) {
         pc_latch_lock(g->t, &g->set);
     } else if (!pc_latch_trylock(g->t, &g->set)) {
@@ -104,6 +111,15 @@ pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n)
     return latch_given(s, keys, n, false);
 }
 
+bool pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag)
+{
+    if (s->propose == NULL || s->latches == NULL)
+        return false;
+    s->latches->mem = s->e->memlocks;
+    pc_memlock_hand_over(s->e->memlocks, m, n, tag, s->latches);
+    return true;
+}
+
 pc_latches *pc_session_take_latches(pc_session *s)
 {
     pc_latches *g = s->latches;
@@ -115,6 +131,10 @@ void pc_latches_release(pc_latches *g)
 {
     if (g == NULL)
         return;
+    /* The commits in flight first: whoever gets a latch next finds its
+     * keys free in the table of commits in flight too. */
+    if (g->mem != NULL)
+        pc_memlock_release_owner(g->mem, g);
     pc_latch_unlock(g->t, &g->set);
     free(g);
 }

@@ -12,7 +12,11 @@
  *    same reason). A blind write's start is 0: its timestamp is unknown,
  *    so it blocks every snapshot for that moment.
  *  - committed, not durable: after the WiredTiger commit the entry stays
- *    until the log flush that makes the commit durable (pc_sync). No read
+ *    until the log flush that makes the commit durable (pc_sync). In
+ *    propose mode nothing is written yet: the entry is handed over to the
+ *    session's latches and stays until the caller applied the batch and
+ *    released them (pc_latches_release), so a reader never meets a store
+ *    that lacks a commit below its snapshot (docs/DESIGN.md §9). No read
  *    may return a version a crash could still take back: a read that found
  *    such a version answers PC_LOCKED and waits for the flush instead. The
  *    commit point of a two-phase commit (its primary) is held the same way.
@@ -35,6 +39,7 @@ typedef struct {
     uint64_t tag;         /* identity with the key: see above */
     uint64_t from_ts;     /* snapshots at or above it must not read the key yet */
     uint64_t commit_ts;   /* 0: pending; else committed at it, not yet durable */
+    const void *owner;    /* NULL, or the latches it is released with (propose mode) */
 } memlock;
 
 struct pc_memlocks {
@@ -109,7 +114,7 @@ static pc_rc add(pc_memlocks *m, pc_slice k, uint64_t tag, uint64_t from_ts, uin
     if (copy == NULL)
         return PC_NOMEM;
     memcpy(copy, k.data, k.len);
-    m->v[m->n++] = (memlock){copy, k.len, tag, from_ts, commit_ts};
+    m->v[m->n++] = (memlock){copy, k.len, tag, from_ts, commit_ts, NULL};
     atomic_store(&m->count, m->n);
     return PC_OK;
 }
@@ -181,6 +186,34 @@ void pc_memlock_release_key(pc_memlocks *m, pc_slice key, uint64_t tag)
 {
     pc_mutation one = {.op = PC_OP_PUT, .key = key};
     pc_memlock_release(m, &one, 1, tag);
+}
+
+void pc_memlock_hand_over(pc_memlocks *m, const pc_mutation *muts, size_t n, uint64_t tag,
+                          const void *owner)
+{
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++) {
+        ssize_t j = find(m, muts[i].key, tag);
+        if (j >= 0)
+            m->v[j].owner = owner;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void pc_memlock_release_owner(pc_memlocks *m, const void *owner)
+{
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n;) {
+        if (m->v[i].owner != owner) {
+            i++;
+            continue;
+        }
+        free(m->v[i].key);
+        m->v[i] = m->v[--m->n];
+    }
+    atomic_store(&m->count, m->n);
+    pthread_cond_broadcast(&m->released);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Does entry l keep a read of [start, end) (a point when point) at ts

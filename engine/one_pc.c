@@ -11,7 +11,8 @@
  *    from before the commit timestamp is fetched until the commit, so no
  *    snapshot above that timestamp reads them early;
  *  - they stay there, marked committed, until the log flush that makes the
- *    commit durable: no read sees a commit a crash could take back;
+ *    commit durable: no read sees a commit a crash could take back (in
+ *    propose mode, until the caller applied the batch: latch_session.c);
  *  - each key's lock row is written and erased inside the transaction, so a
  *    concurrent prewrite of the same key collides with it in WiredTiger
  *    (WT_ROLLBACK) instead of slipping past the checks unseen.
@@ -124,6 +125,10 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
     if ((rc = pc_run_txn(s, one_pc_body, &a)) == PC_OK) {
         *commit_ts = a.commit_ts;
         pc_memlock_committed(s->e->memlocks, m, n, txn->start_ts, a.commit_ts);
+        /* A proposal wrote nothing here yet: the keys stay held until the
+         * caller applied its batch and released the latches. */
+        if (pc_latch_keep_memlocks(s, m, n, txn->start_ts))
+            return rc;
         if ((rc = pc_sync(s)) != PC_OK)
             return rc; /* stays held: never visible, the process must stop */
     }

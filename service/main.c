@@ -306,7 +306,6 @@ int main(int argc, char **argv)
     httpd_route *routes = NULL;
     token oracle_token = {NULL, 0};
     pthread_mutex_init(&s->es_mu, NULL);
-    pthread_mutex_init(&s->write_gate, NULL);
     failpoint_init();
     limit_malloc_arenas();
 
@@ -471,8 +470,6 @@ done:
     token_free(&s->auth);
     token_free(&oracle_token);
     free(s->openapi);
-    pc_buf_free(&s->gate_batch);
-    pthread_mutex_destroy(&s->write_gate);
     tls_pem_free(&tls);
     if (rc == 0)
         log_info("service: stopped cleanly");

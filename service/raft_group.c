@@ -59,7 +59,8 @@ struct raft_group {
     uint64_t term_seen;         /* loop thread: for the elections counter */
 
     metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
-    metrics_series *m_leader, *m_snapshots, *m_restores;
+    metrics_series *m_leader, *m_snapshots, *m_restores, *m_in_flight, *m_in_flight_max;
+    int64_t in_flight, in_flight_max;  /* loop thread: proposals libraft has not answered */
 };
 
 /* ---- the state machine: every entry is a write batch ---- */
@@ -212,6 +213,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     (void)result;
     proposal *p = (proposal *)req;
     raft_group *g = req->data;
+    metrics_set(g->m_in_flight, --g->in_flight);
     if (status != 0) {
         log_warn("service raft: a proposal failed: %s", raft_strerror(status));
         metrics_inc(g->m_failures, 1);
@@ -298,6 +300,9 @@ static void propose_one(raft_group *g, rg_wait *w)
     }
     if (rv == 0) {
         metrics_inc(g->m_proposals, 1);
+        metrics_set(g->m_in_flight, ++g->in_flight);
+        if (g->in_flight > g->in_flight_max)
+            metrics_set(g->m_in_flight_max, g->in_flight_max = g->in_flight);
         return; /* libraft owns the buffer now */
     }
     log_warn("service raft: cannot propose: %s", raft_strerror(rv));
@@ -426,6 +431,12 @@ static void init_metrics(raft_group *g, metrics_registry *m)
                                       "Write batches this member proposed as leader.");
     g->m_failures = metrics_counter1(m, "percolator_raft_proposal_failures_total",
                                      "Proposals that failed (leadership lost, no quorum).");
+    g->m_in_flight = metrics_gauge1(m, "percolator_raft_proposals_in_flight",
+                                    "Proposals this member made that libraft has not answered "
+                                    "yet (committed and applied, or failed).");
+    g->m_in_flight_max = metrics_gauge1(m, "percolator_raft_proposals_in_flight_max",
+                                        "The most proposals this member had in flight at once "
+                                        "since it started (actions on other keys run alongside).");
     g->m_elections = metrics_counter1(m, "percolator_raft_elections_total",
                                       "New terms this member has seen since it started.");
     g->m_snapshots = metrics_counter1(m, "percolator_raft_snapshots_total",

@@ -94,8 +94,8 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
         svc_write_begin(s, ps);
         rc = svc_write_end(s, ps, pc_get_latest(ps, key, &live, value, commit_ts, c), &wrote);
         if (wrote && rc != PC_ERROR && resolved++ < 8) {
-            /* A member read around what it only proposed: read what is
-             * applied now. */
+            /* It proposed the resolution of a lock it met and stopped
+             * there (the store did not have it): read what is applied now. */
             value->len = 0;
             continue;
         }

@@ -1,7 +1,7 @@
 /*
  * replica.c — what the service does differently as one member of a Raft
- * group (raft_group.h; docs/DESIGN.md §9): the write gate around every
- * engine call that may write, the fence before reads, leadership for the
+ * group (raft_group.h; docs/DESIGN.md §9): proposing what every engine
+ * call that may write produced, the fence before reads, leadership for the
  * background work, and where a follower sends its clients. A single node
  * goes through here at the cost of one branch.
  */
@@ -21,15 +21,21 @@ rg_rc svc_refusal(void)
     return r;
 }
 
-/* The gate is one mutex for now: per-key latches in the engine will
- * replace it (only these two functions change). */
+/* The calling thread's batch, between svc_write_begin and svc_write_end
+ * (each thread runs one action at a time); freed at the end, so a thread
+ * that exits holds nothing. */
+static _Thread_local pc_buf batch;
+
+/* No gate: the engine latches the keys of each action in propose mode
+ * (DESIGN §4.10), so actions on other keys read, propose and wait for
+ * their apply alongside this one, and Raft puts their entries in one
+ * append. */
 void svc_write_begin(svc *s, pc_session *ps)
 {
     if (!svc_replicated(s))
         return;
-    pthread_mutex_lock(&s->write_gate);
-    s->gate_batch.len = 0;
-    pc_session_propose(ps, &s->gate_batch);
+    batch.len = 0;
+    pc_session_propose(ps, &batch);
 }
 
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
@@ -38,19 +44,22 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
         *proposed = false;
     if (!svc_replicated(s))
         return rc;
+    /* The latches (and the commits in flight handed over to them) stay
+     * until the batch is applied here or could not be committed: the next
+     * action on these keys then reads a store that holds this one. */
+    pc_latches *held = pc_session_take_latches(ps);
     pc_session_propose(ps, NULL);
     /* An action that changed nothing has nothing to replicate. */
-    if (s->gate_batch.len > 0) {
-        rg_rc r = raft_group_propose(s->raft, s->gate_batch.data, s->gate_batch.len,
-                                     PROPOSE_WAIT_MS);
+    if (batch.len > 0) {
+        rg_rc r = raft_group_propose(s->raft, batch.data, batch.len, PROPOSE_WAIT_MS);
         refusal = r;
         if (r != RG_OK)
             rc = PC_ERROR;
         else if (proposed != NULL)
             *proposed = true;
-        s->gate_batch.len = 0;
     }
-    pthread_mutex_unlock(&s->write_gate);
+    pc_latches_release(held);
+    pc_buf_free(&batch);
     return rc;
 }
 
@@ -58,11 +67,12 @@ pc_rc svc_read_fence(svc *s)
 {
     if (!svc_replicated(s))
         return PC_OK;
-    /* A writing action holds the gate from before it takes its commit
-     * timestamp until its batch is applied: once the gate is free, every
-     * commit below a timestamp taken before this read is applied here. */
-    pthread_mutex_lock(&s->write_gate);
-    pthread_mutex_unlock(&s->write_gate);
+    /* The barrier proves this member still leads and that everything
+     * committed before the read arrived is applied here. A commit below
+     * the read's timestamp that is not applied yet is still in the table
+     * of commits in flight (a one-phase commit, a commit point: their
+     * latches keep it there until the apply) or leaves its lock in the
+     * store (two-phase secondaries), so the read meets it and waits. */
     rg_rc r = raft_group_read_barrier(s->raft, PROPOSE_WAIT_MS);
     refusal = r;
     return r == RG_OK ? PC_OK : PC_ERROR;

@@ -90,8 +90,6 @@ typedef struct svc {
 
     /* One member of a Raft group (NULL: a single node): replica.c. */
     raft_group *raft;
-    pthread_mutex_t write_gate;     /* one writing action between read and apply */
-    pc_buf gate_batch;              /* its batch; under write_gate */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -156,20 +154,21 @@ static inline bool svc_replicated(const svc *s)
     return s->raft != NULL;
 }
 
-/* The write gate around every engine call that may write. A single node:
- * nothing. A member of a group: the gate is taken and ps proposes (its
- * writes go into a batch); svc_write_end proposes the batch, waits until
- * it is applied here, and lets the gate go, so that one action at a time
- * is between its first read and the apply of its batch. It returns rc, or
- * PC_ERROR when the batch could not be committed (svc_refusal says why);
- * *proposed (may be NULL): a batch was applied. */
+/* Around every engine call that may write. A single node: nothing. A
+ * member of a group: ps proposes (its writes go into the thread's batch,
+ * its keys are latched by the engine); svc_write_end proposes the batch,
+ * waits until it is applied here, and then lets the latches go, so that
+ * an action on the same keys never reads a store that lacks this one,
+ * while actions on other keys run and are proposed alongside. It returns
+ * rc, or PC_ERROR when the batch could not be committed (svc_refusal says
+ * why); *proposed (may be NULL): a batch was applied. */
 void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
 /* Before a read of the store (after its timestamp was taken): on a member,
- * wait until no writing action is under way (one that took its timestamp
- * earlier is applied), then for a read barrier (this member leads, and has
- * applied everything committed before the read). PC_OK, or PC_ERROR
- * (svc_refusal says why). A single node: PC_OK at once. */
+ * wait for a read barrier (this member leads, and has applied everything
+ * committed before the read; commits not yet applied are in flight for
+ * the engine's reads). PC_OK, or PC_ERROR (svc_refusal says why). A
+ * single node: PC_OK at once. */
 pc_rc svc_read_fence(svc *s);
 /* Why the calling thread's last proposal or fence failed (RG_OK: it did
  * not), and forget it. */

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# bench/compare-etcd-cluster.sh — the replicated service against a
+# replicated etcd, on the same machine, same load generator (bench/loadgen.c)
+# as bench/compare-etcd.sh:
+#   ours   three percolator-service members (--raft-id/--raft-peers, --sync
+#          fsync; libraft fsyncs every entry on a quorum) over one
+#          percolator-oracle; the load goes to the leader
+#   etcd   three etcd 3.4 members (Debian's etcd-server, installed when
+#          missing; WAL fsync on, its default); the load goes to the leader
+# Rows (COMPARE_CONNS connections, default 64; COMPARE_RUNS alternating runs
+# per side, default 2, median shown; BENCH_SECONDS per run, default 5):
+#   point read   GET /v1/kv/{key} (a Raft read barrier) vs POST /v3/kv/range
+#                (linearizable: etcd's read index)
+#   write        PUT /v1/kv/{key} vs POST /v3/kv/put
+#   2-key txn    POST /v1/txn (exists condition on a, write a and b) vs
+#                POST /v3/kv/txn (version(a) > 0, put a, put b)
+# Both preloaded with CLUSTER_KEYS keys (default 20,000). PERCOLATOR_BIN_DIR
+# set: use those programs as they are (e.g. an older build, to compare);
+# else build them. Every process it starts is stopped by PID at exit.
+set -u
+cd "$(dirname "$0")/.."
+
+if ! command -v etcd >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "compare-etcd-cluster: installing etcd-server"
+    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq etcd-server >/dev/null ||
+      { echo "compare-etcd-cluster: apt-get install etcd-server failed"; exit 1; }
+  else
+    echo "compare-etcd-cluster: etcd is missing; run: sudo apt-get install -y etcd-server"; exit 1
+  fi
+fi
+if [ -z "${PERCOLATOR_BIN_DIR:-}" ]; then # run by hand: build what it needs
+  make --no-print-directory -s bench-tools || exit 1
+  export PERCOLATOR_BIN_DIR=$PWD/bin BENCH_BIN_DIR=$PWD/build/plain/bench
+fi
+. bench/lib.sh
+[ -x "$LG" ] || die "$LG not built (make bench-tools builds it)"
+RUNS=${COMPARE_RUNS:-2}
+KEYS=${CLUSTER_KEYS:-20000}
+
+echo "three-member percolator vs three-member etcd, $SECS s per run, $RUNS alternating runs per side, median shown"
+machine
+echo "etcd:     $(etcd --version 2>/dev/null | head -1), 3 members, HTTP/JSON gateway, WAL fsync on"
+echo "ours:     3 x percolator-service --raft-id N --sync fsync over one percolator-oracle ($BIN)"
+
+# --- ours: one oracle, three members ------------------------------------
+op=$(free_port)
+"$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" --log-level warn \
+  >"$TMP/oracle.log" 2>&1 &
+ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
+ORACLE_URL="http://127.0.0.1:$op"
+wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
+HP=() RP=() PEERS="" URLS=""
+for i in 1 2 3; do
+  HP[$i]=$(free_port); RP[$i]=$(free_port)
+  PEERS="$PEERS${PEERS:+,}$i=127.0.0.1:${RP[$i]}"
+  URLS="$URLS${URLS:+,}$i=http://127.0.0.1:${HP[$i]}"
+done
+for i in 1 2 3; do
+  "$BIN/percolator-service" --listen "127.0.0.1:${HP[$i]}" --data-dir "$TMP/svc$i" \
+    --oracle "$ORACLE_URL" --sync fsync --log-level warn \
+    --raft-id "$i" --raft-peers "$PEERS" --raft-urls "$URLS" >"$TMP/svc$i.log" 2>&1 &
+  PIDS+=("$!")
+  wait_http "http://127.0.0.1:${HP[$i]}/v1/health" "$!" || { cat "$TMP/svc$i.log"; die "member $i did not start"; }
+done
+# the member that leads and is ready for writes (bounded: 30 s)
+SVC_URL=""
+for _ in $(seq 300); do
+  for i in 1 2 3; do
+    u="http://127.0.0.1:${HP[$i]}"
+    if curl -fsS --max-time 1 "$u/v1/health" 2>/dev/null | grep -q '"role": *"leader"' &&
+      curl -fsS --max-time 1 -o /dev/null "$u/v1/ready" 2>/dev/null; then
+      SVC_URL=$u; break 2
+    fi
+  done
+  sleep 0.1
+done
+[ -n "$SVC_URL" ] || die "no member of the service group leads"
+
+# --- etcd: three members -------------------------------------------------
+CP=() PP=() EURL=() EPID=()
+for i in 1 2 3; do CP[$i]=$(free_port); PP[$i]=$(free_port); EURL[$i]="http://127.0.0.1:${CP[$i]}"; done
+CLUSTER="e1=http://127.0.0.1:${PP[1]},e2=http://127.0.0.1:${PP[2]},e3=http://127.0.0.1:${PP[3]}"
+for i in 1 2 3; do
+  etcd --name "e$i" --data-dir "$TMP/etcd$i" \
+    --listen-client-urls "${EURL[$i]}" --advertise-client-urls "${EURL[$i]}" \
+    --listen-peer-urls "http://127.0.0.1:${PP[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${PP[$i]}" \
+    --initial-cluster "$CLUSTER" --initial-cluster-state new --initial-cluster-token "bench-$$" \
+    --logger zap --log-level warn >"$TMP/etcd$i.log" 2>&1 &
+  EPID[$i]=$!; PIDS+=("$!")
+done
+for i in 1 2 3; do wait_http "${EURL[$i]}/health" "${EPID[$i]}" || { cat "$TMP/etcd$i.log"; die "etcd member $i did not start"; }; done
+# the leader: the member whose status names itself (bounded: 30 s)
+ETCD_URL=""
+for _ in $(seq 300); do
+  for i in 1 2 3; do
+    st=$(curl -fsS --max-time 1 -X POST "${EURL[$i]}/v3/maintenance/status" -d '{}' 2>/dev/null)
+    me=$(sed -nE 's/.*"member_id":"([0-9]+)".*/\1/p' <<<"$st"); ld=$(sed -nE 's/.*"leader":"([0-9]+)".*/\1/p' <<<"$st")
+    if [ -n "$me" ] && [ "$me" = "$ld" ]; then ETCD_URL=${EURL[$i]}; break 2; fi
+  done
+  sleep 0.1
+done
+[ -n "$ETCD_URL" ] || die "no etcd member leads"
+
+echo "preloading $KEYS keys into both, through their leaders..."
+preload "$SVC_URL" pc 0 "$KEYS"
+preload "$ETCD_URL" etcd 0 "$KEYS"
+
+printf "\n%-26s %5s | %9s %8s %8s | %9s %8s %8s | %6s %s\n" "row (3 members each)" "conns" "ours/s" "p50 ms" "p99 ms" \
+  "etcd/s" "p50 ms" "p99 ms" "ratio" "target (>=2x, p99 no worse)"
+ROWS=(
+  "point read|pc-get|etcd-get|--keys $KEYS"
+  "autocommit write|pc-put|etcd-put|"
+  "2-key txn with condition|pc-txn|etcd-txn|--keys $KEYS"
+)
+for spec in "${ROWS[@]}"; do
+  IFS='|' read -r label pcw etw args <<<"$spec"
+  for c in ${COMPARE_CONNS:-64}; do
+    : >"$TMP/res.pc"; : >"$TMP/res.etcd"
+    for r in $(seq "$RUNS"); do
+      # shellcheck disable=SC2086
+      run_lg "$SVC_URL" "$pcw" "$c" --tag "cp$c$r$RANDOM" $args
+      echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.pc"
+      # shellcheck disable=SC2086
+      run_lg "$ETCD_URL" "$etw" "$c" --tag "ce$c$r$RANDOM" $args
+      echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.etcd"
+    done
+    po=$(cut -d' ' -f1 "$TMP/res.pc" | median); p5=$(cut -d' ' -f2 "$TMP/res.pc" | median); p9=$(cut -d' ' -f3 "$TMP/res.pc" | median)
+    eo=$(cut -d' ' -f1 "$TMP/res.etcd" | median); e5=$(cut -d' ' -f2 "$TMP/res.etcd" | median); e9=$(cut -d' ' -f3 "$TMP/res.etcd" | median)
+    ratio=$(calc "$po / $eo")
+    verdict=$(awk -v r="$ratio" -v a="$p9" -v b="$e9" 'BEGIN { printf "%s", (r >= 2 && a <= b) ? "met" : "NOT met" }')
+    perr=$(awk '{s+=$4} END {print s+0}' "$TMP/res.pc"); eerr=$(awk '{s+=$4} END {print s+0}' "$TMP/res.etcd")
+    note=""
+    [ "$perr$eerr" != 00 ] && note=" ERRORS ours $perr etcd $eerr"
+    printf "%-26s %5s | %9.0f %8.2f %8.2f | %9.0f %8.2f %8.2f | %6.2f %s%s\n" \
+      "$label" "$c" "$po" "$p5" "$p9" "$eo" "$e5" "$e9" "$ratio" "$verdict" "$note"
+  done
+done
+inflight=$(curl -fsS "$SVC_URL/metrics" 2>/dev/null | sed -nE 's/^percolator_raft_proposals_in_flight_max ([0-9]+).*/\1/p')
+echo "(ops/s: requests for reads and writes, committed transactions for txn; ratio = ours / etcd;"
+echo " the leader's most proposals in flight at once: ${inflight:-not reported})"
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
