@@ -50,10 +50,11 @@
 
 #include "raft_member.h"
 #include "si_check.h"
+#include "svc_group.h"
 #include "testlib.h"
 #include "timeutil.h"
 
-#define NODES 3
+#define NODES TL_GROUP_NODES
 #define ACCOUNTS 10
 #define CLIENTS 4
 #define MAX_TRANSFERS 2000     /* per bank client, at most */
@@ -61,73 +62,28 @@
 #define LEADER_KILLS 10
 #define BIG_TXN_KEYS 70        /* over the one-phase limit: two-phase commit */
 
-typedef struct {
-    char *dir;
-    tl_oracle oracle;
-    int http[NODES], raft[NODES];
-    pid_t pid[NODES];
-    char peers[256], urls[256];
-    bool hold_2pc;             /* the after_prewrites failpoint (test 1) */
-    const char *extra[4];      /* more flags for every member, NULL-ended */
-} group;
+typedef tl_svc_group group;
 
 static void node_start(group *g, int i)
 {
-    char listen[32], data[600], log[620], id[16];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", g->http[i]);
-    snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
-    snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
-    snprintf(id, sizeof id, "%d", i + 1);
-    const char *args[24] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle.url,
-                            "--raft-id", id, "--raft-peers", g->peers, "--raft-urls", g->urls,
-                            "--janitor-interval-ms", "200", "--threads", "8", NULL};
-    for (int k = 0, n = 16; g->extra[k] != NULL && k < 4; k++)
-        args[n++] = g->extra[k];
-    /* Only a two-phase commit stops there: it holds the leader after its
-     * prewrites (a test kills it meanwhile). */
-    const char *env[] = {g->hold_2pc ? "PERCOLATOR_FAILPOINT=after_prewrites=sleep:60000" : NULL,
-                         NULL};
-    g->pid[i] = tl_spawn("percolator-service", args, env, log);
-    assert_true(g->pid[i] > 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
-    if (tl_wait_health(url, g->pid[i], 20000) != 0) {
-        tl_dump_file(log);
-        fail_msg("member %d did not start", i + 1);
-    }
+    tl_group_member_start(g, i);
 }
 
+/* Members with a fast janitor; hold_2pc: the after_prewrites failpoint
+ * holds a two-phase commit after its prewrites (test 1 kills the leader
+ * meanwhile). */
 static void group_start(group *g, bool hold_2pc, const char *const extra[])
 {
-    memset(g, 0, sizeof(*g));
-    g->hold_2pc = hold_2pc;
-    for (int k = 0; extra != NULL && extra[k] != NULL && k < 3; k++)
-        g->extra[k] = extra[k];
-    g->dir = tl_mkdtemp("service-raft");
-    assert_non_null(g->dir);
-    char odata[600];
-    snprintf(odata, sizeof odata, "%s/oracle", g->dir);
-    assert_int_equal(tl_oracle_start(&g->oracle, odata, 0), 0);
-    for (int i = 0; i < NODES; i++) {
-        g->http[i] = tl_free_port();
-        g->raft[i] = tl_free_port();
-        snprintf(g->peers + strlen(g->peers), sizeof(g->peers) - strlen(g->peers),
-                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, g->raft[i]);
-        snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
-                 "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
-    }
-    for (int i = 0; i < NODES; i++)
-        node_start(g, i);
+    const char *flags[8] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
+    for (int k = 0, n = 4; extra != NULL && extra[k] != NULL && n < 7; k++)
+        flags[n++] = extra[k];
+    tl_group_start(g, "service-raft", NODES,
+                   hold_2pc ? "PERCOLATOR_FAILPOINT=after_prewrites=sleep:60000" : NULL, flags);
 }
 
 static void group_stop(group *g)
 {
-    for (int i = 0; i < NODES; i++)
-        if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 20000), 0);
-    assert_int_equal(tl_oracle_stop(&g->oracle), 0);
-    tl_rmtree(g->dir);
-    free(g->dir);
+    tl_group_stop(g);
 }
 
 static void kill_member(group *g, int i)
@@ -145,27 +101,9 @@ static bool member_health(const group *g, int i, member_view *v)
     return tl_raft_health(g->http[i], 2000, v);
 }
 
-/* The member other than skip (-1: none) that leads, and whose writes go
- * through (its first barrier is applied), waiting up to ms; -1 if none. */
 static int leader_but(group *g, int skip, int ms)
 {
-    uint64_t end = time_mono_ms() + (uint64_t)ms;
-    member_view v;
-    do {
-        for (int i = 0; i < NODES; i++) {
-            if (i == skip || g->pid[i] <= 0 || !member_health(g, i, &v) || !v.leader)
-                continue;
-            char url[128];
-            tl_resp r;
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/ready", g->http[i]);
-            bool ready = tl_http("GET", url, NULL, 0, NULL, 3000, &r) == 0 && r.status == 200;
-            tl_resp_free(&r);
-            if (ready)
-                return i;
-        }
-        time_sleep_ms(50);
-    } while (time_mono_ms() < end);
-    return -1;
+    return tl_group_leader(g, skip, ms);
 }
 
 /* ---- requests through any member ---- */

@@ -24,67 +24,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_group.h"
 #include "testlib.h"
 #include "timeutil.h"
 
-#define NODES 3
+#define NODES TL_GROUP_NODES
 
-typedef struct {
-    char *dir;
-    tl_oracle oracle;
-    int http[NODES], raft[NODES];
-    pid_t pid[NODES];
-    char peers[256], urls[256];
-} group;
-
-static void member_start(group *g, int i)
-{
-    char listen[32], data[600], log[620], id[16], url[64];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", g->http[i]);
-    snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
-    snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
-    snprintf(id, sizeof id, "%d", i + 1);
-    const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle.url,
-                          "--raft-id", id, "--raft-peers", g->peers, "--raft-urls", g->urls,
-                          NULL};
-    g->pid[i] = tl_spawn("percolator-service", args, NULL, log);
-    assert_true(g->pid[i] > 0);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
-    if (tl_wait_health(url, g->pid[i], 20000) != 0) {
-        tl_dump_file(log);
-        fail_msg("member %d did not start", i + 1);
-    }
-}
+typedef tl_svc_group group;
 
 /* The oracle and the group's addresses; members started: the first n. */
 static void group_start(group *g, int n)
 {
-    memset(g, 0, sizeof(*g));
-    g->dir = tl_mkdtemp("service-raft-api");
-    assert_non_null(g->dir);
-    char odata[600];
-    snprintf(odata, sizeof odata, "%s/oracle", g->dir);
-    assert_int_equal(tl_oracle_start(&g->oracle, odata, 0), 0);
-    for (int i = 0; i < NODES; i++) {
-        g->http[i] = tl_free_port();
-        g->raft[i] = tl_free_port();
-        snprintf(g->peers + strlen(g->peers), sizeof(g->peers) - strlen(g->peers),
-                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, g->raft[i]);
-        snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
-                 "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
-    }
-    for (int i = 0; i < n; i++)
-        member_start(g, i);
+    tl_group_start(g, "service-raft-api", n, NULL, NULL);
 }
 
 static void group_stop(group *g)
 {
-    for (int i = 0; i < NODES; i++)
-        if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 20000), 0);
-    assert_int_equal(tl_oracle_stop(&g->oracle), 0);
-    tl_rmtree(g->dir);
-    free(g->dir);
+    tl_group_stop(g);
 }
 
 /* method path on member i, not following redirects. The status; the
@@ -108,29 +64,7 @@ static const char *error_code(const json_t *j)
 /* The leader among the live members, once it takes writes (ready), or -1. */
 static int find_leader(group *g, int ms)
 {
-    uint64_t end = time_mono_ms() + (uint64_t)ms;
-    do {
-        for (int i = 0; i < NODES; i++) {
-            tl_resp r;
-            json_t *j;
-            if (g->pid[i] <= 0)
-                continue;
-            bool lead = call(g, i, "GET", "/v1/health", NULL, 2000, &r, &j) == 200 &&
-                        json_is_string(json_object_get(j, "role")) &&
-                        strcmp(json_string_value(json_object_get(j, "role")), "leader") == 0;
-            json_decref(j);
-            tl_resp_free(&r);
-            if (!lead)
-                continue;
-            bool ready = call(g, i, "GET", "/v1/ready", NULL, 2000, &r, &j) == 200;
-            json_decref(j);
-            tl_resp_free(&r);
-            if (ready)
-                return i;
-        }
-        time_sleep_ms(50);
-    } while (time_mono_ms() < end);
-    return -1;
+    return tl_group_leader(g, -1, ms);
 }
 
 /* 503 with the code, Retry-After and no Location. */

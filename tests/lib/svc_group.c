@@ -1,0 +1,139 @@
+/*
+ * svc_group.c — see svc_group.h.
+ */
+#include "svc_group.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft_member.h"
+#include "timeutil.h"
+
+/* Start member i; 0, or -1 with *busy when its ports were taken
+ * meanwhile (a free port is only free when it is picked). */
+static int member_try_start(tl_svc_group *g, int i, bool *busy)
+{
+    char listen[32], data[600], log[620], id[16], url[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", g->http[i]);
+    snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
+    snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
+    snprintf(id, sizeof id, "%d", i + 1);
+    const char *args[24] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle.url,
+                            "--raft-id", id, "--raft-peers", g->peers, "--raft-urls", g->urls,
+                            NULL};
+    for (int k = 0, n = 12; k < 7 && g->extra[k] != NULL; k++)
+        args[n++] = g->extra[k];
+    const char *env[] = {g->env, NULL};
+    *busy = false;
+    g->pid[i] = tl_spawn("percolator-service", args, env, log);
+    assert_true(g->pid[i] > 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
+    if (tl_wait_health(url, g->pid[i], 20000) == 0)
+        return 0;
+    tl_stop(g->pid[i], 5000); /* it may have exited already */
+    g->pid[i] = 0;
+    char *text = tl_read_file(log, NULL);
+    *busy = text != NULL && strstr(text, "in use") != NULL;
+    if (!*busy)
+        tl_dump_file(log);
+    free(text);
+    return -1;
+}
+
+void tl_group_member_start(tl_svc_group *g, int i)
+{
+    bool busy;
+    if (member_try_start(g, i, &busy) != 0)
+        fail_msg("member %d did not start%s", i + 1, busy ? " (its port was taken)" : "");
+}
+
+/* Every member's ports, picked afresh. */
+static void pick_ports(tl_svc_group *g)
+{
+    g->peers[0] = g->urls[0] = '\0';
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        g->http[i] = tl_free_port();
+        g->raft[i] = tl_free_port();
+        snprintf(g->peers + strlen(g->peers), sizeof(g->peers) - strlen(g->peers),
+                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, g->raft[i]);
+        snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
+                 "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
+    }
+}
+
+void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
+                    const char *const extra[])
+{
+    memset(g, 0, sizeof(*g));
+    g->env = env;
+    for (int k = 0; extra != NULL && extra[k] != NULL && k < 7; k++)
+        g->extra[k] = extra[k];
+    g->dir = tl_mkdtemp(tag);
+    assert_non_null(g->dir);
+    char odata[600];
+    snprintf(odata, sizeof odata, "%s/oracle", g->dir);
+    assert_int_equal(tl_oracle_start(&g->oracle, odata, 0), 0);
+    /* A port picked free can be taken before its member binds it (an
+     * outbound connection's ephemeral port, another test): then the group
+     * starts again on other ports and fresh dirs, up to 3 times. */
+    for (int attempt = 0;; attempt++) {
+        pick_ports(g);
+        int i = 0;
+        bool busy = false;
+        while (i < started && member_try_start(g, i, &busy) == 0)
+            i++;
+        if (i == started)
+            return;
+        for (int k = 0; k < i; k++) {
+            tl_stop(g->pid[k], 20000);
+            g->pid[k] = 0;
+        }
+        if (!busy || attempt == 2)
+            fail_msg("member %d did not start%s", i + 1, busy ? " (its port was taken)" : "");
+        for (int k = 0; k < TL_GROUP_NODES; k++) {
+            char data[600];
+            snprintf(data, sizeof data, "%s/n%d", g->dir, k + 1);
+            tl_rmtree(data);
+        }
+    }
+}
+
+void tl_group_stop(tl_svc_group *g)
+{
+    for (int i = 0; i < TL_GROUP_NODES; i++)
+        if (g->pid[i] > 0)
+            assert_int_equal(tl_stop(g->pid[i], 20000), 0);
+    assert_int_equal(tl_oracle_stop(&g->oracle), 0);
+    tl_rmtree(g->dir);
+    free(g->dir);
+    g->dir = NULL;
+}
+
+int tl_group_leader(tl_svc_group *g, int skip, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    tl_raft_view v;
+    do {
+        for (int i = 0; i < TL_GROUP_NODES; i++) {
+            if (i == skip || g->pid[i] <= 0 || !tl_raft_health(g->http[i], 2000, &v) ||
+                !v.leader)
+                continue;
+            char url[128];
+            tl_resp r = {0};
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/ready", g->http[i]);
+            bool ready = tl_http("GET", url, NULL, 0, NULL, 3000, &r) == 0 && r.status == 200;
+            tl_resp_free(&r);
+            if (ready)
+                return i;
+        }
+        time_sleep_ms(50);
+    } while (time_mono_ms() < end);
+    return -1;
+}

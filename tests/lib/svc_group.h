@@ -1,0 +1,39 @@
+/*
+ * svc_group.h — three percolator-service members as a Raft group over one
+ * percolator-oracle, on 127.0.0.1 with free ports and a temp dir, for the
+ * integration tests of the replicated service (test_service_raft,
+ * test_service_raft_api).
+ */
+#ifndef PC_TL_SVC_GROUP_H
+#define PC_TL_SVC_GROUP_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "testlib.h"
+
+#define TL_GROUP_NODES 3
+
+typedef struct {
+    char *dir;
+    tl_oracle oracle;
+    int http[TL_GROUP_NODES], raft[TL_GROUP_NODES];
+    pid_t pid[TL_GROUP_NODES];      /* 0: not running */
+    char peers[256], urls[256];
+    const char *env;                /* one "K=V" for every member, or NULL */
+    const char *extra[8];           /* more flags for every member, NULL-ended */
+} tl_svc_group;
+
+/* The oracle, every member's addresses, and members 0..started-1 started
+ * (each waited for). env and extra (NULL-ended, at most 7) as above. */
+void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
+                    const char *const extra[]);
+/* (Re)start member i on its data dir; waits until it answers health. */
+void tl_group_member_start(tl_svc_group *g, int i);
+/* Stop every running member and the oracle (each must exit 0); remove the dir. */
+void tl_group_stop(tl_svc_group *g);
+/* The running member other than skip (-1: none) that leads and is ready
+ * (its writes go through), waiting up to ms; -1 if none. */
+int tl_group_leader(tl_svc_group *g, int skip, int ms);
+
+#endif
