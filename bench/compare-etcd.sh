@@ -20,15 +20,8 @@
 set -u
 cd "$(dirname "$0")/.."
 
-if ! command -v etcd >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "compare-etcd: installing etcd-server"
-    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq etcd-server >/dev/null ||
-      { echo "compare-etcd: apt-get install etcd-server failed"; exit 1; }
-  else
-    echo "compare-etcd: etcd is missing; run: sudo apt-get install -y etcd-server"; exit 1
-  fi
-fi
+. bench/need-etcd.sh
+need_etcd compare-etcd || exit 1
 BUILD=${BUILD:-build/plain}
 BINDIR=${BINDIR:-bin}
 make --no-print-directory -s bench-tools BUILD="$BUILD" BINDIR="$BINDIR" || exit 1

@@ -31,15 +31,8 @@
 set -u
 cd "$(dirname "$0")/.."
 
-if ! command -v etcd >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "failover: installing etcd-server"
-    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq etcd-server >/dev/null ||
-      { echo "failover: apt-get install etcd-server failed"; exit 1; }
-  else
-    echo "failover: etcd is missing; run: sudo apt-get install -y etcd-server"; exit 1
-  fi
-fi
+. bench/need-etcd.sh
+need_etcd failover || exit 1
 if [ -z "${PERCOLATOR_BIN_DIR:-}" ]; then # run by hand: build what it needs
   make --no-print-directory -s bench-tools || exit 1
   export PERCOLATOR_BIN_DIR=$PWD/bin BENCH_BIN_DIR=$PWD/build/plain/bench
