@@ -214,6 +214,7 @@ static void failover_keeps_every_acknowledged_write(void **state)
     assert_true(l >= 0);
     int f = (l + 1) % NODES;
     member_view v;
+    assert_true(tl_group_knows_leader(&g, f, l, 10000)); /* else it answers 503 not_leader */
     assert_true(member_health(&g, f, &v));
     assert_false(v.leader);
 

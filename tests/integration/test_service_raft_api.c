@@ -138,6 +138,7 @@ static void a_group_redirects_and_refuses_as_documented(void **state)
     tl_resp r;
     json_t *j;
     char loc[512], want[512];
+    assert_true(tl_group_knows_leader(&g, f, l, 10000)); /* else it answers 503 not_leader */
 
     /* A follower: 307 to the same path and query at the leader. */
     assert_int_equal(call(&g, f, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, 5000, &r, &j), 307);

@@ -137,3 +137,15 @@ int tl_group_leader(tl_svc_group *g, int skip, int ms)
     } while (time_mono_ms() < end);
     return -1;
 }
+
+bool tl_group_knows_leader(tl_svc_group *g, int i, int leader, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    tl_raft_view v;
+    do {
+        if (tl_raft_health(g->http[i], 2000, &v) && v.leader_id == leader + 1)
+            return true;
+        time_sleep_ms(50);
+    } while (time_mono_ms() < end);
+    return false;
+}
