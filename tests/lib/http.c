@@ -72,7 +72,11 @@ int tl_http_with(const char *method, const char *url, const void *body, size_t b
     } else {
         hdrs = curl_slist_append(hdrs, "Content-Type:");
     }
-    struct curl_slist *h2 = hdrs ? curl_slist_append(hdrs, "Expect:") : NULL;
+    /* No "Expect: 100-continue" wait unless the caller asks for it (then
+     * curl holds the body until the server says go on, or answers). */
+    struct curl_slist *h2 = hdrs;
+    if (hdrs != NULL && (header == NULL || strncasecmp(header, "Expect:", 7) != 0))
+        h2 = curl_slist_append(hdrs, "Expect:");
     if (!h2)
         goto done;
     hdrs = h2;
