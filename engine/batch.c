@@ -132,6 +132,24 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
     return true;
 }
 
+pc_rc pc_batch_join(pc_buf *into, const void *batch, size_t len)
+{
+    const uint8_t *p = batch;
+    if (len < HEADER_LEN || memcmp(p, MAGIC, MAGIC_LEN) != 0 ||
+        (into->len > 0 && (into->len < HEADER_LEN || memcmp(into->data, MAGIC, MAGIC_LEN) != 0)))
+        return PC_INVALID;
+    if (into->len == 0)
+        return pc_buf_append(into, batch, len);
+    uint32_t had = get_u32((const uint8_t *)into->data + MAGIC_LEN);
+    uint32_t more = get_u32(p + MAGIC_LEN);
+    if (more > UINT32_MAX - had)
+        return PC_INVALID;
+    if (pc_buf_append(into, p + HEADER_LEN, len - HEADER_LEN) != PC_OK)
+        return PC_NOMEM;
+    put_u32((uint8_t *)into->data + MAGIC_LEN, had + more);
+    return PC_OK;
+}
+
 pc_rc pc_batch_check(const void *batch, size_t len)
 {
     const uint8_t *p = batch, *end = p + len;

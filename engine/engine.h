@@ -133,6 +133,12 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
 void pc_session_propose(pc_session *s, pc_buf *batch);
 /* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
 pc_rc pc_batch_check(const void *batch, size_t len);
+/* Append the operations of batch to into (a batch, or empty): applying
+ * into then does what applying the two in turn did, in one transaction.
+ * A caller that proposes the batches of independent actions (their
+ * latches kept them apart) joins them into one Raft entry. PC_INVALID:
+ * batch has no batch header (into unchanged); PC_NOMEM. */
+pc_rc pc_batch_join(pc_buf *into, const void *batch, size_t len);
 /* Apply a batch as number index (1, 2, ...: the order every node applies
  * in). An index at or below the last one applied is skipped (a replay
  * after a restart). PC_INVALID: not a batch (nothing applied). */
@@ -172,7 +178,10 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
  * mode, since the store does not have it yet. */
 typedef struct pc_latches pc_latches;
 /* Latch keys for the actions to come (propose mode or not): wait for
- * them, or (try) PC_LOCKED at once if another holds one, taking none. */
+ * them, or (try) PC_LOCKED at once if another holds one, taking none.
+ * Try also adds to a set the session holds (it never waits, so it cannot
+ * wait in a cycle): a caller that gathers the actions of one batch takes
+ * each one's keys in turn and puts off those it cannot have. */
 pc_rc pc_session_latch(pc_session *s, const pc_slice *keys, size_t n);
 pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n);
 /* The session's latches, now the caller's (NULL: none held); released,

@@ -32,6 +32,22 @@ struct pc_latches {
     pc_memlocks *mem;   /* non-NULL: commits in flight handed over to these latches */
 };
 
+/* Add want's slots that the session does not hold yet to its set, if
+ * none is taken by another (else nothing changes: PC_LOCKED). */
+static pc_rc try_add(pc_latches *g, const pc_latch_set *want)
+{
+    pc_latch_set more = *want;
+    for (size_t w = 0; w < sizeof(more.bits) / sizeof(more.bits[0]); w++)
+        more.bits[w] &= ~g->set.bits[w];
+    if (pc_latch_set_empty(&more))
+        return PC_OK;
+    if (!pc_latch_trylock(g->t, &more))
+        return PC_LOCKED;
+    for (size_t w = 0; w < sizeof(more.bits) / sizeof(more.bits[0]); w++)
+        g->set.bits[w] |= more.bits[w];
+    return PC_OK;
+}
+
 /* Take want for s: waiting for it, or not at all (PC_LOCKED). */
 static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
 {
@@ -40,6 +56,8 @@ static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
     if (s->latches != NULL) {
         if (pc_latch_set_covers(&s->latches->set, want))
             return PC_OK;
+        if (!wait)
+            return try_add(s->latches, want);
         fprintf(stderr, "engine: an action needs latches its session does not hold: latch "
                         "all its keys at once, or release the earlier ones (DESIGN §4.10)\n");
         return PC_INVALID;

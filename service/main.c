@@ -430,8 +430,8 @@ int main(int argc, char **argv)
         .tls_client_ca = tls.client_ca,
     };
     /* The blind-write committer groups one-phase commits for one log
-     * flush; a Raft member commits one action at a time (the gate). */
-    if (!svc_replicated(s) && (s->batch = write_batch_start(s)) == NULL) {
+     * flush, or in a Raft group for one entry (write_batch.h). */
+    if ((s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
         goto done;
     }

@@ -19,21 +19,32 @@
 #include "raft_host.h"
 
 /* One request thread's wait: for its batch to be applied, or for a read
- * barrier. */
+ * barrier; or a proposal nobody waits for, whose callback gets the answer
+ * (raft_group_submit). */
 typedef struct rg_wait {
-    bool read;                /* a read barrier, else a proposal of buf */
-    struct raft_buffer buf;   /* raft_malloc'd; raft_apply takes it */
+    bool read;                /* a read barrier, else a proposal of batch */
+    void *batch;              /* a copy, the wait's own */
+    size_t len;
     rg_rc rc;
     bool done;
     bool taken;               /* proposed (or in a barrier): libraft answers it */
+    pthread_cond_t *cv;       /* the waiting thread's (NULL: a submitted proposal) */
+    void (*cb)(void *arg, rg_rc rc);
+    void *arg;
     struct rg_wait *next;
 } rg_wait;
 
-/* A proposal in flight. */
+/* A proposal in flight: one entry, the batches of waits joined. */
 typedef struct {
     struct raft_apply req;
-    rg_wait *w;
+    rg_wait *waits;           /* linked by next */
+    int64_t nwaits;
 } proposal;
+
+/* Batches queued together are joined into one entry up to this size (one
+ * append, one AppendEntries, one transaction per member to apply); a
+ * bigger batch is an entry of its own. */
+#define ENTRY_JOIN_MAX (1u << 20)
 
 /* A read barrier in flight and the reads it serves. */
 typedef struct {
@@ -48,7 +59,6 @@ struct raft_group {
     pc_session *apply_session;  /* loop thread only */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* a wait is done */
     rg_wait *queue, **queue_tail;
     bool stopping;
     /* The new leader's first entry (loop thread only). */
@@ -60,6 +70,7 @@ struct raft_group {
 
     metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
     metrics_series *m_leader, *m_snapshots, *m_restores, *m_in_flight, *m_in_flight_max;
+    metrics_series *m_entries;
     int64_t in_flight, in_flight_max;  /* loop thread: proposals libraft has not answered */
 };
 
@@ -196,11 +207,20 @@ static void refresh_status(raft_group *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Answer waits; mu held. */
+/* Answer a wait (mu held): wake its thread alone (dozens may wait: a
+ * broadcast to all of them on every apply cost more than the apply), or
+ * hand a submitted proposal's answer to its callback and free it. */
 static void finish(rg_wait *w, rg_rc rc)
 {
     w->rc = rc;
     w->done = true;
+    if (w->cv != NULL) {
+        pthread_cond_signal(w->cv);
+    } else {
+        w->cb(w->arg, rc);
+        free(w->batch);
+        free(w);
+    }
 }
 
 static rg_rc from_status(int status)
@@ -213,14 +233,17 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     (void)result;
     proposal *p = (proposal *)req;
     raft_group *g = req->data;
-    metrics_set(g->m_in_flight, --g->in_flight);
+    g->in_flight -= p->nwaits;
+    metrics_set(g->m_in_flight, g->in_flight);
     if (status != 0) {
         log_warn("service raft: a proposal failed: %s", raft_strerror(status));
-        metrics_inc(g->m_failures, 1);
+        metrics_inc(g->m_failures, (uint64_t)p->nwaits);
     }
     pthread_mutex_lock(&g->mu);
-    finish(p->w, from_status(status));
-    pthread_cond_broadcast(&g->cv);
+    for (rg_wait *w = p->waits, *next; w != NULL; w = next) {
+        next = w->next; /* finish may free w */
+        finish(w, from_status(status));
+    }
     pthread_mutex_unlock(&g->mu);
     free(p);
     raft_host_wake(g->host); /* go on from the loop, not from inside libraft */
@@ -235,7 +258,6 @@ static void on_read_barrier(struct raft_barrier *req, int status)
         next = w->next;
         finish(w, from_status(status));
     }
-    pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     g->read_inflight = false;
     free(b);
@@ -286,34 +308,87 @@ static void fail_queued(raft_group *g, rg_rc rc)
     }
     g->queue = NULL;
     g->queue_tail = &g->queue;
-    pthread_cond_broadcast(&g->cv);
 }
 
-static void propose_one(raft_group *g, rg_wait *w)
+/* The entry for a batch (see ENTRY_HEADER); false: out of memory. */
+static bool make_entry(struct raft_buffer *buf, const void *batch, size_t len)
+{
+    size_t size = ENTRY_HEADER + (len + 7) / 8 * 8;
+    if ((buf->base = raft_calloc(1, size)) == NULL)
+        return false;
+    put_len(buf->base, len);
+    memcpy((uint8_t *)buf->base + ENTRY_HEADER, batch, len);
+    buf->len = size;
+    return true;
+}
+
+/* Propose the batches of the waits in list (linked by next, n of them)
+ * as one entry: joined in queue order (pc_batch_join), since each action
+ * latched its keys, the order among them is free, and one entry costs
+ * every member one append and one transaction where n would cost n. */
+static void propose_entry(raft_group *g, rg_wait *list, int64_t n)
 {
     proposal *p = calloc(1, sizeof(*p));
+    pc_buf joined = {0};
+    struct raft_buffer buf = {0};
+    const void *batch = list->batch;
+    size_t len = list->len;
+    bool joined_ok = true;
     int rv = RAFT_NOMEM;
-    if (p != NULL) {
-        p->w = w;
-        p->req.data = g;
-        rv = raft_apply(R(g), &p->req, &w->buf, 1, on_applied);
+
+    for (rg_wait *w = list; n > 1 && w != NULL && joined_ok; w = w->next)
+        joined_ok = pc_batch_join(&joined, w->batch, w->len) == PC_OK;
+    if (n > 1) {
+        batch = joined.data;
+        len = joined.len;
     }
+    if (!joined_ok)
+        rv = RAFT_MALFORMED;
+    else if (p != NULL && make_entry(&buf, batch, len)) {
+        p->waits = list;
+        p->nwaits = n;
+        p->req.data = g;
+        rv = raft_apply(R(g), &p->req, &buf, 1, on_applied);
+    }
+    pc_buf_free(&joined);
     if (rv == 0) {
-        metrics_inc(g->m_proposals, 1);
-        metrics_set(g->m_in_flight, ++g->in_flight);
+        metrics_inc(g->m_proposals, (uint64_t)n);
+        metrics_inc(g->m_entries, 1);
+        g->in_flight += n;
+        metrics_set(g->m_in_flight, g->in_flight);
         if (g->in_flight > g->in_flight_max)
             metrics_set(g->m_in_flight_max, g->in_flight_max = g->in_flight);
         return; /* libraft owns the buffer now */
     }
     log_warn("service raft: cannot propose: %s", raft_strerror(rv));
-    metrics_inc(g->m_failures, 1);
-    raft_free(w->buf.base);
-    w->buf.base = NULL;
+    metrics_inc(g->m_failures, (uint64_t)n);
+    raft_free(buf.base);
     free(p);
     pthread_mutex_lock(&g->mu);
-    finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
-    pthread_cond_broadcast(&g->cv);
+    for (rg_wait *w = list, *next; w != NULL; w = next) {
+        next = w->next;
+        finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
+    }
     pthread_mutex_unlock(&g->mu);
+}
+
+/* Cut the proposals (in queue order) into entries of at most
+ * ENTRY_JOIN_MAX bytes and propose each. */
+static void propose_all(raft_group *g, rg_wait *props)
+{
+    while (props != NULL) {
+        rg_wait *first = props, **tail = &props->next;
+        size_t bytes = props->len;
+        int64_t n = 1;
+        while (*tail != NULL && bytes + (*tail)->len <= ENTRY_JOIN_MAX) {
+            bytes += (*tail)->len;
+            n++;
+            tail = &(*tail)->next;
+        }
+        props = *tail;
+        *tail = NULL;
+        propose_entry(g, first, n);
+    }
 }
 
 /* Reads that arrive while a barrier is in flight wait for the next one:
@@ -337,7 +412,6 @@ static void barrier_for_reads(raft_group *g, rg_wait *reads)
         next = w->next;
         finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
     }
-    pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -400,10 +474,7 @@ static void serve(raft_group *g)
         props = take_queue(g, &reads);
     }
     pthread_mutex_unlock(&g->mu);
-    for (rg_wait *w = props, *next; w != NULL; w = next) {
-        next = w->next;
-        propose_one(g, w);
-    }
+    propose_all(g, props);
     if (reads != NULL)
         barrier_for_reads(g, reads);
 }
@@ -428,11 +499,15 @@ static void init_metrics(raft_group *g, metrics_registry *m)
     g->m_leader = metrics_gauge1(m, "percolator_raft_leader",
                                  "1 while this member leads and may propose, else 0.");
     g->m_proposals = metrics_counter1(m, "percolator_raft_proposals_total",
-                                      "Write batches this member proposed as leader.");
+                                      "Write batches this member proposed as leader (one an "
+                                      "action, or a round of blind writes).");
+    g->m_entries = metrics_counter1(m, "percolator_raft_entries_total",
+                                    "Raft entries those batches went in: the batches queued "
+                                    "together are joined into one entry.");
     g->m_failures = metrics_counter1(m, "percolator_raft_proposal_failures_total",
                                      "Proposals that failed (leadership lost, no quorum).");
     g->m_in_flight = metrics_gauge1(m, "percolator_raft_proposals_in_flight",
-                                    "Proposals this member made that libraft has not answered "
+                                    "Batches this member proposed that libraft has not answered "
                                     "yet (committed and applied, or failed).");
     g->m_in_flight_max = metrics_gauge1(m, "percolator_raft_proposals_in_flight_max",
                                         "The most proposals this member had in flight at once "
@@ -457,7 +532,6 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     g->queue_tail = &g->queue;
     g->status.role = "unavailable";
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
     init_metrics(g, m);
     if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK) {
         snprintf(err, errlen, "cannot open a storage session for the raft applier");
@@ -484,7 +558,6 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
 fail:
     if (g->apply_session != NULL)
         pc_session_close(g->apply_session);
-    pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
     return -1;
@@ -499,7 +572,6 @@ void raft_group_stop(raft_group *g)
     pthread_mutex_unlock(&g->mu);
     raft_host_stop(g->host);
     pc_session_close(g->apply_session);
-    pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
@@ -507,33 +579,47 @@ void raft_group_stop(raft_group *g)
 /* Queue w, wake the loop, wait for the answer: while w is still queued
  * at most wait_ms (then it is taken out: RG_UNAVAILABLE); once taken,
  * until libraft answers. */
+/* Queue w unless this member cannot propose now (mu held): RG_OK, or why. */
+static rg_rc enqueue(raft_group *g, rg_wait *w)
+{
+    if (g->stopping || g->status.ready_term == 0)
+        return g->stopping || g->status.leader_id == g->cfg.id ? RG_UNAVAILABLE : RG_NOT_LEADER;
+    *g->queue_tail = w;
+    g->queue_tail = &w->next;
+    return RG_OK;
+}
+
 static rg_rc wait_for(raft_group *g, rg_wait *w, unsigned wait_ms)
 {
+    pthread_cond_t cv;
+    pthread_condattr_t ca;
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)wait_ms * 1000000ull;
     until.tv_sec += (time_t)(ns / 1000000000ull);
     until.tv_nsec = (long)(ns % 1000000000ull);
 
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&cv, &ca);
+    pthread_condattr_destroy(&ca);
+    w->cv = &cv;
     pthread_mutex_lock(&g->mu);
-    if (g->stopping || g->status.ready_term == 0) {
-        rg_rc rc = g->stopping || g->status.leader_id == g->cfg.id ? RG_UNAVAILABLE
-                                                                   : RG_NOT_LEADER;
-        pthread_mutex_unlock(&g->mu);
-        return rc;
-    }
-    *g->queue_tail = w;
-    g->queue_tail = &w->next;
+    rg_rc queued = enqueue(g, w);
     pthread_mutex_unlock(&g->mu);
+    if (queued != RG_OK) {
+        pthread_cond_destroy(&cv);
+        return queued;
+    }
     raft_host_wake(g->host);
 
     pthread_mutex_lock(&g->mu);
     while (!w->done) {
         if (w->taken) {
-            pthread_cond_wait(&g->cv, &g->mu);
+            pthread_cond_wait(&cv, &g->mu);
             continue;
         }
-        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT && !w->done &&
+        if (pthread_cond_timedwait(&cv, &g->mu, &until) == ETIMEDOUT && !w->done &&
             !w->taken) {
             for (rg_wait **p = &g->queue; *p != NULL; p = &(*p)->next) {
                 if (*p == w) {
@@ -548,22 +634,50 @@ static rg_rc wait_for(raft_group *g, rg_wait *w, unsigned wait_ms)
         }
     }
     pthread_mutex_unlock(&g->mu);
+    pthread_cond_destroy(&cv);
     return w->rc;
+}
+
+/* A wait's own copy of a batch; false: out of memory. */
+static bool copy_batch(rg_wait *w, const void *batch, size_t len)
+{
+    if ((w->batch = malloc(len > 0 ? len : 1)) == NULL)
+        return false;
+    memcpy(w->batch, batch, len);
+    w->len = len;
+    return true;
 }
 
 rg_rc raft_group_propose(raft_group *g, const void *batch, size_t len, unsigned wait_ms)
 {
     rg_wait w = {.read = false};
-    size_t size = ENTRY_HEADER + (len + 7) / 8 * 8;
-    if ((w.buf.base = raft_calloc(1, size)) == NULL)
+    if (!copy_batch(&w, batch, len))
         return RG_UNAVAILABLE;
-    put_len(w.buf.base, len);
-    memcpy((uint8_t *)w.buf.base + ENTRY_HEADER, batch, len);
-    w.buf.len = size;
     rg_rc rc = wait_for(g, &w, wait_ms);
-    if (!w.taken)
-        raft_free(w.buf.base); /* never handed to libraft */
+    free(w.batch);
     return rc;
+}
+
+rg_rc raft_group_submit(raft_group *g, const void *batch, size_t len,
+                        void (*done)(void *arg, rg_rc rc), void *arg)
+{
+    rg_wait *w = calloc(1, sizeof(*w));
+    if (w == NULL || !copy_batch(w, batch, len)) {
+        free(w);
+        return RG_UNAVAILABLE;
+    }
+    w->cb = done;
+    w->arg = arg;
+    pthread_mutex_lock(&g->mu);
+    rg_rc rc = enqueue(g, w);
+    pthread_mutex_unlock(&g->mu);
+    if (rc != RG_OK) {
+        free(w->batch);
+        free(w);
+        return rc;
+    }
+    raft_host_wake(g->host);
+    return RG_OK;
 }
 
 rg_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms)

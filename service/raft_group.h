@@ -61,6 +61,14 @@ typedef enum {
  * proposed, libraft answers it (it fails it when leadership is lost). */
 rg_rc raft_group_propose(raft_group *g, const void *batch, size_t len, unsigned wait_ms);
 
+/* Propose a write batch (copied) without waiting: RG_OK, and done(arg,
+ * rc) runs once, on the loop thread, when this member applied it (RG_OK)
+ * or it failed; else the refusal at once, and done never runs. done must
+ * be quick and must not call into the group (it runs under its lock).
+ * A queued batch is proposed at the loop's next turn, in submit order. */
+rg_rc raft_group_submit(raft_group *g, const void *batch, size_t len,
+                        void (*done)(void *arg, rg_rc rc), void *arg);
+
 /* A linearizable read may go on (RG_OK) once a barrier appended after
  * this call began is applied: this member was leader then, and every
  * entry committed before the call is applied here. One barrier serves

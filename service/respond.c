@@ -78,7 +78,7 @@ void reply_not_leader(httpd_req *req)
 
 /* A member of a Raft group could not commit (or fence) for this request:
  * the client retries, here or at the new leader (DESIGN §9). */
-static void reply_refused(httpd_req *req, rg_rc why)
+void reply_refused(httpd_req *req, rg_rc why)
 {
     if (why == RG_NOT_LEADER) {
         reply_not_leader(req);

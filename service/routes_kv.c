@@ -164,7 +164,10 @@ static void batched_done(wb_job *job)
     batched_write *b = (batched_write *)job;
     pc_blind_write *w = &job->w;
 
-    if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {
+    if (w->rc == PC_ERROR && job->refused != RG_OK) {
+        reply_refused(b->req, job->refused); /* a Raft group failed the round */
+        httpd_finish(b->req);
+    } else if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {
         /* Busy key or a newer write: the worker's path waits and retries
          * (with a fresh timestamp) as any one-shot write does. */
         httpd_dispatch(b->req);

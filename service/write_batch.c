@@ -29,6 +29,23 @@
  * A write whose key is still held by an earlier round's write (in flight
  * until its flush) is put off; when a whole round is put off, the
  * committer waits for the next flush instead of spinning.
+ *
+ * In a member of a Raft group (docs/DESIGN.md §9) a round is one entry:
+ *
+ *   committer  2'. the session proposes: each write takes the latches of
+ *                  its keys without waiting (a write whose key an earlier
+ *                  round in flight holds is put off, as above), then
+ *                  pc_one_pc_blind reads the applied store and writes its
+ *                  commits into the round's batch instead of WiredTiger;
+ *              3'. submits the batch to Raft (raft_group_submit) and goes
+ *                  on with the next round: rounds in flight overlap, and
+ *                  libraft appends those queued together in one write;
+ *   syncer     4'. once the leader applied the round's entry (or Raft
+ *                  failed it), lets the keys go (commits in flight, then
+ *                  latches) and answers every write of the round: no
+ *                  reader or writer hears of it before a quorum has it.
+ * A round's writes then cost one entry, one append and fsync per member,
+ * and one WiredTiger transaction per member to apply, between them all.
  */
 #include <stdlib.h>
 
@@ -47,6 +64,16 @@ typedef struct {
     wb_job *head, *tail;
 } job_list;
 
+/* A round in a Raft group: its entry in flight, what it holds till then. */
+typedef struct round {
+    write_batch *b;
+    job_list jobs;            /* the writes it commits */
+    size_t njobs;
+    pc_latches *latches;      /* their keys' latches (and nothing else) */
+    rg_rc rc;                 /* how Raft answered */
+    struct round *next;
+} round;
+
 struct write_batch {
     svc *s;
     pthread_t committer, syncer;
@@ -55,9 +82,11 @@ struct write_batch {
     pthread_cond_t cv, sync_cv;
     job_list queue;           /* submitted, not yet committed */
     job_list synced;          /* committed (or failed), waiting for the flush */
+    round *applied, **applied_tail; /* a group's rounds Raft has answered */
     bool stop, sync_stop;
     uint64_t flushes;         /* flushes done by the syncer */
-    size_t unflushed;         /* committed writes not yet flushed and shown */
+    size_t unflushed;         /* committed writes not yet flushed and shown (a group:
+                                 not yet applied and answered) */
     int ready, failed;        /* threads that have (not) got a storage session */
     metrics_series *m_round;
 };
@@ -150,6 +179,161 @@ static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
     }
 }
 
+/* ---- a member of a Raft group ---- */
+
+/* On the loop thread: Raft answered the round's entry; the syncer takes it
+ * from here (this must not block: the group's lock is held). */
+static void round_answered(void *arg, rg_rc rc)
+{
+    round *r = arg;
+    write_batch *b = r->b;
+    r->rc = rc;
+    r->next = NULL;
+    pthread_mutex_lock(&b->mu);
+    *b->applied_tail = r;
+    b->applied_tail = &r->next;
+    pthread_cond_signal(&b->sync_cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Latch each write's keys without waiting, in arrival order: those that
+ * got theirs go into w (return: how many), the others are put off (busy
+ * till an earlier round is applied) or, put off too often, handed back
+ * busy so that a worker waits for the key. */
+static size_t latch_round(pc_session *ps, wb_job **job, size_t n, wb_job **mine,
+                          job_list *later, job_list *failed)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        pc_slice keys[64];
+        size_t nk = job[i]->w.n < 64 ? job[i]->w.n : 64;
+        for (size_t j = 0; j < nk; j++)
+            keys[j] = job[i]->w.m[j].key;
+        /* More than 64 keys: the engine latches the rest (waiting), as it
+         * would for a write of its own; /v1/kv writes have one key. */
+        if (pc_session_try_latch(ps, keys, nk) == PC_OK) {
+            mine[k++] = job[i];
+        } else if (job[i]->rounds++ < PUT_OFF_ROUNDS) {
+            list_push(later, job[i]);
+        } else {
+            job[i]->w.rc = PC_LOCKED;
+            job[i]->w.conflict = (pc_conflict){0}; /* start_ts 0: busy, a worker waits */
+            list_push(failed, job[i]);
+        }
+    }
+    return k;
+}
+
+/* Steps 2' and 3'. */
+static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
+{
+    pc_blind_write *w[WB_MAX_ROUND];
+    wb_job *mine[WB_MAX_ROUND];
+    job_list later = {0}, failed = {0};
+    pc_buf batch = {0};
+    round *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            job[i]->w.rc = PC_NOMEM;
+            job[i]->done(job[i]);
+        }
+        return;
+    }
+    r->b = b;
+    pc_session_propose(ps, &batch);
+    size_t k = latch_round(ps, job, n, mine, &later, &failed);
+    for (size_t i = 0; i < k; i++)
+        w[i] = &mine[i]->w;
+    pc_one_pc_blind(ps, w, k, round_timestamps, b->s);
+    for (size_t i = 0; i < k; i++) {
+        bool busy = w[i]->rc == PC_LOCKED && w[i]->conflict.lock.start_ts == 0;
+        if (busy && mine[i]->rounds++ < PUT_OFF_ROUNDS) {
+            list_push(&later, mine[i]);
+        } else if (w[i]->rc == PC_OK) {
+            list_push(&r->jobs, mine[i]);
+            r->njobs++;
+        } else {
+            list_push(&failed, mine[i]);
+        }
+    }
+    r->latches = pc_session_take_latches(ps);
+    pc_session_propose(ps, NULL);
+
+    pthread_mutex_lock(&b->mu);
+    if (later.head != NULL && r->njobs == 0 && failed.head == NULL && b->unflushed > 0) {
+        /* Only put-off writes: their keys wait for a round in flight. */
+        uint64_t seen = b->flushes;
+        while (b->flushes == seen && b->unflushed > 0)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    list_prepend(&b->queue, &later);
+    b->unflushed += r->njobs;
+    pthread_mutex_unlock(&b->mu);
+
+    if (r->njobs == 0) {
+        pc_latches_release(r->latches);
+        free(r);
+    } else {
+        rg_rc rc = raft_group_submit(b->s->raft, batch.data, batch.len, round_answered, r);
+        if (rc != RG_OK)
+            round_answered(r, rc); /* refused at once: answered the same way */
+    }
+    pc_buf_free(&batch);
+    for (wb_job *j = failed.head, *next; j != NULL; j = next) {
+        next = j->next; /* done() frees j */
+        j->done(j);
+    }
+}
+
+/* Step 4' for every round Raft has answered; false when stopped and
+ * nothing is in flight. */
+static bool answer_rounds(write_batch *b, pc_session *ps)
+{
+    pthread_mutex_lock(&b->mu);
+    while (b->applied == NULL && !(b->sync_stop && b->unflushed == 0))
+        pthread_cond_wait(&b->sync_cv, &b->mu);
+    round *list = b->applied;
+    b->applied = NULL;
+    b->applied_tail = &b->applied;
+    pthread_mutex_unlock(&b->mu);
+    if (list == NULL)
+        return false;
+
+    for (round *r = list, *next; r != NULL; r = next) {
+        next = r->next;
+        pc_blind_write *w[WB_MAX_ROUND];
+        size_t k = 0;
+        for (wb_job *j = r->jobs.head; j != NULL; j = j->next)
+            w[k++] = &j->w;
+        /* Applied, or Raft failed it (it may still commit: a new leader
+         * applies every earlier entry before it serves, DESIGN §9): the
+         * commits in flight first, then the latches (pc_latches_release's
+         * order), then the answers. */
+        pc_one_pc_blind_durable(ps, w, k);
+        pc_latches_release(r->latches);
+        if (r->rc == RG_OK) {
+            metrics_inc(b->s->m.commits_1pc, k);
+            svc_committed(b->s);
+        }
+        pthread_mutex_lock(&b->mu);
+        b->unflushed -= r->njobs;
+        b->flushes++;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        for (wb_job *j = r->jobs.head, *jn; j != NULL; j = jn) {
+            jn = j->next; /* done() frees j */
+            if (r->rc != RG_OK) {
+                j->w.rc = PC_ERROR;
+                j->refused = r->rc;
+            }
+            j->done(j);
+        }
+        free(r);
+    }
+    return true;
+}
+
 /* Each thread needs its own storage session; write_batch_start waits for
  * both to say whether they got one. */
 static pc_session *thread_session(write_batch *b)
@@ -178,7 +362,10 @@ static void *committer_main(void *arg)
         if (n == 0)
             return NULL;
         metrics_observe(b->m_round, (double)n);
-        commit_round(b, ps, job, n);
+        if (svc_replicated(b->s))
+            propose_round(b, ps, job, n);
+        else
+            commit_round(b, ps, job, n);
     }
 }
 
@@ -190,6 +377,11 @@ static void *syncer_main(void *arg)
 
     if (ps == NULL)
         return NULL; /* write_batch_start gives up */
+    if (svc_replicated(b->s)) {
+        while (answer_rounds(b, ps))
+            ;
+        return NULL;
+    }
     for (;;) {
         pthread_mutex_lock(&b->mu);
         while (b->synced.head == NULL && !b->sync_stop)
@@ -238,6 +430,7 @@ write_batch *write_batch_start(svc *s)
     if (b == NULL)
         return NULL;
     b->s = s;
+    b->applied_tail = &b->applied;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     if (s->metrics != NULL)
@@ -274,6 +467,7 @@ write_batch *write_batch_start(svc *s)
 bool write_batch_submit(write_batch *b, wb_job *job)
 {
     job->rounds = 0;
+    job->refused = RG_OK;
     pthread_mutex_lock(&b->mu);
     if (b->stop) {
         pthread_mutex_unlock(&b->mu);

@@ -20,10 +20,15 @@
  *    newest committed version below its start_ts (0 anomalies), no lock
  *    outlives a lease and the janitor; each failover's time (kill -9 to the
  *    next committed write) printed, median and max;
- *  - 8 clients writing keys of their own through the leader: their
- *    proposals are in flight together (the leader's
- *    percolator_raft_proposals_in_flight_max is at least 2: actions latch
- *    their keys, no write gate), and every write is there;
+ *  - 8 clients writing keys of their own through the leader, each write
+ *    with a condition (a worker's action): their proposals are in flight
+ *    together (the leader's percolator_raft_proposals_in_flight_max is at
+ *    least 2: actions latch their keys, no write gate), and every write is
+ *    there;
+ *  - blind writes of 8 clients that arrive together (a failpoint holds the
+ *    committer 100 ms before each round) share one round and one Raft
+ *    entry: the leader proposed at most a quarter as many entries as there
+ *    were writes, and every write is there;
  *  - every member killed at once (kill -9) after acknowledged one- and
  *    two-phase commits, and restarted: every write is there (WiredTiger's
  *    log is not flushed per commit in a group; the Raft log is replayed);
@@ -72,13 +77,18 @@ static void node_start(group *g, int i)
 /* Members with a fast janitor; hold_2pc: the after_prewrites failpoint
  * holds a two-phase commit after its prewrites (test 1 kills the leader
  * meanwhile). */
-static void group_start(group *g, bool hold_2pc, const char *const extra[])
+static void group_start_env(group *g, const char *env, const char *const extra[])
 {
     const char *flags[8] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
     for (int k = 0, n = 4; extra != NULL && extra[k] != NULL && n < 7; k++)
         flags[n++] = extra[k];
-    tl_group_start(g, "service-raft", NODES,
-                   hold_2pc ? "PERCOLATOR_FAILPOINT=after_prewrites=sleep:60000" : NULL, flags);
+    tl_group_start(g, "service-raft", NODES, env, flags);
+}
+
+static void group_start(group *g, bool hold_2pc, const char *const extra[])
+{
+    group_start_env(g, hold_2pc ? "PERCOLATOR_FAILPOINT=after_prewrites=sleep:60000" : NULL,
+                    extra);
 }
 
 static void group_stop(group *g)
@@ -534,19 +544,47 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
 
 typedef struct {
     group *g;
-    int leader, id, acked;
+    int leader, id, acked, writes;
+    bool blind;   /* else "if_commit_ts": 0 (must not exist): a worker's action */
 } writer;
 
 static void *writer_main(void *arg)
 {
     writer *w = arg;
-    for (int k = 0; k < WRITES_EACH; k++) {
+    for (int k = 0; k < w->writes; k++) {
         char path[64], body[64];
         snprintf(path, sizeof path, "/v1/kv/w%d-%d", w->id, k);
-        snprintf(body, sizeof body, "{\"value\":\"%d\"}", k);
+        snprintf(body, sizeof body, w->blind ? "{\"value\":\"%d\"}"
+                                             : "{\"value\":\"%d\",\"if_commit_ts\":0}", k);
         w->acked += call_on(w->g, w->leader, "PUT", path, body, 10000, NULL) == 200;
     }
     return NULL;
+}
+
+/* WRITERS clients, each writing n keys of its own through member l. */
+static void run_writers(group *g, int l, int n, bool blind)
+{
+    writer w[WRITERS];
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (writer){.g = g, .leader = l, .id = i, .writes = n, .blind = blind};
+        assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].acked, n);
+    }
+}
+
+static void writers_wrote(group *g, int n)
+{
+    for (int i = 0; i < WRITERS; i++)
+        for (int k = 0; k < n; k += 7) {
+            char key[32], want[16];
+            snprintf(key, sizeof key, "w%d-%d", i, k);
+            snprintf(want, sizeof want, "%d", k);
+            must_read(g, key, want);
+        }
 }
 
 /* A gauge of member i's /metrics (-1: not there). */
@@ -576,27 +614,39 @@ static void writes_on_other_keys_are_in_flight_together(void **state)
     group_start(&g, false, NULL);
     int l = leader_but(&g, -1, 15000);
     assert_true(l >= 0);
-    writer w[WRITERS];
-    pthread_t t[WRITERS];
-    for (int i = 0; i < WRITERS; i++) {
-        w[i] = (writer){.g = &g, .leader = l, .id = i};
-        assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
-    }
-    for (int i = 0; i < WRITERS; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(w[i].acked, WRITES_EACH);
-    }
+    run_writers(&g, l, WRITES_EACH, false);
     double most = metric_on(&g, l, "percolator_raft_proposals_in_flight_max");
     printf("# %d clients x %d writes: at most %g proposals in flight at once\n", WRITERS,
            WRITES_EACH, most);
     assert_true(most >= 2);
-    for (int i = 0; i < WRITERS; i++)
-        for (int k = 0; k < WRITES_EACH; k += 7) {
-            char key[32], want[16];
-            snprintf(key, sizeof key, "w%d-%d", i, k);
-            snprintf(want, sizeof want, "%d", k);
-            must_read(&g, key, want);
-        }
+    writers_wrote(&g, WRITES_EACH);
+    group_stop(&g);
+}
+
+#define BLIND_WRITES_EACH 10
+
+/* Blind writes go to the committer (write_batch.h), whose round is one
+ * Raft entry. The failpoint holds it 100 ms before each round, so the
+ * clients' next writes, sent as soon as the last round answered them, all
+ * wait in one round: about BLIND_WRITES_EACH entries for WRITERS times as
+ * many writes (a quarter of the writes is the bound asserted, so that a
+ * client slow to send splits a round without failing the test). */
+static void blind_writes_arriving_together_share_one_entry(void **state)
+{
+    (void)state;
+    group g;
+    group_start_env(&g, "PERCOLATOR_FAILPOINT=write_batch_round=sleep:100", NULL);
+    int l = leader_but(&g, -1, 15000);
+    assert_true(l >= 0);
+    double before = metric_on(&g, l, "percolator_raft_proposals_total");
+    run_writers(&g, l, BLIND_WRITES_EACH, true);
+    double entries = metric_on(&g, l, "percolator_raft_proposals_total") - before;
+    double rounds = metric_on(&g, l, "percolator_write_batch_size_count");
+    printf("# %d clients x %d blind writes: %g rounds, %g raft entries\n", WRITERS,
+           BLIND_WRITES_EACH, rounds, entries);
+    assert_true(entries >= 1);
+    assert_true(entries <= WRITERS * BLIND_WRITES_EACH / 4);
+    writers_wrote(&g, BLIND_WRITES_EACH);
     group_stop(&g);
 }
 
@@ -847,6 +897,7 @@ int main(void)
         cmocka_unit_test(failover_keeps_every_acknowledged_write),
         cmocka_unit_test(bank_and_snapshot_isolation_through_kills),
         cmocka_unit_test(writes_on_other_keys_are_in_flight_together),
+        cmocka_unit_test(blind_writes_arriving_together_share_one_entry),
         cmocka_unit_test(the_whole_group_killed_keeps_acknowledged_writes),
         cmocka_unit_test(a_wiped_member_catches_up_by_snapshot),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),

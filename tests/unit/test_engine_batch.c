@@ -7,6 +7,9 @@
  *  - a batch applied again (a replay) changes nothing, and the applied
  *    index survives a restart, as does the timestamp floor it carried;
  *  - a malformed batch is refused whole: nothing applied;
+ *  - the batches of the whole script joined into one (pc_batch_join, how
+ *    a Raft group puts the batches queued together in one entry) and
+ *    applied at one index leave the follower's tables as the leader's;
  *  - an image (engine/image.c: a Raft snapshot) of the leader installed on
  *    a store with other rows makes it equal to the leader, at the image's
  *    index, and the batches after it apply on top; an image of a state the
@@ -234,6 +237,37 @@ static void a_malformed_batch_is_refused_whole(void **state)
     pc_buf_free(&bad);
 }
 
+static void joined_batches_apply_as_the_sequence(void **state)
+{
+    trio *t = *state;
+    pc_buf joined = {0};
+    uint32_t ops = 0;
+    for (size_t i = 0; i < NSTEPS; i++) {
+        t->last.len = 0;
+        pc_session_propose(t->leader->s, &t->last);
+        assert_int_equal(script[i](t->leader->s), script[i](t->direct->s));
+        pc_latches *held = pc_session_take_latches(t->leader->s);
+        pc_session_propose(t->leader->s, NULL);
+        assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, i + 1), PC_OK);
+        pc_latches_release(held);
+        ops += (uint32_t)t->last.data[4] << 24 | (uint32_t)t->last.data[5] << 16 |
+               (uint32_t)t->last.data[6] << 8 | t->last.data[7];
+        assert_int_equal(pc_batch_join(&joined, t->last.data, t->last.len), PC_OK);
+    }
+    assert_int_equal(pc_batch_check(joined.data, joined.len), PC_OK);
+    assert_int_equal((uint32_t)joined.data[4] << 24 | (uint32_t)joined.data[5] << 16 |
+                         (uint32_t)joined.data[6] << 8 | joined.data[7], ops);
+    /* Not a batch: refused, nothing appended. */
+    size_t len = joined.len;
+    assert_int_equal(pc_batch_join(&joined, "nope", 4), PC_INVALID);
+    assert_int_equal(joined.len, len);
+    assert_int_equal(pc_apply_batch(t->follower->s, joined.data, joined.len, 1), PC_OK);
+    same_tables(t->direct, t->leader);
+    same_tables(t->leader, t->follower);
+    assert_int_equal(pc_store_max_ts(t->follower->e), 17);
+    pc_buf_free(&joined);
+}
+
 static void install(fx *f, const pc_buf *img)
 {
     assert_int_equal(pc_image_install(f->s, img->data, img->len), PC_OK);
@@ -316,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_replay_changes_nothing_and_the_index_survives, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(joined_batches_apply_as_the_sequence, setup, teardown),
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),
     };

@@ -407,6 +407,31 @@ static void an_action_outside_the_sessions_latches_is_refused(void **state)
     pc_buf_free(&batch);
 }
 
+/* A try adds to the set a session holds (never waiting, it cannot wait
+ * in a cycle): the write committer gathers a round's writes so, putting
+ * off one whose key another holds; a failed try leaves the set as it was. */
+static void a_try_adds_to_the_held_set_or_takes_nothing(void **state)
+{
+    fx *f = *state;
+    pc_session *other;
+    pc_slice ka = S("a"), kb = S("b"), kc = S("c"), bc[2] = {S("b"), S("c")};
+    assert_int_equal(pc_session_open(f->e, &other), PC_OK);
+    assert_int_equal(pc_session_try_latch(other, &kc, 1), PC_OK);
+    assert_int_equal(pc_session_try_latch(f->s, &ka, 1), PC_OK);
+    assert_int_equal(pc_session_try_latch(f->s, &kb, 1), PC_OK); /* added */
+    assert_int_equal(pc_session_try_latch(f->s, bc, 2), PC_LOCKED); /* c is other's */
+    pc_session_release_latches(other);
+    /* a and b are held by f->s, and only they: c is free. */
+    assert_int_equal(pc_session_try_latch(other, &ka, 1), PC_LOCKED);
+    assert_int_equal(pc_session_try_latch(other, &kb, 1), PC_LOCKED);
+    assert_int_equal(pc_session_try_latch(other, &kc, 1), PC_OK);
+    pc_session_release_latches(other);
+    pc_latches_release(pc_session_take_latches(f->s));
+    assert_int_equal(pc_session_try_latch(other, bc, 2), PC_OK);
+    assert_int_equal(pc_session_try_latch(other, &ka, 1), PC_OK);
+    pc_session_close(other);
+}
+
 /* A caller that keeps its proposals apart itself (one at a time, each
  * applied before the next) takes nothing: ending propose mode releases. */
 static void ending_propose_mode_releases_latches_not_taken(void **state)
@@ -542,6 +567,8 @@ int main(void)
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(an_action_outside_the_sessions_latches_is_refused,
                                         fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(a_try_adds_to_the_held_set_or_takes_nothing, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(ending_propose_mode_releases_latches_not_taken, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(a_proposal_waits_until_the_one_in_flight_is_applied,
