@@ -13,6 +13,7 @@ typedef struct {
     uint64_t index;
     bool replace;   /* an image (image.c): the tables are emptied first */
     bool skipped;
+    uint64_t safe_point; /* raised to this (0: not) */
 } apply_args;
 
 pc_rc pc_read_applied(pc_session *s, uint64_t *index)
@@ -40,6 +41,20 @@ static pc_rc empty_table(pc_session *s, WT_CURSOR *c)
     return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
 }
 
+/* The GC safe point only rises: stored in the transaction, shown to
+ * readers once it committed (pc_apply_ops). Before the proposal's first
+ * removal, DESIGN §9. */
+static pc_rc raise_safe_point(pc_session *s, apply_args *a, uint64_t value)
+{
+    uint64_t stored;
+    pc_rc rc = pc_read_safe_point(s, &stored);
+    if (rc != PC_OK || value <= stored)
+        return rc;
+    if ((rc = pc_store_safe_point(s, value)) == PC_OK)
+        a->safe_point = value;
+    return rc;
+}
+
 static pc_rc apply_body(pc_session *s, void *arg)
 {
     apply_args *a = arg;
@@ -51,6 +66,7 @@ static pc_rc apply_body(pc_session *s, void *arg)
     /* A batch applied before (a replay after a restart) changes nothing;
      * nor does an image of a state this store already passed. */
     a->skipped = a->index <= applied;
+    a->safe_point = 0; /* a retried transaction starts over */
     if (a->skipped)
         return PC_OK;
     for (int t = 0; a->replace && t < 4 && rc == PC_OK; t++)
@@ -64,6 +80,8 @@ static pc_rc apply_body(pc_session *s, void *arg)
             rc = pc_cursor_put(s, tables[o.table], o.key, o.klen, o.val, o.vlen);
         else if (o.op == PC_BATCH_DEL)
             rc = pc_cursor_del(s, tables[o.table], o.key, o.klen);
+        else if (o.op == PC_BATCH_RAISE_SAFE_POINT)
+            rc = raise_safe_point(s, a, o.ts);
         else
             pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
     }
@@ -77,12 +95,14 @@ pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index,
 {
     if (index == 0 || pc_batch_check(batch, len) != PC_OK)
         return PC_INVALID;
-    apply_args a = {batch, len, index, replace, false};
+    apply_args a = {batch, len, index, replace, false, 0};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
     pc_rc rc = pc_run_txn(s, apply_body, &a);
     s->propose = proposing;
+    if (rc == PC_OK && a.safe_point != 0)
+        pc_safe_point_note(s->e, a.safe_point);
     return rc;
 }
 

@@ -9,6 +9,7 @@
  *   1 PUT        table (1 byte), key length (u32), key, value length (u32), value
  *   2 DEL        table (1 byte), key length (u32), key
  *   3 RAISE_TS   u64: the store's highest timestamp is at least this
+ *   4 RAISE_SAFE_POINT  u64: the GC safe point is at least this (meta)
  * Integers big-endian; tables are data, lock, write, notify (0..3) — the
  * meta table is written only by the applier (the applied index, the
  * timestamp floor). Decoding is strict: a batch is applied whole or not
@@ -93,12 +94,22 @@ pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen)
     return rc == PC_OK ? append_bytes(b, k, klen) : rc;
 }
 
-pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts)
+static pc_rc raise_op(pc_buf *b, uint8_t op, uint64_t value)
 {
     uint8_t v[8];
-    pc_put_be64(v, ts);
-    pc_rc rc = begin_op(b, PC_BATCH_RAISE_TS);
+    pc_put_be64(v, value);
+    pc_rc rc = begin_op(b, op);
     return rc == PC_OK ? pc_buf_append(b, v, 8) : rc;
+}
+
+pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts)
+{
+    return raise_op(b, PC_BATCH_RAISE_TS, ts);
+}
+
+pc_rc pc_batch_raise_safe_point(pc_buf *b, uint64_t safe_point)
+{
+    return raise_op(b, PC_BATCH_RAISE_SAFE_POINT, safe_point);
 }
 
 bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
@@ -106,7 +117,7 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
     const uint8_t *q = *p;
     memset(o, 0, sizeof *o);
     o->op = *q++;
-    if (o->op == PC_BATCH_RAISE_TS) {
+    if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT) {
         if (end - q < 8)
             return false;
         o->ts = pc_get_be64(q);

@@ -22,6 +22,7 @@
 #ifndef PC_ENGINE_H
 #define PC_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,7 +126,8 @@ pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
  * WiredTiger transaction that also records the batch's index. Concurrent
  * proposals are kept apart by latches (below), and a commit's entries in
  * the table of commits in flight (§4.4) stay with the latches until the
- * caller applied the batch. Not yet covered: GC and the GC safe point. */
+ * caller applied the batch. GC proposes its safe point and its removals
+ * in parts (pc_gc_begin, pc_gc_next). */
 
 /* Propose into batch (an empty pc_buf, or one with earlier actions'
  * batches); NULL: write directly again (the default), releasing the
@@ -426,6 +428,21 @@ typedef struct {
  * before anything is removed; *applied (may be NULL) says where it ended
  * (0: not raised, nothing done). Runs in batches of short transactions. */
 pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied);
+
+/* The same in parts, one short transaction each, for a caller that
+ * proposes each part (a Raft group, DESIGN §9): pc_gc_begin raises the
+ * safe point as pc_gc does (in propose mode: in memory, and into the batch
+ * as a RAISE_SAFE_POINT operation, which every member applies to its meta
+ * table; the caller proposes it before the first part) and gives the walk
+ * (NULL when the safe point did not rise: nothing to do); each
+ * pc_gc_next removes the dead versions of the next keys (in propose mode:
+ * into the batch) and adds to st; *done once the walk has passed the last
+ * key. Between parts the caller applies what it proposed: the next part
+ * reads the store. pc_gc_end frees the walk (NULL is fine). */
+typedef struct pc_gc_walk pc_gc_walk;
+pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk);
+pc_rc pc_gc_next(pc_session *s, pc_gc_walk *walk, pc_gc_stats *st, bool *done);
+void pc_gc_end(pc_gc_walk *walk);
 
 /* The GC safe point: snapshots below it may have lost versions. Kept in
  * the store, so it survives restarts. */

@@ -23,7 +23,7 @@
 
 #define GC_KEYS_PER_TXN 128
 
-typedef struct {
+struct pc_gc_walk {
     uint64_t safe_point;
     uint8_t resume[PC_KEY_MAX]; /* first key of the next batch */
     size_t resume_len;
@@ -35,9 +35,9 @@ typedef struct {
     uint8_t next[PC_KEY_MAX];
     size_t next_len;
     bool next_done;
-    pc_gc_stats *st;
     pc_buf doomed;              /* [u32 len][vkey] write rows, [u32 len][vkey] data rows */
-} gc_args;
+};
+typedef struct pc_gc_walk gc_args;
 
 static pc_rc doom(gc_args *a, uint8_t tag, const void *vk, size_t len)
 {
@@ -153,17 +153,14 @@ static pc_rc gc_batch(pc_session *s, void *arg)
     return PC_OK;
 }
 
-pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied)
+pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk)
 {
-    pc_gc_stats scratch = {0};
     uint64_t raised = 0;
-    pc_rc rc;
-
-    if (st != NULL)
-        memset(st, 0, sizeof(*st));
+    *walk = NULL;
     if (applied != NULL)
         *applied = 0;
-    if ((rc = pc_safe_point_raise(s, safe_point, &raised)) != PC_OK || raised == 0)
+    pc_rc rc = pc_safe_point_raise(s, safe_point, &raised);
+    if (rc != PC_OK || raised == 0)
         return rc;
     if (applied != NULL)
         *applied = raised;
@@ -171,21 +168,47 @@ pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *appli
     if (a == NULL)
         return PC_NOMEM;
     a->safe_point = raised;
-    a->st = st ? st : &scratch;
-    while (!a->done && rc == PC_OK) {
-        if ((rc = pc_run_txn(s, gc_batch, a)) != PC_OK)
-            break;
-        /* The batch committed: count it and move on. */
-        a->st->keys += a->batch.keys;
-        a->st->versions += a->batch.versions;
-        a->st->versions_removed += a->batch.versions_removed;
-        a->st->data_removed += a->batch.data_removed;
+    *walk = a;
+    return PC_OK;
+}
+
+pc_rc pc_gc_next(pc_session *s, pc_gc_walk *a, pc_gc_stats *st, bool *done)
+{
+    pc_rc rc = a->done ? PC_OK : pc_run_txn(s, gc_batch, a);
+    if (rc == PC_OK && !a->done) {
+        /* The part committed (or was proposed): count it and move on. */
+        st->keys += a->batch.keys;
+        st->versions += a->batch.versions;
+        st->versions_removed += a->batch.versions_removed;
+        st->data_removed += a->batch.data_removed;
         a->done = a->next_done;
         memcpy(a->resume, a->next, a->next_len);
         a->resume_len = a->next_len;
         a->started = true;
     }
+    *done = a->done;
+    return rc;
+}
+
+void pc_gc_end(pc_gc_walk *a)
+{
+    if (a == NULL)
+        return;
     pc_buf_free(&a->doomed);
     free(a);
+}
+
+pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied)
+{
+    pc_gc_stats scratch;
+    pc_gc_walk *walk;
+    bool done = false;
+
+    st = st != NULL ? st : &scratch;
+    memset(st, 0, sizeof(*st));
+    pc_rc rc = pc_gc_begin(s, safe_point, applied, &walk);
+    while (rc == PC_OK && walk != NULL && !done)
+        rc = pc_gc_next(s, walk, st, &done);
+    pc_gc_end(walk);
     return rc;
 }

@@ -8,8 +8,8 @@
  * (apply.c, in one transaction) and records the image's index, so the
  * batches after it apply on top.
  *
- * Not in an image: the meta table's own rows (the applied index is the
- * image's; the GC safe point is not replicated yet, §4.10).
+ * Not in an image as rows: the meta table's (the applied index is the
+ * image's; the GC safe point goes in as RAISE_SAFE_POINT).
  *
  * Bytes: the applied index (u64, big-endian), then the batch.
  */
@@ -47,6 +47,11 @@ static pc_rc take_body(pc_session *s, void *arg)
         rc = image_table(s, tables[t], t, &batch);
     if (rc == PC_OK)
         rc = pc_batch_raise_ts(&batch, pc_store_max_ts(s->e));
+    uint64_t safe_point = 0;
+    if (rc == PC_OK)
+        rc = pc_read_safe_point(s, &safe_point);
+    if (rc == PC_OK && safe_point > 0)
+        rc = pc_batch_raise_safe_point(&batch, safe_point);
     uint8_t index[INDEX_LEN];
     pc_put_be64(index, *a->applied);
     if (rc == PC_OK && (pc_buf_append(a->out, index, INDEX_LEN) != PC_OK ||

@@ -80,13 +80,13 @@ typedef struct {
     size_t len;
     uint32_t count;
 } pc_batch_mark;
-enum { PC_BATCH_PUT = 1, PC_BATCH_DEL = 2, PC_BATCH_RAISE_TS = 3 };
+enum { PC_BATCH_PUT = 1, PC_BATCH_DEL = 2, PC_BATCH_RAISE_TS = 3, PC_BATCH_RAISE_SAFE_POINT = 4 };
 #define PC_BATCH_HEADER 8         /* "pcB1" and the number of operations */
 typedef struct {
     uint8_t op, table;            /* table: 0..3, data lock write notify */
     const uint8_t *key, *val;
     size_t klen, vlen;
-    uint64_t ts;                  /* PC_BATCH_RAISE_TS */
+    uint64_t ts;                  /* PC_BATCH_RAISE_TS, _SAFE_POINT: the value */
 } pc_batch_op;
 /* Decode the operation at *p (end: the batch's end), moving *p past it;
  * false if it is malformed. */
@@ -97,6 +97,13 @@ void pc_batch_rewind(pc_buf *b, pc_batch_mark m);
 pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void *v, size_t vlen);
 pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen);
 pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts);
+pc_rc pc_batch_raise_safe_point(pc_buf *b, uint64_t safe_point);
+/* snapshots.c: the stored GC safe point, read in the session's
+ * transaction (0: none); raise it (apply.c: in the transaction; then
+ * note it in memory once committed). */
+pc_rc pc_read_safe_point(pc_session *s, uint64_t *value);
+pc_rc pc_store_safe_point(pc_session *s, uint64_t value);
+void pc_safe_point_note(pc_engine *e, uint64_t value);
 /* Apply a checked batch as number index (apply.c); replace: empty the
  * tables first (an image, image.c). */
 pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace);

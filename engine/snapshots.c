@@ -50,6 +50,28 @@ static pc_rc store_body(pc_session *s, void *arg)
     return pc_cursor_put(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, v, 8);
 }
 
+pc_rc pc_read_safe_point(pc_session *s, uint64_t *value)
+{
+    meta_args a = {0};
+    pc_rc rc = load_body(s, &a);
+    *value = a.value;
+    return rc;
+}
+
+pc_rc pc_store_safe_point(pc_session *s, uint64_t value)
+{
+    meta_args a = {value};
+    return store_body(s, &a);
+}
+
+void pc_safe_point_note(pc_engine *e, uint64_t value)
+{
+    pthread_mutex_lock(&e->snap_mu);
+    if (value > atomic_load(&e->safe_point))
+        atomic_store(&e->safe_point, value);
+    pthread_mutex_unlock(&e->snap_mu);
+}
+
 pc_rc pc_snapshots_load(pc_session *s)
 {
     meta_args a = {0};
@@ -112,6 +134,14 @@ pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied)
     pthread_mutex_unlock(&e->snap_mu);
     if (!raise)
         return PC_OK;
+    /* Propose mode: into the batch; every member stores it when it applies
+     * it, and the caller applies it before it proposes a removal. */
+    if (s->propose != NULL) {
+        pc_rc rc = pc_batch_raise_safe_point(s->propose, want);
+        if (rc == PC_OK)
+            *applied = want;
+        return rc;
+    }
     /* On disk before the first removal: a restart must not forget it. */
     meta_args a = {want};
     pc_rc rc = pc_run_txn(s, store_body, &a);

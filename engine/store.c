@@ -342,8 +342,9 @@ static int batch_table(const pc_session *s, const WT_CURSOR *c)
     return c == s->data ? 0 : c == s->lock ? 1 : c == s->write ? 2 : c == s->notify ? 3 : -1;
 }
 
-/* A write in propose mode: into the batch. A meta row (the GC safe point)
- * is not replicated yet: refused. */
+/* A write in propose mode: into the batch. A meta row is refused: the
+ * applier owns the meta table (the GC safe point is proposed as an
+ * operation of its own, RAISE_SAFE_POINT). */
 static pc_rc propose_write(pc_session *s, WT_CURSOR *c, const void *k, size_t klen,
                            const void *v, size_t vlen, bool del)
 {

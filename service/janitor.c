@@ -150,10 +150,10 @@ static void collect_garbage(janitor *j, pc_session *ps)
     svc *s = j->s;
     uint64_t now = time_mono_ms(), ts;
 
-    /* Not yet in a Raft group: the safe point is a meta row, which the
-     * engine does not replicate yet (DESIGN §4.10). */
+    /* In a group only the leader collects (its proposals are the GC of
+     * every member); a follower keeps no clock sample of its own. */
     if (s->cfg.gc_retention_ms == 0 || now - j->gc_last_ms < s->cfg.gc_retention_ms / 2 ||
-        svc_replicated(s))
+        !svc_leads(s))
         return;
     if (!svc_timestamp(s, &ts))
         return; /* no oracle, no clock: try later */
@@ -177,10 +177,20 @@ static void collect_garbage(janitor *j, pc_session *ps)
     j->gc_last_ms = now;
     if (safe <= pc_gc_safe_point(s->engine))
         return;
-    /* The engine lowers it below every pinned read, stores it, refuses
-     * reads below it from then on, and only then removes versions. */
-    pc_gc_stats st;
-    pc_rc rc = pc_gc(ps, safe, &st, &safe);
+    /* The engine lowers it below every pinned read, refuses reads below it
+     * from then on, stores it (in a group: proposes it, and it is applied
+     * here before the first removal is proposed), and only then removes
+     * versions, a part at a time (in a group each part is one proposal). */
+    pc_gc_stats st = {0};
+    pc_gc_walk *walk = NULL;
+    bool done = false;
+    svc_write_begin(s, ps);
+    pc_rc rc = svc_write_end(s, ps, pc_gc_begin(ps, safe, &safe, &walk), NULL);
+    while (rc == PC_OK && walk != NULL && !done) {
+        svc_write_begin(s, ps);
+        rc = svc_write_end(s, ps, pc_gc_next(ps, walk, &st, &done), NULL);
+    }
+    pc_gc_end(walk);
     if (rc == PC_SYNC_FAILED)
         svc_storage_failed("gc safe point", rc);
     if (rc != PC_OK) {

@@ -29,6 +29,9 @@
  *    committer 100 ms before each round) share one round and one Raft
  *    entry: the leader proposed at most a quarter as many entries as there
  *    were writes, and every write is there;
+ *  - GC runs in the group (--gc-retention-ms 1000): the leader removes
+ *    old versions through Raft; after the leader is killed, the new leader
+ *    has its safe point (a read below it: 400) and the newest value;
  *  - every member killed at once (kill -9) after acknowledged one- and
  *    two-phase commits, and restarted: every write is there (WiredTiger's
  *    log is not flushed per commit in a group; the Raft log is replayed);
@@ -650,6 +653,58 @@ static void blind_writes_arriving_together_share_one_entry(void **state)
     group_stop(&g);
 }
 
+/* ---- GC in a group ---- */
+
+#define GC_VERSIONS 5
+
+/* The leader's janitor collects garbage through Raft (DESIGN §9): the
+ * safe point is proposed and applied by every member before the removals
+ * are, so a new leader refuses reads below it and never misses a version
+ * above it. */
+static void gc_runs_in_the_group(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--gc-retention-ms", "1000", NULL};
+    group_start(&g, false, extra);
+    int l = leader_but(&g, -1, 15000);
+    assert_true(l >= 0);
+    char v[16];
+    for (int k = 1; k <= GC_VERSIONS; k++) {
+        snprintf(v, sizeof v, "v%d", k);
+        put(&g, "gc-key", v);
+    }
+    /* Two samples of the clock a retention apart, then a GC below the
+     * older one: bounded wait. */
+    uint64_t end = time_mono_ms() + 30000;
+    double removed = 0;
+    while ((removed = metric_on(&g, l, "percolator_gc_versions_removed_total")) < 1 &&
+           time_mono_ms() < end)
+        time_sleep_ms(200);
+    double safe = metric_on(&g, l, "percolator_gc_safe_point");
+    printf("# gc in the group: %g versions removed, safe point %.0f\n", removed, safe);
+    assert_true(removed >= GC_VERSIONS - 1);
+    assert_true(safe > 1);
+
+    kill_member(&g, l);
+    int l2 = leader_but(&g, l, 20000);
+    assert_true(l2 >= 0);
+    char path[96];
+    json_t *j;
+    snprintf(path, sizeof path, "/v1/kv/gc-key?ts=%.0f", safe - 1);
+    assert_int_equal(call_on(&g, l2, "GET", path, NULL, 5000, &j), 400);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                             "message")),
+                           "safe point"));
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/kv/gc-key?ts=%.0f", safe);
+    assert_int_equal(call_on(&g, l2, "GET", path, NULL, 5000, &j), 200);
+    assert_string_equal(json_string_value(json_object_get(j, "value")), "v5");
+    json_decref(j);
+    must_read(&g, "gc-key", "v5");
+    group_stop(&g);
+}
+
 /* ---- the whole group killed ---- */
 
 #define GROUP_KILL_WRITES 60
@@ -898,6 +953,7 @@ int main(void)
         cmocka_unit_test(bank_and_snapshot_isolation_through_kills),
         cmocka_unit_test(writes_on_other_keys_are_in_flight_together),
         cmocka_unit_test(blind_writes_arriving_together_share_one_entry),
+        cmocka_unit_test(gc_runs_in_the_group),
         cmocka_unit_test(the_whole_group_killed_keeps_acknowledged_writes),
         cmocka_unit_test(a_wiped_member_catches_up_by_snapshot),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),

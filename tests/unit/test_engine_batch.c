@@ -7,6 +7,11 @@
  *  - a batch applied again (a replay) changes nothing, and the applied
  *    index survives a restart, as does the timestamp floor it carried;
  *  - a malformed batch is refused whole: nothing applied;
+ *  - GC in a group: pc_gc_begin proposes the safe point (every member
+ *    stores it when it applies it), then each pc_gc_next part proposes
+ *    its removals (200 keys: two parts); applied on the leader and the
+ *    follower the tables equal a direct pc_gc's, the follower's safe point
+ *    is the leader's, across a restart and in the leader's image;
  *  - the batches of the whole script joined into one (pc_batch_join, how
  *    a Raft group puts the batches queued together in one entry) and
  *    applied at one index leave the follower's tables as the leader's;
@@ -134,7 +139,7 @@ static void step(trio *t, action a)
 static void same_tables(fx *a, fx *b)
 {
     static const char *const tables[] = {"data", "lock", "write"};
-    static char da[8192], db[8192];
+    static char da[256 << 10], db[256 << 10];
     for (size_t i = 0; i < 3; i++) {
         fx_dump(a, tables[i], da, sizeof da);
         fx_dump(b, tables[i], db, sizeof db);
@@ -273,6 +278,107 @@ static void install(fx *f, const pc_buf *img)
     assert_int_equal(pc_image_install(f->s, img->data, img->len), PC_OK);
 }
 
+/* ---- GC proposed in parts ---- */
+
+#define GC_KEYS 200
+static char gc_key[16];
+static uint64_t gc_start;
+static const char *gc_value;
+
+static int ts_after_start(void *arg, uint64_t *ts)
+{
+    (void)arg;
+    *ts = gc_start + 1;
+    return 0;
+}
+
+static pc_rc put_gc_key(pc_session *s)
+{
+    pc_txn_meta t = fx_meta(gc_start, gc_key);
+    pc_mutation m = gc_value != NULL ? PUT(gc_key, gc_value) : DEL(gc_key);
+    uint64_t cts;
+    return pc_one_pc(s, &t, &m, 1, ts_after_start, NULL, &cts, NULL);
+}
+
+/* The leader's proposal in t->last (if any) applied on leader and follower. */
+static void apply_last(trio *t)
+{
+    if (t->last.len == 0)
+        return;
+    t->index++;
+    assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, t->index), PC_OK);
+    assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, t->index), PC_OK);
+}
+
+static void gc_proposed_in_parts_equals_direct(void **state)
+{
+    trio *t = *state;
+    /* Three versions of every key, at 10, 20 and 30 (a long value, with
+     * its data row, in the middle; every 5th key deleted at 20). */
+    for (int k = 0; k < GC_KEYS; k++) {
+        for (int v = 1; v <= 3; v++) {
+            snprintf(gc_key, sizeof gc_key, "g%03d", k);
+            gc_start = 10 * (uint64_t)v - 1;
+            gc_value = v == 2 ? (k % 5 == 0 ? NULL : long_value) : "x";
+            step(t, put_gc_key);
+        }
+    }
+    pc_gc_stats direct = {0}, group = {0};
+    uint64_t applied = 0;
+    assert_int_equal(pc_gc(t->direct->s, 25, &direct, &applied), PC_OK);
+    assert_int_equal(applied, 25);
+    assert_true(direct.versions_removed > 0);
+
+    /* The safe point first, applied before anything is removed. */
+    pc_gc_walk *walk = NULL;
+    t->last.len = 0;
+    pc_session_propose(t->leader->s, &t->last);
+    assert_int_equal(pc_gc_begin(t->leader->s, 25, &applied, &walk), PC_OK);
+    pc_session_propose(t->leader->s, NULL);
+    assert_int_equal(applied, 25);
+    assert_non_null(walk);
+    assert_int_equal(pc_gc_safe_point(t->follower->e), 0);
+    apply_last(t);
+    assert_int_equal(pc_gc_safe_point(t->follower->e), 25);
+    assert_int_equal(pc_snapshot_pin(t->follower->e, 24), PC_INVALID); /* below it */
+    assert_int_equal(pc_snapshot_pin(t->follower->e, 25), PC_OK);
+    pc_snapshot_unpin(t->follower->e, 25);
+
+    size_t parts = 0;
+    bool done = false;
+    while (!done) {
+        t->last.len = 0;
+        pc_session_propose(t->leader->s, &t->last);
+        assert_int_equal(pc_gc_next(t->leader->s, walk, &group, &done), PC_OK);
+        pc_session_propose(t->leader->s, NULL);
+        apply_last(t);
+        parts++;
+        assert_true(parts < 10);
+    }
+    pc_gc_end(walk);
+    assert_true(parts >= 2);
+    assert_int_equal(group.versions_removed, direct.versions_removed);
+    assert_int_equal(group.data_removed, direct.data_removed);
+    same_tables(t->direct, t->leader);
+    same_tables(t->leader, t->follower);
+    char v[LONG_LEN + 1];
+    assert_int_equal(fx_get(t->follower, "g001", 25, v, sizeof v), PC_OK);
+    assert_int_equal(strlen(v), LONG_LEN);
+
+    /* The follower's safe point survives a restart; an image carries it. */
+    fx_reopen(t->follower);
+    assert_int_equal(pc_gc_safe_point(t->follower->e), 25);
+    pc_buf img = {0};
+    uint64_t at;
+    assert_int_equal(pc_image_take(t->leader->s, &img, &at), PC_OK);
+    fx *c = fx_new();
+    install(c, &img);
+    assert_int_equal(pc_gc_safe_point(c->e), 25);
+    same_tables(t->leader, c);
+    pc_buf_free(&img);
+    fx_free(c);
+}
+
 static void an_image_replaces_a_store_and_batches_follow_it(void **state)
 {
     trio *t = *state;
@@ -351,6 +457,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(joined_batches_apply_as_the_sequence, setup, teardown),
+        cmocka_unit_test_setup_teardown(gc_proposed_in_parts_equals_direct, setup, teardown),
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),
     };
