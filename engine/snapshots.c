@@ -120,33 +120,39 @@ void pc_snapshot_unpin(pc_engine *e, uint64_t ts)
     pthread_mutex_unlock(&e->snap_mu);
 }
 
+/* Whether to raise is decided against the stored safe point, not the one
+ * in memory, which a proposal that was lost may have raised: a leader's
+ * batch must follow from the replicated state and its pins alone (a lost
+ * proposal is proposed again). Memory goes up at once, under the lock the
+ * pins take, so no read starts below it; then the stored value: directly,
+ * flushed before anything is removed, or in propose mode into the batch
+ * (every member stores it when it applies the batch, and the caller
+ * applies it before it proposes a removal). */
 pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied)
 {
     pc_engine *e = s->e;
+    meta_args stored = {0};
     *applied = 0;
+    pc_rc rc = pc_run_txn(s, load_body, &stored);
+    if (rc != PC_OK)
+        return rc;
     pthread_mutex_lock(&e->snap_mu);
     for (size_t i = 0; i < e->npins; i++)
         if (e->pins[i] <= want)
             want = e->pins[i] - 1;
-    bool raise = want > atomic_load(&e->safe_point);
-    if (raise)
+    bool raise = want > stored.value;
+    if (raise && want > atomic_load(&e->safe_point))
         atomic_store(&e->safe_point, want); /* from now on reads below it are refused */
     pthread_mutex_unlock(&e->snap_mu);
     if (!raise)
         return PC_OK;
-    /* Propose mode: into the batch; every member stores it when it applies
-     * it, and the caller applies it before it proposes a removal. */
     if (s->propose != NULL) {
-        pc_rc rc = pc_batch_raise_safe_point(s->propose, want);
-        if (rc == PC_OK)
-            *applied = want;
-        return rc;
+        rc = pc_batch_raise_safe_point(s->propose, want);
+    } else {
+        meta_args a = {want};
+        if ((rc = pc_run_txn(s, store_body, &a)) == PC_OK)
+            rc = pc_sync(s); /* a restart must not forget it */
     }
-    /* On disk before the first removal: a restart must not forget it. */
-    meta_args a = {want};
-    pc_rc rc = pc_run_txn(s, store_body, &a);
-    if (rc == PC_OK)
-        rc = pc_sync(s);
     if (rc == PC_OK)
         *applied = want;
     return rc;
