@@ -129,7 +129,13 @@ for spec in "${ROWS[@]}"; do
       "$label" "$c" "$po" "$p5" "$p9" "$eo" "$e5" "$e9" "$ratio" "$verdict" "$note"
   done
 done
-inflight=$(curl -fsS "$SVC_URL/metrics" 2>/dev/null | sed -nE 's/^percolator_raft_proposals_in_flight_max ([0-9]+).*/\1/p')
+M=$(curl -fsS "$SVC_URL/metrics" 2>/dev/null)
+metric() { sed -nE "s/^$1 ([0-9.e+]+).*/\1/p" <<<"$M" | head -1; }
+inflight=$(metric percolator_raft_proposals_in_flight_max)
+batches=$(metric percolator_raft_proposals_total); entries=$(metric percolator_raft_entries_total)
+rounds=$(metric percolator_write_batch_size_count); writes=$(metric percolator_write_batch_size_sum)
 echo "(ops/s: requests for reads and writes, committed transactions for txn; ratio = ours / etcd;"
-echo " the leader's most proposals in flight at once: ${inflight:-not reported})"
+echo " the leader's most proposals in flight at once: ${inflight:-not reported};"
+echo " Raft's group commit on the leader: ${batches:-?} write batches in ${entries:-?} entries,"
+echo " blind writes: ${writes:-?} in ${rounds:-?} rounds (one batch a round))"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

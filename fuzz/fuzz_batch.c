@@ -5,7 +5,8 @@
  * pc_batch_next visits exactly the count the header gives and ends at its
  * end, every operation is on a data table, and encoding the same
  * operations again gives the same bytes (one encoding per batch: the
- * checker accepts nothing the encoder cannot write).
+ * checker accepts nothing the encoder cannot write); and the batch joined
+ * to itself (pc_batch_join) is a batch of twice the count.
  */
 #include <string.h>
 
@@ -31,6 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(pc_batch_raise_ts(&again, o.ts) == PC_OK);
                 continue;
             }
+            if (o.op == PC_BATCH_RAISE_SAFE_POINT) {
+                FUZZ_CHECK(pc_batch_raise_safe_point(&again, o.ts) == PC_OK);
+                continue;
+            }
             FUZZ_CHECK(o.table < 4 && o.klen > 0);
             FUZZ_CHECK((o.op == PC_BATCH_PUT ? pc_batch_put(&again, o.table, o.key, o.klen, o.val,
                                                             o.vlen)
@@ -40,6 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(p == end && seen == count);
         FUZZ_CHECK(seen == 0 ? again.len == 0
                              : again.len == size && memcmp(again.data, copy, size) == 0);
+        pc_buf joined = {0};
+        FUZZ_CHECK(pc_batch_join(&joined, copy, size) == PC_OK);
+        FUZZ_CHECK(pc_batch_join(&joined, copy, size) == PC_OK);
+        FUZZ_CHECK(joined.len == 2 * size - PC_BATCH_HEADER);
+        FUZZ_CHECK(pc_batch_check(joined.data, joined.len) == PC_OK);
+        FUZZ_CHECK(((uint32_t)joined.data[4] << 24 | (uint32_t)joined.data[5] << 16 |
+                    (uint32_t)joined.data[6] << 8 | joined.data[7]) == 2 * count);
+        pc_buf_free(&joined);
         pc_buf_free(&again);
     }
     free(copy);

@@ -1,6 +1,7 @@
 /*
  * test_service_raft.c — three real percolator-service processes as a Raft
- * group on 127.0.0.1, over one percolator-oracle (docs/DESIGN.md §9):
+ * group on 127.0.0.1, over one percolator-oracle or three as a group of
+ * their own (docs/DESIGN.md §9):
  *
  *  - the group elects a leader; a write through the leader and one through
  *    a follower (307 to the leader, followed as curl -L does) are readable;
@@ -12,8 +13,8 @@
  *    leader's janitor resolves the abandoned prewrite locks (owners of
  *    another run are dead at once); the killed member restarts and catches
  *    up (its applied index reaches the leader's);
- *  - with every commit two-phase, a bank workload (4 clients, 10 accounts,
- *    any member, following redirects) and 3 clients of the snapshot-
+ *  - with every commit two-phase, over three oracles as a Raft group, a
+ *    bank workload (4 clients, 10 accounts, any member, following redirects) and 3 clients of the snapshot-
  *    isolation checker (tests/lib/si_check.h) run while the leader is
  *    killed 10 times and a follower 3 times: the total is conserved, no
  *    acknowledged transfer is lost, every snapshot read is exactly the
@@ -80,12 +81,18 @@ static void node_start(group *g, int i)
 /* Members with a fast janitor; hold_2pc: the after_prewrites failpoint
  * holds a two-phase commit after its prewrites (test 1 kills the leader
  * meanwhile). */
-static void group_start_env(group *g, const char *env, const char *const extra[])
+/* Over oracles percolator-oracle processes: 1, or 3 as a Raft group. */
+static void group_start_over(group *g, const char *env, const char *const extra[], int oracles)
 {
     const char *flags[8] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
     for (int k = 0, n = 4; extra != NULL && extra[k] != NULL && n < 7; k++)
         flags[n++] = extra[k];
-    tl_group_start(g, "service-raft", NODES, env, flags);
+    tl_group_start_with(g, "service-raft", NODES, env, flags, oracles);
+}
+
+static void group_start_env(group *g, const char *env, const char *const extra[])
+{
+    group_start_over(g, env, extra, 1);
 }
 
 static void group_start(group *g, bool hold_2pc, const char *const extra[])
@@ -439,9 +446,10 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     (void)state;
     group g;
     /* Every commit two-phase: prewrites, commit points and the janitor's
-     * resolutions go through Raft across the kills. */
+     * resolutions go through Raft across the kills; the timestamps come
+     * from three oracles as a Raft group of their own. */
     const char *extra[] = {"--one-pc", "off", NULL};
-    group_start(&g, false, extra);
+    group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 15000) >= 0);
     for (int a = 0; a < ACCOUNTS; a++) {
         char key[32];
@@ -773,7 +781,7 @@ static void same_as_group(group *g, int i, int n)
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(log, sizeof log, "%s/alone.log", g->dir);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", g->oracle.url, NULL};
+    const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", g->oracle_urls, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
     assert_int_equal(tl_wait_health(url, pid, 20000), 0);

@@ -25,7 +25,7 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
-    const char *args[24] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle.url,
+    const char *args[24] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
                             "--raft-id", id, "--raft-peers", g->peers, "--raft-urls", g->urls,
                             NULL};
     for (int k = 0, n = 12; k < 7 && g->extra[k] != NULL; k++)
@@ -68,18 +68,75 @@ static void pick_ports(tl_svc_group *g)
     }
 }
 
+/* Three percolator-oracle processes as a Raft group; returns once one of
+ * them leads (bounded). */
+static void oracle_group_start(tl_svc_group *g)
+{
+    char peers[256] = "", urls[256] = "";
+    g->oracle_urls[0] = '\0';
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        g->ohttp[i] = tl_free_port();
+        int raft = tl_free_port();
+        snprintf(peers + strlen(peers), sizeof(peers) - strlen(peers), "%s%d=127.0.0.1:%d",
+                 i ? "," : "", i + 1, raft);
+        snprintf(urls + strlen(urls), sizeof(urls) - strlen(urls), "%s%d=http://127.0.0.1:%d",
+                 i ? "," : "", i + 1, g->ohttp[i]);
+        snprintf(g->oracle_urls + strlen(g->oracle_urls),
+                 sizeof(g->oracle_urls) - strlen(g->oracle_urls), "%shttp://127.0.0.1:%d",
+                 i ? "," : "", g->ohttp[i]);
+    }
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        char listen[32], data[600], log[620], id[16], url[64];
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", g->ohttp[i]);
+        snprintf(data, sizeof data, "%s/oracle%d", g->dir, i + 1);
+        snprintf(log, sizeof log, "%s/oracle%d.log", g->dir, i + 1);
+        snprintf(id, sizeof id, "%d", i + 1);
+        const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
+                              "--raft-peers", peers, "--raft-urls", urls, NULL};
+        g->opid[i] = tl_spawn("percolator-oracle", args, NULL, log);
+        assert_true(g->opid[i] > 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", g->ohttp[i]);
+        if (tl_wait_health(url, g->opid[i], 15000) != 0) {
+            tl_dump_file(log);
+            fail_msg("oracle member %d did not start", i + 1);
+        }
+    }
+    uint64_t end = time_mono_ms() + 20000;
+    for (;;) {
+        tl_raft_view v;
+        for (int i = 0; i < TL_GROUP_NODES; i++)
+            if (tl_raft_health(g->ohttp[i], 1000, &v) && v.leader)
+                return;
+        if (time_mono_ms() >= end)
+            fail_msg("the oracle group elected no leader in 20 s");
+        time_sleep_ms(100);
+    }
+}
+
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
                     const char *const extra[])
 {
+    tl_group_start_with(g, tag, started, env, extra, 1);
+}
+
+void tl_group_start_with(tl_svc_group *g, const char *tag, int started, const char *env,
+                         const char *const extra[], int oracles)
+{
     memset(g, 0, sizeof(*g));
     g->env = env;
+    g->noracles = oracles == TL_GROUP_NODES ? TL_GROUP_NODES : 1;
     for (int k = 0; extra != NULL && extra[k] != NULL && k < 7; k++)
         g->extra[k] = extra[k];
     g->dir = tl_mkdtemp(tag);
     assert_non_null(g->dir);
-    char odata[600];
-    snprintf(odata, sizeof odata, "%s/oracle", g->dir);
-    assert_int_equal(tl_oracle_start(&g->oracle, odata, 0), 0);
+    if (g->noracles == 1) {
+        char odata[600];
+        snprintf(odata, sizeof odata, "%s/oracle", g->dir);
+        assert_int_equal(tl_oracle_start(&g->oracle, odata, 0), 0);
+        snprintf(g->oracle_urls, sizeof g->oracle_urls, "%s", g->oracle.url);
+    } else {
+        oracle_group_start(g);
+    }
     /* A port picked free can be taken before its member binds it (an
      * outbound connection's ephemeral port, another test): then the group
      * starts again on other ports and fresh dirs, up to 3 times. */
@@ -110,7 +167,11 @@ void tl_group_stop(tl_svc_group *g)
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (g->pid[i] > 0)
             assert_int_equal(tl_stop(g->pid[i], 20000), 0);
-    assert_int_equal(tl_oracle_stop(&g->oracle), 0);
+    if (g->noracles == 1)
+        assert_int_equal(tl_oracle_stop(&g->oracle), 0);
+    for (int i = 0; i < TL_GROUP_NODES; i++)
+        if (g->opid[i] > 0)
+            assert_int_equal(tl_stop(g->opid[i], 20000), 0);
     tl_rmtree(g->dir);
     free(g->dir);
     g->dir = NULL;

@@ -1,8 +1,8 @@
 /*
  * svc_group.h — three percolator-service members as a Raft group over one
- * percolator-oracle, on 127.0.0.1 with free ports and a temp dir, for the
- * integration tests of the replicated service (test_service_raft,
- * test_service_raft_api).
+ * percolator-oracle, or over three as a Raft group of their own, on
+ * 127.0.0.1 with free ports and a temp dir, for the integration tests of
+ * the replicated service (test_service_raft, test_service_raft_api).
  */
 #ifndef PC_TL_SVC_GROUP_H
 #define PC_TL_SVC_GROUP_H
@@ -16,7 +16,11 @@
 
 typedef struct {
     char *dir;
-    tl_oracle oracle;
+    tl_oracle oracle;               /* the oracle, when there is one */
+    int noracles;                   /* 1, or 3: a Raft group (below) */
+    pid_t opid[TL_GROUP_NODES];     /* its members (0: not running) */
+    int ohttp[TL_GROUP_NODES];
+    char oracle_urls[256];          /* the members' --oracle */
     int http[TL_GROUP_NODES], raft[TL_GROUP_NODES];
     pid_t pid[TL_GROUP_NODES];      /* 0: not running */
     char peers[256], urls[256];
@@ -28,6 +32,10 @@ typedef struct {
  * (each waited for). env and extra (NULL-ended, at most 7) as above. */
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
                     const char *const extra[]);
+/* The same over oracles oracles (1, or 3 as a Raft group: the members get
+ * --oracle URL1,URL2,URL3 and follow its leader). */
+void tl_group_start_with(tl_svc_group *g, const char *tag, int started, const char *env,
+                         const char *const extra[], int oracles);
 /* (Re)start member i on its data dir; waits until it answers health. */
 void tl_group_member_start(tl_svc_group *g, int i);
 /* Stop every running member and the oracle (each must exit 0); remove the dir. */
