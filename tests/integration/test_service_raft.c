@@ -420,6 +420,31 @@ static void *si_main(void *arg)
     return NULL;
 }
 
+/* SI_CLIENTS checker clients on the group, one per member to begin
+ * with, until *stop: their shared history. */
+static si_history *si_clients_start(group *g, si_client *si, pthread_t *t, atomic_bool *stop)
+{
+    si_history *h = si_new(SI_CLIENTS * 200 * 20);
+    assert_non_null(h);
+    for (int c = 0; c < SI_CLIENTS; c++) {
+        si[c] = (si_client){.g = g, .member = c % NODES, .id = (unsigned)c + 1, .stop = stop,
+                            .h = h};
+        assert_int_equal(pthread_create(&t[c], NULL, si_main, &si[c]), 0);
+    }
+    return h;
+}
+
+/* Join them (*stop set): how many transactions they saw committed. */
+static unsigned si_clients_join(si_client *si, pthread_t *t)
+{
+    unsigned committed = 0;
+    for (int c = 0; c < SI_CLIENTS; c++) {
+        pthread_join(t[c], NULL);
+        committed += si[c].committed;
+    }
+    return committed;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -462,17 +487,11 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     static bank_client bank[CLIENTS];
     si_client si[SI_CLIENTS];
     pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    si_history *h = si_new(SI_CLIENTS * 200 * 20);
-    assert_non_null(h);
     for (int c = 0; c < CLIENTS; c++) {
         bank[c] = (bank_client){.g = &g, .client = c, .stop = &stop};
         assert_int_equal(pthread_create(&bt[c], NULL, bank_main, &bank[c]), 0);
     }
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        si[c] = (si_client){.g = &g, .member = c % NODES, .id = (unsigned)c + 1, .stop = &stop,
-                            .h = h};
-        assert_int_equal(pthread_create(&st[c], NULL, si_main, &si[c]), 0);
-    }
+    si_history *h = si_clients_start(&g, si, st, &stop);
     /* LEADER_KILLS kills of the leader, and a follower after every third. */
     uint64_t took[LEADER_KILLS];
     int follower_kills = 0;
@@ -493,11 +512,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     atomic_store(&stop, true);
     for (int c = 0; c < CLIENTS; c++)
         pthread_join(bt[c], NULL);
-    unsigned si_committed = 0;
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        pthread_join(st[c], NULL);
-        si_committed += si[c].committed;
-    }
+    unsigned si_committed = si_clients_join(si, st);
     qsort(took, LEADER_KILLS, sizeof(took[0]), cmp_u64);
     printf("# %d leader kills, %d follower kills: from a leader's kill -9 to the next write "
            "committed through the group: median %llu ms, max %llu ms\n",
@@ -733,21 +748,11 @@ static void gc_runs_in_the_group(void **state)
     atomic_bool stop = false;
     si_client si[SI_CLIENTS];
     pthread_t st[SI_CLIENTS];
-    si_history *h = si_new(SI_CLIENTS * 200 * 20);
-    assert_non_null(h);
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        si[c] = (si_client){.g = &g, .member = c % NODES, .id = (unsigned)c + 1, .stop = &stop,
-                            .h = h};
-        assert_int_equal(pthread_create(&st[c], NULL, si_main, &si[c]), 0);
-    }
+    si_history *h = si_clients_start(&g, si, st, &stop);
     time_sleep_ms(GC_TRAFFIC_MS);
     double during = metric_on(&g, l, "percolator_gc_versions_removed_total") - removed;
     atomic_store(&stop, true);
-    unsigned si_committed = 0;
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        pthread_join(st[c], NULL);
-        si_committed += si[c].committed;
-    }
+    unsigned si_committed = si_clients_join(si, st);
     si_report rep = si_check(h);
     printf("# gc alongside transactions: %g versions removed while %u transactions committed; "
            "%u reads checked, %u anomalies\n",
@@ -952,13 +957,7 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     atomic_bool stop = false;
     si_client si[SI_CLIENTS];
     pthread_t st[SI_CLIENTS];
-    si_history *h = si_new(SI_CLIENTS * 200 * 20);
-    assert_non_null(h);
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        si[c] = (si_client){.g = &g, .member = c % NODES, .id = (unsigned)c + 1, .stop = &stop,
-                            .h = h};
-        assert_int_equal(pthread_create(&st[c], NULL, si_main, &si[c]), 0);
-    }
+    si_history *h = si_clients_start(&g, si, st, &stop);
     time_sleep_ms(500);
     assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], true), 0);
     uint64_t t0 = time_mono_ms();
@@ -983,11 +982,7 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     /* Heal: the old leader follows and catches up. */
     assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], false), 0);
     atomic_store(&stop, true);
-    unsigned si_committed = 0;
-    for (int c = 0; c < SI_CLIENTS; c++) {
-        pthread_join(st[c], NULL);
-        si_committed += si[c].committed;
-    }
+    unsigned si_committed = si_clients_join(si, st);
     member_view lead, back;
     uint64_t end = time_mono_ms() + 20000;
     do {
