@@ -13,8 +13,9 @@
 # oracle's /v1/health role, etcd's maintenance status): the election's
 # share. The killed member is restarted on its own data dir with the same
 # flags and the next round waits until it is a follower.
-#   oracle   three percolator-oracle members (libraft; election timeout
-#            1000 ms, heartbeat 100 ms, pre-vote: fixed in oracle/raft_node.c);
+#   oracle   three percolator-oracle members (libraft, pre-vote on;
+#            --raft-election-timeout-ms FAILOVER_ELECTION_MS, default 1000,
+#            --raft-heartbeat-ms FAILOVER_HEARTBEAT_MS, default 100);
 #            first good answer = POST /v1/timestamps 200, whose timestamp
 #            must be above every timestamp seen before the kill (the
 #            bench's own and the service's last commit_ts; else a FAILURE)
@@ -22,8 +23,9 @@
 #            first PUT /v1/kv/{key} answered 200 (a committed write; its
 #            commit_ts too must be above every timestamp seen before)
 #   etcd     three etcd 3.4 members (Debian's etcd-server, installed when
-#            missing), --heartbeat-interval 100 --election-timeout 1000
-#            (its defaults), WAL fsync on; first POST /v3/kv/put answered 200
+#            missing), --heartbeat-interval and --election-timeout the same
+#            (by default 100 and 1000, etcd's defaults), WAL fsync on; first
+#            POST /v3/kv/put answered 200
 # FAILOVER_ROUNDS rounds each (default 10); every wait has a deadline
 # (FAILOVER_DEADLINE seconds, default 20, for a round's first answer).
 # Exits 1 when a round fails (no answer in time, a timestamp not above the
@@ -43,6 +45,10 @@ fi
 ROUNDS=${FAILOVER_ROUNDS:-10}
 DEADLINE_S=${FAILOVER_DEADLINE:-20}
 STAGGER=${FAILOVER_ETCD_STAGGER:-5} # etcd put loops per survivor, 0.1 s apart (1..9)
+ELECTION_MS=${FAILOVER_ELECTION_MS:-1000} # both systems' election timeout
+HEARTBEAT_MS=${FAILOVER_HEARTBEAT_MS:-100} # and heartbeat
+[[ $ELECTION_MS =~ ^[1-9][0-9]{1,4}$ && $HEARTBEAT_MS =~ ^[1-9][0-9]{1,3}$ && $ELECTION_MS -ge $((5 * HEARTBEAT_MS)) ]] ||
+  { echo "failover: FAILOVER_ELECTION_MS (10..99999) must be at least 5 x FAILOVER_HEARTBEAT_MS (10..9999)"; exit 2; }
 [[ $STAGGER =~ ^[1-9]$ ]] || { echo "failover: FAILOVER_ETCD_STAGGER must be 1..9"; exit 2; }
 [[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_ROUNDS must be 1..999"; exit 2; }
 [[ $DEADLINE_S =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_DEADLINE must be 1..999 (seconds)"; exit 2; }
@@ -207,6 +213,7 @@ URLS="1=${OURL[1]},2=${OURL[2]},3=${OURL[3]}"
 start_oracle() {
   "$BIN/percolator-oracle" --listen "127.0.0.1:${RH[$1]}" --data-dir "$TMP/oracle$1" \
     --raft-id "$1" --raft-peers "$PEERS" --raft-urls "$URLS" --log-level warn \
+    --raft-election-timeout-ms "$ELECTION_MS" --raft-heartbeat-ms "$HEARTBEAT_MS" \
     >>"$TMP/oracle$1.log" 2>&1 &
   OPID[$1]=$!; PIDS+=("$!")
   wait_http "${OURL[$1]}/v1/health" "$!" || { cat "$TMP/oracle$1.log"; die "oracle member $1 did not start"; }
@@ -253,7 +260,7 @@ take_ts() {
 
 echo
 echo "oracle:   3 x percolator-oracle --raft-id N --raft-peers ... (libraft $(dpkg-query -W -f '${Version}' libraft2 2>/dev/null || echo '?')), 127.0.0.1"
-echo "          election timeout 1000 ms, heartbeat 100 ms, pre-vote on (oracle/raft_node.c; not flags)"
+echo "          --raft-election-timeout-ms $ELECTION_MS --raft-heartbeat-ms $HEARTBEAT_MS, pre-vote on"
 echo "service:  percolator-service --oracle M1,M2,M3 --sync fsync: first committed PUT after the kill"
 for i in 1 2 3; do start_oracle "$i"; done
 until_ok 30 oracle_leader || die "the oracle group elected no leader"
@@ -315,7 +322,7 @@ start_etcd() {
     --listen-client-urls "${EURL[$1]}" --advertise-client-urls "${EURL[$1]}" \
     --listen-peer-urls "http://127.0.0.1:${PP[$1]}" --initial-advertise-peer-urls "http://127.0.0.1:${PP[$1]}" \
     --initial-cluster "$CLUSTER" --initial-cluster-state new --initial-cluster-token "failover-$$" \
-    --heartbeat-interval 100 --election-timeout 1000 --logger zap --log-level warn \
+    --heartbeat-interval "$HEARTBEAT_MS" --election-timeout "$ELECTION_MS" --logger zap --log-level warn \
     >>"$TMP/etcd$1.log" 2>&1 &
   EPID[$1]=$!; PIDS+=("$!")
 }
@@ -348,7 +355,7 @@ etcd_follower() {
 }
 
 echo
-echo "etcd:     3 x $(etcd --version 2>/dev/null | head -1), 127.0.0.1, --heartbeat-interval 100 --election-timeout 1000 (its defaults),"
+echo "etcd:     3 x $(etcd --version 2>/dev/null | head -1), 127.0.0.1, --heartbeat-interval $HEARTBEAT_MS --election-timeout $ELECTION_MS (1000/100: its defaults),"
 echo "          pre-vote off (3.4's default), WAL fsync on; first POST /v3/kv/put answered 200 after the kill"
 for i in 1 2 3; do start_etcd "$i"; done
 until_ok 30 etcd_leader || { cat "$TMP"/etcd*.log | tail -20; die "the etcd cluster elected no leader"; }
@@ -390,6 +397,6 @@ row_of "percolator-service over them: first committed PUT" "$TMP/ms.service" ""
 row_of "etcd $(etcd --version 2>/dev/null | sed -nE 's/^etcd Version: //p'), 3 members: first put" "$TMP/ms.etcd" "$TMP/ms.eelect"
 echo "(from kill -9 of the leader to the end of the first 200; rounds = rounds that got one;"
 echo " new leader known: a survivor's /v1/health says leader, or etcd's status names a new leader)"
-echo "command:  FAILOVER_ROUNDS=$ROUNDS FAILOVER_ETCD_STAGGER=$STAGGER bash bench/failover.sh"
+echo "command:  FAILOVER_ROUNDS=$ROUNDS FAILOVER_ETCD_STAGGER=$STAGGER FAILOVER_ELECTION_MS=$ELECTION_MS FAILOVER_HEARTBEAT_MS=$HEARTBEAT_MS bash bench/failover.sh"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$FAILURES" = 0 ] || { echo "failover: $FAILURES FAILURE(S) above"; exit 1; }

@@ -236,6 +236,19 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *err,
+                             size_t errlen)
+{
+    if (heartbeat_ms == 0 || election_ms < RAFT_HOST_BEATS_PER_ELECTION * heartbeat_ms) {
+        snprintf(err, errlen,
+                 "--raft-election-timeout-ms (%u) must be at least %u times "
+                 "--raft-heartbeat-ms (%u)",
+                 election_ms, RAFT_HOST_BEATS_PER_ELECTION, heartbeat_ms);
+        return -1;
+    }
+    return 0;
+}
+
 int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, size_t errlen)
 {
     raft_host *h = calloc(1, sizeof(*h));

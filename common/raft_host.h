@@ -32,13 +32,23 @@ typedef struct {
     const raft_peer *peers;
     size_t npeers;
     struct raft_fsm *fsm;            /* the replicated state machine */
-    unsigned election_ms;            /* 0: 1000 */
+    unsigned election_ms;            /* 0: 1000 (raft_host_check_timeouts) */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
     unsigned snapshot_trailing;      /* entries kept behind a snapshot */
     void (*serve)(void *arg);        /* on the loop thread (above) */
     void *arg;
 } raft_host_config;
+
+/* The election timeout and heartbeat a member may be given
+ * (--raft-election-timeout-ms, --raft-heartbeat-ms): the election timeout
+ * at least RAFT_HOST_BEATS_PER_ELECTION heartbeats. libraft's timers run
+ * on a tick of one heartbeat, and a follower that sees too few heartbeats
+ * within its timeout starts elections whenever one is late (etcd asks the
+ * same, 5). 0, or -1 with a reason in err. */
+#define RAFT_HOST_BEATS_PER_ELECTION 5
+int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *err,
+                             size_t errlen);
 
 /* Start the member (bootstrapping the group on its first start); *out is
  * set before the loop starts, so serve and libraft's callbacks may use it.

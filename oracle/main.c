@@ -19,6 +19,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "raft_host.h"
 #include "raft_node.h"
 #include "routes.h"
 #include "signals.h"
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
     const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
+    uint64_t election_ms = 0, heartbeat_ms = 0;
     const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
     int level = LOG_INFO, log_format = 0;
     bool access_log = false;
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
+        {"raft-election-timeout-ms", FLAG_UINT64, &election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
+        {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 10000},
         {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
         {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
         {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
@@ -71,7 +75,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --data-dir must not be empty\n", PROG);
         return 2;
     }
-    raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir};
+    raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir,
+                             .election_ms = (unsigned)election_ms,
+                             .heartbeat_ms = (unsigned)heartbeat_ms};
+    if (raft_host_check_timeouts(rcfg.election_ms, rcfg.heartbeat_ms, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
     if (raft_id != 0 &&
         raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
                               sizeof err) != 0) {
@@ -135,8 +145,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
             goto done;
         }
-        log_info("oracle: raft member %llu of %zu, data in %s", (unsigned long long)raft_id,
-                 rcfg.npeers, data_dir);
+        log_info("oracle: raft member %llu of %zu, data in %s, election timeout %u ms, "
+                 "heartbeat %u ms",
+                 (unsigned long long)raft_id, rcfg.npeers, data_dir, rcfg.election_ms,
+                 rcfg.heartbeat_ms);
     } else {
         if (tso_open(data_dir, ctx.metrics, &ctx.tso, err, sizeof err) != 0) {
             log_error("cannot start: %s", err);

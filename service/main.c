@@ -25,6 +25,7 @@
 #include "janitor.h"
 #include "observers.h"
 #include "log.h"
+#include "raft_host.h"
 #include "service.h"
 #include "write_batch.h"
 #include "sessions.h"
@@ -162,10 +163,15 @@ static int oracle_tls_ok(const oc_tls *t, bool all_https, char *err, size_t errl
 }
 
 /* --raft-id, --raft-peers, --raft-urls: all or none; the log goes in
- * <data-dir>/raft. 0, or -1 with a reason. */
+ * <data-dir>/raft; the timeouts are checked even on a single node. 0, or
+ * -1 with a reason. */
 static int raft_flags_ok(const svc_config *c, raft_group_config *r, char *dir, size_t dirlen,
                          char *err, size_t errlen)
 {
+    r->election_ms = (unsigned)c->raft_election_ms;
+    r->heartbeat_ms = (unsigned)c->raft_heartbeat_ms;
+    if (raft_host_check_timeouts(r->election_ms, r->heartbeat_ms, err, errlen) != 0)
+        return -1;
     if (c->raft_id == 0 && c->raft_peers[0] == '\0' && c->raft_urls[0] == '\0')
         return 0;
     if (c->raft_id == 0 || c->raft_peers[0] == '\0') {
@@ -242,6 +248,8 @@ int main(int argc, char **argv)
         {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
+        {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
+        {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 10000},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -400,7 +408,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: raft: %s\n", PROG, err);
             goto done;
         }
-        log_info("service: raft member %u of %zu, log in %s", rcfg.id, rcfg.npeers, rcfg.dir);
+        log_info("service: raft member %u of %zu, log in %s, election timeout %u ms, heartbeat "
+                 "%u ms", rcfg.id, rcfg.npeers, rcfg.dir, rcfg.election_ms, rcfg.heartbeat_ms);
     }
 
     /* The route table: every resource's routes, in one array. */

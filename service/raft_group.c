@@ -548,7 +548,8 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     unsigned every = cfg->snapshot_entries ? cfg->snapshot_entries : 8192;
     raft_host_config hc = {
         .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
-        .fsm = &g->fsm, .snapshot_threshold = every,
+        .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
+        .snapshot_threshold = every,
         .snapshot_trailing = every / 10 > 0 ? every / 10 : 1, .serve = on_loop, .arg = g,
     };
     if (raft_host_start(&hc, &g->host, err, errlen) != 0)

@@ -46,6 +46,8 @@ typedef struct svc_config {
     int log_level;
     uint64_t raft_id;               /* 0: a single node (no --raft-id) */
     uint64_t raft_snapshot_entries; /* log compaction: a snapshot every this many entries */
+    uint64_t raft_election_ms;      /* --raft-election-timeout-ms */
+    uint64_t raft_heartbeat_ms;     /* --raft-heartbeat-ms */
     const char *raft_peers, *raft_urls;
 } svc_config;
 

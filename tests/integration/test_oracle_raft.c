@@ -9,7 +9,9 @@
  *    each client's are increasing, and real-time order holds (a request
  *    that began after another one's answer came gets a larger timestamp);
  *    the time from each leader kill to the first timestamp the new leader
- *    serves is printed (median, max).
+ *    serves is printed (median, max);
+ *  - the election timeout flags: a bad pair refused, and a group given a
+ *    long timeout elects nobody before it has run out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +41,7 @@ typedef struct {
     pid_t pid[NODES];
     char peers[256], urls[256];
     char token[600];         /* the members' --auth-token-file, "" for none */
+    const char *extra[5];    /* more flags for every member, NULL-ended */
 } group;
 
 static void node_url(const group *g, int i, char *out, size_t len)
@@ -53,9 +56,15 @@ static void node_start(group *g, int i)
     snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
-    const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
-                          "--raft-peers", g->peers, "--raft-urls", g->urls,
-                          g->token[0] ? "--auth-token-file" : NULL, g->token, NULL};
+    const char *args[20] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
+                            "--raft-peers", g->peers, "--raft-urls", g->urls, NULL};
+    int n = 10;
+    if (g->token[0]) {
+        args[n++] = "--auth-token-file";
+        args[n++] = g->token;
+    }
+    for (int k = 0; k < 4 && g->extra[k] != NULL; k++)
+        args[n++] = g->extra[k];
     g->pid[i] = tl_spawn("percolator-oracle", args, NULL, log);
     assert_true(g->pid[i] > 0);
     char url[64];
@@ -64,10 +73,13 @@ static void node_start(group *g, int i)
 }
 
 /* Start the group; with auth, every member asks for the token in
- * g->dir/token. */
-static void group_start(group *g, bool auth)
+ * g->dir/token; extra (NULL, or at most 4 flags, NULL-ended) for every
+ * member. */
+static void group_start_with(group *g, bool auth, const char *const extra[])
 {
     memset(g, 0, sizeof(*g));
+    for (int k = 0; extra != NULL && k < 4 && extra[k] != NULL; k++)
+        g->extra[k] = extra[k];
     g->dir = tl_mkdtemp("oracle-raft");
     assert_non_null(g->dir);
     if (auth) {
@@ -86,6 +98,11 @@ static void group_start(group *g, bool auth)
     }
     for (int i = 0; i < NODES; i++)
         node_start(g, i);
+}
+
+static void group_start(group *g, bool auth)
+{
+    group_start_with(g, auth, NULL);
 }
 
 static void group_stop(group *g)
@@ -125,6 +142,21 @@ static int leader_of(group *g, int ms)
     return leader_but(g, -1, ms);
 }
 
+/* count timestamps from member i (it must answer 200): the first. */
+static json_int_t take_timestamps(group *g, int i, unsigned count)
+{
+    char url[128];
+    tl_resp r;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=%u", g->http[i], count);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_int_t first = json_integer_value(json_object_get(j, "first"));
+    json_decref(j);
+    tl_resp_free(&r);
+    return first;
+}
+
 static void a_follower_points_at_the_leader(void **state)
 {
     (void)state;
@@ -135,13 +167,7 @@ static void a_follower_points_at_the_leader(void **state)
     int f = (l + 1) % NODES;
     char url[128], want[64];
     tl_resp r;
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[l]);
-    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_loads(r.body, 0, NULL);
-    json_int_t first = json_integer_value(json_object_get(j, "first"));
-    json_decref(j);
-    tl_resp_free(&r);
+    json_int_t first = take_timestamps(&g, l, 5);
     assert_true(first >= 1);
     /* A follower learns of the leader from its first heartbeat: until
      * then it answers 503 not_leader. */
@@ -633,6 +659,35 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     group_stop(&g);
 }
 
+/* ---- the election timeout flags ---- */
+
+/* --raft-election-timeout-ms and --raft-heartbeat-ms: a timeout shorter
+ * than five heartbeats is refused (exit 2, naming both); a group given 5 s
+ * runs on it: after its leader's kill -9 nobody leads (nor stands) for 4 s,
+ * where the default 1 s elects within about 2 s; then one does and hands
+ * out timestamps above every earlier one. */
+static void the_election_timeout_is_the_flags(void **state)
+{
+    (void)state;
+    tl_raft_refuses_short_timeout("percolator-oracle");
+    group g;
+    const char *slow[] = {"--raft-election-timeout-ms", "5000", "--raft-heartbeat-ms", "500",
+                          NULL};
+    group_start_with(&g, false, slow);
+    int l = leader_of(&g, 40000);
+    assert_true(l >= 0);
+    json_int_t before = take_timestamps(&g, l, 1);
+    int64_t hwm = 0;
+    uint64_t t0 = tl_raft_kill_leader_expect_quiet(g.pid, g.http, NODES, l, 4000, &hwm);
+    assert_true(hwm >= before);
+    int l2 = leader_but(&g, l, 30000);
+    assert_true(l2 >= 0);
+    print_message("election timeout 5000 ms: a new leader %llu ms after the kill\n",
+                  (unsigned long long)(time_mono_ms() - t0));
+    assert_true(take_timestamps(&g, l2, 1) > hwm);
+    group_stop(&g);
+}
+
 int main(void)
 {
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
@@ -643,6 +698,7 @@ int main(void)
         cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
         cmocka_unit_test(the_service_commits_through_a_follower),
         cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
+        cmocka_unit_test(the_election_timeout_is_the_flags),
     };
     return cmocka_run_group_tests_name("oracle: a three-node Raft group", tests, NULL, NULL);
 }

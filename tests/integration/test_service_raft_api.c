@@ -12,7 +12,9 @@
  *    URL, same path and query); the leader answers an unknown session
  *    410 txn_expired; once both followers are killed, a write on the
  *    leader is 503 raft_unavailable (or not_leader, had it stepped down
- *    already) with Retry-After.
+ *    already) with Retry-After;
+ *  - the election timeout and heartbeat flags: a bad pair refused, and a
+ *    group given a long timeout elects nobody before it has run out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "raft_member.h"
 #include "svc_group.h"
 #include "testlib.h"
 #include "timeutil.h"
@@ -191,11 +194,41 @@ static void a_group_redirects_and_refuses_as_documented(void **state)
     group_stop(&g);
 }
 
+/* --raft-election-timeout-ms and --raft-heartbeat-ms: a timeout shorter
+ * than five heartbeats is refused (exit 2, naming both); a group given 5 s
+ * runs on it: after its leader's kill -9 nobody leads (nor stands) for 4 s,
+ * where the default 1 s elects within about 2 s; then one does, and takes
+ * writes. */
+static void the_election_timeout_is_the_flags(void **state)
+{
+    (void)state;
+    tl_raft_refuses_short_timeout("percolator-service");
+    group g;
+    const char *slow[] = {"--raft-election-timeout-ms", "5000", "--raft-heartbeat-ms", "500",
+                          NULL};
+    tl_group_start(&g, "service-raft-timeout", NODES, NULL, slow);
+    int l = find_leader(&g, 40000);
+    assert_true(l >= 0);
+    uint64_t t0 = tl_raft_kill_leader_expect_quiet(g.pid, g.http, NODES, l, 4000, NULL);
+    int l2 = tl_group_leader(&g, l, 30000);
+    assert_true(l2 >= 0);
+    printf("# election timeout 5000 ms: a new leader %llu ms after the kill\n",
+           (unsigned long long)(time_mono_ms() - t0));
+    tl_resp r;
+    json_t *j;
+    assert_int_equal(call(&g, l2, "PUT", "/v1/kv/k", "{\"value\":\"after\"}", 10000, &r, &j),
+                     200);
+    json_decref(j);
+    tl_resp_free(&r);
+    group_stop(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_member_without_a_leader_answers_503_not_leader),
         cmocka_unit_test(a_group_redirects_and_refuses_as_documented),
+        cmocka_unit_test(the_election_timeout_is_the_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

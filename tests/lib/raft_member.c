@@ -3,6 +3,11 @@
  */
 #include "raft_member.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +15,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "timeutil.h"
 
 bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
 {
@@ -34,6 +40,53 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     }
     tl_resp_free(&r);
     return ok;
+}
+
+bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    do {
+        for (int i = 0; i < n; i++) {
+            tl_raft_view v;
+            if (tl_raft_health(ports[i], 1000, &v) && (v.leader || v.term > term)) {
+                printf("# member on port %d: %s in term %lld\n", ports[i],
+                       v.leader ? "leads" : "a candidate", (long long)v.term);
+                return false;
+            }
+        }
+        time_sleep_ms(100);
+    } while (time_mono_ms() < end);
+    return true;
+}
+
+void tl_raft_refuses_short_timeout(const char *prog)
+{
+    const char *bad[] = {"--raft-election-timeout-ms", "300", "--raft-heartbeat-ms", "100", NULL};
+    tl_run_result run;
+    assert_int_equal(tl_run(prog, bad, NULL, NULL, 0, 10000, &run), 0);
+    assert_int_equal(run.status, 2);
+    assert_non_null(strstr(run.err, "--raft-election-timeout-ms (300) must be at least 5 times "
+                                    "--raft-heartbeat-ms (100)"));
+    tl_run_free(&run);
+}
+
+uint64_t tl_raft_kill_leader_expect_quiet(pid_t pids[], const int http[], int n, int leader,
+                                          int quiet_ms, int64_t *hwm_out)
+{
+    tl_raft_view v;
+    assert_true(tl_raft_health(http[leader], 1000, &v));
+    assert_true(v.leader);
+    if (hwm_out != NULL)
+        *hwm_out = v.hwm;
+    int others[8], m = 0;
+    for (int i = 0; i < n && m < 8; i++)
+        if (i != leader && pids[i] > 0)
+            others[m++] = http[i];
+    uint64_t t0 = time_mono_ms();
+    assert_int_equal(tl_kill9(pids[leader]), 0);
+    pids[leader] = 0;
+    assert_true(tl_raft_quiet_for(others, m, v.term, quiet_ms));
+    return t0;
 }
 
 /* The rules this process added and has not deleted yet. */

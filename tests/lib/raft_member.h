@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct {
     bool leader;            /* its role is "leader" */
@@ -20,6 +21,25 @@ typedef struct {
 /* What the member at http://127.0.0.1:port says; false when it did not
  * answer 200 within timeout_ms. */
 bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v);
+
+/* Whether, for ms from now, none of the members at ports[0..n-1] says it
+ * leads or is past term (polled every 100 ms; one that does not answer
+ * counts as quiet). After a leader's kill, a group whose election timeout
+ * is E elects nobody for at least E minus a heartbeat: this shows the
+ * timeout a group was given is the one it runs on. */
+bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms);
+
+/* The election timeout flags' refusal: prog given a timeout shorter than
+ * five heartbeats exits 2 naming both (a cmocka failure otherwise). */
+void tl_raft_refuses_short_timeout(const char *prog);
+
+/* kill -9 member `leader` (pids[leader], set to 0 after) of a group of n
+ * whose HTTP ports are http[], and check the others stay quiet for
+ * quiet_ms (tl_raft_quiet_for, from the term the leader reported). The
+ * time of the kill (time_mono_ms); *hwm_out, when not NULL, the leader's
+ * high-water mark as its health reported it before the kill. */
+uint64_t tl_raft_kill_leader_expect_quiet(pid_t pids[], const int http[], int n, int leader,
+                                          int quiet_ms, int64_t *hwm_out);
 
 /* Drop (on) or stop dropping (off) every TCP packet to addr:port: a member
  * listening for raft there then hears from nobody (its own messages still
