@@ -47,8 +47,9 @@ DEADLINE_S=${FAILOVER_DEADLINE:-20}
 STAGGER=${FAILOVER_ETCD_STAGGER:-5} # etcd put loops per survivor, 0.1 s apart (1..9)
 ELECTION_MS=${FAILOVER_ELECTION_MS:-1000} # both systems' election timeout
 HEARTBEAT_MS=${FAILOVER_HEARTBEAT_MS:-100} # and heartbeat
-[[ $ELECTION_MS =~ ^[1-9][0-9]{1,4}$ && $HEARTBEAT_MS =~ ^[1-9][0-9]{1,3}$ && $ELECTION_MS -ge $((5 * HEARTBEAT_MS)) ]] ||
-  { echo "failover: FAILOVER_ELECTION_MS (10..99999) must be at least 5 x FAILOVER_HEARTBEAT_MS (10..9999)"; exit 2; }
+[[ $ELECTION_MS =~ ^[1-9][0-9]{1,4}$ && $HEARTBEAT_MS =~ ^[1-9][0-9]{1,3}$ ]] &&
+  ((ELECTION_MS <= 50000 && HEARTBEAT_MS <= 1000 && ELECTION_MS >= 5 * HEARTBEAT_MS)) ||
+  { echo "failover: FAILOVER_ELECTION_MS (50..50000, etcd's limit) must be at least 5 x FAILOVER_HEARTBEAT_MS (10..1000)"; exit 2; }
 [[ $STAGGER =~ ^[1-9]$ ]] || { echo "failover: FAILOVER_ETCD_STAGGER must be 1..9"; exit 2; }
 [[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_ROUNDS must be 1..999"; exit 2; }
 [[ $DEADLINE_S =~ ^[1-9][0-9]{0,2}$ ]] || { echo "failover: FAILOVER_DEADLINE must be 1..999 (seconds)"; exit 2; }
@@ -355,7 +356,7 @@ etcd_follower() {
 }
 
 echo
-echo "etcd:     3 x $(etcd --version 2>/dev/null | head -1), 127.0.0.1, --heartbeat-interval $HEARTBEAT_MS --election-timeout $ELECTION_MS (1000/100: its defaults),"
+echo "etcd:     3 x $(etcd --version 2>/dev/null | head -1), 127.0.0.1, --heartbeat-interval $HEARTBEAT_MS --election-timeout $ELECTION_MS (its defaults: 100, 1000),"
 echo "          pre-vote off (3.4's default), WAL fsync on; first POST /v3/kv/put answered 200 after the kill"
 for i in 1 2 3; do start_etcd "$i"; done
 until_ok 30 etcd_leader || { cat "$TMP"/etcd*.log | tail -20; die "the etcd cluster elected no leader"; }

@@ -32,7 +32,7 @@ typedef struct {
     const raft_peer *peers;
     size_t npeers;
     struct raft_fsm *fsm;            /* the replicated state machine */
-    unsigned election_ms;            /* 0: 1000 (raft_host_check_timeouts) */
+    unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
     unsigned snapshot_trailing;      /* entries kept behind a snapshot */

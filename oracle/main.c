@@ -51,7 +51,7 @@ int main(int argc, char **argv)
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
         {"raft-election-timeout-ms", FLAG_UINT64, &election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
-        {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 10000},
+        {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
         {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
         {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
         {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},

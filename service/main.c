@@ -249,7 +249,7 @@ int main(int argc, char **argv)
         {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
         {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
-        {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 10000},
+        {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,

@@ -36,7 +36,7 @@ typedef struct {
     size_t npeers;
     pc_engine *engine;               /* what committed entries are applied to */
     unsigned snapshot_entries;       /* a snapshot every this many entries (0: 8192) */
-    unsigned election_ms;            /* 0: 1000 (raft_host_check_timeouts) */
+    unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);

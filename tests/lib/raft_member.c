@@ -48,7 +48,8 @@ bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms)
     do {
         for (int i = 0; i < n; i++) {
             tl_raft_view v;
-            if (tl_raft_health(ports[i], 1000, &v) && (v.leader || v.term > term)) {
+            if (tl_raft_health(ports[i], 1000, &v) && time_mono_ms() <= end &&
+                (v.leader || v.term > term)) {
                 printf("# member on port %d: %s in term %lld\n", ports[i],
                        v.leader ? "leads" : "a candidate", (long long)v.term);
                 return false;

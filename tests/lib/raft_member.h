@@ -23,9 +23,11 @@ typedef struct {
 bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v);
 
 /* Whether, for ms from now, none of the members at ports[0..n-1] says it
- * leads or is past term (polled every 100 ms; one that does not answer
- * counts as quiet). After a leader's kill, a group whose election timeout
- * is E elects nobody for at least E minus a heartbeat: this shows the
+ * leads or is past term (polled every 100 ms; one that does not answer,
+ * or answers after the ms, counts as quiet). After a leader's kill, a
+ * group whose election timeout is E elects nobody for at least E minus two
+ * heartbeats (a follower hears from the leader at least once a heartbeat,
+ * give or take one: an append in between delays the next): this shows the
  * timeout a group was given is the one it runs on. */
 bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms);
 
