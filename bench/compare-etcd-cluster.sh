@@ -14,7 +14,9 @@
 #   write        PUT /v1/kv/{key} vs POST /v3/kv/put
 #   2-key txn    POST /v1/txn (exists condition on a, write a and b) vs
 #                POST /v3/kv/txn (version(a) > 0, put a, put b)
-# Both preloaded with CLUSTER_KEYS keys (default 20,000). PERCOLATOR_BIN_DIR
+# Both preloaded with CLUSTER_KEYS keys (default 20,000). CLUSTER_PEER_TLS=1:
+# the service members talk over mutual TLS (certificates from
+# scripts/peer-certs.sh; etcd's peers stay plain). PERCOLATOR_BIN_DIR
 # set: use those programs as they are (e.g. an older build, to compare);
 # else build them. Every process it starts is stopped by PID at exit.
 set -u
@@ -34,7 +36,8 @@ KEYS=${CLUSTER_KEYS:-20000}
 echo "three-member percolator vs three-member etcd, $SECS s per run, $RUNS alternating runs per side, median shown"
 machine
 echo "etcd:     $(etcd --version 2>/dev/null | head -1), 3 members, HTTP/JSON gateway, WAL fsync on"
-echo "ours:     3 x percolator-service --raft-id N --sync fsync over one percolator-oracle ($BIN)"
+PEER_TLS=${CLUSTER_PEER_TLS:-0}
+echo "ours:     3 x percolator-service --raft-id N --sync fsync over one percolator-oracle ($BIN), peer TLS $([ "$PEER_TLS" = 1 ] && echo on || echo off)"
 
 # --- ours: one oracle, three members ------------------------------------
 op=$(free_port)
@@ -49,9 +52,12 @@ for i in 1 2 3; do
   PEERS="$PEERS${PEERS:+,}$i=127.0.0.1:${RP[$i]}"
   URLS="$URLS${URLS:+,}$i=http://127.0.0.1:${HP[$i]}"
 done
+[ "$PEER_TLS" != 1 ] || scripts/peer-certs.sh "$TMP/peers" 1 2 3 >/dev/null || die "cannot make the peer certificates"
 for i in 1 2 3; do
+  tls=()
+  [ "$PEER_TLS" != 1 ] || tls=(--peer-cert-file "$TMP/peers/member-$i.crt" --peer-key-file "$TMP/peers/member-$i.key" --peer-trusted-ca-file "$TMP/peers/ca.crt")
   "$BIN/percolator-service" --listen "127.0.0.1:${HP[$i]}" --data-dir "$TMP/svc$i" \
-    --oracle "$ORACLE_URL" --sync fsync --log-level warn \
+    --oracle "$ORACLE_URL" --sync fsync --log-level warn "${tls[@]}" \
     --raft-id "$i" --raft-peers "$PEERS" --raft-urls "$URLS" >"$TMP/svc$i.log" 2>&1 &
   PIDS+=("$!")
   wait_http "http://127.0.0.1:${HP[$i]}/v1/health" "$!" || { cat "$TMP/svc$i.log"; die "member $i did not start"; }

@@ -1054,11 +1054,11 @@ int httpd_tls_reload(httpd *h, const char *cert, const char *key, const char *cl
     return tls_server_reload(h->tls, cert, key, client_ca, err, errlen);
 }
 
-/* MHD's TLS options (an MHD_OPTION_ARRAY of 4), empty for plain HTTP, and
+/* MHD's TLS options (an MHD_OPTION_ARRAY of 5), empty for plain HTTP, and
  * h->tls. The PEM texts are checked first, so that a bad key is refused
  * with its reason rather than as MHD's failure to start. 0 or -1 with a
  * reason. */
-static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_t errlen)
+static int tls_options(httpd *h, struct MHD_OptionItem opts[5], char *err, size_t errlen)
 {
     const httpd_config *cfg = &h->cfg;
     int n = 0;
@@ -1077,6 +1077,10 @@ static int tls_options(httpd *h, struct MHD_OptionItem opts[4], char *err, size_
             return -1;
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key};
+        /* MHD's default priorities still offer CBC and SHA-1 suites in
+         * TLS 1.2: TLS 1.3 and 1.2 with AEAD and ECDHE only (tls.h). */
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                            (void *)TLS_PRIORITIES};
         if (cfg->tls_client_ca != NULL)
             opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
                                                 (void *)cfg->tls_client_ca};
@@ -1568,7 +1572,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem tls_opts[4];
+    struct MHD_OptionItem tls_opts[5];
     if (tls_options(h, tls_opts, err, errlen) != 0)
         goto fail;
     if (h->cfg.tls_cert != NULL)

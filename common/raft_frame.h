@@ -79,6 +79,16 @@ raft_frame_verdict raft_frame_message(const uint8_t *buf, size_t len,
                                       const raft_frame_limits *lim, size_t *used,
                                       uint64_t *payload, const char **why);
 
+/* A configuration as libraft 0.15 encodes it (configurationEncode), all
+ * len bytes of it: OK, or BAD with a reason in why. raft_frame_message
+ * checks the one inside an InstallSnapshot header; the data of a
+ * RAFT_CHANGE entry (entry type 3: AppendEntries header byte 40 + 16 i + 8,
+ * its length the u32 at 40 + 16 i + 12) is payload, which libraft decodes
+ * the same way when it appends the entry (membershipUncommittedChange),
+ * so the reader checks it with this once the entry's bytes are in. */
+raft_frame_verdict raft_frame_configuration(const uint8_t *buf, size_t len,
+                                            const char **why);
+
 /* The longest preamble plus header a message may have under lim: the
  * buffer a reader needs. */
 size_t raft_frame_max_header(const raft_frame_limits *lim);

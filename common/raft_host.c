@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "raft_io_guard.h"
+#include "raft_transport.h"
 
 #define TICK_MS 50
 
@@ -28,13 +29,8 @@ struct raft_host {
     uv_loop_t loop;
     uv_async_t wake;
     uv_timer_t tick;
-    struct raft_uv_transport transport;
-    /* libraft's TCP transport, wrapped to turn Nagle's algorithm off */
-    int (*tcp_listen)(struct raft_uv_transport *, raft_uv_accept_cb);
-    int (*tcp_connect)(struct raft_uv_transport *, struct raft_uv_connect *, raft_id,
-                       const char *, raft_uv_connect_cb);
-    raft_uv_accept_cb raft_accepted;
-    struct raft_io io;          /* libraft's on-disk log and TCP transport */
+    struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h) */
+    struct raft_io io;          /* libraft's on-disk log, over that transport */
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft raft;
     bool raft_started;
@@ -55,7 +51,7 @@ static void on_raft_closed(struct raft *r)
 {
     raft_host *h = r->data;
     raft_uv_close(&h->io);
-    raft_uv_tcp_close(&h->transport);
+    raft_transport_free(&h->transport);
     uv_close((uv_handle_t *)&h->wake, on_closed_handle);
     uv_close((uv_handle_t *)&h->tick, on_closed_handle);
 }
@@ -84,58 +80,16 @@ static void on_tick(uv_timer_t *t)
     h->cfg.serve(h->cfg.arg);
 }
 
-/* ---- TCP_NODELAY on the raft connections ----
- *
- * libraft 0.15's TCP transport leaves Nagle's algorithm on. A leader then
- * holds back a small AppendEntries while an earlier segment waits for its
- * ACK, which the follower delays (up to 40 ms on Linux): measured, a
- * put's p99 sat at 45-50 ms at any load. The transport is an interface
- * (raft/uv.h), so its listen and connect are wrapped here: every stream
- * they hand to libraft gets TCP_NODELAY first, as etcd's and TiKV's raft
- * connections have. */
-
-static raft_host *host_of(struct raft_uv_transport *t)
+/* What a peer's message may carry (raft_frame.h): libraft 0.15 sends a
+ * follower every entry from the one it needs to the last in one
+ * AppendEntries, and its log holds at most a snapshot's worth plus the
+ * trailing entries (more while a snapshot is taken): twice that, and
+ * room for a burst, is more than any member of ours sends. */
+static raft_frame_limits frame_limits(const raft_host_config *cfg)
 {
-    return (raft_host *)(void *)((char *)t - offsetof(raft_host, transport));
-}
-
-static void no_delay(struct uv_stream_s *stream)
-{
-    int rv = uv_tcp_nodelay((uv_tcp_t *)stream, 1);
-    if (rv != 0)
-        fprintf(stderr, "raft: cannot set TCP_NODELAY: %s\n", uv_strerror(rv));
-}
-
-static void on_accepted(struct raft_uv_transport *t, raft_id id, const char *address,
-                        struct uv_stream_s *stream)
-{
-    no_delay(stream);
-    host_of(t)->raft_accepted(t, id, address, stream);
-}
-
-static int nodelay_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
-{
-    host_of(t)->raft_accepted = cb;
-    return host_of(t)->tcp_listen(t, on_accepted);
-}
-
-/* A connect request carries no pointer of ours back (its data is
- * libraft's), so libraft's callback is kept here: libraft passes the same
- * function for every connect, whichever member asks. */
-static _Atomic(raft_uv_connect_cb) raft_connected;
-
-static void on_connected(struct raft_uv_connect *req, struct uv_stream_s *stream, int status)
-{
-    if (status == 0)
-        no_delay(stream);
-    raft_connected(req, stream, status);
-}
-
-static int nodelay_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, raft_id id,
-                           const char *address, raft_uv_connect_cb cb)
-{
-    raft_connected = cb;
-    return host_of(t)->tcp_connect(t, req, id, address, on_connected);
+    uint64_t log_max = (uint64_t)cfg->snapshot_threshold + cfg->snapshot_trailing;
+    return (raft_frame_limits){.max_entries = 2 * log_max + 1024,
+                               .max_entry_bytes = cfg->max_entry_bytes};
 }
 
 /* Every member bootstraps the same configuration on its first start; on
@@ -160,7 +114,7 @@ static int setup_failed(raft_host *h, bool transport, bool io)
     if (io)
         raft_uv_close(&h->io);
     if (transport)
-        raft_uv_tcp_close(&h->transport);
+        raft_transport_free(&h->transport);
     uv_close((uv_handle_t *)&h->wake, on_closed_handle);
     uv_close((uv_handle_t *)&h->tick, on_closed_handle);
     return -1;
@@ -187,14 +141,13 @@ static int loop_setup(raft_host *h)
         snprintf(h->loop_err, sizeof(h->loop_err), "cannot set up the event loop");
         return -1;
     }
-    if ((rv = raft_uv_tcp_init(&h->transport, &h->loop)) != 0) {
-        snprintf(h->loop_err, sizeof(h->loop_err), "raft transport: %s", raft_strerror(rv));
+    char why[200];
+    if (raft_transport_init(&h->transport, &h->loop, &(raft_transport_config){
+            .peers = h->peers, .npeers = h->cfg.npeers, .tls = h->cfg.peer_tls,
+            .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics}, why, sizeof why) != 0) {
+        snprintf(h->loop_err, sizeof(h->loop_err), "raft transport: %s", why);
         return setup_failed(h, false, false);
     }
-    h->tcp_listen = h->transport.listen;
-    h->tcp_connect = h->transport.connect;
-    h->transport.listen = nodelay_listen;
-    h->transport.connect = nodelay_connect;
     if ((rv = raft_uv_init(&h->io, &h->loop, h->cfg.dir, &h->transport)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft storage in %s: %s", h->cfg.dir,
                  raft_strerror(rv));

@@ -7,6 +7,9 @@
  * built on it; what they replicate is their state machine (cfg.fsm) and
  * what they propose is theirs (cfg.serve).
  *
+ * Peers talk through common/raft_transport.c: mutual TLS when peer_tls is
+ * given, and a check of every frame before libraft reads it.
+ *
  * Threads: everything that touches libraft runs on the loop thread. The
  * owner's serve callback runs there every 50 ms and whenever another
  * thread calls raft_host_wake (uv_async_send: thread-safe, coalescing), and
@@ -36,6 +39,9 @@ typedef struct {
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
     unsigned snapshot_trailing;      /* entries kept behind a snapshot */
+    uint64_t max_entry_bytes;        /* the largest entry a member proposes (0: 64 MiB) */
+    struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
+    struct metrics_registry *metrics;/* the transport's metrics; may be NULL */
     void (*serve)(void *arg);        /* on the loop thread (above) */
     void *arg;
 } raft_host_config;

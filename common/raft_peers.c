@@ -51,12 +51,40 @@ static int each_pair(const char *list,
     return 0;
 }
 
+/* Why addr is not HOST:PORT with a port 1..65535, or NULL when it is.
+ * Checked here so that a typo stops the program at start with its reason
+ * (exit 2), rather than showing later as a member nobody reaches. */
+static const char *bad_host_port(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL)
+        return "not HOST:PORT";
+    if (colon == addr)
+        return "no host before the port";
+    const char *port = colon + 1;
+    size_t digits = strspn(port, "0123456789");
+    if (*port == '\0')
+        return "no port after the host";
+    if (digits == 0 || port[digits] != '\0')
+        return "the port is not a number";
+    unsigned long n = strtoul(port, NULL, 10); /* ULONG_MAX when too long */
+    if (n == 0 || n > 65535)
+        return "the port is not in 1..65535";
+    return NULL;
+}
+
 static int add_raft(peer_list *l, unsigned id, const char *addr, char *err, size_t errlen)
 {
-    if (raft_peers_find(l->peers, *l->n, id) != NULL || *l->n == RAFT_PEERS_MAX ||
-        strlen(addr) >= RAFT_PEER_ADDR_MAX || strchr(addr, ':') == NULL) {
-        snprintf(err, errlen, "member %u=%s: a duplicate id, a bad host:port, or over %d members",
-                 id, addr, RAFT_PEERS_MAX);
+    const char *why = strlen(addr) >= RAFT_PEER_ADDR_MAX ? "the address is too long"
+                                                         : bad_host_port(addr);
+    if (why == NULL && raft_peers_find(l->peers, *l->n, id) != NULL)
+        why = "the id is given twice";
+    if (why != NULL) {
+        snprintf(err, errlen, "--raft-peers member %u=%s: %s", id, addr, why);
+        return -1;
+    }
+    if (*l->n == RAFT_PEERS_MAX) {
+        snprintf(err, errlen, "--raft-peers: more than %d members", RAFT_PEERS_MAX);
         return -1;
     }
     raft_peer *pr = &l->peers[(*l->n)++];

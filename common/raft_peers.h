@@ -20,7 +20,8 @@ typedef struct {
 } raft_peer;
 
 /* Parse peers (and urls, which may be NULL) into out[0..*n), at most
- * RAFT_PEERS_MAX; self must be among them. 0, or -1 with a reason in err. */
+ * RAFT_PEERS_MAX; self must be among them; each raft address is HOST:PORT
+ * with a host and a port 1..65535. 0, or -1 with a reason in err. */
 int raft_peers_parse(const char *peers, const char *urls, unsigned self, raft_peer *out,
                      size_t *n, char *err, size_t errlen);
 

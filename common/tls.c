@@ -183,6 +183,14 @@ int tls_server_attach(tls_server *t, void *session)
     return 0;
 }
 
+void *tls_server_credentials(tls_server *t)
+{
+    pthread_mutex_lock(&t->mu);
+    tls_gen *g = t->gens;
+    pthread_mutex_unlock(&t->mu);
+    return g->cred;
+}
+
 void tls_server_free(tls_server *t)
 {
     if (t == NULL)
@@ -219,27 +227,35 @@ static void warn_if_expired(const char *path, const char *pem)
 int tls_pem_load(const char *cert_file, const char *key_file, const char *client_ca_file,
                  tls_pem *out, char *err, size_t errlen)
 {
+    static const tls_flag_names http = {"tls-cert-file", "tls-key-file", "tls-client-ca-file"};
+    return tls_pem_load_named(&http, cert_file, key_file, client_ca_file, out, err, errlen);
+}
+
+int tls_pem_load_named(const tls_flag_names *names, const char *cert_file, const char *key_file,
+                       const char *client_ca_file, tls_pem *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     if (given(cert_file) != given(key_file)) {
-        snprintf(err, errlen, "--tls-cert-file and --tls-key-file go together: give both or neither");
+        snprintf(err, errlen, "--%s and --%s go together: give both or neither", names->cert,
+                 names->key);
         return -1;
     }
     if (given(client_ca_file) && !given(cert_file)) {
-        snprintf(err, errlen, "--tls-client-ca-file needs --tls-cert-file and --tls-key-file");
+        snprintf(err, errlen, "--%s needs --%s and --%s", names->ca, names->cert, names->key);
         return -1;
     }
     if (!given(cert_file))
         return 0; /* plain HTTP */
     char why[256];
-    if ((out->cert = read_pem("tls-cert-file", cert_file, err, errlen)) == NULL ||
-        (out->key = read_pem("tls-key-file", key_file, err, errlen)) == NULL ||
+    if ((out->cert = read_pem(names->cert, cert_file, err, errlen)) == NULL ||
+        (out->key = read_pem(names->key, key_file, err, errlen)) == NULL ||
         (given(client_ca_file) &&
-         (out->client_ca = read_pem("tls-client-ca-file", client_ca_file, err, errlen)) == NULL))
+         (out->client_ca = read_pem(names->ca, client_ca_file, err, errlen)) == NULL))
         goto fail;
     if (tls_pem_check(out->cert, out->key, out->client_ca, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--tls-cert-file %s, --tls-key-file %s%s%s: %s", cert_file,
-                 key_file, out->client_ca ? ", --tls-client-ca-file " : "",
-                 out->client_ca ? client_ca_file : "", why);
+        snprintf(err, errlen, "--%s %s, --%s %s%s%s%s%s: %s", names->cert, cert_file, names->key,
+                 key_file, out->client_ca ? ", --" : "", out->client_ca ? names->ca : "",
+                 out->client_ca ? " " : "", out->client_ca ? client_ca_file : "", why);
         goto fail;
     }
     warn_if_expired(cert_file, out->cert);

@@ -52,6 +52,14 @@ int tls_pem_load(const char *cert_file, const char *key_file, const char *client
                  tls_pem *out, char *err, size_t errlen);
 void tls_pem_free(tls_pem *p);
 
+/* The same for other flags (the Raft peers' --peer-*): their names,
+ * without the dashes, in the reasons. */
+typedef struct {
+    const char *cert, *key, *ca;
+} tls_flag_names;
+int tls_pem_load_named(const tls_flag_names *names, const char *cert_file, const char *key_file,
+                       const char *client_ca_file, tls_pem *out, char *err, size_t errlen);
+
 /* Check PEM texts: the certificate and key parse and match, the client CA
  * (may be NULL) holds at least one certificate. 0 or -1 with a reason. */
 int tls_pem_check(const char *cert, const char *key, const char *client_ca, char *err,
@@ -83,6 +91,11 @@ int tls_server_reload(tls_server *t, const char *cert, const char *key, const ch
  * on failure (the session keeps MHD's credentials, and with client CAs
  * tls_client_verified() refuses it). */
 int tls_server_attach(tls_server *t, void *session);
+/* The current generation's GnuTLS credentials (a
+ * gnutls_certificate_credentials_t: certificate, key, trusted CAs), for a
+ * client session of ours (the Raft peer transport connects with them). It
+ * stays valid until tls_server_free. */
+void *tls_server_credentials(tls_server *t);
 /* Free every generation, once no connection is open. NULL is fine. */
 void tls_server_free(tls_server *t);
 /* Whether the session's handshake verified a client certificate (the

@@ -3,7 +3,9 @@
  * (docs/DESIGN.md §4.9).
  *
  * WiredTiger's backup cursor ("backup:") lists the files of a consistent
- * copy: its last checkpoint and the log files from there on. While the
+ * copy: its last checkpoint and the log files from there on (a checkpoint
+ * is taken just before, so that is the tables and about one log file: a
+ * backup holds the store once, however many came before). While the
  * cursor is open WiredTiger neither removes nor rewrites what it listed
  * (checkpoints go on, into new blocks; log files are not removed), so
  * copying each listed file whole, while the store keeps serving, gives a
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -77,26 +80,88 @@ static int sync_dir(const char *dir)
     return rc;
 }
 
-pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_stats *st)
+/* A backup's files, then its directory (a backup holds no directory). */
+static int remove_backup(const char *dest)
 {
-    memset(st, 0, sizeof *st);
-    if (mkdir(dest, 0700) != 0) {
-        fprintf(stderr, "engine: backup: cannot make %s: %s\n", dest, strerror(errno));
-        return errno == EEXIST ? PC_INVALID : PC_ERROR;
+    DIR *d = opendir(dest);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+        char path[4096];
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            join(path, sizeof path, dest, de->d_name) == 0)
+            unlink(path);
     }
+    if (d != NULL)
+        closedir(d);
+    return rmdir(dest);
+}
+
+/* Remove what a failed backup made, so that nothing under the backup dir
+ * looks like a backup that is not one. */
+static void remove_partial(const char *dest)
+{
+    if (remove_backup(dest) != 0)
+        fprintf(stderr, "engine: backup: cannot remove the partial copy %s: %s\n", dest,
+                strerror(errno));
+}
+
+pc_rc pc_backup_remove(const char *backup)
+{
+    if (remove_backup(backup) == 0)
+        return PC_OK;
+    fprintf(stderr, "engine: backup: cannot remove %s: %s\n", backup, strerror(errno));
+    return PC_ERROR;
+}
+
+static const char BACKUP_KEY[] = "backup_at"; /* meta row: when the last began (s) */
+
+static pc_rc mark_body(pc_session *s, void *arg)
+{
+    uint8_t v[8];
+    pc_put_be64(v, *(const uint64_t *)arg);
+    return pc_cursor_put(s, s->meta, BACKUP_KEY, sizeof(BACKUP_KEY) - 1, v, sizeof v);
+}
+
+/* Write a meta row, so that the checkpoint after it is a real one:
+ * WiredTiger 3.2 writes no checkpoint log record for a store that did not
+ * change since its last checkpoint (force=true or not), so its checkpoint
+ * LSN stays where it was. */
+static pc_rc mark_backup(pc_engine *e)
+{
+    pc_session *s;
+    pc_rc rc = pc_session_open(e, &s);
+    if (rc != PC_OK)
+        return rc;
+    uint64_t now = (uint64_t)time(NULL);
+    rc = pc_run_txn(s, mark_body, &now);
+    pc_session_close(s);
+    return rc;
+}
+
+/* Checkpoint, then copy every file the backup cursor lists into dest.
+ * The cursor lists the log files from the one the checkpoint LSN is in to
+ * the current one, and makes WiredTiger switch to a new log file (64 MiB,
+ * preallocated). Without a checkpoint in between, back-to-back backups
+ * each copied one more log file than the one before (64, 128, 192 MiB,
+ * ...), and those files stayed in the data dir, which the log archiver
+ * cleans only up to the checkpoint LSN's file. With it, a backup copies
+ * the tables and the log from the checkpoint on: about one log file. */
+static pc_rc copy_store(pc_engine *e, const char *dest, pc_backup_hook hook, void *arg,
+                        char *buf, pc_backup_stats *st)
+{
     const char *home = e->conn->get_home(e->conn);
-    char *buf = malloc(COPY_BUF);
     WT_SESSION *ws = NULL;
     WT_CURSOR *c = NULL;
-    pc_rc rc = PC_OK;
+    pc_rc rc = mark_backup(e);
     int ret;
-    if (buf == NULL)
-        return PC_NOMEM;
+    if (rc != PC_OK) {
+        fprintf(stderr, "engine: backup: cannot write its meta row (%s)\n", pc_rc_name(rc));
+        return rc;
+    }
     if ((ret = e->conn->open_session(e->conn, NULL, NULL, &ws)) != 0 ||
+        (ret = ws->checkpoint(ws, NULL)) != 0 ||
         (ret = ws->open_cursor(ws, "backup:", NULL, NULL, &c)) != 0) {
-        /* EBUSY: another backup is running (one at a time). */
         fprintf(stderr, "engine: backup: %s\n", wiredtiger_strerror(ret));
-        rc = ret == EBUSY ? PC_LOCKED : PC_ERROR;
+        rc = PC_ERROR;
         goto done;
     }
     while (rc == PC_OK && (ret = c->next(c)) == 0) {
@@ -105,8 +170,8 @@ pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_stats *st)
         if ((ret = c->get_key(c, &name)) != 0 || join(src, sizeof src, home, name) != 0 ||
             join(dst, sizeof dst, dest, name) != 0 || copy_file(src, dst, buf, &st->bytes) != 0)
             rc = PC_ERROR;
-        else
-            st->files++;
+        else if (st->files++ == 0 && hook != NULL && hook(arg) != 0)
+            rc = PC_ERROR;
     }
     if (rc == PC_OK && ret != WT_NOTFOUND) {
         fprintf(stderr, "engine: backup cursor: %s\n", wiredtiger_strerror(ret));
@@ -119,7 +184,31 @@ done:
         rc = PC_ERROR;
     if (ws != NULL)
         ws->close(ws, NULL);
+    return rc;
+}
+
+pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_hook hook, void *arg,
+                pc_backup_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    /* WiredTiger has one backup cursor and refuses a second with EINVAL,
+     * as it does a bad call: refused here first, before dest is made. */
+    if (atomic_exchange(&e->backup_running, true))
+        return PC_LOCKED;
+    pc_rc rc;
+    char *buf = NULL;
+    if (mkdir(dest, 0700) != 0) {
+        int err = errno;
+        fprintf(stderr, "engine: backup: cannot make %s: %s\n", dest, strerror(err));
+        rc = err == EEXIST ? PC_INVALID : PC_ERROR;
+    } else {
+        buf = malloc(COPY_BUF);
+        rc = buf == NULL ? PC_NOMEM : copy_store(e, dest, hook, arg, buf, st);
+        if (rc != PC_OK)
+            remove_partial(dest);
+    }
     free(buf);
+    atomic_store(&e->backup_running, false);
     return rc;
 }
 

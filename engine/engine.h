@@ -85,10 +85,24 @@ typedef struct {
     uint64_t files, bytes;    /* copied */
 } pc_backup_stats;
 
+/* Called once during a backup, after its first file is copied (a backup
+ * in progress, partly on disk): tests hold or fail a backup there (the
+ * service's failpoint). Non-zero fails the backup. */
+typedef int (*pc_backup_hook)(void *arg);
+
 /* A consistent copy of the store, taken while it serves, into dest (made
  * here; it must not exist: PC_INVALID). It holds every commit that was
- * durable when the call began. PC_LOCKED: another backup is running. */
-pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_stats *st);
+ * durable when the call began, and the store once: a checkpoint first, so
+ * that it copies the log from there only. PC_LOCKED: another backup is
+ * running (dest is not made). On any failure dest is removed again.
+ * hook may be NULL. */
+pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_hook hook, void *arg,
+                pc_backup_stats *st);
+
+/* Remove a backup pc_backup made (its files, then its directory): the
+ * service's retention. PC_OK, or PC_ERROR (the reason logged; the store is
+ * not affected). */
+pc_rc pc_backup_remove(const char *backup);
 
 /* Make a data directory dir (it must not exist) from a backup: open it
  * with pc_engine_open afterwards. PC_INVALID when backup is not one. */

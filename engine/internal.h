@@ -34,6 +34,8 @@ struct pc_engine {
     void *fatal_arg;
     atomic_bool failed;           /* reported once */
 
+    atomic_bool backup_running;   /* one backup at a time (backup.c) */
+
     /* The highest timestamp in the store (ts_floor.c), and the sessions'
      * slots (one meta row each). */
     _Atomic uint64_t ts_max;

@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "raft_host.h"
 #include "raft_node.h"
+#include "peer_tls.h"
 #include "routes.h"
 #include "signals.h"
 #include "tls.h"
@@ -35,8 +36,9 @@ int main(int argc, char **argv)
     const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
-    uint64_t election_ms = 0, heartbeat_ms = 0;
+    uint64_t election_ms = 0, heartbeat_ms = 0, min_ts = 0;
     const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
+    peer_tls_flags peer = {0};
     int level = LOG_INFO, log_format = 0;
     bool access_log = false;
     const flag_def defs[] = {
@@ -47,11 +49,16 @@ int main(int argc, char **argv)
         {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
         {"header-timeout-ms", FLAG_UINT64, &header_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"auth-token-file", FLAG_STRING, &token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
+        {"min-timestamp", FLAG_UINT64, &min_ts, "0", "hand out nothing at or below this: an oracle that lost its state, started again above the store (the service's 503 oracle_behind names the store's largest timestamp)", NULL, 0, ((int64_t)1 << 53) - 1},
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
         {"raft-election-timeout-ms", FLAG_UINT64, &election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
         {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
+        {"peer-cert-file", FLAG_STRING, &peer.cert_file, "", "PEM certificate this member proves itself with to the other members (mutual TLS on the raft transport); it must name this member's --raft-peers host as an IP subjectAltName (read again on SIGHUP)", NULL, 0, 0},
+        {"peer-key-file", FLAG_STRING, &peer.key_file, "", "PEM private key of --peer-cert-file", NULL, 0, 0},
+        {"peer-trusted-ca-file", FLAG_STRING, &peer.ca_file, "", "PEM CA certificate(s) that sign every member's peer certificate", NULL, 0, 0},
+        {"peer-insecure", FLAG_BOOL, &peer.insecure, "off", "allow plain TCP between members on addresses outside 127.0.0.0/8 (anyone who reaches a raft port can then disrupt the group)", NULL, 0, 0},
         {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
         {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
         {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
@@ -77,7 +84,7 @@ int main(int argc, char **argv)
     }
     raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir,
                              .election_ms = (unsigned)election_ms,
-                             .heartbeat_ms = (unsigned)heartbeat_ms};
+                             .heartbeat_ms = (unsigned)heartbeat_ms, .min_ts = min_ts};
     if (raft_host_check_timeouts(rcfg.election_ms, rcfg.heartbeat_ms, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
@@ -92,9 +99,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --raft-peers and --raft-urls need --raft-id\n", PROG);
         return 2;
     }
+    if (raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id, &rcfg.peer_tls,
+                                      err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        return 2;
+    }
     tls_pem tls;
     if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", PROG, err);
+        tls_server_free(rcfg.peer_tls);
         return 2;
     }
 
@@ -114,6 +127,7 @@ int main(int argc, char **argv)
                 "and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
         tls_pem_free(&tls);
+        tls_server_free(rcfg.peer_tls);
         return 1;
     }
 
@@ -155,6 +169,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
             goto done;
         }
+        if (min_ts > 0 && tso_raise(ctx.tso, min_ts, err, sizeof err) != TSO_OK) {
+            log_error("cannot start: %s", err);
+            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+            goto done;
+        }
         log_info("oracle: data dir %s, persisted high-water mark %llu: timestamps start at %llu",
                  data_dir, (unsigned long long)tso_persisted(ctx.tso),
                  (unsigned long long)tso_persisted(ctx.tso) + 1);
@@ -189,8 +208,11 @@ int main(int argc, char **argv)
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
     int sig;
-    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
-        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP) {
+        if (tls.cert != NULL || rcfg.peer_tls == NULL)
+            tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
+        peer_tls_reload(rcfg.peer_tls, &peer);
+    }
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
@@ -201,6 +223,7 @@ int main(int argc, char **argv)
 done:
     httpd_stop(server, 0);
     raft_node_stop(ctx.raft);
+    tls_server_free(rcfg.peer_tls);
     tso_close(ctx.tso);
     tls_pem_free(&tls);
     metrics_registry_free(ctx.metrics);

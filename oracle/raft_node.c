@@ -192,11 +192,19 @@ static void propose(raft_node *n)
         fail_queued(n, RN_UNAVAILABLE);
         return;
     }
+    /* --min-timestamp: a leader first raises the group's mark to it (one
+     * command that answers nobody); requests wait behind it. Every leader
+     * does, so the floor holds whichever member leads. */
+    uint64_t raise = 0;
+    if (leader && !n->stopping && n->cfg.min_ts > n->state.hwm)
+        raise = n->cfg.min_ts - n->state.hwm;
     pthread_mutex_lock(&n->mu);
-    ts_wait *ws = n->queue;
-    n->queue = NULL;
-    n->queue_tail = &n->queue;
-    if (ws == NULL) {
+    ts_wait *ws = raise ? NULL : n->queue;
+    if (!raise) {
+        n->queue = NULL;
+        n->queue_tail = &n->queue;
+    }
+    if (ws == NULL && !raise) {
         pthread_mutex_unlock(&n->mu);
         return;
     }
@@ -209,7 +217,7 @@ static void propose(raft_node *n)
         pthread_mutex_unlock(&n->mu);
         return;
     }
-    uint64_t total = 0;
+    uint64_t total = raise;
     size_t k = 0;
     for (ts_wait *w = ws; w != NULL; w = w->next, k++) {
         total += w->count;
@@ -287,6 +295,9 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
         .fsm = &n->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = 1024, .snapshot_trailing = 128, .serve = serve, .arg = n,
+        /* The oracle's entries: its 16-byte command, libraft's barriers and
+         * configurations (a few hundred bytes for RAFT_PEERS_MAX members). */
+        .max_entry_bytes = 4096, .peer_tls = cfg->peer_tls, .metrics = m,
     };
     if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
         pthread_cond_destroy(&n->cv);

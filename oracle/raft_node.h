@@ -35,6 +35,8 @@ typedef struct {
     size_t npeers;
     unsigned election_ms;            /* 0: 1000 */
     unsigned heartbeat_ms;           /* 0: 100 */
+    struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
+    uint64_t min_ts;                 /* --min-timestamp: a leader raises the mark to it first */
 } raft_node_config;
 
 typedef struct raft_node raft_node;

@@ -123,14 +123,21 @@ static void handle_health(httpd_req *req, void *arg)
     if (ctx->raft != NULL) {
         raft_node_status st;
         raft_node_get_status(ctx->raft, &st);
+        /* Public: what an orchestrator or a client needs (up, role, where
+         * the leader is). The group's internals (term, indexes, member
+         * ids) only with the token, when one is set (docs/DESIGN.md §7.2). */
+        bool full = oracle_authorize(req, ctx) == NULL;
         json_t *leader = st.leader_id == 0 ? json_null()
-                                           : json_pack("{s:i,s:s}", "id", (int)st.leader_id,
-                                                       "url", st.leader_http);
-        httpd_reply_json(req, 200,
-                         json_pack("{s:s,s:s,s:o,s:I,s:I,s:I}", "status", "ok", "role", st.role,
-                                   "leader", leader, "term", (json_int_t)st.term, "hwm",
-                                   (json_int_t)st.hwm, "applied_index",
-                                   (json_int_t)st.applied_index));
+                         : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                            st.leader_http)
+                                : json_pack("{s:s}", "url", st.leader_http);
+        json_t *h = json_pack("{s:s,s:s,s:o}", "status", "ok", "role", st.role, "leader", leader);
+        if (h != NULL && full) {
+            json_object_set_new(h, "term", json_integer((json_int_t)st.term));
+            json_object_set_new(h, "hwm", json_integer((json_int_t)st.hwm));
+            json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
+        }
+        httpd_reply_json(req, 200, h);
         return;
     }
     json_t *j = json_pack("{s:s,s:I,s:I}", "status", "ok",

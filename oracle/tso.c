@@ -150,6 +150,29 @@ int tso_next(tso *t, uint32_t count, uint64_t *first, char *err, size_t errlen)
     }
 }
 
+int tso_raise(tso *t, uint64_t min, char *err, size_t errlen)
+{
+    if (min > TSO_MAX_TS) {
+        snprintf(err, errlen, "--min-timestamp %llu is above 2^53",
+                 (unsigned long long)min);
+        return TSO_ERR_ARG;
+    }
+    if (min <= atomic_load(&t->limit))
+        return TSO_OK;
+    pthread_mutex_lock(&t->extend_mu);
+    unsigned fsyncs = 0;
+    int rc = hwm_persist(t->store, min, &fsyncs, err, errlen);
+    metrics_inc(t->m_fsyncs, fsyncs);
+    if (rc == 0) {
+        metrics_set(t->m_persisted, (int64_t)min);
+        /* Durable first: nothing at or below min is ever handed out. */
+        atomic_store(&t->limit, min);
+        atomic_store(&t->next, min + 1);
+    }
+    pthread_mutex_unlock(&t->extend_mu);
+    return rc == 0 ? TSO_OK : TSO_ERR_IO;
+}
+
 uint64_t tso_persisted(const tso *t)
 {
     return atomic_load(&((tso *)t)->limit);

@@ -31,6 +31,10 @@ int tso_open(const char *dir, metrics_registry *metrics, tso **out, char *err, s
  * (would pass 2^53), TSO_ERR_ARG. Thread-safe. */
 int tso_next(tso *t, uint32_t count, uint64_t *first, char *err, size_t errlen);
 
+/* --min-timestamp: make the persisted mark at least min before anything
+ * is handed out (an oracle that lost its state, started again above what
+ * the service's store holds). TSO_OK or an error with a reason. */
+int tso_raise(tso *t, uint64_t min, char *err, size_t errlen);
 uint64_t tso_persisted(const tso *t);   /* the mark on disk */
 /* The highest timestamp handed out, or (before the first one of this run)
  * the persisted mark it starts above. */

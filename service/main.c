@@ -25,6 +25,7 @@
 #include "janitor.h"
 #include "observers.h"
 #include "log.h"
+#include "peer_tls.h"
 #include "raft_host.h"
 #include "service.h"
 #include "write_batch.h"
@@ -204,6 +205,7 @@ int main(int argc, char **argv)
     static svc S;
     const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     oc_tls otls = {NULL, NULL, NULL};
+    peer_tls_flags peer = {0};
     svc *s = &S;
     svc_config *c = &s->cfg;
     int sync_mode = 0, level = LOG_INFO, log_format = 0;
@@ -225,6 +227,7 @@ int main(int argc, char **argv)
         {"one-pc", FLAG_BOOL, &c->one_pc, "on", "commit small transactions in one phase", NULL, 0, 0},
         {"auth-token-file", FLAG_STRING, &c->auth_token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
         {"backup-dir", FLAG_STRING, &c->backup_dir, "", "where POST /v1/admin/backup makes its copies (\"\": backups off)", NULL, 0, 0},
+        {"backup-keep", FLAG_UINT64, &c->backup_keep, "8", "backups kept in --backup-dir: after a backup, the oldest beyond this many are removed (0: keep all)", NULL, 0, 1000000},
         {"restore-from", FLAG_STRING, &c->restore_from, "", "at start, make --data-dir (which must not exist) from this backup, then serve it", NULL, 0, 0},
         {"oracle-token-file", FLAG_STRING, &c->oracle_token_file, "", "file with the bearer token the oracle asks for (its --auth-token-file)", NULL, 0, 0},
         {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/service.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
@@ -250,6 +253,10 @@ int main(int argc, char **argv)
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
         {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
         {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
+        {"peer-cert-file", FLAG_STRING, &peer.cert_file, "", "PEM certificate this member proves itself with to the other members (mutual TLS on the raft transport); it must name this member's --raft-peers host as an IP subjectAltName (read again on SIGHUP)", NULL, 0, 0},
+        {"peer-key-file", FLAG_STRING, &peer.key_file, "", "PEM private key of --peer-cert-file", NULL, 0, 0},
+        {"peer-trusted-ca-file", FLAG_STRING, &peer.ca_file, "", "PEM CA certificate(s) that sign every member's peer certificate", NULL, 0, 0},
+        {"peer-insecure", FLAG_BOOL, &peer.insecure, "off", "allow plain TCP between members on addresses outside 127.0.0.0/8 (anyone who reaches a raft port can then disrupt the group)", NULL, 0, 0},
         {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
     flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -277,7 +284,9 @@ int main(int argc, char **argv)
     }
     raft_group_config rcfg = {.id = (unsigned)c->raft_id};
     char raft_dir[4096];
-    if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0) {
+    if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0 ||
+        (c->raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id,
+                                          &rcfg.peer_tls, err, sizeof err) != 0)) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
     }
@@ -290,6 +299,7 @@ int main(int argc, char **argv)
     tls_pem tls;
     if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", PROG, err);
+        tls_server_free(rcfg.peer_tls);
         return 2;
     }
 
@@ -304,6 +314,7 @@ int main(int argc, char **argv)
                 "and its storage and at least 16 for connections\n",
                 PROG, (unsigned long long)nofile, reserve);
         tls_pem_free(&tls);
+        tls_server_free(rcfg.peer_tls);
         return 1;
     }
 
@@ -464,8 +475,11 @@ int main(int argc, char **argv)
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
     int sig;
-    while ((sig = stop_signals_wait(&stop)) == SIGHUP)
-        tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
+    while ((sig = stop_signals_wait(&stop)) == SIGHUP) {
+        if (tls.cert != NULL || rcfg.peer_tls == NULL)
+            tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
+        peer_tls_reload(rcfg.peer_tls, &peer);
+    }
     log_info("service: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
@@ -475,6 +489,7 @@ done:
     write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */
     janitor_stop(jan);
     raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
+    tls_server_free(rcfg.peer_tls);
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);
     oc_close(s->oracle);

@@ -14,6 +14,7 @@
 
 #include <raft.h>
 
+#include "httpd.h"
 #include "log.h"
 #include "raft_group.h"
 #include "raft_host.h"
@@ -70,7 +71,7 @@ struct raft_group {
 
     metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
     metrics_series *m_leader, *m_snapshots, *m_restores, *m_in_flight, *m_in_flight_max;
-    metrics_series *m_entries;
+    metrics_series *m_entries, *m_skipped;
     int64_t in_flight, in_flight_max;  /* loop thread: proposals libraft has not answered */
 };
 
@@ -113,15 +114,27 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     pc_rc rc = len <= buf->len - ENTRY_HEADER
                    ? pc_apply_batch(g->apply_session, p + ENTRY_HEADER, (size_t)len, index)
                    : PC_INVALID;
-    if (rc != PC_OK) {
-        char hex[33] = "";
-        for (size_t i = 0; i < 16 && i < buf->len; i++)
-            snprintf(hex + 2 * i, 3, "%02x", p[i]);
-        log_error("service raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be "
-                  "applied", (unsigned long long)index, buf->len, hex, (unsigned long long)len);
-        g->cfg.apply_failed("applying a raft entry", rc);
-    }
     *result = NULL;
+    if (rc == PC_OK)
+        return 0;
+    char hex[33] = "";
+    for (size_t i = 0; i < 16 && i < buf->len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", p[i]);
+    /* An entry that does not decode (PC_INVALID: pc_batch_check refused it
+     * before anything was written) changes nothing, on every member alike,
+     * as the oracle does with a command it cannot apply: no leader of ours
+     * proposes one, so it came from a peer that should not have sent it,
+     * and one such peer must not stop the group (docs/DESIGN.md §7.2).
+     * Anything else is the store failing: stop (§4.7). */
+    if (rc == PC_INVALID) {
+        metrics_inc(g->m_skipped, 1);
+        log_error("service raft: entry %llu (%zu bytes: %s...) is not a write batch: skipped, "
+                  "as on every member", (unsigned long long)index, buf->len, hex);
+        return 0;
+    }
+    log_error("service raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be "
+              "applied", (unsigned long long)index, buf->len, hex, (unsigned long long)len);
+    g->cfg.apply_failed("applying a raft entry", rc);
     return 0;
 }
 
@@ -501,6 +514,9 @@ static void init_metrics(raft_group *g, metrics_registry *m)
     g->m_proposals = metrics_counter1(m, "percolator_raft_proposals_total",
                                       "Write batches this member proposed as leader (one an "
                                       "action, or a round of blind writes).");
+    g->m_skipped = metrics_counter1(m, "percolator_raft_entries_skipped_total",
+                                    "committed entries that were not write batches, skipped "
+                                    "on every member (docs/DESIGN.md 7.2)");
     g->m_entries = metrics_counter1(m, "percolator_raft_entries_total",
                                     "Raft entries those batches went in: the batches queued "
                                     "together are joined into one entry.");
@@ -551,6 +567,11 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
         .snapshot_trailing = every / 10 > 0 ? every / 10 : 1, .serve = on_loop, .arg = g,
+        /* An entry is one request's batch (each key and value at most twice:
+         * a data row and its lock or write record) or batches joined up to
+         * ENTRY_JOIN_MAX. */
+        .max_entry_bytes = 2 * (uint64_t)HTTPD_DEFAULT_MAX_BODY + (1u << 20),
+        .peer_tls = cfg->peer_tls, .metrics = m,
     };
     if (raft_host_start(&hc, &g->host, err, errlen) != 0)
         goto fail;

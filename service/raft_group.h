@@ -38,6 +38,7 @@ typedef struct {
     unsigned snapshot_entries;       /* a snapshot every this many entries (0: 8192) */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
+    struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);
 } raft_group_config;

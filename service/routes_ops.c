@@ -11,16 +11,22 @@
 #include "timeutil.h"
 
 /* A Raft member's view: its role, the leader it knows (null: none), its
- * term and the last entry applied to its store. */
-static void add_raft_health(json_t *h, svc *s)
+ * term and the last entry applied to its store. Public: the role and the
+ * leader's URL (what an orchestrator and a client need); the group's
+ * internals (term, index, member ids) only with the token, when one is
+ * set (docs/DESIGN.md §7.2). */
+static void add_raft_health(json_t *h, svc *s, bool full)
 {
     raft_group_status st;
     raft_group_get_status(s->raft, &st);
     json_t *leader = st.leader_id == 0 ? json_null()
-                                       : json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
-                                                   st.leader_http);
+                     : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                        st.leader_http)
+                            : json_pack("{s:s}", "url", st.leader_http);
     json_object_set_new(h, "role", json_string(st.role));
     json_object_set_new(h, "leader", leader ? leader : json_null());
+    if (!full)
+        return;
     json_object_set_new(h, "term", json_integer((json_int_t)st.term));
     json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
 }
@@ -39,7 +45,7 @@ static void h_health(httpd_req *req, void *ctx)
                           "run_id", s->run_id, "sessions_active",
                           (json_int_t)sessions_active(s->sessions));
     if (h != NULL && svc_replicated(s))
-        add_raft_health(h, s);
+        add_raft_health(h, s, svc_authorize(req, s) == NULL);
     httpd_reply_json(req, 200, h);
 }
 

@@ -35,6 +35,7 @@ typedef struct svc_config {
     const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
     const char *oracle_token_file;
     const char *backup_dir, *restore_from;
+    uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
     uint64_t oracle_timeout_ms, threads, gc_retention_ms;

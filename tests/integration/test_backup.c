@@ -9,18 +9,30 @@
  *    its commit_ts, and the bank's total is whole (snapshot isolation
  *    held in the copy);
  *  - without --backup-dir the route answers 409 backup_unavailable; a
- *    restore over an existing data dir is refused.
+ *    restore over an existing data dir is refused;
+ *  - back-to-back backups of an idle store each hold the store once: every
+ *    one is about the size of the first (they grew by a 64 MiB log file
+ *    each, and the data dir kept those files), and the data dir's log
+ *    files are archived again; with --backup-keep 3 only the newest three
+ *    stay in --backup-dir;
+ *  - while a backup runs (held by the failpoint backup_copy=sleep), a
+ *    second request answers 409 backup_unavailable with Retry-After and
+ *    makes no directory; the first completes;
+ *  - a backup that fails (backup_copy=error) answers 500 and removes its
+ *    partial copy, and the next one is not refused as running.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bank.h"
 #include "svc_fixture.h"
@@ -103,17 +115,39 @@ static json_t *get(const char *base, const char *path, long *status)
     return j;
 }
 
+/* Start ST with --backup-dir <its dir>/backups (written into backups) and
+ * the environment entry env (NULL: none). */
+static void start_with_backups(char *backups, size_t cap, const char *env)
+{
+    assert_int_equal(tl_stack_start(&ST, NULL), 0);
+    assert_int_equal(tl_service_stop(&ST), 0);
+    snprintf(backups, cap, "%s/backups", ST.dir);
+    snprintf(ST.svc.args[ST.svc.nargs++], sizeof ST.svc.args[0], "--backup-dir");
+    assert_true(strlen(backups) < sizeof ST.svc.args[0]);
+    snprintf(ST.svc.args[ST.svc.nargs++], sizeof ST.svc.args[0], "%.127s", backups);
+    if (env != NULL)
+        snprintf(ST.svc.env[ST.svc.nenv++], sizeof ST.svc.env[0], "%s", env);
+    assert_int_equal(tl_service_start(&ST), 0);
+}
+
+/* Entries of dir whose names start with prefix (. and .. never count). */
+static int count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+        if (de->d_name[0] != '.' && strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
 static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
 {
     (void)state;
     char backups[700];
-    assert_int_equal(tl_stack_start(&ST, NULL), 0);
-    assert_int_equal(tl_service_stop(&ST), 0);
-    snprintf(backups, sizeof backups, "%s/backups", ST.dir);
-    snprintf(ST.svc.args[ST.svc.nargs++], sizeof ST.svc.args[0], "--backup-dir");
-    assert_true(strlen(backups) < sizeof ST.svc.args[0]);
-    snprintf(ST.svc.args[ST.svc.nargs++], sizeof ST.svc.args[0], "%.127s", backups);
-    assert_int_equal(tl_service_start(&ST), 0);
+    start_with_backups(backups, sizeof backups, NULL);
     for (int i = 0; i < ACCOUNTS; i++) {
         char path[32];
         snprintf(path, sizeof path, "/v1/kv/acct%%2F%d", i);
@@ -206,10 +240,142 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
+#define BACK_TO_BACK 8
+
+static void back_to_back_backups_hold_the_store_once(void **state)
+{
+    (void)state;
+    char backups[700], names[BACK_TO_BACK][64];
+    /* --backup-keep 3: the newest three stay. */
+    start_with_backups(backups, sizeof backups, "PERCOLATOR_BACKUP_KEEP=3");
+    for (int i = 0; i < 500; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/v1/kv/k%04d", i);
+        json_decref(tl_must(&ST, "PUT", path, "{\"value\":\"some data to back up\"}", 200));
+    }
+    /* Nothing is written in between: the store stays idle, as it was when
+     * each backup added one more log file than the one before. */
+    long long bytes[BACK_TO_BACK], files[BACK_TO_BACK];
+    for (int i = 0; i < BACK_TO_BACK; i++) {
+        json_t *b = tl_must(&ST, "POST", "/v1/admin/backup", NULL, 201);
+        bytes[i] = (long long)json_integer_value(json_object_get(b, "bytes"));
+        files[i] = (long long)json_integer_value(json_object_get(b, "files"));
+        snprintf(names[i], sizeof names[i], "%s",
+                 json_string_value(json_object_get(b, "name")));
+        print_message("backup %d: %lld files, %lld bytes (%.1f MiB)\n", i + 1, files[i],
+                      bytes[i], (double)bytes[i] / (1 << 20));
+        json_decref(b);
+    }
+    for (int i = 1; i < BACK_TO_BACK; i++) {
+        if (bytes[i] > bytes[0] + bytes[0] / 2 || files[i] > files[0] + 1)
+            fail_msg("backup %d holds %lld bytes in %lld files, the first %lld in %lld", i + 1,
+                     bytes[i], files[i], bytes[0], files[0]);
+    }
+    assert_int_equal(count_entries(backups, "backup-"), 3);
+    for (int i = 0; i < BACK_TO_BACK; i++) {
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", backups, names[i]);
+        assert_int_equal(stat(path, &sb) == 0, i >= BACK_TO_BACK - 3);
+    }
+
+    /* The data dir keeps no log file for them: the archiver removes those
+     * before the last checkpoint's (in the background: waited for, up to
+     * 30 s). */
+    int logs = 0;
+    for (int i = 0; i < 300 && (logs = count_entries(ST.svc.data, "WiredTigerLog.")) > 3; i++)
+        time_sleep_ms(100);
+    print_message("data dir: %d WiredTiger log files after %d backups\n", logs, BACK_TO_BACK);
+    assert_true(logs <= 3);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
+typedef struct {
+    long status;
+    json_t *body;
+    atomic_bool done;
+} async_call;
+
+static void *backup_main(void *arg)
+{
+    async_call *c = arg;
+    c->status = tl_try_call(&ST, "POST", "/v1/admin/backup", NULL, &c->body);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static void a_second_backup_while_one_runs_answers_409(void **state)
+{
+    (void)state;
+    char backups[700];
+    /* The failpoint holds every backup 5 s after its first file. */
+    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=sleep:5000");
+    json_decref(tl_must(&ST, "PUT", "/v1/kv/k", "{\"value\":\"v\"}", 200));
+
+    async_call first = {0, NULL, false};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, backup_main, &first), 0);
+    /* Its directory appears once it runs; it is then held for 5 s. */
+    for (int i = 0; i < 1000 && count_entries(backups, "backup-") == 0; i++)
+        time_sleep_ms(10);
+    assert_int_equal(count_entries(backups, "backup-"), 1);
+
+    tl_resp r;
+    tl_call_raw(&ST, "POST", "/v1/admin/backup", NULL, 0, NULL, &r);
+    bool first_done = atomic_load(&first.done);
+    pthread_join(t, NULL); /* before any assertion: the thread uses ST */
+    char retry[16];
+    print_message("second backup: %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, 409);
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    assert_string_equal(tl_error_code(j), "backup_unavailable");
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                             "message")),
+                           "another backup is running"));
+    json_decref(j);
+    assert_non_null(tl_resp_header(&r, "Retry-After", retry, sizeof retry));
+    tl_resp_free(&r);
+    assert_false(first_done); /* the answer came while the first one ran */
+    assert_int_equal(first.status, 201);
+    const char *name = json_string_value(json_object_get(first.body, "name"));
+    assert_non_null(name);
+    /* Only the first's directory: the refused one made none. */
+    assert_int_equal(count_entries(backups, "backup-"), 1);
+    assert_int_equal(count_entries(backups, name), 1);
+    json_decref(first.body);
+    /* And the next one runs. */
+    json_decref(tl_must(&ST, "POST", "/v1/admin/backup", NULL, 201));
+    assert_int_equal(count_entries(backups, "backup-"), 2);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
+static void a_failed_backup_leaves_nothing(void **state)
+{
+    (void)state;
+    char backups[700];
+    /* The failpoint fails every backup after its first file. */
+    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=error");
+    json_decref(tl_must(&ST, "PUT", "/v1/kv/k", "{\"value\":\"v\"}", 200));
+    for (int i = 0; i < 2; i++) { /* the second is not refused as running */
+        json_t *j = tl_must(&ST, "POST", "/v1/admin/backup", NULL, 500);
+        assert_string_equal(tl_error_code(j), "internal");
+        json_decref(j);
+        assert_int_equal(count_entries(backups, ""), 0);
+    }
+    char *log = tl_read_file(ST.svc.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "the partial copy is removed"));
+    free(log);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_backup_under_load_restores_every_acknowledged_commit),
+        cmocka_unit_test(back_to_back_backups_hold_the_store_once),
+        cmocka_unit_test(a_second_backup_while_one_runs_answers_409),
+        cmocka_unit_test(a_failed_backup_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

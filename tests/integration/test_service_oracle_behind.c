@@ -9,6 +9,8 @@
  *    is written, latest reads and snapshot reads at stored timestamps
  *    still work; once an oracle above the store answers again (the old one
  *    back), writes work, also to the existing keys;
+ *    or a fresh oracle started with --min-timestamp at the store's largest
+ *    timestamp (the refusal names it) takes over;
  *  - an oracle near 2^53 is refused too (503 oracle_out_of_range).
  */
 #include <setjmp.h>
@@ -151,6 +153,28 @@ static void a_fresh_oracle_is_refused_until_one_above_the_store_is_back(void **s
     assert_non_null(log);
     assert_non_null(strstr(log, "the timestamp oracle is behind the store"));
     free(log);
+
+    /* The way out when the oracle's state is gone for good: a fresh oracle
+     * started with --min-timestamp at the largest timestamp the refusal
+     * names hands out only above it, and writes work again. */
+    char fresh2[700], floor[32];
+    snprintf(fresh2, sizeof(fresh2), "%s/oracle-fresh2", st.dir);
+    assert_int_equal(tl_service_stop(&st), 0); /* it remembers the old oracle's mark */
+    swap_oracle(&st, fresh2);
+    assert_int_equal(tl_service_start(&st), 0);
+    e = expect_refused(&st, "PUT", "/v1/kv/k4", "{\"value\":\"lost\"}", "oracle_behind");
+    uint64_t store_max = (uint64_t)json_integer_value(
+        json_object_get(json_object_get(e, "error"), "store_max_ts"));
+    json_decref(e);
+    assert_true(store_max >= after);
+    snprintf(floor, sizeof(floor), "%llu", (unsigned long long)store_max);
+    setenv("PERCOLATOR_MIN_TIMESTAMP", floor, 1);
+    swap_oracle(&st, fresh2);
+    unsetenv("PERCOLATOR_MIN_TIMESTAMP");
+    uint64_t again = put(&st, "k4", "v4-again");
+    assert_true(again > store_max);
+    expect_read(&st, "/v1/kv/k4", "v4-again");
+    printf("# --min-timestamp %s: the next commit at %llu\n", floor, (unsigned long long)again);
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 

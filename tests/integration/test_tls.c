@@ -7,7 +7,10 @@
  *
  *  - the service over HTTPS: a client trusting the CA is served; plain
  *    HTTP to the TLS port gets no answer; a client trusting another CA
- *    refuses the server's certificate;
+ *    refuses the server's certificate; `openssl s_client` gets TLS 1.3 and
+ *    TLS 1.2 with ECDHE and AES-GCM or ChaCha20-Poly1305, and no handshake
+ *    with TLS 1.1 or 1.0 or a CBC suite (SHA-1 or SHA-256) (tls.h:
+ *    TLS_PRIORITIES);
  *  - a server with an expired certificate is refused by the client;
  *  - with --tls-client-ca-file: no client certificate, or one from the
  *    other CA, gets no answer (not even /v1/health); the right one is
@@ -33,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "svc_fixture.h"
@@ -176,6 +180,49 @@ static long get(const char *url, int *transport_error)
     return status;
 }
 
+/* `openssl s_client` to 127.0.0.1:port with opts (the protocol and
+ * suites it offers): true when the handshake completed with a protocol or
+ * suite named `want`, false when it failed (a timeout fails the test). */
+static bool handshake(int port, const char *opts, const char *want)
+{
+    char cmd[1024];
+    const char *out = in_dir("s_client.out");
+    snprintf(cmd, sizeof cmd, "timeout 10 openssl s_client -connect 127.0.0.1:%d %s "
+             "</dev/null >'%s' 2>&1", port, opts, out);
+    int rc = system(cmd);
+    char *text = tl_read_file(out, NULL);
+    assert_non_null(text);
+    bool done = WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && strstr(text, "Cipher is (NONE)") == NULL;
+    if (!(WIFEXITED(rc) && WEXITSTATUS(rc) <= 1) || (done && strstr(text, want) == NULL)) {
+        fprintf(stderr, "openssl s_client %s: exit status %d, expected %s; output:\n%s\n", opts,
+                rc, want, text);
+        fail();
+    }
+    free(text);
+    return done;
+}
+
+/* What the server accepts (TLS_PRIORITIES): TLS 1.3; TLS 1.2 with ECDHE
+ * and an AEAD cipher; nothing older, no CBC suite, no SHA-1 MAC. Each
+ * refused offer is one the server would have taken with GnuTLS's
+ * defaults: its certificate is ECDSA, and the older protocols are let
+ * into OpenSSL's client with SECLEVEL=0 (so the server is what refuses). */
+static void check_tls_suites(int port)
+{
+    assert_true(handshake(port, "-tls1_3", "TLSv1.3"));
+    assert_true(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256",
+                          "ECDHE-ECDSA-AES128-GCM-SHA256"));
+    assert_true(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-AES256-GCM-SHA384",
+                          "ECDHE-ECDSA-AES256-GCM-SHA384"));
+    assert_true(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-CHACHA20-POLY1305",
+                          "ECDHE-ECDSA-CHACHA20-POLY1305"));
+    assert_false(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-AES128-SHA", "-"));
+    assert_false(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-AES256-SHA", "-"));
+    assert_false(handshake(port, "-tls1_2 -cipher ECDHE-ECDSA-AES128-SHA256", "-"));
+    assert_false(handshake(port, "-tls1_1 -cipher DEFAULT@SECLEVEL=0", "-"));
+    assert_false(handshake(port, "-tls1 -cipher DEFAULT@SECLEVEL=0", "-"));
+}
+
 static void https_service(void **state)
 {
     (void)state;
@@ -215,6 +262,10 @@ static void https_service(void **state)
     assert_int_equal(get(url, &err), 0);
     assert_int_equal(err, CURLE_PEER_FAILED_VERIFICATION);
 
+    /* TLS 1.3 and 1.2 with AEAD suites only. */
+    check_tls_suites(s.port);
+    tl_http_tls(in_dir("ca.crt"), NULL, NULL);
+    assert_int_equal(get(url, NULL), 200); /* still serving */
     stop(&s);
     stop(&o);
 }

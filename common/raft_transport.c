@@ -1,0 +1,1014 @@
+/*
+ * raft_transport.c — see raft_transport.h.
+ *
+ * Threads: libraft calls init, listen, connect and close on the loop
+ * thread, and gets its streams and connect results there too (the async
+ * handle below). A listener thread accepts; each connection runs on a
+ * thread of its own with blocking sockets, so that TLS, the handshake and
+ * the frame check read like the protocol they implement. Every
+ * connection is in r->conns under r->mu; the loop joins and frees the
+ * ones whose thread has ended.
+ */
+#include "raft_transport.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <uv.h>
+
+#include "log.h"
+#include "timeutil.h"
+
+#define HANDSHAKE_PROTOCOL 1 /* libraft 0.15's UV__TCP_HANDSHAKE_PROTOCOL */
+#define IO_CHUNK 65536
+
+typedef enum { REFUSED_TLS, REFUSED_IDENTITY, REFUSED_HANDSHAKE, REFUSED_FRAME, REFUSED_BUSY,
+               REFUSED_N } refusal;
+static const char *const refusal_name[REFUSED_N] = {"tls", "identity", "handshake", "frame",
+                                                     "busy"};
+
+typedef struct rt rt;
+
+typedef struct conn {
+    rt *r;
+    bool out;                  /* we connected (libraft sends on it) */
+    int fd;                    /* the TCP socket; -1 once closed (under r->mu) */
+    int mine, theirs;          /* the socket pair: our end, libraft's end; -1: none */
+    gnutls_session_t tls;      /* NULL: plain TCP */
+    pthread_t thread;
+    char from[INET_ADDRSTRLEN];/* accepted: the peer's address */
+    /* under r->mu */
+    bool in_handshake;         /* counted against the handshake limits */
+    bool exited;               /* the thread is done with everything but r->mu */
+    bool deliver;              /* the loop has a stream or a result to give libraft */
+    bool delivered;
+    int status;                /* connecting: 0, or RAFT_NOCONNECTION */
+    /* accepted: who the handshake says it is; connecting: whom we dial */
+    raft_id id;
+    char address[RAFT_FRAME_ADDRESS_MAX + 1];
+    struct raft_uv_connect *req;
+    raft_uv_connect_cb cb;
+} conn;
+
+struct rt {
+    struct raft_uv_transport *t;
+    uv_loop_t *loop;
+    raft_id id;
+    char address[RAFT_FRAME_ADDRESS_MAX + 1];
+    raft_peer peers[RAFT_PEERS_MAX];
+    size_t npeers;
+    tls_server *tls;
+    raft_frame_limits lim;
+    size_t inbuf;               /* an accepted connection's read buffer */
+    raft_uv_accept_cb accept_cb;
+    uv_async_t async;           /* threads -> loop: something to deliver or reap */
+    bool async_open;
+    int lfd;                    /* listening socket, -1 */
+    int wake[2];                /* tells the listener to stop */
+    pthread_t listener;
+    bool listening;
+    atomic_bool closing;
+    raft_uv_transport_close_cb close_cb;
+    pthread_mutex_t mu;
+    conn *conns[RAFT_TRANSPORT_MAX_CONNS];
+    atomic_uint_fast64_t last_log_ms;
+    metrics_series *m_refused[REFUSED_N], *m_open_in, *m_open_out;
+};
+
+/* ---- small helpers ---- */
+
+static void set_timeouts(int fd, unsigned ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* A peer that went away without a word (power cut, cable) is noticed by
+ * TCP keepalive within about a minute; Nagle off, as etcd's and TiKV's
+ * raft connections: a small AppendEntries must not wait for a delayed ACK
+ * (measured before: a put's p99 at 45-50 ms with Nagle on). */
+static void tune_tcp(int fd)
+{
+    int on = 1, idle = 30, intvl = 10, cnt = 3;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+/* "a.b.c.d:port" (libraft 0.15 takes IPv4 literals only) into sa, and its
+ * host into host. 0 or -1. */
+static int parse_address(const char *address, struct sockaddr_in *sa, char *host,
+                         size_t hostlen)
+{
+    const char *colon = strrchr(address, ':');
+    if (colon == NULL || (size_t)(colon - address) >= hostlen)
+        return -1;
+    memcpy(host, address, (size_t)(colon - address));
+    host[colon - address] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (errno != 0 || *end != '\0' || end == colon + 1 || port == 0 || port > 65535)
+        return -1;
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+static int send_all_fd(int fd, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* From the peer: >0 bytes, 0 at its end, -1 on an error or a timeout. */
+static ssize_t conn_recv(conn *c, uint8_t *buf, size_t len)
+{
+    ssize_t n;
+    if (c->tls != NULL) {
+        do
+            n = gnutls_record_recv(c->tls, buf, len);
+        while (n == GNUTLS_E_INTERRUPTED);
+        return n < 0 ? -1 : n;
+    }
+    do
+        n = recv(c->fd, buf, len, 0);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
+static int conn_send(conn *c, const uint8_t *p, size_t len)
+{
+    if (c->tls == NULL)
+        return send_all_fd(c->fd, p, len);
+    while (len > 0) {
+        ssize_t n = gnutls_record_send(c->tls, p, len);
+        if (n == GNUTLS_E_INTERRUPTED)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Count a refusal; log it at most once a second (an attacker must not
+ * fill the log). */
+static void refuse(conn *c, refusal why, const char *detail)
+{
+    rt *r = c->r;
+    metrics_inc(r->m_refused[why], 1);
+    uint64_t now = time_mono_ms(), last = atomic_load(&r->last_log_ms);
+    if (now - last >= 1000 && atomic_compare_exchange_strong(&r->last_log_ms, &last, now))
+        log_warn("raft peer %s %s: refused (%s): %s", c->out ? "at" : "from",
+                 c->out ? c->address : c->from, refusal_name[why], detail);
+}
+
+/* ---- TLS and identity ---- */
+
+/* Whether the verified certificate the peer presented names member id
+ * at host: the identity rule of raft_transport.h. */
+static bool cert_names_member(gnutls_session_t s, raft_id id, const char *host)
+{
+    unsigned n = 0;
+    const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &n);
+    gnutls_x509_crt_t crt;
+    if (certs == NULL || n == 0 || gnutls_x509_crt_init(&crt) < 0)
+        return false;
+    bool ok = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) >= 0 &&
+              raft_transport_cert_names(crt, id, host);
+    gnutls_x509_crt_deinit(crt);
+    return ok;
+}
+
+bool raft_transport_cert_names(void *x509_crt, uint64_t id, const char *host)
+{
+    gnutls_x509_crt_t crt = x509_crt;
+    struct in_addr ip;
+    char name[48];
+    snprintf(name, sizeof name, "raft-member-%llu", (unsigned long long)id);
+    if (inet_pton(AF_INET, host, &ip) == 1 &&
+        gnutls_x509_crt_check_ip(crt, (const unsigned char *)&ip, sizeof ip, 0) != 0)
+        return true;
+    return gnutls_x509_crt_check_hostname2(crt, name, GNUTLS_VERIFY_DO_NOT_ALLOW_WILDCARDS) != 0;
+}
+
+/* Mutual TLS on c->fd: the peer's certificate must chain to the trusted
+ * CA (checked during the handshake: gnutls_session_set_verify_cert). 0,
+ * or -1 with the reason in why. */
+static int tls_start(conn *c, const char **why)
+{
+    rt *r = c->r;
+    unsigned flags = (c->out ? GNUTLS_CLIENT : GNUTLS_SERVER) | GNUTLS_NO_TICKETS;
+    *why = "cannot set up a TLS session";
+    if (gnutls_init(&c->tls, flags) < 0) {
+        c->tls = NULL;
+        return -1;
+    }
+    if (gnutls_priority_set_direct(c->tls, TLS_PRIORITIES, NULL) < 0)
+        return -1;
+    if (c->out) {
+        if (gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE,
+                                   tls_server_credentials(r->tls)) < 0)
+            return -1;
+        gnutls_session_set_verify_cert(c->tls, NULL, 0);
+    } else if (tls_server_attach(r->tls, c->tls) != 0) {
+        return -1;
+    }
+    gnutls_transport_set_int(c->tls, c->fd);
+    gnutls_handshake_set_timeout(c->tls, RAFT_TRANSPORT_HANDSHAKE_MS);
+    int rc;
+    do
+        rc = gnutls_handshake(c->tls);
+    while (rc == GNUTLS_E_INTERRUPTED);
+    if (rc < 0) {
+        *why = gnutls_strerror(rc);
+        return -1;
+    }
+    /* The second lock (as on HTTP): a certificate was presented and the
+     * verification set up above ran and passed. */
+    if (!tls_client_verified(c->tls)) {
+        *why = "no verified certificate";
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- handing streams to libraft, on the loop thread ---- */
+
+static void free_handle(uv_handle_t *h)
+{
+    raft_free(h);
+}
+
+/* libraft's end of the pair as a libuv stream (libraft uv_close()s and
+ * raft_free()s it); NULL on failure, fd closed. */
+static struct uv_stream_s *stream_of(rt *r, int fd)
+{
+    uv_pipe_t *p = raft_malloc(sizeof *p);
+    if (p == NULL) {
+        close(fd);
+        return NULL;
+    }
+    if (uv_pipe_init(r->loop, p, 0) != 0) {
+        raft_free(p);
+        close(fd);
+        return NULL;
+    }
+    if (uv_pipe_open(p, fd) != 0) {
+        close(fd);
+        uv_close((uv_handle_t *)p, free_handle);
+        return NULL;
+    }
+    return (struct uv_stream_s *)p;
+}
+
+/* Give libraft what c's thread prepared. */
+static void deliver(rt *r, conn *c)
+{
+    int fd = c->theirs;
+    c->theirs = -1;
+    if (c->out && c->status != 0) {
+        c->cb(c->req, NULL, c->status);
+        return;
+    }
+    struct uv_stream_s *s = stream_of(r, fd);
+    if (s == NULL) {
+        pthread_mutex_lock(&r->mu);
+        if (c->mine >= 0)
+            shutdown(c->mine, SHUT_RDWR); /* its thread ends */
+        pthread_mutex_unlock(&r->mu);
+        if (c->out)
+            c->cb(c->req, NULL, RAFT_NOCONNECTION);
+        return;
+    }
+    if (c->out)
+        c->cb(c->req, s, 0);
+    else
+        r->accept_cb(r->t, c->id, c->address, s);
+}
+
+static void conn_free(conn *c)
+{
+    if (c->theirs >= 0)
+        close(c->theirs);
+    free(c);
+}
+
+/* Threads said something: deliver what is ready, reap what has ended.
+ * libraft's callbacks run with r->mu released (they may call connect). */
+static void on_async(uv_async_t *a)
+{
+    rt *r = a->data;
+    conn *todo[RAFT_TRANSPORT_MAX_CONNS], *ended[RAFT_TRANSPORT_MAX_CONNS];
+    size_t ntodo = 0, nended = 0;
+    if (atomic_load(&r->closing))
+        return; /* close() takes over */
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++) {
+        conn *c = r->conns[i];
+        if (c == NULL)
+            continue;
+        if (c->deliver && !c->delivered) {
+            c->delivered = true;
+            todo[ntodo++] = c;
+        } else if (c->exited && (!c->deliver || c->delivered)) {
+            r->conns[i] = NULL;
+            ended[nended++] = c;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < ntodo; i++)
+        deliver(r, todo[i]);
+    for (size_t i = 0; i < nended; i++) {
+        pthread_join(ended[i]->thread, NULL);
+        conn_free(ended[i]);
+    }
+    if (ntodo > 0)
+        uv_async_send(&r->async); /* reap those once their thread ends */
+}
+
+/* ---- a connection's thread ---- */
+
+/* Under r->mu: the thread is done; the loop reaps it. */
+static void conn_exit(conn *c)
+{
+    rt *r = c->r;
+    if (c->tls != NULL) {
+        gnutls_deinit(c->tls);
+        c->tls = NULL;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->mine >= 0)
+        close(c->mine);
+    c->fd = c->mine = -1;
+    c->in_handshake = false;
+    c->exited = true;
+    pthread_mutex_unlock(&r->mu);
+    uv_async_send(&r->async);
+}
+
+/* The pair, and the stream for libraft queued for the loop. */
+static int hand_over(conn *c)
+{
+    rt *r = c->r;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    set_timeouts(c->fd, RAFT_TRANSPORT_STALL_MS);
+    pthread_mutex_lock(&r->mu);
+    c->mine = sv[0];
+    c->theirs = sv[1];
+    c->in_handshake = false;
+    c->deliver = true;
+    pthread_mutex_unlock(&r->mu);
+    metrics_add(c->out ? r->m_open_out : r->m_open_in, 1);
+    uv_async_send(&r->async);
+    return 0;
+}
+
+/* What is left of the message being passed on. A RAFT_CHANGE entry's data
+ * is a configuration libraft decodes as it appends the entry
+ * (membershipUncommittedChange), with the same trust as a snapshot's: so
+ * such an entry is held back until it is all in and checked
+ * (raft_frame_configuration). */
+#define MAX_CHANGES 16
+typedef struct {
+    uint64_t left;                       /* payload bytes still to pass on */
+    uint64_t pos;                        /* payload bytes passed on */
+    uint64_t change_at[MAX_CHANGES];     /* where each RAFT_CHANGE entry starts */
+    uint64_t change_len[MAX_CHANGES];
+    size_t nchanges, next;
+} inflow;
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A message whose header raft_frame_message passed (at m): note where
+ * its RAFT_CHANGE entries lie in its payload. NULL, or why not. */
+static const char *note_changes(inflow *in, const uint8_t *m, uint64_t payload)
+{
+    in->left = payload;
+    in->pos = 0;
+    in->nchanges = in->next = 0;
+    if (le64(m) != RAFT_FRAME_APPEND_ENTRIES)
+        return NULL;
+    const uint8_t *h = m + RAFT_FRAME_PREAMBLE;
+    uint64_t n = le64(h + 32), at = 0; /* entries (the frame check capped n) */
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *e = h + 40 + 16 * i;
+        uint64_t len = (uint64_t)e[12] | (uint64_t)e[13] << 8 | (uint64_t)e[14] << 16 |
+                       (uint64_t)e[15] << 24;
+        if (e[8] == 3 /* RAFT_CHANGE */) {
+            if (in->nchanges == MAX_CHANGES || len > IO_CHUNK)
+                return "too many or too large configuration entries";
+            in->change_at[in->nchanges] = at;
+            in->change_len[in->nchanges++] = len;
+        }
+        at += len;
+    }
+    return NULL;
+}
+
+/* How many of the avail bytes at p (payload of the current message) may
+ * be passed on now: 0 when a configuration entry must wait for more;
+ * -1 (why set) when one is bad. */
+static int64_t passable(inflow *in, const uint8_t *p, uint64_t avail, const char **why)
+{
+    uint64_t n = avail < in->left ? avail : in->left;
+    if (in->next == in->nchanges)
+        return (int64_t)n;
+    uint64_t at = in->change_at[in->next], len = in->change_len[in->next];
+    if (in->pos < at) /* up to the entry */
+        return (int64_t)(n < at - in->pos ? n : at - in->pos);
+    if (n < len)
+        return 0;
+    if (raft_frame_configuration(p, len, why) != RAFT_FRAME_OK)
+        return -1;
+    in->next++;
+    return (int64_t)len;
+}
+
+/* Accepted, after the handshake: every message from the peer is checked
+ * (raft_frame_message) before its bytes reach libraft; a payload passes
+ * as it comes, but for configuration entries (above). buf holds have
+ * bytes read already. Returns when either side ends or a frame is
+ * refused. */
+static void pump_in(conn *c, uint8_t *buf, size_t cap, size_t have)
+{
+    rt *r = c->r;
+    inflow in = {0};
+    for (;;) {
+        size_t off = 0;
+        while (off < have) {
+            const char *why = NULL;
+            if (in.left > 0) {
+                int64_t n = passable(&in, buf + off, have - off, &why);
+                if (n < 0) {
+                    refuse(c, REFUSED_FRAME, why);
+                    return;
+                }
+                if (n == 0)
+                    break;
+                if (send_all_fd(c->mine, buf + off, (size_t)n) != 0)
+                    return;
+                off += (size_t)n;
+                in.left -= (uint64_t)n;
+                in.pos += (uint64_t)n;
+                continue;
+            }
+            size_t used = 0;
+            uint64_t payload = 0;
+            raft_frame_verdict v =
+                raft_frame_message(buf + off, have - off, &r->lim, &used, &payload, &why);
+            if (v == RAFT_FRAME_OK && (why = note_changes(&in, buf + off, payload)) != NULL)
+                v = RAFT_FRAME_BAD;
+            if (v == RAFT_FRAME_BAD) {
+                refuse(c, REFUSED_FRAME, why);
+                return;
+            }
+            if (v == RAFT_FRAME_MORE)
+                break;
+            if (send_all_fd(c->mine, buf + off, used) != 0)
+                return;
+            off += used;
+        }
+        memmove(buf, buf + off, have - off);
+        have -= off;
+        if (have == cap) { /* cannot happen: cap holds the longest header */
+            refuse(c, REFUSED_FRAME, "a header longer than the buffer");
+            return;
+        }
+        if (c->tls == NULL || gnutls_record_check_pending(c->tls) == 0) {
+            /* libraft never writes on an accepted stream: readable means
+             * it closed its end. */
+            struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
+                                  {.fd = c->mine, .events = POLLIN}};
+            if (poll(p, 2, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                return;
+            }
+            if (p[1].revents != 0)
+                return;
+            if (p[0].revents == 0)
+                continue;
+        }
+        ssize_t n = conn_recv(c, buf + have, cap - have);
+        if (n <= 0)
+            return;
+        have += (size_t)n;
+    }
+}
+
+/* Connected: what libraft writes goes to the peer; the peer sends nothing
+ * on this direction, so anything from it (its close included) ends it. */
+static void pump_out(conn *c)
+{
+    uint8_t *buf = malloc(IO_CHUNK);
+    if (buf == NULL)
+        return;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = c->mine, .events = POLLIN},
+                              {.fd = c->fd, .events = POLLIN}};
+        bool pending = c->tls != NULL && gnutls_record_check_pending(c->tls) > 0;
+        if (!pending && poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pending || p[1].revents != 0) {
+            (void)conn_recv(c, buf, IO_CHUNK);
+            break;
+        }
+        if (p[0].revents == 0)
+            continue;
+        ssize_t n = recv(c->mine, buf, IO_CHUNK, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || conn_send(c, buf, (size_t)n) != 0)
+            break;
+    }
+    free(buf);
+}
+
+/* Read the libraft handshake: at most 24 + RAFT_FRAME_ADDRESS_MAX bytes,
+ * within the handshake time. Bytes after it (the first message) stay in
+ * buf: *have in all, *used the handshake's. 0, or -1 (refused, counted). */
+static int read_handshake(conn *c, uint8_t *buf, size_t cap, size_t *have, size_t *used)
+{
+    uint64_t deadline = time_mono_ms() + RAFT_TRANSPORT_HANDSHAKE_MS;
+    const char *why = "closed before its handshake";
+    uint64_t id = 0;
+    *have = 0;
+    for (;;) {
+        raft_frame_verdict v =
+            raft_frame_handshake(buf, *have, used, &id, c->address, sizeof c->address, &why);
+        if (v == RAFT_FRAME_OK) {
+            c->id = (raft_id)id;
+            return 0;
+        }
+        if (v == RAFT_FRAME_BAD || time_mono_ms() > deadline)
+            break;
+        ssize_t n = conn_recv(c, buf + *have, cap - *have);
+        if (n <= 0) {
+            why = n == 0 ? "closed before its handshake" : "no handshake in time";
+            break;
+        }
+        *have += (size_t)n;
+    }
+    refuse(c, REFUSED_HANDSHAKE, why);
+    return -1;
+}
+
+/* The member the handshake claims must be one of ours, at its configured
+ * address, and (with TLS) that address's host in its certificate. */
+static bool identity_ok(conn *c)
+{
+    rt *r = c->r;
+    char host[INET_ADDRSTRLEN + 1];
+    struct sockaddr_in sa;
+    const raft_peer *p = NULL;
+    for (size_t i = 0; i < r->npeers; i++)
+        if (r->peers[i].id == c->id)
+            p = &r->peers[i];
+    if (p == NULL || c->id == r->id) {
+        refuse(c, REFUSED_IDENTITY, "the handshake claims a member id that is not a peer");
+        return false;
+    }
+    if (strcmp(p->raft, c->address) != 0 ||
+        parse_address(p->raft, &sa, host, sizeof host) != 0) {
+        refuse(c, REFUSED_IDENTITY, "the handshake's address is not the member's");
+        return false;
+    }
+    if (c->tls != NULL && !cert_names_member(c->tls, c->id, host)) {
+        refuse(c, REFUSED_IDENTITY, "the certificate names neither the member nor its address");
+        return false;
+    }
+    return true;
+}
+
+static void *in_main(void *arg)
+{
+    conn *c = arg;
+    rt *r = c->r;
+    const char *why;
+    size_t have = 0, used = 0;
+    uint8_t *buf = malloc(r->inbuf);
+    set_timeouts(c->fd, RAFT_TRANSPORT_HANDSHAKE_MS);
+    tune_tcp(c->fd);
+    if (buf == NULL)
+        goto out;
+    if (r->tls != NULL && tls_start(c, &why) != 0) {
+        refuse(c, REFUSED_TLS, why);
+        goto out;
+    }
+    if (read_handshake(c, buf, r->inbuf, &have, &used) != 0 || !identity_ok(c) ||
+        hand_over(c) != 0)
+        goto out;
+    memmove(buf, buf + used, have - used);
+    pump_in(c, buf, r->inbuf, have - used);
+    metrics_add(r->m_open_in, -1);
+out:
+    free(buf);
+    conn_exit(c);
+    return NULL;
+}
+
+/* TCP connect to sa, giving up when the transport closes or the
+ * handshake time passes. 0 or -1. */
+static int dial(conn *c, const struct sockaddr_in *sa)
+{
+    rt *r = c->r;
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return -1;
+    if (connect(c->fd, (const struct sockaddr *)sa, sizeof *sa) != 0 && errno != EINPROGRESS)
+        return -1;
+    uint64_t deadline = time_mono_ms() + RAFT_TRANSPORT_HANDSHAKE_MS;
+    for (;;) {
+        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+        int n = poll(&p, 1, 100);
+        if (atomic_load(&r->closing) || time_mono_ms() > deadline)
+            return -1;
+        if (n > 0)
+            break;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+        return -1;
+    return fcntl(c->fd, F_SETFL, fl);
+}
+
+/* libraft's handshake: protocol, our id, our address NUL-padded to 8. */
+static int send_handshake(conn *c)
+{
+    rt *r = c->r;
+    uint8_t hs[RAFT_FRAME_HANDSHAKE_FIXED + RAFT_FRAME_ADDRESS_MAX] = {0};
+    size_t alen = (strlen(r->address) + 1 + 7) / 8 * 8;
+    uint64_t words[3] = {HANDSHAKE_PROTOCOL, r->id, alen};
+    for (int w = 0; w < 3; w++)
+        for (int b = 0; b < 8; b++)
+            hs[w * 8 + b] = (uint8_t)(words[w] >> (8 * b));
+    memcpy(hs + RAFT_FRAME_HANDSHAKE_FIXED, r->address, strlen(r->address));
+    return conn_send(c, hs, RAFT_FRAME_HANDSHAKE_FIXED + alen);
+}
+
+static void *out_main(void *arg)
+{
+    conn *c = arg;
+    rt *r = c->r;
+    struct sockaddr_in sa;
+    char host[INET_ADDRSTRLEN + 1];
+    const char *why;
+    bool ok = false;
+    if (parse_address(c->address, &sa, host, sizeof host) != 0 || dial(c, &sa) != 0)
+        goto done;
+    set_timeouts(c->fd, RAFT_TRANSPORT_HANDSHAKE_MS);
+    tune_tcp(c->fd);
+    if (r->tls != NULL && tls_start(c, &why) != 0) {
+        refuse(c, REFUSED_TLS, why);
+        goto done;
+    }
+    if (c->tls != NULL && !cert_names_member(c->tls, c->id, host)) {
+        refuse(c, REFUSED_IDENTITY, "the certificate names neither the member dialled nor its "
+                                    "address");
+        goto done;
+    }
+    ok = send_handshake(c) == 0 && hand_over(c) == 0;
+done:
+    if (!ok) {
+        pthread_mutex_lock(&r->mu);
+        c->status = RAFT_NOCONNECTION;
+        c->deliver = true;
+        pthread_mutex_unlock(&r->mu);
+    } else {
+        pump_out(c);
+        metrics_add(r->m_open_out, -1);
+    }
+    conn_exit(c);
+    return NULL;
+}
+
+/* Start c's thread in a free slot. 0, or -1 (c not taken). */
+static int conn_start(rt *r, conn *c, void *(*main)(void *))
+{
+    pthread_mutex_lock(&r->mu);
+    size_t slot = RAFT_TRANSPORT_MAX_CONNS;
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS && slot == RAFT_TRANSPORT_MAX_CONNS; i++)
+        if (r->conns[i] == NULL)
+            slot = i;
+    int rc = -1;
+    if (slot < RAFT_TRANSPORT_MAX_CONNS && !atomic_load(&r->closing)) {
+        r->conns[slot] = c;
+        if (pthread_create(&c->thread, NULL, main, c) == 0)
+            rc = 0;
+        else
+            r->conns[slot] = NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+static conn *conn_new(rt *r, bool out, int fd)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->r = r;
+    c->out = out;
+    c->fd = fd;
+    c->mine = c->theirs = -1;
+    c->in_handshake = true;
+    return c;
+}
+
+/* ---- accepting ---- */
+
+/* Whether another connection from ip may start its handshake (under mu). */
+static bool handshake_room(rt *r, const char *ip)
+{
+    size_t all = 0, same = 0;
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++) {
+        conn *c = r->conns[i];
+        if (c != NULL && !c->out && c->in_handshake) {
+            all++;
+            same += strcmp(c->from, ip) == 0;
+        }
+    }
+    return all < RAFT_TRANSPORT_MAX_HANDSHAKES && same < RAFT_TRANSPORT_MAX_HANDSHAKES_PER_ADDR;
+}
+
+static void accept_one(rt *r)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int fd = accept4(r->lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE)
+            time_sleep_ms(100); /* out of descriptors: do not spin */
+        return;
+    }
+    conn *c = conn_new(r, false, fd);
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    if (inet_ntop(AF_INET, &sa.sin_addr, c->from, sizeof c->from) == NULL)
+        snprintf(c->from, sizeof c->from, "?");
+    pthread_mutex_lock(&r->mu);
+    bool room = handshake_room(r, c->from);
+    pthread_mutex_unlock(&r->mu);
+    if (!room || conn_start(r, c, in_main) != 0) {
+        refuse(c, REFUSED_BUSY, "too many connections");
+        close(fd);
+        free(c);
+    }
+}
+
+static void *listen_main(void *arg)
+{
+    rt *r = arg;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = r->lfd, .events = POLLIN}, {.fd = r->wake[0], .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents != 0 || atomic_load(&r->closing))
+            break;
+        if (p[0].revents != 0)
+            accept_one(r);
+    }
+    return NULL;
+}
+
+/* ---- the interface libraft calls (loop thread) ---- */
+
+static int t_init(struct raft_uv_transport *t, raft_id id, const char *address)
+{
+    rt *r = t->impl;
+    if (strlen(address) >= sizeof r->address) {
+        snprintf(t->errmsg, sizeof t->errmsg, "address too long: %.64s", address);
+        return RAFT_INVALID;
+    }
+    r->id = id;
+    snprintf(r->address, sizeof r->address, "%s", address);
+    return 0;
+}
+
+static int open_async(rt *r)
+{
+    if (r->async_open)
+        return 0;
+    if (uv_async_init(r->loop, &r->async, on_async) != 0)
+        return -1;
+    r->async.data = r;
+    r->async_open = true;
+    return 0;
+}
+
+static int t_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
+{
+    rt *r = t->impl;
+    struct sockaddr_in sa;
+    char host[INET_ADDRSTRLEN + 1];
+    int on = 1;
+    if (parse_address(r->address, &sa, host, sizeof host) != 0) {
+        snprintf(t->errmsg, sizeof t->errmsg, "not an IPv4 address:port: %.64s", r->address);
+        return RAFT_INVALID;
+    }
+    if (open_async(r) != 0 || pipe2(r->wake, O_CLOEXEC) != 0) {
+        snprintf(t->errmsg, sizeof t->errmsg, "cannot set up the listener");
+        return RAFT_IOERR;
+    }
+    r->accept_cb = cb;
+    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (r->lfd < 0 || setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(r->lfd, 64) != 0 ||
+        pthread_create(&r->listener, NULL, listen_main, r) != 0) {
+        snprintf(t->errmsg, sizeof t->errmsg, "listen on %.64s: %s", r->address, strerror(errno));
+        return RAFT_IOERR;
+    }
+    r->listening = true;
+    return 0;
+}
+
+static int t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, raft_id id,
+                     const char *address, raft_uv_connect_cb cb)
+{
+    rt *r = t->impl;
+    if (strlen(address) >= sizeof r->address || open_async(r) != 0)
+        return RAFT_NOCONNECTION;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    conn *c = fd >= 0 ? conn_new(r, true, fd) : NULL;
+    if (c == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return RAFT_NOCONNECTION;
+    }
+    c->id = id;
+    snprintf(c->address, sizeof c->address, "%s", address);
+    c->req = req;
+    c->cb = cb;
+    if (conn_start(r, c, out_main) != 0) {
+        close(fd);
+        free(c);
+        return RAFT_NOCONNECTION;
+    }
+    return 0;
+}
+
+/* After the async handle closed: the connects libraft still waits for are
+ * cancelled, streams it never got are closed, then libraft is told. */
+static void on_async_closed(uv_handle_t *h)
+{
+    rt *r = h->data;
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++) {
+        conn *c = r->conns[i];
+        if (c == NULL)
+            continue;
+        r->conns[i] = NULL;
+        if (c->out && !c->delivered)
+            c->cb(c->req, NULL, RAFT_CANCELED);
+        conn_free(c);
+    }
+    r->close_cb(r->t);
+}
+
+static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+{
+    rt *r = t->impl;
+    atomic_store(&r->closing, true);
+    r->close_cb = cb;
+    if (r->listening) {
+        (void)!write(r->wake[1], "x", 1);
+        pthread_join(r->listener, NULL);
+        r->listening = false;
+    }
+    /* Wake every thread: shutdown, not close (the thread owns its fds). */
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++) {
+        conn *c = r->conns[i];
+        if (c != NULL && c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
+        if (c != NULL && c->mine >= 0)
+            shutdown(c->mine, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++)
+        if (r->conns[i] != NULL)
+            pthread_join(r->conns[i]->thread, NULL);
+    if (r->async_open)
+        uv_close((uv_handle_t *)&r->async, on_async_closed);
+    else
+        cb(t);
+}
+
+/* ---- setup ---- */
+
+int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
+                        const raft_transport_config *cfg, char *err, size_t errlen)
+{
+    rt *r = calloc(1, sizeof *r);
+    if (r == NULL || cfg->npeers > RAFT_PEERS_MAX) {
+        snprintf(err, errlen, r == NULL ? "out of memory" : "too many peers");
+        free(r);
+        return -1;
+    }
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        snprintf(err, errlen, "cannot make a mutex");
+        free(r);
+        return -1;
+    }
+    memset(t, 0, sizeof *t);
+    r->t = t;
+    r->loop = loop;
+    r->lfd = r->wake[0] = r->wake[1] = -1;
+    memcpy(r->peers, cfg->peers, cfg->npeers * sizeof r->peers[0]);
+    r->npeers = cfg->npeers;
+    r->tls = cfg->tls;
+    r->lim = raft_frame_limits_or_default(&cfg->limits);
+    r->inbuf = raft_frame_max_header(&r->lim) + IO_CHUNK;
+    if (cfg->metrics != NULL) {
+        metrics_family *f = metrics_counter(
+            cfg->metrics, "percolator_raft_peer_refused_total",
+            "raft peer connections closed before libraft read them (docs/DESIGN.md 7.2)", "reason",
+            NULL);
+        for (int i = 0; i < REFUSED_N; i++)
+            r->m_refused[i] = metrics_series_get(f, refusal_name[i], NULL);
+        metrics_family *g = metrics_gauge(cfg->metrics, "percolator_raft_peer_connections",
+                                          "raft peer connections open (past their handshakes)",
+                                          "direction", NULL);
+        r->m_open_in = metrics_series_get(g, "in", NULL);
+        r->m_open_out = metrics_series_get(g, "out", NULL);
+    }
+    t->impl = r;
+    t->init = t_init;
+    t->listen = t_listen;
+    t->connect = t_connect;
+    t->close = t_close;
+    return 0;
+}
+
+void raft_transport_free(struct raft_uv_transport *t)
+{
+    rt *r = t->impl;
+    if (r == NULL)
+        return;
+    if (r->lfd >= 0)
+        close(r->lfd);
+    if (r->wake[0] >= 0)
+        close(r->wake[0]);
+    if (r->wake[1] >= 0)
+        close(r->wake[1]);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    t->impl = NULL;
+}
+
+bool raft_transport_plain_allowed(const raft_peer *peers, size_t npeers)
+{
+    for (size_t i = 0; i < npeers; i++) {
+        struct sockaddr_in sa;
+        char host[INET_ADDRSTRLEN + 1];
+        if (parse_address(peers[i].raft, &sa, host, sizeof host) != 0 ||
+            (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,89 @@
+/*
+ * raft_transport.h — the connections between the members of a Raft group:
+ * libraft 0.15's transport interface (struct raft_uv_transport, raft/uv.h)
+ * implemented so that libraft only ever reads bytes that came from an
+ * authenticated peer and passed the frame check (docs/DESIGN.md §7.2).
+ *
+ * libraft's own TCP transport hands the socket to libraft right after an
+ * unauthenticated handshake. This one keeps the socket: each connection
+ * has a thread of ours that runs mutual TLS on it (GnuTLS, the peer
+ * credentials of --peer-cert-file, --peer-key-file and
+ * --peer-trusted-ca-file), reads and checks the handshake and every
+ * message header (raft_frame.h), and passes the bytes on through a local
+ * socket pair, whose other end is the stream libraft gets. Anything that
+ * fails closes the connection before libraft has read a byte of it.
+ *
+ *   peer ──TLS/TCP──> [conn thread: TLS, identity, frame check] ──pair──> libraft
+ *
+ * Identity: a member's certificate chains to the trusted CA and names the
+ * member, by either of two subjectAltNames: an IP address, the host of its
+ * --raft-peers address (fixed addresses), or the DNS name
+ * "raft-member-<id>" (containers, whose addresses change; give each group
+ * its own CA then, or a member of one group could stand for the member of
+ * that id in another). Accepting, the claimed member id must be a
+ * configured peer and the claimed address its configured address, and the
+ * certificate must name that member; connecting, the server's certificate
+ * must name the member dialled.
+ *
+ * Without credentials the connections are plain TCP (the frame check
+ * still runs); the programs allow that only on loopback addresses unless
+ * --peer-insecure is given (raft_transport_plain_allowed).
+ *
+ * Connections in libraft 0.15 carry one direction each: a member sends on
+ * the connections it opened and reads those it accepted. A later
+ * multiplexing of many groups over one connection per pair of nodes
+ * belongs in the conn thread too: it would read a group id before each
+ * frame and pass the frame to that group's pair.
+ */
+#ifndef PC_RAFT_TRANSPORT_H
+#define PC_RAFT_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+
+#include "metrics.h"
+#include "raft_frame.h"
+#include "raft_peers.h"
+#include "tls.h"
+
+/* Connections at once, each a thread of ours: a member has one to and one
+ * from each other member, and a few being replaced. */
+#define RAFT_TRANSPORT_MAX_CONNS 64
+/* Connections still in their handshakes, in all and from one address: a
+ * stranger cannot hold more of them than this. */
+#define RAFT_TRANSPORT_MAX_HANDSHAKES 16
+#define RAFT_TRANSPORT_MAX_HANDSHAKES_PER_ADDR 4
+/* A TLS and libraft handshake must be done within this (ms). */
+#define RAFT_TRANSPORT_HANDSHAKE_MS 5000
+/* A peer that takes no byte for this long is cut off (ms). */
+#define RAFT_TRANSPORT_STALL_MS 30000
+
+typedef struct {
+    const raft_peer *peers;     /* who may connect, and at which address */
+    size_t npeers;
+    tls_server *tls;            /* peer credentials (not owned); NULL: plain TCP */
+    raft_frame_limits limits;   /* 0 fields: raft_frame defaults */
+    metrics_registry *metrics;  /* may be NULL */
+} raft_transport_config;
+
+/* Set t up (on the loop thread of loop). 0, or -1 with a reason. */
+int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
+                        const raft_transport_config *cfg, char *err, size_t errlen);
+
+/* Free t's memory, after libraft's close of the transport called back
+ * (or when libraft never started). */
+void raft_transport_free(struct raft_uv_transport *t);
+
+/* Whether a certificate (a gnutls_x509_crt_t) names member id at host
+ * (an IPv4 literal) as above. */
+bool raft_transport_cert_names(void *x509_crt, uint64_t id, const char *host);
+
+/* Whether every peer address is a loopback one (127.0.0.0/8): the only
+ * group that may run without peer TLS unless --peer-insecure. */
+bool raft_transport_plain_allowed(const raft_peer *peers, size_t npeers);
+
+#endif
