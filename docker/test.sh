@@ -25,8 +25,9 @@
 #     needed, a write works; `down` again, both exit 0.
 #  6. docker/compose.raft.yml: three oracles; a commit, kill the leader,
 #     another leads and commits go on; `down`.
-#  7. docker/compose.cluster.yml: three oracles and three services on Raft,
-#     each service on a free host port; the services agree on a leader, a
+#  7. docker/compose.cluster.yml + compose.cluster-peer-tls.yml: three
+#     oracles and three services on Raft, mutual TLS between the members of
+#     each group, each service on a free host port; the services agree on a leader, a
 #     follower's 307 names the leader's published URL, a commit through a
 #     follower (curl -L) read back through the other; kill the service
 #     leader: another leads, the commit is still there, a new one works;
@@ -212,13 +213,15 @@ fi
 # top-level `name:`, which Compose v2 and podman-compose accept.
 for files in "compose.yml" "compose.yml compose.tls.yml" "compose.raft.yml" \
              "compose.raft.yml compose.raft-ips.yml" "compose.cluster.yml" \
-             "compose.cluster.yml compose.cluster-ips.yml"; do
+             "compose.cluster.yml compose.cluster-ips.yml" \
+             "compose.cluster.yml compose.cluster-peer-tls.yml"; do
     args=()
     for f in $files; do args+=(-f "docker/$f"); done
-    out=$(PERCOLATOR_TLS_DIR=/nonexistent docker-compose -p "$PROJECT" "${args[@]}" config -q 2>&1) ||
+    out=$(PERCOLATOR_TLS_DIR=/nonexistent PERCOLATOR_PEER_TLS_DIR=/nonexistent \
+          docker-compose -p "$PROJECT" "${args[@]}" config -q 2>&1) ||
         fail "docker-compose (v1) rejects $files: $out"
 done
-ok "Compose v1 ($(docker-compose version --short 2>/dev/null)) accepts compose.yml, + compose.tls.yml, compose.raft.yml, + compose.raft-ips.yml, compose.cluster.yml, + compose.cluster-ips.yml"
+ok "Compose v1 ($(docker-compose version --short 2>/dev/null)) accepts compose.yml, + compose.tls.yml, compose.raft.yml, + compose.raft-ips.yml, compose.cluster.yml, + compose.cluster-ips.yml, + compose.cluster-peer-tls.yml"
 
 # --- 3. the project image, from scratch ------------------------------------
 # The base image pinned by its digest (the local one: see the Dockerfile).
@@ -548,8 +551,18 @@ ok "raft compose down: the two oracles left and the service exited 0 on SIGTERM"
 # --- 7. the replicated service: docker/compose.cluster.yml --------------------
 # Three oracles and three services, each service on its own free host port;
 # --raft-urls names those, so a follower's 307 leads curl -L to the leader.
+# Both groups with mutual TLS between their members
+# (docker/compose.cluster-peer-tls.yml, certificates from
+# scripts/peer-certs.sh; Docker Engine's run, docker/test-engine.sh, runs
+# them plain).
+scripts/peer-certs.sh "$TMP/peers/oracle" 1 2 3 >/dev/null || fail "scripts/peer-certs.sh (oracle) failed"
+scripts/peer-certs.sh "$TMP/peers/service" 1 2 3 >/dev/null || fail "scripts/peer-certs.sh (service) failed"
+chmod 0644 "$TMP"/peers/*/member-*.key   # the programs run as uid 10001
+chmod 0755 "$TMP/peers" "$TMP"/peers/*
+export PERCOLATOR_PEER_TLS_DIR=$TMP/peers
 ccompose() {
-    timeout 600 podman-compose --no-ansi -p "$CPROJECT" -f docker/compose.cluster.yml "$@" >>"$TMP/compose.log" 2>&1
+    timeout 600 podman-compose --no-ansi -p "$CPROJECT" -f docker/compose.cluster.yml \
+        -f docker/compose.cluster-peer-tls.yml "$@" >>"$TMP/compose.log" 2>&1
 }
 CPORT=("")
 while [ ${#CPORT[@]} -lt 4 ]; do
@@ -572,7 +585,8 @@ sleader() {
     [ -n "$l" ] || return 0
     for i in 1 2 3; do
         [ "$i" != "$dead" ] && [ "$i" != "$l" ] || continue
-        shealth "$i" | grep -q "\"role\":\"follower\",\"leader\":{\"id\":$l," || return 0
+        # the leader by its URL (with a token set, public health has no id)
+        shealth "$i" | grep -qE "\"role\":\"follower\",\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://127.0.0.1:${CPORT[$l]}\"\\}" || return 0
     done
     echo "$l"
 }
@@ -626,6 +640,20 @@ expect "PUT through follower service$F with curl -L" "$r" '^200 1 \{"commit_ts":
 r=$(creq_retry "$G" GET /v1/kv/cluster)
 expect "GET through service$G with curl -L" "$r" '^200 1 \{"key":"cluster","value":"one",'
 ok "cluster compose: service$L leads (all three agree) after $(( $(date +%s) - t0 ))s; follower service$F answers 307 to the leader's published URL; a commit through it with curl -L, read back through service$G"
+for c in oracle1 oracle2 oracle3 service1 service2 service3; do
+    podman logs "${CPROJECT}_${c}_1" 2>&1 | grep -q 'raft peer .*refused' &&
+        fail "$c refused a raft peer connection (peer TLS): $(podman logs "${CPROJECT}_${c}_1" 2>&1 | grep 'raft peer' | head -3)"
+done
+# Plain bytes at a member's raft port (an HTTP request from a container of
+# the project network) are refused at the TLS handshake, before libraft.
+podman exec "${CPROJECT}_service1_1" curl -s --max-time 3 -o /dev/null http://service2:9001/ || true
+for _ in $(seq 20); do
+    podman logs "${CPROJECT}_service2_1" 2>&1 | grep -q 'raft peer from .* refused (tls)' && break
+    sleep 0.5
+done
+podman logs "${CPROJECT}_service2_1" 2>&1 | grep -q 'raft peer from .* refused (tls)' ||
+    fail "service2 did not refuse a plain connection to its raft port: $(podman logs "${CPROJECT}_service2_1" 2>&1 | tail -5)"
+ok "cluster compose: both groups run mutual TLS between their members (none refused the others; a plain connection to service2's raft port was refused at the TLS handshake)"
 
 podman kill "${CPROJECT}_service${L}_1" >>"$TMP/compose.log" 2>&1 || fail "podman kill service$L failed"
 dead=$L
