@@ -16,6 +16,7 @@
 #include <raft/uv.h>
 #include <uv.h>
 
+#include "log.h"
 #include "raft_io_guard.h"
 #include "raft_transport.h"
 
@@ -34,6 +35,11 @@ struct raft_host {
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft raft;
     bool raft_started;
+
+    /* What raft_host_log_changes last logged (loop thread). */
+    raft_term logged_term;
+    raft_id logged_leader;
+    int logged_state;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
@@ -281,6 +287,36 @@ void raft_host_wake(raft_host *h)
 struct raft *raft_host_raft(raft_host *h)
 {
     return &h->raft;
+}
+
+void raft_host_log_changes(raft_host *h, const char *who)
+{
+    static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
+    raft_id id = 0;
+    const char *addr = NULL;
+    raft_leader(&h->raft, &id, &addr);
+    int st = raft_state(&h->raft);
+    raft_term term = h->raft.current_term;
+    if (term == h->logged_term && id == h->logged_leader && st == h->logged_state)
+        return;
+    const char *role = st >= 0 && st <= 3 ? names[st] : "unavailable";
+    if (id == h->cfg.id && st == RAFT_LEADER)
+        log_info("%s raft: term %llu: this member (%u) leads", who, (unsigned long long)term,
+                 h->cfg.id);
+    else if (id != 0)
+        log_info("%s raft: term %llu: member %llu at %s leads; this member (%u) is a %s", who,
+                 (unsigned long long)term, (unsigned long long)id, addr ? addr : "?", h->cfg.id,
+                 role);
+    else if (st == RAFT_CANDIDATE)
+        log_info("%s raft: term %llu: no leader; this member (%u) stands for election (no "
+                 "leader heard within the election timeout)", who, (unsigned long long)term,
+                 h->cfg.id);
+    else
+        log_info("%s raft: term %llu: no leader known; this member (%u) is a %s", who,
+                 (unsigned long long)term, h->cfg.id, role);
+    h->logged_term = term;
+    h->logged_leader = id;
+    h->logged_state = st;
 }
 
 uint64_t raft_host_commits_lowered(const raft_host *h)

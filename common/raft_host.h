@@ -71,6 +71,10 @@ void raft_host_wake(raft_host *h);
 /* The raft instance (its functions: loop thread only). */
 struct raft *raft_host_raft(raft_host *h);
 
+/* Log one line when the term, the leader this member knows or its role
+ * changed since the last call (loop thread; who: "oracle", "service"). */
+void raft_host_log_changes(raft_host *h, const char *who);
+
 /* What the guard lowered so far (loop thread). */
 uint64_t raft_host_commits_lowered(const raft_host *h);
 uint64_t raft_host_replies_lowered(const raft_host *h);

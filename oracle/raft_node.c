@@ -94,6 +94,7 @@ static void refresh_status(raft_node *n)
     int st = raft_state(R(n));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
     raft_node_peer *lp = id ? peer_by_id(&n->cfg, (unsigned)id) : NULL;
+    raft_host_log_changes(n->host, "oracle");
 
     pthread_mutex_lock(&n->mu);
     n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";

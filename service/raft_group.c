@@ -198,6 +198,7 @@ static void refresh_status(raft_group *g)
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
     raft_peer *lp = id ? peer_by_id(g, (unsigned)id) : NULL;
     uint64_t term = R(g)->current_term;
+    raft_host_log_changes(g->host, "service");
     bool ready = st == RAFT_LEADER && g->ready_term == term;
 
     if (term > g->term_seen) {

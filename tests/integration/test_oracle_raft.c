@@ -196,6 +196,21 @@ static void a_follower_points_at_the_leader(void **state)
             time_sleep_ms(20);
     }
     assert_true(v.hwm >= first + 4);
+    /* Both logged the leader they know (one line a change). */
+    char path[640], line[128];
+    snprintf(line, sizeof line, "member %d at 127.0.1.%d:%d leads; this member (%d) is a follower",
+             l + 1, l + 1, g.raft[l], f + 1);
+    snprintf(path, sizeof path, "%s/n%d.log", g.dir, f + 1);
+    char *log = tl_read_file(path, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, line));
+    free(log);
+    snprintf(line, sizeof line, "this member (%d) leads", l + 1);
+    snprintf(path, sizeof path, "%s/n%d.log", g.dir, l + 1);
+    log = tl_read_file(path, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, line));
+    free(log);
     group_stop(&g);
 }
 
