@@ -36,6 +36,8 @@ struct raft_host {
     struct raft raft;
     bool raft_started;
 
+    metrics_series *m_dropped;  /* the guard's drops, counted on the loop's tick */
+    uint64_t seen_dropped;
     /* What raft_host_log_changes last logged (loop thread). */
     raft_term logged_term;
     raft_id logged_leader;
@@ -83,6 +85,8 @@ static void on_wake(uv_async_t *a)
 static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
+    metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
+    h->seen_dropped = h->guard.dropped;
     h->cfg.serve(h->cfg.arg);
 }
 
@@ -222,6 +226,11 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     }
     h->cfg = *cfg;
     memcpy(h->peers, cfg->peers, cfg->npeers * sizeof(h->peers[0]));
+    if (cfg->metrics != NULL)
+        h->m_dropped = metrics_counter1(
+            cfg->metrics, "percolator_raft_messages_dropped_total",
+            "raft messages no member sends, dropped before libraft would abort on them "
+            "(docs/DESIGN.md 7.2)");
     h->cfg.peers = h->peers;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);

@@ -41,9 +41,52 @@ static void on_tick(struct raft_io *inner)
     g->tick(&g->io);
 }
 
+/* Messages no member of a group sends, on which libraft 0.15 asserts (so
+ * the process aborts) given the receiver's state, which only this thread
+ * knows: the frame check of the transport cannot see them
+ * (docs/DESIGN.md §7.2). With peer TLS only a member's certificate could
+ * send one; on loopback without TLS, any local process. */
+static bool impossible(const struct raft *r, const struct raft_message *m)
+{
+    if (r == NULL)
+        return false;
+    switch (m->type) {
+    case RAFT_IO_APPEND_ENTRIES: /* a second leader in the leader's own term */
+        return r->state == RAFT_LEADER && m->append_entries.term == r->current_term;
+    case RAFT_IO_INSTALL_SNAPSHOT:
+        return r->state == RAFT_LEADER && m->install_snapshot.term == r->current_term;
+    case RAFT_IO_REQUEST_VOTE_RESULT:
+        /* A pre-vote asks at term + 1: granted at a later term it cannot be. */
+        return r->state == RAFT_CANDIDATE && r->candidate_state.in_pre_vote &&
+               m->request_vote_result.vote_granted &&
+               m->request_vote_result.term > r->current_term + 1;
+    default:
+        return false;
+    }
+}
+
+/* What libraft would have freed of a message it handled. */
+static void drop(struct raft_message *m)
+{
+    if (m->type == RAFT_IO_APPEND_ENTRIES) {
+        struct raft_append_entries *ae = &m->append_entries;
+        if (ae->n_entries > 0 && ae->entries[0].batch != NULL)
+            raft_free(ae->entries[0].batch);
+        raft_free(ae->entries);
+    } else if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
+        raft_configuration_close(&m->install_snapshot.conf);
+        raft_free(m->install_snapshot.data.base);
+    }
+}
+
 static void on_recv(struct raft_io *inner, struct raft_message *m)
 {
     raft_io_guard *g = guard_of(inner);
+    if (impossible(g->io.data, m)) {
+        g->dropped++;
+        drop(m);
+        return;
+    }
     g->handling = true;
     g->wrote = false;
     g->msg_term = 0;

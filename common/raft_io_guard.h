@@ -26,6 +26,11 @@
  * can only delay a commit until a message proves it, which the next
  * AppendEntries carrying entries does.
  *
+ * It also drops, before libraft sees them, the messages no member sends
+ * that libraft 0.15 would abort on given its state (an AppendEntries or
+ * InstallSnapshot at a leader's own term; a pre-vote granted at a term
+ * above the one asked): docs/DESIGN.md §7.2.
+ *
  * Threads: whatever libraft runs on (one loop); nothing here locks.
  */
 #ifndef PC_RAFT_IO_GUARD_H
@@ -58,6 +63,7 @@ typedef struct raft_io_guard {
     /* Corrections made (metrics, tests). */
     uint64_t commits_lowered;
     uint64_t replies_lowered;
+    uint64_t dropped;       /* messages no member sends, that libraft asserts on */
 } raft_io_guard;
 
 /* Wrap inner: pass &g->io to raft_init, or swap it in for the io of an
