@@ -134,11 +134,12 @@ static int parse_address(const char *address, struct sockaddr_in *sa, char *host
     return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-static int send_all_fd(int fd, const uint8_t *p, size_t len)
+/* All len bytes through TLS when tls is given, else on fd. 0 or -1. */
+static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
 {
     while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
+        ssize_t n = tls != NULL ? gnutls_record_send(tls, p, len) : send(fd, p, len, MSG_NOSIGNAL);
+        if (tls != NULL ? n == GNUTLS_E_INTERRUPTED : n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return -1;
@@ -146,6 +147,11 @@ static int send_all_fd(int fd, const uint8_t *p, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+static int send_all_fd(int fd, const uint8_t *p, size_t len)
+{
+    return send_all(NULL, fd, p, len);
 }
 
 /* From the peer: >0 bytes, 0 at its end, -1 on an error or a timeout. */
@@ -166,18 +172,7 @@ static ssize_t conn_recv(conn *c, uint8_t *buf, size_t len)
 
 static int conn_send(conn *c, const uint8_t *p, size_t len)
 {
-    if (c->tls == NULL)
-        return send_all_fd(c->fd, p, len);
-    while (len > 0) {
-        ssize_t n = gnutls_record_send(c->tls, p, len);
-        if (n == GNUTLS_E_INTERRUPTED)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return send_all(c->tls, c->fd, p, len);
 }
 
 /* Count a refusal; log it at most once a second (an attacker must not
