@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <raft/uv.h>
 #include <uv.h>
@@ -82,9 +83,30 @@ static void on_wake(uv_async_t *a)
         on_raft_closed(&h->raft);
 }
 
+/* libraft 0.15 shuts a member down for good (RAFT_UNAVAILABLE) when its
+ * disk fails under it, or a message leaves its log in a state it cannot
+ * go on from (a leader's entry that conflicts with a committed one). Such
+ * a member neither votes nor applies, so it must not go on answering
+ * health: it stops at once, and the supervisor starts it again from its
+ * log and store (docs/DESIGN.md §7.2). */
+static void check_alive(raft_host *h)
+{
+    if (!h->raft_started || raft_state(&h->raft) != RAFT_UNAVAILABLE)
+        return;
+    pthread_mutex_lock(&h->mu);
+    bool stopping = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    if (stopping)
+        return;
+    log_error("raft: libraft shut this member down (%s): stopping at once; start it again "
+              "(its log and store are on disk)", raft_errmsg(&h->raft));
+    _exit(RAFT_HOST_EXIT_UNAVAILABLE);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
+    check_alive(h);
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
     h->cfg.serve(h->cfg.arg);

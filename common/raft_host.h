@@ -29,6 +29,11 @@
 
 typedef struct raft_host raft_host;
 
+/* The exit status of a member libraft shut down for good (its disk failed,
+ * or a message left its log where it cannot go on): the supervisor starts
+ * it again. The service's storage failures exit the same. */
+#define RAFT_HOST_EXIT_UNAVAILABLE 70
+
 typedef struct {
     unsigned id;                     /* this member: one of the peers */
     const char *dir;                 /* raft log and snapshots; created if missing */

@@ -46,10 +46,36 @@ static void on_tick(struct raft_io *inner)
  * knows: the frame check of the transport cannot see them
  * (docs/DESIGN.md §7.2). With peer TLS only a member's certificate could
  * send one; on loopback without TLS, any local process. */
+static raft_term term_of(const struct raft_message *m)
+{
+    switch (m->type) {
+    case RAFT_IO_APPEND_ENTRIES:
+        return m->append_entries.term;
+    case RAFT_IO_APPEND_ENTRIES_RESULT:
+        return m->append_entries_result.term;
+    case RAFT_IO_REQUEST_VOTE:
+        return m->request_vote.term;
+    case RAFT_IO_REQUEST_VOTE_RESULT:
+        return m->request_vote_result.term;
+    case RAFT_IO_INSTALL_SNAPSHOT:
+        return m->install_snapshot.term;
+    case RAFT_IO_TIMEOUT_NOW:
+        return m->timeout_now.term;
+    default:
+        return 0;
+    }
+}
+
 static bool impossible(const struct raft *r, const struct raft_message *m)
 {
     if (r == NULL)
         return false;
+    /* With pre-vote a term grows by one per election a quorum allowed: no
+     * member is RAFT_GUARD_MAX_TERM_JUMP terms ahead of another. A peer
+     * that claims to be would otherwise push every member's term to the
+     * frame check's ceiling, past which no election is possible. */
+    if (term_of(m) > r->current_term + RAFT_GUARD_MAX_TERM_JUMP)
+        return true;
     switch (m->type) {
     case RAFT_IO_APPEND_ENTRIES: /* a second leader in the leader's own term */
         return r->state == RAFT_LEADER && m->append_entries.term == r->current_term;

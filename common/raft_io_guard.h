@@ -29,7 +29,8 @@
  * It also drops, before libraft sees them, the messages no member sends
  * that libraft 0.15 would abort on given its state (an AppendEntries or
  * InstallSnapshot at a leader's own term; a pre-vote granted at a term
- * above the one asked): docs/DESIGN.md §7.2.
+ * above the one asked), and those whose term is more than
+ * RAFT_GUARD_MAX_TERM_JUMP above this member's: docs/DESIGN.md §7.2.
  *
  * Threads: whatever libraft runs on (one loop); nothing here locks.
  */
@@ -40,6 +41,11 @@
 #include <stdint.h>
 
 #include <raft.h>
+
+/* With pre-vote a term grows by one per election a quorum allowed, so no
+ * honest member is this far ahead of another (16.7 million elections);
+ * reaching the 2^62 ceiling of the frame check then takes 2^38 messages. */
+#define RAFT_GUARD_MAX_TERM_JUMP ((raft_term)1 << 24)
 
 typedef struct raft_io_guard {
     struct raft_io io;      /* what libraft is given (raft_init) */

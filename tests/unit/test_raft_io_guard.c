@@ -3,7 +3,8 @@
  * them, the messages no member sends on which libraft 0.15 would abort
  * given its state (docs/DESIGN.md §7.2): an AppendEntries or
  * InstallSnapshot at a leader's own term, a pre-vote granted at a term
- * above the one asked. Everything else reaches libraft unchanged. The
+ * above the one asked, a term far above its own. Everything else reaches
+ * libraft unchanged. The
  * guard sits on a stand-in I/O whose start hands the guard's receive
  * callback to the test; libraft's side is a stand-in struct raft (the
  * guard reads its state and term) and a receive callback that counts.
@@ -149,12 +150,37 @@ static void a_pre_vote_granted_beyond_the_term_asked_is_dropped(void **state)
     assert_int_equal(x.g.dropped, 1);
 }
 
+static void a_term_far_ahead_is_dropped(void **state)
+{
+    (void)state;
+    rig x;
+    rig_start(&x, RAFT_FOLLOWER, 5);
+    struct raft_message m = {.type = RAFT_IO_TIMEOUT_NOW, .server_id = 2,
+                             .server_address = "127.0.0.2:9001"};
+    m.timeout_now.term = 5 + RAFT_GUARD_MAX_TERM_JUMP + 1;
+    guard_recv(&x.inner, &m);
+    m = (struct raft_message){.type = RAFT_IO_REQUEST_VOTE, .server_id = 2,
+                              .server_address = "127.0.0.2:9001"};
+    m.request_vote.term = (raft_term)1 << 52;
+    m.request_vote.candidate_id = 2;
+    guard_recv(&x.inner, &m);
+    struct raft_message ae = append_entries((raft_term)1 << 40);
+    guard_recv(&x.inner, &ae);
+    assert_int_equal(delivered, 0);
+    assert_int_equal(x.g.dropped, 3);
+    /* A jump within the bound is an ordinary term change: libraft's. */
+    m.request_vote.term = 5 + RAFT_GUARD_MAX_TERM_JUMP;
+    guard_recv(&x.inner, &m);
+    assert_int_equal(delivered, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_second_leader_in_the_leaders_term_is_dropped),
         cmocka_unit_test(a_snapshot_at_the_leaders_term_is_dropped),
         cmocka_unit_test(a_pre_vote_granted_beyond_the_term_asked_is_dropped),
+        cmocka_unit_test(a_term_far_ahead_is_dropped),
     };
     return cmocka_run_group_tests_name("raft_io guard: messages no member sends", tests, NULL,
                                        NULL);
