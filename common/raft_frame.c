@@ -300,6 +300,25 @@ raft_frame_verdict raft_frame_configuration(const uint8_t *buf, size_t len, cons
     return conf_check(buf, len, len, why);
 }
 
+size_t raft_frame_configuration_servers(const uint8_t *buf, size_t len,
+                                        raft_frame_server *out, size_t max)
+{
+    const char *why;
+    if (raft_frame_configuration(buf, len, &why) != RAFT_FRAME_OK)
+        return 0;
+    /* Checked: every field lies inside, every address ends in a NUL. */
+    size_t n = (size_t)get64(buf + 1), pos = 9;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = get64(buf + pos);
+        const char *addr = (const char *)buf + pos + 8;
+        pos += 8 + strlen(addr) + 1;
+        if (i < max)
+            out[i] = (raft_frame_server){.id = id, .address = addr, .role = buf[pos]};
+        pos++;
+    }
+    return n;
+}
+
 /* ---- message headers (uv_encoding.c:uvDecodeMessage) ----------------- */
 
 /* A term a message may carry: libraft's handlers compare it with their
@@ -337,6 +356,15 @@ static int bad_bound(const hdr *x, size_t off)
     return IN(x, off, 8) && get64(x->h + off) > TERM_MAX;
 }
 
+/* Whether the word at off is a term above the message's own (at 0): no
+ * member sends one (its log holds no entry of a term it has not reached),
+ * and libraft stores such an entry as is (replication.c asserts it does
+ * not, in a build without NDEBUG). */
+static int after_own_term(const hdr *x, size_t off)
+{
+    return IN(x, 0, 8) && IN(x, off, 8) && get64(x->h + off) > get64(x->h);
+}
+
 static raft_frame_verdict request_vote(hdr *x, const char **why)
 {
     if (bad_term(x, 0))
@@ -347,6 +375,8 @@ static raft_frame_verdict request_vote(hdr *x, const char **why)
         return bad(why, "RequestVote: candidate id 0");
     if (bad_bound(x, 16) || bad_bound(x, 24))
         return bad(why, "RequestVote: last log index or term above 2^62");
+    if (after_own_term(x, 24))
+        return bad(why, "RequestVote: last log term above the term");
     return RAFT_FRAME_OK;
 }
 
@@ -375,6 +405,8 @@ static raft_frame_verdict timeout_now(hdr *x, const char **why)
         return bad(why, "TimeoutNow: term 0 or above 2^62");
     if (bad_bound(x, 8) || bad_bound(x, 16))
         return bad(why, "TimeoutNow: last log index or term above 2^62");
+    if (after_own_term(x, 16))
+        return bad(why, "TimeoutNow: last log term above the term");
     return RAFT_FRAME_OK;
 }
 
@@ -388,6 +420,8 @@ static raft_frame_verdict append_entries(hdr *x, const char **why)
      * prev_log_index + 1 + j, which must not wrap to logTermOf's 0. */
     if (bad_bound(x, 8) || bad_bound(x, 16) || bad_bound(x, 24))
         return bad(why, "AppendEntries: index or term above 2^62");
+    if (after_own_term(x, 16))
+        return bad(why, "AppendEntries: previous log term above the term");
     /* uvDecodeBatchHeader mallocs and reads this many entry headers from
      * the header buffer: it must be the count H was sized for. */
     if (IN(x, AE_N_OFFSET, 8) && get64(x->h + AE_N_OFFSET) != n)
@@ -401,6 +435,8 @@ static raft_frame_verdict append_entries(hdr *x, const char **why)
         /* log.c:logAppend: assert(term > 0). */
         if (!term_ok(get64(x->h + off)))
             return bad(why, "AppendEntries: entry term 0 or above 2^62");
+        if (after_own_term(x, off))
+            return bad(why, "AppendEntries: entry term above the term");
         if (!IN(x, off + 8, 1))
             break;
         /* uvDecodeBatchHeader refuses other types, logAppend asserts them. */
@@ -443,6 +479,8 @@ static raft_frame_verdict install_snapshot(hdr *x, const char **why)
         return bad(why, "InstallSnapshot: last index 0 or above 2^62");
     if (IN(x, 16, 8) && !term_ok(get64(x->h + 16)))
         return bad(why, "InstallSnapshot: last term 0 or above 2^62");
+    if (after_own_term(x, 16))
+        return bad(why, "InstallSnapshot: last term above the term");
     if (bad_bound(x, 24))
         return bad(why, "InstallSnapshot: configuration index above 2^62");
     /* decodeInstallSnapshot trusts this length for the configuration and

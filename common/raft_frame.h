@@ -89,6 +89,17 @@ raft_frame_verdict raft_frame_message(const uint8_t *buf, size_t len,
 raft_frame_verdict raft_frame_configuration(const uint8_t *buf, size_t len,
                                             const char **why);
 
+/* The servers of a configuration raft_frame_configuration passes (0
+ * when it does not): how many there are, the first max of them in out,
+ * their addresses pointing into buf. */
+typedef struct {
+    uint64_t id;
+    const char *address;
+    uint8_t role;           /* RAFT_STANDBY 0, RAFT_VOTER 1, RAFT_SPARE 2 */
+} raft_frame_server;
+size_t raft_frame_configuration_servers(const uint8_t *buf, size_t len,
+                                        raft_frame_server *out, size_t max);
+
 /* The longest preamble plus header a message may have under lim: the
  * buffer a reader needs. */
 size_t raft_frame_max_header(const raft_frame_limits *lim);

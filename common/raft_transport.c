@@ -396,7 +396,7 @@ static int hand_over(conn *c)
  * is a configuration libraft decodes as it appends the entry
  * (membershipUncommittedChange), with the same trust as a snapshot's: so
  * such an entry is held back until it is all in and checked
- * (raft_frame_configuration). */
+ * (raft_frame_configuration, conf_is_ours). */
 #define MAX_CHANGES 16
 typedef struct {
     uint64_t left;                       /* payload bytes still to pass on */
@@ -414,13 +414,41 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
+/* Whether a configuration (checked by raft_frame_configuration) is this
+ * group's: --raft-peers, every member a voter, in any order. The programs
+ * bootstrap that configuration and never change it (membership changes
+ * are not built yet), so any other is forged: libraft would adopt it and
+ * a member dropped from it would never stand for election again. */
+static bool conf_is_ours(const rt *r, const uint8_t *conf, size_t len)
+{
+    raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
+    size_t n = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
+    if (n != r->npeers)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool found = false;
+        for (size_t j = 0; j < r->npeers && !found; j++)
+            found = r->peers[j].id == sv[i].id && strcmp(r->peers[j].raft, sv[i].address) == 0;
+        if (!found || sv[i].role != RAFT_VOTER)
+            return false;
+    }
+    return true;
+}
+
 /* A message whose header raft_frame_message passed (at m): note where
  * its RAFT_CHANGE entries lie in its payload. NULL, or why not. */
-static const char *note_changes(inflow *in, const uint8_t *m, uint64_t payload)
+static const char *note_changes(const rt *r, inflow *in, const uint8_t *m, uint64_t payload)
 {
     in->left = payload;
     in->pos = 0;
     in->nchanges = in->next = 0;
+    if (le64(m) == RAFT_FRAME_INSTALL_SNAPSHOT) {
+        /* header: term, last index, last term, conf index, conf length, conf */
+        const uint8_t *h = m + RAFT_FRAME_PREAMBLE;
+        if (!conf_is_ours(r, h + 40, (size_t)le64(h + 32)))
+            return "a snapshot's configuration is not this group's";
+        return NULL;
+    }
     if (le64(m) != RAFT_FRAME_APPEND_ENTRIES)
         return NULL;
     const uint8_t *h = m + RAFT_FRAME_PREAMBLE;
@@ -443,7 +471,8 @@ static const char *note_changes(inflow *in, const uint8_t *m, uint64_t payload)
 /* How many of the avail bytes at p (payload of the current message) may
  * be passed on now: 0 when a configuration entry must wait for more;
  * -1 (why set) when one is bad. */
-static int64_t passable(inflow *in, const uint8_t *p, uint64_t avail, const char **why)
+static int64_t passable(const rt *r, inflow *in, const uint8_t *p, uint64_t avail,
+                        const char **why)
 {
     uint64_t n = avail < in->left ? avail : in->left;
     if (in->next == in->nchanges)
@@ -455,6 +484,10 @@ static int64_t passable(inflow *in, const uint8_t *p, uint64_t avail, const char
         return 0;
     if (raft_frame_configuration(p, len, why) != RAFT_FRAME_OK)
         return -1;
+    if (!conf_is_ours(r, p, len)) {
+        *why = "a configuration entry that is not this group's";
+        return -1;
+    }
     in->next++;
     return (int64_t)len;
 }
@@ -473,7 +506,7 @@ static void pump_in(conn *c, uint8_t *buf, size_t cap, size_t have)
         while (off < have) {
             const char *why = NULL;
             if (in.left > 0) {
-                int64_t n = passable(&in, buf + off, have - off, &why);
+                int64_t n = passable(r, &in, buf + off, have - off, &why);
                 if (n < 0) {
                     refuse(c, REFUSED_FRAME, why);
                     return;
@@ -491,7 +524,7 @@ static void pump_in(conn *c, uint8_t *buf, size_t cap, size_t have)
             uint64_t payload = 0;
             raft_frame_verdict v =
                 raft_frame_message(buf + off, have - off, &r->lim, &used, &payload, &why);
-            if (v == RAFT_FRAME_OK && (why = note_changes(&in, buf + off, payload)) != NULL)
+            if (v == RAFT_FRAME_OK && (why = note_changes(r, &in, buf + off, payload)) != NULL)
                 v = RAFT_FRAME_BAD;
             if (v == RAFT_FRAME_BAD) {
                 refuse(c, REFUSED_FRAME, why);

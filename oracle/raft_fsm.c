@@ -77,7 +77,12 @@ static int restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     oracle_fsm_state *st = fsm->data;
     if (buf->len != 8)
         return RAFT_MALFORMED;
-    st->hwm = get_be64(buf->base);
+    /* The mark never goes down: a member installs an image only when its
+     * log is behind it, so the image's mark is at least its own; a lower
+     * one is forged, and taking it would hand out timestamps twice. */
+    uint64_t image = get_be64(buf->base);
+    if (image > st->hwm)
+        st->hwm = image;
     raft_free(buf->base); /* restore owns the buffer */
     return 0;
 }

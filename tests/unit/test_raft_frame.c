@@ -656,6 +656,46 @@ static void test_terms_and_indexes(void **state)
     bad_msg(request_vote_result(5, 2, 0, 0), NULL, "vote_granted");
 }
 
+/* No member sends a term above the message's own: its log holds no entry
+ * of a term it has not reached. */
+static void test_no_term_after_the_messages_own(void **state)
+{
+    (void)state;
+    bad_msg(request_vote(5, 2, 1, 6, 0), NULL, "last log term above the term");
+    bad_msg(timeout_now(5, 1, 6), NULL, "last log term above the term");
+    frame f = append_entries(5, 3, NULL, 0);
+    set64(&f, 16 + 16, 6); /* prev log term */
+    bad_msg(f, NULL, "previous log term above the term");
+    entry later[] = {{5, 1, 8}, {6, 1, 8}};
+    bad_msg(append_entries(5, 3, later, 2), NULL, "entry term above the term");
+    uint8_t c[4096];
+    size_t clen = conf_encode(c, three, 3);
+    bad_msg(install_snapshot_conf(5, 100, 6, c, clen, 8), NULL, "last term above the term");
+    /* Equal is what libraft sends. */
+    ok_msg(request_vote(5, 2, 1, 5, 0), NULL, 16 + 40, 0);
+    ok_msg(timeout_now(5, 1, 5), NULL, 16 + 24, 0);
+    entry same[] = {{4, 1, 8}, {5, 1, 8}};
+    ok_msg(append_entries(5, 3, same, 2), NULL, 16 + 48 + 32, 16);
+}
+
+/* The servers of a checked configuration, as libraft encodes them. */
+static void test_configuration_servers(void **state)
+{
+    (void)state;
+    uint8_t c[4096];
+    size_t clen = conf_encode(c, three, 3);
+    raft_frame_server sv[4];
+    assert_int_equal(raft_frame_configuration_servers(c, clen, sv, 4), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_true(sv[i].id == three[i].id);
+        assert_string_equal(sv[i].address, three[i].addr);
+        assert_int_equal(sv[i].role, three[i].role);
+    }
+    assert_int_equal(raft_frame_configuration_servers(c, clen, sv, 1), 3); /* counts all */
+    c[0] = 2; /* not format 1: refused, no servers */
+    assert_int_equal(raft_frame_configuration_servers(c, clen, sv, 4), 0);
+}
+
 static void test_bad_snapshots(void **state)
 {
     (void)state;
@@ -1187,6 +1227,8 @@ int main(void)
         cmocka_unit_test(test_bad_entries),
         cmocka_unit_test(test_terms_and_indexes),
         cmocka_unit_test(test_bad_snapshots),
+        cmocka_unit_test(test_no_term_after_the_messages_own),
+        cmocka_unit_test(test_configuration_servers),
         cmocka_unit_test(test_a_real_libraft_node_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
