@@ -41,11 +41,13 @@ static void on_tick(struct raft_io *inner)
     g->tick(&g->io);
 }
 
-/* Messages no member of a group sends, on which libraft 0.15 asserts (so
- * the process aborts) given the receiver's state, which only this thread
- * knows: the frame check of the transport cannot see them
- * (docs/DESIGN.md §7.2). With peer TLS only a member's certificate could
- * send one; on loopback without TLS, any local process. */
+/* Messages no member of a group sends, which break an invariant libraft
+ * 0.15 only asserts given the receiver's state (Debian builds it with
+ * NDEBUG: the assert is gone and libraft runs on; an AppendEntries at a
+ * leader's own term overwrote its leader state and it crashed on its next
+ * tick). Only this thread knows that state: the transport's frame check
+ * cannot see them (docs/DESIGN.md §7.2). With peer TLS only a member's
+ * certificate could send one; on loopback without TLS, any local process. */
 static raft_term term_of(const struct raft_message *m)
 {
     switch (m->type) {

@@ -27,7 +27,7 @@
  * AppendEntries carrying entries does.
  *
  * It also drops, before libraft sees them, the messages no member sends
- * that libraft 0.15 would abort on given its state (an AppendEntries or
+ * that break what libraft 0.15 asserts of its state (an AppendEntries or
  * InstallSnapshot at a leader's own term; a pre-vote granted at a term
  * above the one asked), and those whose term is more than
  * RAFT_GUARD_MAX_TERM_JUMP above this member's: docs/DESIGN.md §7.2.
