@@ -427,7 +427,7 @@ static raft_frame_verdict append_entries(hdr *x, const char **why)
     if (IN(x, AE_N_OFFSET, 8) && get64(x->h + AE_N_OFFSET) != n)
         return bad(why, "AppendEntries: entry count does not match header length");
 
-    uint64_t sum = 0;
+    uint64_t sum = 0, last_term = IN(x, 16, 8) ? get64(x->h + 16) : 0;
     for (uint64_t i = 0; i < n; i++) {
         size_t off = AE_ENTRIES_OFFSET + (size_t)i * ENTRY_HEADER;
         if (!IN(x, off, 8))
@@ -435,6 +435,13 @@ static raft_frame_verdict append_entries(hdr *x, const char **why)
         /* log.c:logAppend: assert(term > 0). */
         if (!term_ok(get64(x->h + off)))
             return bad(why, "AppendEntries: entry term 0 or above 2^62");
+        /* A Raft log's terms never go down along it, from the previous
+         * entry's on: libraft stores such entries as they come, and one
+         * such message after a forged snapshot made it free a buffer twice
+         * (the fuzz run of test_raft_peer_security). */
+        if (get64(x->h + off) < last_term)
+            return bad(why, "AppendEntries: entry terms go down");
+        last_term = get64(x->h + off);
         if (after_own_term(x, off))
             return bad(why, "AppendEntries: entry term above the term");
         if (!IN(x, off + 8, 1))

@@ -425,7 +425,7 @@ static void test_fixed_messages_as_libraft_writes_them(void **state)
 static void test_append_entries_as_libraft_writes_it(void **state)
 {
     (void)state;
-    entry two[] = {{4, 1, 16}, {5, 3, 8}};
+    entry two[] = {{5, 1, 16}, {5, 3, 8}}; /* prev term 5: terms never go down */
     ok_msg(append_entries(5, 9, two, 2), NULL, 16 + 48 + 32, 24);
     ok_msg(append_entries(5, 9, NULL, 0), NULL, 16 + 48, 0); /* heartbeat */
     entry barrier[] = {{5, 2, 8}};
@@ -674,8 +674,15 @@ static void test_no_term_after_the_messages_own(void **state)
     /* Equal is what libraft sends. */
     ok_msg(request_vote(5, 2, 1, 5, 0), NULL, 16 + 40, 0);
     ok_msg(timeout_now(5, 1, 5), NULL, 16 + 24, 0);
-    entry same[] = {{4, 1, 8}, {5, 1, 8}};
+    entry same[] = {{5, 1, 8}, {5, 1, 8}};
     ok_msg(append_entries(5, 3, same, 2), NULL, 16 + 48 + 32, 16);
+    /* Terms never go down along a log, from the previous entry's on. */
+    entry down[] = {{5, 1, 8}, {4, 1, 8}};
+    bad_msg(append_entries(5, 3, down, 2), NULL, "entry terms go down");
+    entry below_prev[] = {{4, 1, 8}};
+    bad_msg(append_entries(5, 3, below_prev, 1), NULL, "entry terms go down"); /* prev term 5 */
+    entry up[] = {{1, 1, 8}, {3, 1, 8}};
+    ok_msg(append_entries(5, 0, up, 2), NULL, 16 + 48 + 32, 16); /* prev 0: term 0 */
 }
 
 /* The servers of a checked configuration, as libraft encodes them. */
