@@ -554,14 +554,25 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
+    /* The member cut off catches up from the log, or by an image when the
+     * leader compacted past it; libraft 0.15 retries an image whose answer
+     * it missed only after 30 s (issue #23: catch-up that finishes), so
+     * the marks may take that long to meet. */
     bool same = false;
-    for (int tries = 0; tries < 200 && !same; tries++) {
+    uint64_t t2 = time_mono_ms();
+    for (int tries = 0; tries < 900 && !same; tries++) {
         same = true;
         for (int i = 0; i < NODES; i++)
             same = member_health(&g, i, &v[i]) && same && v[i].hwm == v[0].hwm;
         if (!same)
             time_sleep_ms(50);
     }
+    print_message("the marks met %llu ms after the clients stopped\n",
+                  (unsigned long long)(time_mono_ms() - t2));
+    for (int i = 0; i < NODES && !same; i++)
+        print_error("member %d: leader %d, term %lld, applied %lld, mark %lld\n", i + 1,
+                    v[i].leader_id, (long long)v[i].term, (long long)v[i].applied,
+                    (long long)v[i].hwm);
     json_int_t hwm[1] = {v[0].hwm};
     print_message("member %d cut off: another elected in %llu ms; %zu requests; healed, every "
                   "member's mark %lld\n",
