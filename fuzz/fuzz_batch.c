@@ -13,6 +13,13 @@
 #include "fuzz.h"
 #include "internal.h"
 
+/* The batch header's operation count (big-endian, after the magic). */
+static uint32_t header_count(const void *batch)
+{
+    const uint8_t *b = batch; /* pc_buf holds char: read bytes unsigned */
+    return (uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t *copy = malloc(size ? size : 1); /* exactly size bytes: overreads are caught */
@@ -20,8 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     if (pc_batch_check(copy, size) == PC_OK) {
         const uint8_t *p = copy + PC_BATCH_HEADER, *end = copy + size;
-        uint32_t count = (uint32_t)copy[4] << 24 | (uint32_t)copy[5] << 16 |
-                         (uint32_t)copy[6] << 8 | copy[7];
+        uint32_t count = header_count(copy);
         pc_buf again = {0};
         pc_batch_op o;
         uint32_t seen = 0;
@@ -50,8 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(pc_batch_join(&joined, copy, size) == PC_OK);
         FUZZ_CHECK(joined.len == 2 * size - PC_BATCH_HEADER);
         FUZZ_CHECK(pc_batch_check(joined.data, joined.len) == PC_OK);
-        FUZZ_CHECK(((uint32_t)joined.data[4] << 24 | (uint32_t)joined.data[5] << 16 |
-                    (uint32_t)joined.data[6] << 8 | joined.data[7]) == 2 * count);
+        FUZZ_CHECK(header_count(joined.data) == 2 * count);
         pc_buf_free(&joined);
         pc_buf_free(&again);
     }
