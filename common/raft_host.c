@@ -19,9 +19,13 @@
 
 #include "log.h"
 #include "raft_io_guard.h"
+#include "raft_identity.h"
 #include "raft_transport.h"
+#include "timeutil.h"
 
 #define TICK_MS 50
+/* A peer's hello within this long counts as what it is now (ms). */
+#define SEEN_MS 10000
 
 struct raft_host {
     raft_host_config cfg;
@@ -44,10 +48,23 @@ struct raft_host {
     raft_id logged_leader;
     int logged_state;
 
+    raft_member_identity me;    /* raft_identity.h */
+    struct raft_change change;  /* the membership change in flight (loop thread) */
+    bool changing;
+    uint64_t change_tried_ms;
+
+    /* An empty data dir: the decider thread asks the other members until
+     * it can tell (raft_identity.h); libraft starts after that, on the loop. */
+    pthread_t decider;
+    bool deciding;              /* loop thread */
+    bool decided, decide_failed;/* under mu */
+    int decided_mode;
+    const char *membership;     /* under mu: raft_host_membership */
+
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
     bool stopping, loop_ready, loop_failed;
-    char loop_err[256];
+    char loop_err[512];
 };
 
 static void on_closed_handle(uv_handle_t *handle)
@@ -65,13 +82,39 @@ static void on_raft_closed(struct raft *r)
     uv_close((uv_handle_t *)&h->tick, on_closed_handle);
 }
 
+static int start_raft(raft_host *h, int mode);
+static int setup_failed(raft_host *h, bool transport, bool io);
+
+/* The decider is done, or the host stops while it asks: join it; start
+ * libraft with what it decided. */
+static void after_deciding(raft_host *h, bool stopping)
+{
+    pthread_mutex_lock(&h->mu);
+    bool decided = h->decided, failed = h->decide_failed;
+    int mode = h->decided_mode;
+    pthread_mutex_unlock(&h->mu);
+    if (!decided && !stopping)
+        return;
+    pthread_join(h->decider, NULL);
+    h->deciding = false;
+    if (stopping)
+        return;
+    if (failed || start_raft(h, mode) != 0) {
+        log_error("%s raft: %s", h->cfg.kind, h->loop_err);
+        _exit(1);
+    }
+}
+
 static void on_wake(uv_async_t *a)
 {
     raft_host *h = a->data;
     pthread_mutex_lock(&h->mu);
     bool stopping = h->stopping;
     pthread_mutex_unlock(&h->mu);
-    h->cfg.serve(h->cfg.arg);
+    if (h->deciding)
+        after_deciding(h, stopping);
+    if (h->raft_started)
+        h->cfg.serve(h->cfg.arg);
     if (!stopping)
         return;
     /* Stop: the owner failed what it had queued; libraft fails what is in
@@ -80,7 +123,7 @@ static void on_wake(uv_async_t *a)
     if (h->raft_started)
         raft_close(&h->raft, on_raft_closed);
     else
-        on_raft_closed(&h->raft);
+        setup_failed(h, true, false); /* still deciding: only the transport runs */
 }
 
 /* libraft 0.15 shuts a member down for good (RAFT_UNAVAILABLE) when its
@@ -103,10 +146,125 @@ static void check_alive(raft_host *h)
     _exit(RAFT_HOST_EXIT_UNAVAILABLE);
 }
 
+static void on_changed(struct raft_change *req, int status)
+{
+    raft_host *h = req->data;
+    h->changing = false;
+    if (status == 0)
+        h->change_tried_ms = 0; /* the next step may follow at once; a failure waits 1 s */
+    if (status != 0)
+        log_warn("%s raft: a membership change failed: %s", h->cfg.kind, raft_strerror(status));
+}
+
+static const struct raft_server *server_of(const struct raft *r, unsigned member)
+{
+    for (unsigned i = 0; i < r->configuration.n; i++)
+        if (raft_member_of(r->configuration.servers[i].id) == member)
+            return &r->configuration.servers[i];
+    return NULL;
+}
+
+static void set_membership(raft_host *h, const char *m)
+{
+    pthread_mutex_lock(&h->mu);
+    h->membership = m;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* What this member is in its group's configuration, for health. */
+static const char *membership_of(raft_host *h)
+{
+    const struct raft_server *s = server_of(&h->raft, h->cfg.id);
+    if (s == NULL || s->id != h->me.raft_id)
+        return "joining";
+    return s->role == RAFT_VOTER ? "voter" : s->role == RAFT_STANDBY ? "standby" : "spare";
+}
+
+/* A setup that failed before libraft started: close what was opened, so
+ * that the loop ends. */
+static int setup_failed(raft_host *h, bool transport, bool io)
+{
+    if (io)
+        raft_uv_close(&h->io);
+    if (transport)
+        raft_transport_free(&h->transport);
+    uv_close((uv_handle_t *)&h->wake, on_closed_handle);
+    uv_close((uv_handle_t *)&h->tick, on_closed_handle);
+    return -1;
+}
+
+/* The leader puts a member that came back as a new incarnation (its hello
+ * gives another raft id than the configuration's and no state:
+ * raft_identity.h) in the old one's place, one libraft change at a time:
+ * remove the old raft id, add the new one as a spare, promote it to voter
+ * (libraft promotes once it has caught up). A member with state is never
+ * removed or added here: only a member that lost its data is replaced. */
+static void replace_incarnations(raft_host *h)
+{
+    struct raft *r = &h->raft;
+    uint64_t now = time_mono_ms();
+    if (raft_state(r) != RAFT_LEADER || h->changing || now - h->change_tried_ms < 1000)
+        return;
+    for (size_t i = 0; i < h->cfg.npeers; i++) {
+        const raft_peer *p = &h->peers[i];
+        uint64_t seen;
+        bool state;
+        if (p->id == h->cfg.id ||
+            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state))
+            continue;
+        const struct raft_server *s = server_of(r, p->id);
+        if (s == NULL || (s->id == seen && s->role == RAFT_VOTER) || (s->id != seen && state))
+            continue;
+        int rv;
+        h->change.data = h;
+        h->change_tried_ms = now;
+        if (s->id != seen) {
+            log_info("%s raft: member %u came back as raft id %llu (it lost its data): "
+                     "removing raft id %llu from the group", h->cfg.kind, p->id, (unsigned long long)seen,
+                     (unsigned long long)s->id);
+            rv = raft_remove(r, &h->change, s->id, on_changed);
+        } else {
+            log_info("%s raft: promoting member %u (raft id %llu) to voter once it has caught "
+                     "up", h->cfg.kind, p->id, (unsigned long long)seen);
+            rv = raft_assign(r, &h->change, seen, RAFT_VOTER, on_changed);
+        }
+        if (rv != 0)
+            log_warn("%s raft: membership change for member %u: %s", h->cfg.kind, p->id,
+                     raft_errmsg(r));
+        h->changing = rv == 0;
+        return;
+    }
+    /* A configured member in no configuration, that answers without state:
+     * its old raft id was removed above. */
+    for (size_t i = 0; i < h->cfg.npeers; i++) {
+        const raft_peer *p = &h->peers[i];
+        uint64_t seen;
+        bool state;
+        if (p->id == h->cfg.id || server_of(r, p->id) != NULL ||
+            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state) || state)
+            continue;
+        h->change.data = h;
+        h->change_tried_ms = now;
+        log_info("%s raft: adding member %u (raft id %llu) at %s as a spare", h->cfg.kind, p->id,
+                 (unsigned long long)seen, p->raft);
+        int rv = raft_add(r, &h->change, seen, p->raft, on_changed);
+        if (rv != 0)
+            log_warn("%s raft: membership change for member %u: %s", h->cfg.kind, p->id,
+                     raft_errmsg(r));
+        h->changing = rv == 0;
+        return;
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
     check_alive(h);
+    uint64_t last = raft_last_index(&h->raft);
+    raft_transport_set_last_index(&h->transport, last);
+    raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    replace_incarnations(h);
+    set_membership(h, membership_of(h));
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
     h->cfg.serve(h->cfg.arg);
@@ -124,8 +282,8 @@ static raft_frame_limits frame_limits(const raft_host_config *cfg)
                                .max_entry_bytes = cfg->max_entry_bytes};
 }
 
-/* Every member bootstraps the same configuration on its first start; on
- * later starts the log holds it (RAFT_CANTBOOTSTRAP). */
+/* The first members of a group bootstrap the same configuration: every
+ * member at incarnation 0 (raft_identity.h). */
 static int bootstrap(raft_host *h)
 {
     struct raft_configuration conf;
@@ -133,30 +291,137 @@ static int bootstrap(raft_host *h)
     raft_configuration_init(&conf);
     for (size_t i = 0; i < h->cfg.npeers && rv == 0; i++)
         rv = raft_configuration_add(&conf, h->peers[i].id, h->peers[i].raft, RAFT_VOTER);
-    if (rv == 0 && (rv = raft_bootstrap(&h->raft, &conf)) == RAFT_CANTBOOTSTRAP)
-        rv = 0;
+    if (rv == 0)
+        rv = raft_bootstrap(&h->raft, &conf);
     raft_configuration_close(&conf);
     return rv;
 }
 
-/* A setup that failed before libraft started: close what was opened, so
- * that the loop ends. */
-static int setup_failed(raft_host *h, bool transport, bool io)
+static bool stop_asked(raft_host *h)
 {
-    if (io)
-        raft_uv_close(&h->io);
-    if (transport)
-        raft_transport_free(&h->transport);
-    uv_close((uv_handle_t *)&h->wake, on_closed_handle);
-    uv_close((uv_handle_t *)&h->tick, on_closed_handle);
+    pthread_mutex_lock(&h->mu);
+    bool stopping = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    return stopping;
+}
+
+typedef enum { START_RUN, START_BOOTSTRAP, START_JOIN } start_mode;
+
+/* Who this member is (raft_identity.h): its member file; a data dir from
+ * before that file is incarnation 0. 1 known, 0 the dir is empty (ask the
+ * others: decide), -1 with h->loop_err. */
+static int known_identity(raft_host *h)
+{
+    char err[300];
+    uint64_t own = raft_member_cluster_id(h->cfg.kind, h->peers, h->cfg.npeers);
+    int rc = raft_member_load(h->cfg.dir, &h->me, err, sizeof err);
+    if (rc < 0) {
+        snprintf(h->loop_err, sizeof h->loop_err, "%s", err);
+        return -1;
+    }
+    bool state = raft_member_has_state(h->cfg.dir);
+    if (rc == 1 && raft_member_of(h->me.raft_id) != h->cfg.id) {
+        snprintf(h->loop_err, sizeof h->loop_err, "the data dir %s is member %u's, not member "
+                 "%u's", h->cfg.dir, raft_member_of(h->me.raft_id), h->cfg.id);
+        return -1;
+    }
+    if (rc == 1 && !state) {
+        /* libraft's files are gone but ours is not (a partial wipe, or a
+         * joiner that was never sent anything): whatever this member
+         * voted as is lost, so it comes back as a new incarnation of its
+         * group, as from an empty dir. */
+        h->me.raft_id = raft_member_new_incarnation(h->cfg.id);
+        if (raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0) {
+            snprintf(h->loop_err, sizeof h->loop_err, "%s", err);
+            return -1;
+        }
+        log_warn("%s raft: libraft's state is missing from the data dir: joining the group as "
+                 "raft id %llu (a new incarnation of member %u)", h->cfg.kind,
+                 (unsigned long long)h->me.raft_id, h->cfg.id);
+        return 2;
+    }
+    if (rc == 1)
+        return 1;
+    if (!state)
+        return 0;
+    /* a dir from before member files */
+    h->me = (raft_member_identity){own, h->cfg.id};
+    if (raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0) {
+        snprintf(h->loop_err, sizeof h->loop_err, "%s", err);
+        return -1;
+    }
+    return 1;
+}
+
+/* An empty data dir: ask the other members whether the group exists,
+ * until enough answer to tell. -1 with h->loop_err. */
+static int decide(raft_host *h, start_mode *mode)
+{
+    char err[300];
+    uint64_t own = raft_member_cluster_id(h->cfg.kind, h->peers, h->cfg.npeers);
+    raft_member_probe answers[RAFT_PEERS_MAX];
+    for (unsigned round = 0; !stop_asked(h); round++) {
+        size_t n = 0, said = 0;
+        for (size_t i = 0; i < h->cfg.npeers; i++)
+            if (h->peers[i].id != h->cfg.id) {
+                raft_transport_probe(&h->transport, &h->peers[i], &answers[n]);
+                said += answers[n++].answered;
+            }
+        uint64_t cluster = 0;
+        raft_member_decision d = raft_member_decide(answers, n, own, &cluster);
+        if (d == RAFT_MEMBER_BOOTSTRAP) {
+            h->me = (raft_member_identity){cluster, h->cfg.id};
+            *mode = START_BOOTSTRAP;
+            log_info("%s raft: a new group (%zu of %zu other members answered, none holds any "
+                     "of it): bootstrapping it", h->cfg.kind, said, n);
+            return 0;
+        }
+        if (d == RAFT_MEMBER_JOIN) {
+            h->me = (raft_member_identity){cluster, raft_member_new_incarnation(h->cfg.id)};
+            if (raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0) {
+                snprintf(h->loop_err, sizeof h->loop_err, "%s", err);
+                return -1;
+            }
+            *mode = START_JOIN;
+            log_warn("%s raft: the data dir is empty but the group exists: joining it as raft id "
+                     "%llu (a new incarnation of member %u); this member votes only once the "
+                     "leader has caught it up and promoted it", h->cfg.kind,
+                     (unsigned long long)h->me.raft_id, h->cfg.id);
+            return 0;
+        }
+        if (round % 10 == 0)
+            log_warn("%s raft: the data dir is empty; %s (%zu of %zu other members answered): "
+                     "asking again", h->cfg.kind,
+                     d == RAFT_MEMBER_CONFLICT
+                         ? "members answer for different groups: check --raft-peers"
+                         : "waiting for a majority of the members to tell whether the group "
+                           "exists",
+                     said, n);
+        for (int k = 0; k < 10 && !stop_asked(h); k++)
+            time_sleep_ms(100);
+    }
+    snprintf(h->loop_err, sizeof h->loop_err, "stopped while waiting for the other members");
     return -1;
+}
+
+static void *decider_main(void *arg)
+{
+    raft_host *h = arg;
+    start_mode mode = START_RUN;
+    int rc = decide(h, &mode);
+    pthread_mutex_lock(&h->mu);
+    h->decided = true;
+    h->decide_failed = rc != 0;
+    h->decided_mode = mode;
+    pthread_mutex_unlock(&h->mu);
+    uv_async_send(&h->wake);
+    return NULL;
 }
 
 /* Set libraft up on the loop; 0 or -1 with h->loop_err. */
 static int loop_setup(raft_host *h)
 {
     raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
-    int rv;
 
     h->wake.data = h;
     h->tick.data = h;
@@ -175,18 +440,43 @@ static int loop_setup(raft_host *h)
     }
     char why[200];
     if (raft_transport_init(&h->transport, &h->loop, &(raft_transport_config){
-            .peers = h->peers, .npeers = h->cfg.npeers, .tls = h->cfg.peer_tls,
-            .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics}, why, sizeof why) != 0) {
+            .address = me->raft, .peers = h->peers, .npeers = h->cfg.npeers,
+            .tls = h->cfg.peer_tls, .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics},
+            why, sizeof why) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft transport: %s", why);
         return setup_failed(h, false, false);
     }
+    int known = known_identity(h);
+    if (known < 0)
+        return setup_failed(h, true, false);
+    if (known > 0)
+        return start_raft(h, known == 1 ? START_RUN : START_JOIN);
+    set_membership(h, "waiting");
+    /* until it knows: a member of no group, by its number */
+    raft_transport_set_self(&h->transport, 0, h->cfg.id, false);
+    if (pthread_create(&h->decider, NULL, decider_main, h) != 0) {
+        snprintf(h->loop_err, sizeof(h->loop_err), "cannot start a thread");
+        return setup_failed(h, true, false);
+    }
+    h->deciding = true;
+    return 0;
+}
+
+/* libraft on the loop, as this member (h->me), bootstrapping a new group
+ * in START_BOOTSTRAP. 0, or -1 with h->loop_err (what was set up closed). */
+static int start_raft(raft_host *h, int mode)
+{
+    raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
+    int rv;
+    if (mode != START_BOOTSTRAP) /* a bootstrapping member shows up once it has (below) */
+        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, mode == START_RUN);
     if ((rv = raft_uv_init(&h->io, &h->loop, h->cfg.dir, &h->transport)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft storage in %s: %s", h->cfg.dir,
                  raft_strerror(rv));
         return setup_failed(h, true, false);
     }
     raft_io_guard_init(&h->guard, &h->io);
-    if ((rv = raft_init(&h->raft, &h->guard.io, h->cfg.fsm, h->cfg.id, me->raft)) != 0) {
+    if ((rv = raft_init(&h->raft, &h->guard.io, h->cfg.fsm, h->me.raft_id, me->raft)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft: %s", raft_errmsg(&h->raft));
         return setup_failed(h, true, true);
     }
@@ -196,12 +486,28 @@ static int loop_setup(raft_host *h)
     raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
     raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
     raft_set_pre_vote(&h->raft, true);
-    if ((rv = bootstrap(h)) != 0 || (rv = raft_start(&h->raft)) != 0) {
+    char err[300];
+    if ((mode == START_BOOTSTRAP && (rv = bootstrap(h)) != 0) ||
+        (rv = raft_start(&h->raft)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft: %s", raft_strerror(rv));
         raft_close(&h->raft, on_raft_closed);
         return -1;
     }
+    /* After the bootstrap: a crash before this leaves libraft's state and
+     * no member file, which reads as incarnation 0 (above). */
+    if (mode == START_BOOTSTRAP && raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0) {
+        snprintf(h->loop_err, sizeof(h->loop_err), "%s", err);
+        raft_close(&h->raft, on_raft_closed);
+        return -1;
+    }
     h->raft_started = true;
+    /* What the hello says from now on: a member that bootstrapped shows
+     * its one entry at once (a member still deciding takes it for one of a
+     * new group, not for a group to join: raft_identity.h). */
+    raft_index last = raft_last_index(&h->raft);
+    raft_transport_set_last_index(&h->transport, last);
+    raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    set_membership(h, membership_of(h));
     uv_timer_start(&h->tick, on_tick, TICK_MS, TICK_MS);
     return 0;
 }
@@ -215,7 +521,7 @@ static void *loop_main(void *arg)
     h->loop_failed = ok != 0;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    if (ok == 0)
+    if (ok == 0 && h->raft_started)
         h->cfg.serve(h->cfg.arg);
     uv_run(&h->loop, UV_RUN_DEFAULT); /* after a failed setup: until the closes ran */
     return NULL;
@@ -331,12 +637,12 @@ void raft_host_log_changes(raft_host *h, const char *who)
     if (term == h->logged_term && id == h->logged_leader && st == h->logged_state)
         return;
     const char *role = st >= 0 && st <= 3 ? names[st] : "unavailable";
-    if (id == h->cfg.id && st == RAFT_LEADER)
+    if (id == h->me.raft_id && st == RAFT_LEADER)
         log_info("%s raft: term %llu: this member (%u) leads", who, (unsigned long long)term,
                  h->cfg.id);
     else if (id != 0)
-        log_info("%s raft: term %llu: member %llu at %s leads; this member (%u) is a %s", who,
-                 (unsigned long long)term, (unsigned long long)id, addr ? addr : "?", h->cfg.id,
+        log_info("%s raft: term %llu: member %u at %s leads; this member (%u) is a %s", who,
+                 (unsigned long long)term, raft_member_of(id), addr ? addr : "?", h->cfg.id,
                  role);
     else if (st == RAFT_CANDIDATE)
         log_info("%s raft: term %llu: no leader; this member (%u) stands for election (no "
@@ -358,4 +664,12 @@ uint64_t raft_host_commits_lowered(const raft_host *h)
 uint64_t raft_host_replies_lowered(const raft_host *h)
 {
     return h->guard.replies_lowered;
+}
+
+const char *raft_host_membership(raft_host *h)
+{
+    pthread_mutex_lock(&h->mu);
+    const char *m = h->membership != NULL ? h->membership : "waiting";
+    pthread_mutex_unlock(&h->mu);
+    return m;
 }

@@ -35,6 +35,7 @@ typedef struct raft_host raft_host;
 #define RAFT_HOST_EXIT_UNAVAILABLE 70
 
 typedef struct {
+    const char *kind;                /* "oracle", "service": part of the group's id */
     unsigned id;                     /* this member: one of the peers */
     const char *dir;                 /* raft log and snapshots; created if missing */
     const raft_peer *peers;
@@ -61,8 +62,10 @@ typedef struct {
 int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *err,
                              size_t errlen);
 
-/* Start the member (bootstrapping the group on its first start); *out is
- * set before the loop starts, so serve and libraft's callbacks may use it.
+/* Start the member (raft_identity.h: bootstrapping a new group, or joining
+ * an existing one from an empty data dir, which may wait for the other
+ * members to answer); *out is set before the loop starts, so serve and
+ * libraft's callbacks may use it.
  * 0, or -1 with a reason in err (nothing left running). */
 int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, size_t errlen);
 
@@ -79,6 +82,12 @@ struct raft *raft_host_raft(raft_host *h);
 /* Log one line when the term, the leader this member knows or its role
  * changed since the last call (loop thread; who: "oracle", "service"). */
 void raft_host_log_changes(raft_host *h, const char *who);
+
+/* What this member is in its group (any thread): "waiting" (an empty data
+ * dir, asking the others whether the group exists), "joining" (in no
+ * configuration yet: it neither votes nor counts), "spare" or "standby"
+ * (catching up), "voter" (raft_identity.h). */
+const char *raft_host_membership(raft_host *h);
 
 /* What the guard lowered so far (loop thread). */
 uint64_t raft_host_commits_lowered(const raft_host *h);

@@ -32,10 +32,26 @@
 #include <uv.h>
 
 #include "log.h"
+#include "raft_identity.h"
 #include "timeutil.h"
 
 #define HANDSHAKE_PROTOCOL 1 /* libraft 0.15's UV__TCP_HANDSHAKE_PROTOCOL */
 #define IO_CHUNK 65536
+
+/* Our hello, both ways, before libraft's handshake (raft_transport.h):
+ * "pcRH", version, kind, flags, 0, the group's id, the sender's raft id,
+ * its log's last index; little-endian as libraft's. */
+#define HELLO_LEN 32
+#define HELLO_VERSION 1
+enum { HELLO_PROBE = 0, HELLO_RAFT = 1 };
+#define HELLO_HAS_STATE 1
+typedef struct {
+    uint8_t kind;
+    bool has_state;
+    uint64_t cluster, raft_id, last_index;
+} hello;
+/* A probe must be answered within this (ms). */
+#define PROBE_MS 1000
 
 typedef enum { REFUSED_TLS, REFUSED_IDENTITY, REFUSED_HANDSHAKE, REFUSED_FRAME, REFUSED_BUSY,
                REFUSED_N } refusal;
@@ -57,6 +73,7 @@ typedef struct conn {
     bool exited;               /* the thread is done with everything but r->mu */
     bool deliver;              /* the loop has a stream or a result to give libraft */
     bool delivered;
+    bool joined;               /* its thread was joined (closing) */
     int status;                /* connecting: 0, or RAFT_NOCONNECTION */
     /* accepted: who the handshake says it is; connecting: whom we dial */
     raft_id id;
@@ -76,6 +93,15 @@ struct rt {
     raft_frame_limits lim;
     size_t inbuf;               /* an accepted connection's read buffer */
     raft_uv_accept_cb accept_cb;
+    atomic_bool accepting;      /* libraft listens: raft connections may be accepted */
+    atomic_bool async_open_flag;/* threads may signal the loop */
+    /* What our hello says (raft_transport_set_self, _set_last_index). */
+    atomic_uint_fast64_t my_cluster, my_raft_id, my_last_index;
+    atomic_bool my_state;
+    /* The raft id each peer's hello last gave, and when (under mu). */
+    uint64_t seen_id[RAFT_PEERS_MAX], seen_ms[RAFT_PEERS_MAX];
+    bool seen_state[RAFT_PEERS_MAX];
+    atomic_uint_fast64_t last_other_log_ms;
     uv_async_t async;           /* threads -> loop: something to deliver or reap */
     bool async_open;
     int lfd;                    /* listening socket, -1 */
@@ -209,7 +235,7 @@ bool raft_transport_cert_names(void *x509_crt, uint64_t id, const char *host)
     gnutls_x509_crt_t crt = x509_crt;
     struct in_addr ip;
     char name[48];
-    snprintf(name, sizeof name, "raft-member-%llu", (unsigned long long)id);
+    snprintf(name, sizeof name, "raft-member-%u", raft_member_of(id));
     if (inet_pton(AF_INET, host, &ip) == 1 &&
         gnutls_x509_crt_check_ip(crt, (const unsigned char *)&ip, sizeof ip, 0) != 0)
         return true;
@@ -370,7 +396,8 @@ static void conn_exit(conn *c)
     c->in_handshake = false;
     c->exited = true;
     pthread_mutex_unlock(&r->mu);
-    uv_async_send(&r->async);
+    if (atomic_load(&r->async_open_flag))
+        uv_async_send(&r->async);
 }
 
 /* The pair, and the stream for libraft queued for the loop. */
@@ -414,25 +441,28 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
-/* Whether a configuration (checked by raft_frame_configuration) is this
- * group's: --raft-peers, every member a voter, in any order. The programs
- * bootstrap that configuration and never change it (membership changes
- * are not built yet), so any other is forged: libraft would adopt it and
- * a member dropped from it would never stand for election again. */
+/* Whether a configuration (checked by raft_frame_configuration) is one
+ * this group can have: every server one of --raft-peers (its member
+ * number, any incarnation: raft_identity.h) at that member's address, no
+ * member twice, at least one voter. Any other is forged: libraft would
+ * adopt it, and connect where it says. */
 static bool conf_is_ours(const rt *r, const uint8_t *conf, size_t len)
 {
     raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
     size_t n = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
-    if (n != r->npeers)
+    bool voter = false, used[RAFT_PEERS_MAX] = {false};
+    if (n == 0 || n > r->npeers)
         return false;
     for (size_t i = 0; i < n; i++) {
-        bool found = false;
-        for (size_t j = 0; j < r->npeers && !found; j++)
-            found = r->peers[j].id == sv[i].id && strcmp(r->peers[j].raft, sv[i].address) == 0;
-        if (!found || sv[i].role != RAFT_VOTER)
+        size_t j = 0;
+        while (j < r->npeers && r->peers[j].id != raft_member_of(sv[i].id))
+            j++;
+        if (j == r->npeers || used[j] || strcmp(r->peers[j].raft, sv[i].address) != 0)
             return false;
+        used[j] = true;
+        voter = voter || sv[i].role == RAFT_VOTER;
     }
-    return true;
+    return voter;
 }
 
 /* A message whose header raft_frame_message passed (at m): note where
@@ -614,6 +644,8 @@ static int read_handshake(conn *c, uint8_t *buf, size_t cap, size_t *have, size_
         if (v == RAFT_FRAME_BAD || time_mono_ms() > deadline)
             break;
         ssize_t n = conn_recv(c, buf + *have, cap - *have);
+        if (n == 0 && *have == 0)
+            return -1; /* a dialler that found another incarnation here: not a refusal */
         if (n <= 0) {
             why = n == 0 ? "closed before its handshake" : "no handshake in time";
             break;
@@ -633,9 +665,9 @@ static bool identity_ok(conn *c)
     struct sockaddr_in sa;
     const raft_peer *p = NULL;
     for (size_t i = 0; i < r->npeers; i++)
-        if (r->peers[i].id == c->id)
+        if (r->peers[i].id == raft_member_of(c->id))
             p = &r->peers[i];
-    if (p == NULL || c->id == r->id) {
+    if (p == NULL || raft_member_of(c->id) == raft_member_of(r->id)) {
         refuse(c, REFUSED_IDENTITY, "the handshake claims a member id that is not a peer");
         return false;
     }
@@ -645,6 +677,93 @@ static bool identity_ok(conn *c)
         return false;
     }
     if (c->tls != NULL && !cert_names_member(c->tls, c->id, host)) {
+        refuse(c, REFUSED_IDENTITY, "the certificate names neither the member nor its address");
+        return false;
+    }
+    return true;
+}
+
+/* ---- our hello ---- */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int send_hello(conn *c, uint8_t kind)
+{
+    rt *r = c->r;
+    uint8_t b[HELLO_LEN] = {'p', 'c', 'R', 'H', HELLO_VERSION, kind,
+                            atomic_load(&r->my_state) ? HELLO_HAS_STATE : 0, 0};
+    put_le64(b + 8, atomic_load(&r->my_cluster));
+    put_le64(b + 16, atomic_load(&r->my_raft_id));
+    put_le64(b + 24, atomic_load(&r->my_last_index));
+    return conn_send(c, b, sizeof b);
+}
+
+/* Exactly one hello (a peer sends nothing else before the answer), within
+ * the handshake time. 0, or -1 with why. */
+static int read_hello(conn *c, hello *h, const char **why)
+{
+    uint8_t b[HELLO_LEN];
+    size_t have = 0;
+    uint64_t deadline = time_mono_ms() + RAFT_TRANSPORT_HANDSHAKE_MS;
+    *why = "closed before its hello";
+    while (have < sizeof b) {
+        ssize_t n = conn_recv(c, b + have, sizeof b - have);
+        if (n <= 0 || time_mono_ms() > deadline)
+            return -1;
+        have += (size_t)n;
+    }
+    *why = "not a hello of ours (another program, or another version)";
+    if (memcmp(b, "pcRH", 4) != 0 || b[4] != HELLO_VERSION || b[5] > HELLO_RAFT ||
+        (b[6] & ~HELLO_HAS_STATE) != 0 || b[7] != 0)
+        return -1;
+    h->kind = b[5];
+    h->has_state = b[6] & HELLO_HAS_STATE;
+    h->cluster = le64(b + 8);
+    h->raft_id = le64(b + 16);
+    h->last_index = le64(b + 24);
+    *why = "a hello with a raft id that is not a peer's";
+    return raft_member_of(h->raft_id) != 0 ? 0 : -1;
+}
+
+static size_t peer_index(const rt *r, unsigned member)
+{
+    size_t i = 0;
+    while (i < r->npeers && r->peers[i].id != member)
+        i++;
+    return i;
+}
+
+/* Remember the raft id a peer's hello gave (raft_transport_seen). */
+static void note_seen(rt *r, const hello *h)
+{
+    size_t i = peer_index(r, raft_member_of(h->raft_id));
+    if (i == r->npeers)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->seen_id[i] = h->raft_id;
+    r->seen_state[i] = h->has_state;
+    r->seen_ms[i] = time_mono_ms();
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Accepted: the hello's member must be a peer other than us, named by its
+ * certificate (the same rule as the handshake's, identity_ok). */
+static bool hello_identity_ok(conn *c, const hello *h)
+{
+    rt *r = c->r;
+    size_t i = peer_index(r, raft_member_of(h->raft_id));
+    char host[INET_ADDRSTRLEN + 1];
+    struct sockaddr_in sa;
+    if (i == r->npeers || raft_member_of(h->raft_id) == raft_member_of(r->id) ||
+        parse_address(r->peers[i].raft, &sa, host, sizeof host) != 0) {
+        refuse(c, REFUSED_IDENTITY, "a hello from a member id that is not a peer");
+        return false;
+    }
+    if (c->tls != NULL && !cert_names_member(c->tls, h->raft_id, host)) {
         refuse(c, REFUSED_IDENTITY, "the certificate names neither the member nor its address");
         return false;
     }
@@ -666,8 +785,39 @@ static void *in_main(void *arg)
         refuse(c, REFUSED_TLS, why);
         goto out;
     }
-    if (read_handshake(c, buf, r->inbuf, &have, &used) != 0 || !identity_ok(c) ||
-        hand_over(c) != 0)
+    hello h;
+    if (read_hello(c, &h, &why) != 0) {
+        refuse(c, REFUSED_HANDSHAKE, why);
+        goto out;
+    }
+    if (!hello_identity_ok(c, &h))
+        goto out;
+    note_seen(r, &h);
+    if (h.kind == HELLO_PROBE) {
+        (void)send_hello(c, HELLO_PROBE);
+        goto out;
+    }
+    /* A raft connection: our hello goes back first (the dialer learns
+     * whom it reached); then it must be from a member of this group, to a
+     * member that runs libraft, and libraft's handshake must name the
+     * same raft id as the hello. */
+    if (send_hello(c, HELLO_RAFT) != 0)
+        goto out;
+    if (h.cluster == 0 || h.cluster != atomic_load(&r->my_cluster)) {
+        refuse(c, REFUSED_IDENTITY, "a member of another group (its group id differs)");
+        goto out;
+    }
+    if (!atomic_load(&r->accepting)) {
+        refuse(c, REFUSED_BUSY, "not started yet");
+        goto out;
+    }
+    if (read_handshake(c, buf, r->inbuf, &have, &used) != 0 || !identity_ok(c))
+        goto out;
+    if (c->id != h.raft_id) {
+        refuse(c, REFUSED_IDENTITY, "the handshake's raft id is not the hello's");
+        goto out;
+    }
+    if (hand_over(c) != 0)
         goto out;
     memmove(buf, buf + used, have - used);
     pump_in(c, buf, r->inbuf, have - used);
@@ -680,7 +830,7 @@ out:
 
 /* TCP connect to sa, giving up when the transport closes or the
  * handshake time passes. 0 or -1. */
-static int dial(conn *c, const struct sockaddr_in *sa)
+static int dial(conn *c, const struct sockaddr_in *sa, unsigned ms)
 {
     rt *r = c->r;
     int fl = fcntl(c->fd, F_GETFL);
@@ -688,7 +838,7 @@ static int dial(conn *c, const struct sockaddr_in *sa)
         return -1;
     if (connect(c->fd, (const struct sockaddr *)sa, sizeof *sa) != 0 && errno != EINPROGRESS)
         return -1;
-    uint64_t deadline = time_mono_ms() + RAFT_TRANSPORT_HANDSHAKE_MS;
+    uint64_t deadline = time_mono_ms() + ms;
     for (;;) {
         struct pollfd p = {.fd = c->fd, .events = POLLOUT};
         int n = poll(&p, 1, 100);
@@ -726,7 +876,8 @@ static void *out_main(void *arg)
     char host[INET_ADDRSTRLEN + 1];
     const char *why;
     bool ok = false;
-    if (parse_address(c->address, &sa, host, sizeof host) != 0 || dial(c, &sa) != 0)
+    if (parse_address(c->address, &sa, host, sizeof host) != 0 ||
+        dial(c, &sa, RAFT_TRANSPORT_HANDSHAKE_MS) != 0)
         goto done;
     set_timeouts(c->fd, RAFT_TRANSPORT_HANDSHAKE_MS);
     tune_tcp(c->fd);
@@ -737,6 +888,31 @@ static void *out_main(void *arg)
     if (c->tls != NULL && !cert_names_member(c->tls, c->id, host)) {
         refuse(c, REFUSED_IDENTITY, "the certificate names neither the member dialled nor its "
                                     "address");
+        goto done;
+    }
+    hello h;
+    if (send_hello(c, HELLO_RAFT) != 0 || read_hello(c, &h, &why) != 0) {
+        refuse(c, REFUSED_HANDSHAKE, why);
+        goto done;
+    }
+    if (raft_member_of(h.raft_id) != raft_member_of(c->id)) {
+        refuse(c, REFUSED_IDENTITY, "the member answering is not the one dialled");
+        goto done;
+    }
+    note_seen(r, &h);
+    if (h.cluster != atomic_load(&r->my_cluster) || h.raft_id != c->id) {
+        /* Another group, or this member under another raft id: it lost
+         * its data and came back as a new incarnation (raft_identity.h),
+         * which the leader puts in the old one's place. Not libraft's. */
+        uint64_t now = time_mono_ms(), last = atomic_load(&r->last_other_log_ms);
+        if (now - last >= 10000 &&
+            atomic_compare_exchange_strong(&r->last_other_log_ms, &last, now))
+            log_warn("raft peer at %s answers as raft id %llu of group %016llx, not as raft id "
+                     "%llu of this group (%s)", c->address, (unsigned long long)h.raft_id,
+                     (unsigned long long)h.cluster, (unsigned long long)c->id,
+                     h.cluster != atomic_load(&r->my_cluster)
+                         ? "another group: check --raft-peers"
+                         : "a new incarnation of the member, which lost its data");
         goto done;
     }
     ok = send_handshake(c) == 0 && hand_over(c) == 0;
@@ -803,9 +979,31 @@ static bool handshake_room(rt *r, const char *ip)
     return all < RAFT_TRANSPORT_MAX_HANDSHAKES && same < RAFT_TRANSPORT_MAX_HANDSHAKES_PER_ADDR;
 }
 
+/* Join and free the ended connections that have nothing for libraft (the
+ * listener's thread: before libraft listens, nothing else reaps). */
+static void reap_quiet(rt *r)
+{
+    conn *ended[RAFT_TRANSPORT_MAX_CONNS];
+    size_t n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++) {
+        conn *c = r->conns[i];
+        if (c != NULL && c->exited && !c->deliver) {
+            r->conns[i] = NULL;
+            ended[n++] = c;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        pthread_join(ended[i]->thread, NULL);
+        conn_free(ended[i]);
+    }
+}
+
 static void accept_one(rt *r)
 {
     struct sockaddr_in sa;
+    reap_quiet(r);
     socklen_t len = sizeof sa;
     int fd = accept4(r->lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
     if (fd < 0) {
@@ -854,8 +1052,11 @@ static int t_init(struct raft_uv_transport *t, raft_id id, const char *address)
         snprintf(t->errmsg, sizeof t->errmsg, "address too long: %.64s", address);
         return RAFT_INVALID;
     }
+    if (strcmp(address, r->address) != 0) {
+        snprintf(t->errmsg, sizeof t->errmsg, "not the address listened on: %.64s", address);
+        return RAFT_INVALID;
+    }
     r->id = id;
-    snprintf(r->address, sizeof r->address, "%s", address);
     return 0;
 }
 
@@ -867,32 +1068,45 @@ static int open_async(rt *r)
         return -1;
     r->async.data = r;
     r->async_open = true;
+    atomic_store(&r->async_open_flag, true);
+    return 0;
+}
+
+/* Listen on the member's address (from raft_transport_init on: probes are
+ * answered before libraft runs). 0 or -1 with err. */
+static int start_listening(rt *r, char *err, size_t errlen)
+{
+    struct sockaddr_in sa;
+    char host[INET_ADDRSTRLEN + 1];
+    int on = 1;
+    if (parse_address(r->address, &sa, host, sizeof host) != 0) {
+        snprintf(err, errlen, "not an IPv4 address:port: %.64s", r->address);
+        return -1;
+    }
+    if (pipe2(r->wake, O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "cannot set up the listener");
+        return -1;
+    }
+    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (r->lfd < 0 || setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(r->lfd, 64) != 0 ||
+        pthread_create(&r->listener, NULL, listen_main, r) != 0) {
+        snprintf(err, errlen, "listen on %.64s: %s", r->address, strerror(errno));
+        return -1;
+    }
+    r->listening = true;
     return 0;
 }
 
 static int t_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
 {
     rt *r = t->impl;
-    struct sockaddr_in sa;
-    char host[INET_ADDRSTRLEN + 1];
-    int on = 1;
-    if (parse_address(r->address, &sa, host, sizeof host) != 0) {
-        snprintf(t->errmsg, sizeof t->errmsg, "not an IPv4 address:port: %.64s", r->address);
-        return RAFT_INVALID;
-    }
-    if (open_async(r) != 0 || pipe2(r->wake, O_CLOEXEC) != 0) {
+    if (open_async(r) != 0) {
         snprintf(t->errmsg, sizeof t->errmsg, "cannot set up the listener");
         return RAFT_IOERR;
     }
     r->accept_cb = cb;
-    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (r->lfd < 0 || setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-        bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(r->lfd, 64) != 0 ||
-        pthread_create(&r->listener, NULL, listen_main, r) != 0) {
-        snprintf(t->errmsg, sizeof t->errmsg, "listen on %.64s: %s", r->address, strerror(errno));
-        return RAFT_IOERR;
-    }
-    r->listening = true;
+    atomic_store(&r->accepting, true);
     return 0;
 }
 
@@ -938,11 +1152,11 @@ static void on_async_closed(uv_handle_t *h)
     r->close_cb(r->t);
 }
 
-static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+/* Stop the listener and every connection's thread (they are joined, not
+ * freed). */
+static void stop_threads(rt *r)
 {
-    rt *r = t->impl;
     atomic_store(&r->closing, true);
-    r->close_cb = cb;
     if (r->listening) {
         (void)!write(r->wake[1], "x", 1);
         pthread_join(r->listener, NULL);
@@ -959,8 +1173,17 @@ static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
     }
     pthread_mutex_unlock(&r->mu);
     for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++)
-        if (r->conns[i] != NULL)
+        if (r->conns[i] != NULL && !r->conns[i]->joined) {
             pthread_join(r->conns[i]->thread, NULL);
+            r->conns[i]->joined = true;
+        }
+}
+
+static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+{
+    rt *r = t->impl;
+    r->close_cb = cb;
+    stop_threads(r);
     if (r->async_open)
         uv_close((uv_handle_t *)&r->async, on_async_closed);
     else
@@ -990,6 +1213,8 @@ int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
     memcpy(r->peers, cfg->peers, cfg->npeers * sizeof r->peers[0]);
     r->npeers = cfg->npeers;
     r->tls = cfg->tls;
+    snprintf(r->address, sizeof r->address, "%s", cfg->address);
+    atomic_store(&r->my_last_index, UINT64_MAX);
     r->lim = raft_frame_limits_or_default(&cfg->limits);
     r->inbuf = raft_frame_max_header(&r->lim) + IO_CHUNK;
     if (cfg->metrics != NULL) {
@@ -1006,6 +1231,12 @@ int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
         r->m_open_out = metrics_series_get(g, "out", NULL);
     }
     t->impl = r;
+    if (strlen(cfg->address) >= sizeof r->address || start_listening(r, err, errlen) != 0) {
+        if (strlen(cfg->address) >= sizeof r->address)
+            snprintf(err, errlen, "address too long: %.64s", cfg->address);
+        raft_transport_free(t);
+        return -1;
+    }
     t->init = t_init;
     t->listen = t_listen;
     t->connect = t_connect;
@@ -1018,6 +1249,12 @@ void raft_transport_free(struct raft_uv_transport *t)
     rt *r = t->impl;
     if (r == NULL)
         return;
+    if (!r->async_open) { /* libraft never ran us: nothing closed the threads */
+        stop_threads(r);
+        for (size_t i = 0; i < RAFT_TRANSPORT_MAX_CONNS; i++)
+            if (r->conns[i] != NULL)
+                conn_free(r->conns[i]);
+    }
     if (r->lfd >= 0)
         close(r->lfd);
     if (r->wake[0] >= 0)
@@ -1039,4 +1276,70 @@ bool raft_transport_plain_allowed(const raft_peer *peers, size_t npeers)
             return false;
     }
     return true;
+}
+
+void raft_transport_set_self(struct raft_uv_transport *t, uint64_t cluster, uint64_t raft_id,
+                             bool has_state)
+{
+    rt *r = t->impl;
+    atomic_store(&r->my_cluster, cluster);
+    atomic_store(&r->my_raft_id, raft_id);
+    atomic_store(&r->my_state, has_state);
+}
+
+void raft_transport_set_last_index(struct raft_uv_transport *t, uint64_t index)
+{
+    rt *r = t->impl;
+    atomic_store(&r->my_last_index, index);
+}
+
+int raft_transport_probe(struct raft_uv_transport *t, const raft_peer *peer,
+                         raft_member_probe *out)
+{
+    rt *r = t->impl;
+    struct sockaddr_in sa;
+    char host[INET_ADDRSTRLEN + 1];
+    const char *why;
+    hello h;
+    memset(out, 0, sizeof *out);
+    conn c = {.r = r, .out = true, .mine = -1, .theirs = -1, .id = peer->id};
+    snprintf(c.address, sizeof c.address, "%s", peer->raft);
+    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = -1;
+    if (c.fd < 0 || parse_address(peer->raft, &sa, host, sizeof host) != 0 ||
+        dial(&c, &sa, PROBE_MS) != 0)
+        goto done;
+    set_timeouts(c.fd, PROBE_MS);
+    if (r->tls != NULL && (tls_start(&c, &why) != 0 || !cert_names_member(c.tls, peer->id, host)))
+        goto done;
+    if (send_hello(&c, HELLO_PROBE) != 0 || read_hello(&c, &h, &why) != 0 ||
+        raft_member_of(h.raft_id) != peer->id)
+        goto done;
+    out->answered = true;
+    out->cluster = h.cluster;
+    out->raft_id = h.raft_id;
+    out->has_state = h.has_state;
+    out->last_index = h.last_index;
+    rc = 0;
+done:
+    if (c.tls != NULL)
+        gnutls_deinit(c.tls);
+    if (c.fd >= 0)
+        close(c.fd);
+    return rc;
+}
+
+bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t max_age_ms,
+                         uint64_t *raft_id, bool *has_state)
+{
+    rt *r = t->impl;
+    size_t i = peer_index(r, member);
+    if (i == r->npeers)
+        return false;
+    pthread_mutex_lock(&r->mu);
+    bool fresh = r->seen_ms[i] != 0 && time_mono_ms() - r->seen_ms[i] <= max_age_ms;
+    *raft_id = r->seen_id[i];
+    *has_state = r->seen_state[i];
+    pthread_mutex_unlock(&r->mu);
+    return fresh;
 }

@@ -25,6 +25,16 @@
  * certificate must name that member; connecting, the server's certificate
  * must name the member dialled.
  *
+ * Hello: before libraft's handshake both sides send a 32-byte hello of
+ * ours (the group's id, the sender's raft id, whether it has state, its
+ * log's last index). A probe is a connection that only swaps hellos
+ * (raft_transport_probe: how a member with an empty data dir finds out
+ * whether its group exists, raft_identity.h). On a raft connection the
+ * dialler checks that the member it reached is the raft id libraft asked
+ * for in this group, and the acceptor that the hello's raft id is the
+ * handshake's; a member that answers under another raft id is
+ * remembered (raft_transport_seen) and not connected.
+ *
  * Without credentials the connections are plain TCP (the frame check
  * still runs); the programs allow that only on loopback addresses unless
  * --peer-insecure is given (raft_transport_plain_allowed).
@@ -47,6 +57,7 @@
 
 #include "metrics.h"
 #include "raft_frame.h"
+#include "raft_identity.h"
 #include "raft_peers.h"
 #include "tls.h"
 
@@ -63,6 +74,7 @@
 #define RAFT_TRANSPORT_STALL_MS 30000
 
 typedef struct {
+    const char *address;        /* this member's (--raft-peers); listened on from init */
     const raft_peer *peers;     /* who may connect, and at which address */
     size_t npeers;
     tls_server *tls;            /* peer credentials (not owned); NULL: plain TCP */
@@ -75,8 +87,28 @@ int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
                         const raft_transport_config *cfg, char *err, size_t errlen);
 
 /* Free t's memory, after libraft's close of the transport called back
- * (or when libraft never started). */
+ * (or when libraft never started: then its threads are stopped here). */
 void raft_transport_free(struct raft_uv_transport *t);
+
+/* What this member's hello says (raft_identity.h): the group's id (0: not
+ * known yet), its raft id, whether it runs with libraft state; and its
+ * log's last index (UINT64_MAX until set). Any thread. */
+void raft_transport_set_self(struct raft_uv_transport *t, uint64_t cluster, uint64_t raft_id,
+                             bool has_state);
+void raft_transport_set_last_index(struct raft_uv_transport *t, uint64_t index);
+
+/* Ask peer who it is (a probe: TLS, hellos, close; at most about a
+ * second each for the connection and the answer). 0 with *out filled,
+ * or -1 (no answer: out->answered false). Blocks: not on a loop that
+ * libraft runs. */
+int raft_transport_probe(struct raft_uv_transport *t, const raft_peer *peer,
+                         raft_member_probe *out);
+
+/* The raft id member's last hello gave, and whether it said it has
+ * state, if one came within max_age_ms: how the leader learns that a
+ * member came back as a new incarnation. */
+bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t max_age_ms,
+                         uint64_t *raft_id, bool *has_state);
 
 /* Whether a certificate (a gnutls_x509_crt_t) names member id at host
  * (an IPv4 literal) as above. */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "raft_fsm.h"
 #include "raft_host.h"
+#include "raft_identity.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
@@ -93,12 +94,12 @@ static void refresh_status(raft_node *n)
     raft_leader(R(n), &id, &addr);
     int st = raft_state(R(n));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
-    raft_node_peer *lp = id ? peer_by_id(&n->cfg, (unsigned)id) : NULL;
+    raft_node_peer *lp = id ? peer_by_id(&n->cfg, raft_member_of(id)) : NULL;
     raft_host_log_changes(n->host, "oracle");
 
     pthread_mutex_lock(&n->mu);
     n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
-    n->status.leader_id = (unsigned)id;
+    n->status.leader_id = raft_member_of(id);
     snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp ? lp->http : "");
     n->status.term = R(n)->current_term;
     n->status.hwm = n->state.hwm;
@@ -293,7 +294,7 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
     }
     oracle_fsm_init(&n->fsm, &n->state);
     raft_host_config hc = {
-        .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
+        .kind = "oracle", .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
         .fsm = &n->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = 1024, .snapshot_trailing = 128, .serve = serve, .arg = n,
         /* The oracle's entries: its 16-byte command, libraft's barriers and
@@ -374,4 +375,5 @@ void raft_node_get_status(raft_node *n, raft_node_status *st)
     pthread_mutex_lock(&n->mu);
     *st = n->status;
     pthread_mutex_unlock(&n->mu);
+    st->membership = n->host != NULL ? raft_host_membership(n->host) : "waiting";
 }

@@ -69,6 +69,7 @@ rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint6
 
 typedef struct {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
+    const char *membership;          /* raft_host_membership: "voter" once a full member */
     unsigned leader_id;              /* 0: unknown */
     char leader_http[RAFT_NODE_ADDR_MAX];
     uint64_t term, hwm, applied_index;

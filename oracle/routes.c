@@ -131,7 +131,8 @@ static void handle_health(httpd_req *req, void *arg)
                          : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
                                             st.leader_http)
                                 : json_pack("{s:s}", "url", st.leader_http);
-        json_t *h = json_pack("{s:s,s:s,s:o}", "status", "ok", "role", st.role, "leader", leader);
+        json_t *h = json_pack("{s:s,s:s,s:s,s:o}", "status", "ok", "role", st.role,
+                              "membership", st.membership, "leader", leader);
         if (h != NULL && full) {
             json_object_set_new(h, "term", json_integer((json_int_t)st.term));
             json_object_set_new(h, "hwm", json_integer((json_int_t)st.hwm));

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "raft_group.h"
 #include "raft_host.h"
+#include "raft_identity.h"
 
 /* One request thread's wait: for its batch to be applied, or for a read
  * barrier; or a proposal nobody waits for, whose callback gets the answer
@@ -196,7 +197,7 @@ static void refresh_status(raft_group *g)
     raft_leader(R(g), &id, &addr);
     int st = raft_state(R(g));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
-    raft_peer *lp = id ? peer_by_id(g, (unsigned)id) : NULL;
+    raft_peer *lp = id ? peer_by_id(g, raft_member_of(id)) : NULL;
     uint64_t term = R(g)->current_term;
     raft_host_log_changes(g->host, "service");
     bool ready = st == RAFT_LEADER && g->ready_term == term;
@@ -212,7 +213,7 @@ static void refresh_status(raft_group *g)
     metrics_set(g->m_leader, ready ? 1 : 0);
     pthread_mutex_lock(&g->mu);
     g->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
-    g->status.leader_id = (unsigned)id;
+    g->status.leader_id = raft_member_of(id);
     snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp ? lp->http : "");
     g->status.term = term;
     g->status.commit_index = R(g)->commit_index;
@@ -564,7 +565,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
      * tenth of that behind it for members that lag a little. */
     unsigned every = cfg->snapshot_entries ? cfg->snapshot_entries : 8192;
     raft_host_config hc = {
-        .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
+        .kind = "service", .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
         .snapshot_trailing = every / 10 > 0 ? every / 10 : 1, .serve = on_loop, .arg = g,
@@ -714,4 +715,5 @@ void raft_group_get_status(raft_group *g, raft_group_status *st)
     pthread_mutex_lock(&g->mu);
     *st = g->status;
     pthread_mutex_unlock(&g->mu);
+    st->membership = g->host != NULL ? raft_host_membership(g->host) : "waiting";
 }

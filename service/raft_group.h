@@ -80,6 +80,7 @@ rg_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms);
 
 typedef struct {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
+    const char *membership;          /* raft_host_membership: "voter" once a full member */
     unsigned leader_id;              /* 0: unknown */
     char leader_http[RAFT_PEER_ADDR_MAX];
     uint64_t term, commit_index, applied_index;

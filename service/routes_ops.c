@@ -24,6 +24,7 @@ static void add_raft_health(json_t *h, svc *s, bool full)
                                         st.leader_http)
                             : json_pack("{s:s}", "url", st.leader_http);
     json_object_set_new(h, "role", json_string(st.role));
+    json_object_set_new(h, "membership", json_string(st.membership));
     json_object_set_new(h, "leader", leader ? leader : json_null());
     if (!full)
         return;
@@ -60,7 +61,10 @@ static void h_ready(httpd_req *req, void *ctx)
         /* A member serves (itself or by redirect) once a leader is known. */
         raft_group_status st;
         raft_group_get_status(s->raft, &st);
-        if (st.ready_term == 0 && (st.leader_id == 0 || st.leader_id == s->cfg.raft_id))
+        if (strcmp(st.membership, "voter") != 0)
+            why = "this member is not a voter of its group yet (it came back without its data "
+                  "and is being caught up: docs/DESIGN.md 7.3)";
+        else if (st.ready_term == 0 && (st.leader_id == 0 || st.leader_id == s->cfg.raft_id))
             why = "no Raft leader is known yet (an election may be under way)";
     }
     if (why == NULL) {

@@ -377,7 +377,8 @@ static void a_wrong_claim_is_closed(group *g, int i, int thief, int claim,
     rw_enc_timeout_now(&b, (uint64_t)v->term, (uint64_t)v->applied, (uint64_t)v->term);
     rw_enc_request_vote(&b, (uint64_t)v->term + 1000, (uint64_t)claim, 1u << 30,
                         (uint64_t)v->term + 1000, RW_VOTE_DISRUPT_LEADER);
-    bool closed = rw_send_buf(&c, &b, IO_MS) != 0 || rw_closed_by_peer(&c, CLOSE_MS);
+    bool closed = rw_hello(&c, (uint64_t)claim, IO_MS) != 0 || rw_send_buf(&c, &b, IO_MS) != 0 ||
+                  rw_closed_by_peer(&c, CLOSE_MS);
     rw_buf_free(&b);
     rw_close(&c);
     if (!closed)
@@ -1469,6 +1470,7 @@ static void a_forged_entry_is_skipped_not_fatal(void **state)
         rw_conn c;
         if (rw_connect(&c, "127.0.0.1", s->raft[f], NULL, IO_MS) != 0)
             fail_msg("member %d's raft port: %s", f + 1, c.err);
+        assert_int_equal(rw_hello(&c, (uint64_t)l + 1, IO_MS), 0);
         assert_int_equal(rw_send_buf(&c, &b, IO_MS), 0);
         rw_buf_free(&b);
         bool refused = rw_closed_by_peer(&c, 300);

@@ -35,11 +35,27 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
             v->applied = json_integer_value(applied);
         if (json_is_integer(hwm))
             v->hwm = json_integer_value(hwm);
+        const char *m = json_string_value(json_object_get(j, "membership"));
+        snprintf(v->membership, sizeof v->membership, "%s", m != NULL ? m : "");
         json_decref(j);
         ok = role != NULL;
     }
     tl_resp_free(&r);
     return ok;
+}
+
+bool tl_raft_membership_is(int port, const char *want, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    tl_raft_view v = {0};
+    do {
+        if (tl_raft_health(port, 1000, &v) && strcmp(v.membership, want) == 0)
+            return true;
+        time_sleep_ms(100);
+    } while (time_mono_ms() < end);
+    printf("# member on port %d: membership \"%s\", not \"%s\", after %d ms\n", port,
+           v.membership, want, ms);
+    return false;
 }
 
 bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms)

@@ -16,7 +16,12 @@ typedef struct {
     int64_t term;
     int64_t applied;        /* applied_index (-1: not reported) */
     int64_t hwm;            /* the oracle's high-water mark (-1: not reported) */
+    char membership[16];    /* "voter", "joining", ... ("" : not reported) */
 } tl_raft_view;
+
+/* Wait up to ms until the member at port reports membership `want`;
+ * false if it does not. */
+bool tl_raft_membership_is(int port, const char *want, int ms);
 
 /* What the member at http://127.0.0.1:port says; false when it did not
  * answer 200 within timeout_ms. */

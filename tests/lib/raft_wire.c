@@ -290,7 +290,12 @@ static int tls_start(rw_conn *c, const char *host, const rw_tls *tls, uint64_t d
 int rw_connect(rw_conn *c, const char *host, int port, const rw_tls *tls, int timeout_ms)
 {
     uint64_t deadline = time_mono_ms() + (uint64_t)timeout_ms;
-    *c = (rw_conn){.fd = -1};
+    *c = (rw_conn){.fd = -1, .port = port};
+    snprintf(c->host, sizeof c->host, "%s", host);
+    if (tls != NULL) {
+        c->tls = *tls;
+        c->has_tls = true;
+    }
     if ((c->fd = tcp_connect(c, host, port, timeout_ms)) < 0)
         return -1;
     sock_timeouts(c->fd, timeout_ms);
@@ -354,8 +359,69 @@ int rw_send_buf(rw_conn *c, rw_buf *b, int timeout_ms)
     return rc;
 }
 
+/* Exactly n bytes from the member within timeout_ms. 0 or -1. */
+static int recv_exact(rw_conn *c, uint8_t *p, size_t n, int timeout_ms)
+{
+    uint64_t deadline = time_mono_ms() + (uint64_t)timeout_ms;
+    while (n > 0) {
+        int ms = left_ms(deadline);
+        if (ms == 0)
+            return fail(c, "recv: timed out");
+        sock_timeouts(c->fd, ms);
+        ssize_t k = c->session != NULL ? gnutls_record_recv(c->session, p, n)
+                                       : recv(c->fd, p, n, 0);
+        if (k <= 0) {
+            if (c->session != NULL ? k == GNUTLS_E_AGAIN || k == GNUTLS_E_INTERRUPTED
+                                   : k < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            return fail(c, "recv: closed");
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Send one hello and read the answer's. */
+static int hello_swap(rw_conn *c, uint8_t kind, uint64_t cluster, uint64_t id,
+                      uint8_t answer[32], int timeout_ms)
+{
+    rw_buf b = {0};
+    rw_put_bytes(&b, "pcRH", 4);
+    uint8_t head[4] = {1, kind, 0, 0};
+    rw_put_bytes(&b, head, 4);
+    rw_put64(&b, cluster);
+    rw_put64(&b, id);
+    rw_put64(&b, 0);
+    if (rw_send_buf(c, &b, timeout_ms) != 0)
+        return -1;
+    return recv_exact(c, answer, 32, timeout_ms);
+}
+
+int rw_hello(rw_conn *c, uint64_t id, int timeout_ms)
+{
+    rw_conn probe;
+    uint8_t a[32];
+    rw_tls tls = c->tls;
+    tls.confirm_ms = 0;
+    if (rw_connect(&probe, c->host, c->port, c->has_tls ? &tls : NULL, timeout_ms) != 0)
+        return fail(c, "probe: %s", probe.err);
+    int rc = hello_swap(&probe, 0, 0, id, a, timeout_ms);
+    rw_close(&probe);
+    if (rc != 0 || memcmp(a, "pcRH", 4) != 0)
+        return fail(c, "probe: no hello back");
+    uint64_t cluster = 0;
+    for (int i = 7; i >= 0; i--)
+        cluster = cluster << 8 | a[8 + i];
+    if (hello_swap(c, 1, cluster, id, a, timeout_ms) != 0 || memcmp(a, "pcRH", 4) != 0)
+        return -1;
+    return 0;
+}
+
 int rw_send_handshake(rw_conn *c, uint64_t id, const char *address, int timeout_ms)
 {
+    if (rw_hello(c, id, timeout_ms) != 0)
+        return -1;
     rw_buf b = {0};
     rw_enc_handshake(&b, id, address);
     int rc = rw_send_buf(c, &b, timeout_ms);

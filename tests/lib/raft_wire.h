@@ -7,6 +7,9 @@
  * src/uv_encoding.c, src/configuration.c; read by src/uv_tcp_listen.c and
  * src/uv_recv.c). Every integer is a little-endian u64 unless said:
  *
+ *   (hello)          ours, not libraft's: 32 bytes each way before the
+ *                    handshake ("pcRH", version 1, kind, flags, 0, group
+ *                    id, raft id, last index): rw_hello
  *   handshake        [protocol = 1][server id][L] then L bytes: the
  *                    address, NUL-terminated, zero-padded to a multiple of 8
  *   message          [type][H] then H bytes of header, then the payload
@@ -125,6 +128,10 @@ typedef struct {
 
 typedef struct {
     int fd;             /* -1: not connected */
+    char host[64];      /* where rw_connect went, for rw_hello's probe */
+    int port;
+    rw_tls tls;
+    bool has_tls;
     void *session;      /* gnutls_session_t, NULL for plain TCP */
     void *cred;         /* gnutls_certificate_credentials_t */
     char err[256];      /* why the last call failed */
@@ -141,7 +148,14 @@ int rw_send_raw(rw_conn *c, const void *p, size_t n, int timeout_ms);
 /* Send what b holds (-1 if an encoder's allocation failed), then empty b. */
 int rw_send_buf(rw_conn *c, rw_buf *b, int timeout_ms);
 
-/* Encode and send a handshake (rw_enc_handshake): 0 or -1. */
+/* The percolator hello a raft connection starts with, before libraft's
+ * handshake (common/raft_transport.h): learn the group's id with a probe
+ * (a second connection, same TLS) claiming raft id id, then send a raft
+ * hello claiming id in that group on c and read the member's answer.
+ * 0, or -1 (the member refused or closed). */
+int rw_hello(rw_conn *c, uint64_t id, int timeout_ms);
+
+/* rw_hello, then encode and send a handshake (rw_enc_handshake): 0 or -1. */
 int rw_send_handshake(rw_conn *c, uint64_t id, const char *address, int timeout_ms);
 
 /* Whether the member closes the connection (EOF, reset, a TLS alert or
