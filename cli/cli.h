@@ -9,6 +9,7 @@
  *   text.c     percent-encoding, bounded reads of stdin, printing values
  *   kv.c       get, put, del, scan
  *   txn.c      txn, watch-claim
+ *   members.c  member list|add|remove|lead (a Raft group's membership)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -97,5 +98,7 @@ int cli_del(const cli_opts *o);
 int cli_scan(const cli_opts *o);
 int cli_txn(const cli_opts *o);
 int cli_watch_claim(const cli_opts *o);
+/* --- members.c --- */
+int cli_member(const cli_opts *o);
 
 #endif

@@ -18,7 +18,8 @@
 #include "token.h"
 
 
-enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_ALL = 63 };
+enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
+       C_ALL = 127 };
 
 typedef struct command {
     const char *name;
@@ -34,6 +35,7 @@ static const command commands[] = {
     {"scan", C_SCAN, 0, 0, cli_scan},
     {"txn", C_TXN, 0, 1, cli_txn},
     {"watch-claim", C_WATCH, 1, 1, cli_watch_claim},
+    {"member", C_MEMBER, 1, 2, cli_member},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -88,6 +90,13 @@ static const char usage_text[] =
     "                             (5000); print each (KEY<TAB>VALUE, a deleted key alone)\n"
     "                             and acknowledge it by committing the claim's session\n"
     "                             (--no-ack: roll it back, so the change stays pending)\n"
+    "  member list                the Raft group's members as its leader sees them (ID,\n"
+    "                             RAFT-ID, ADDRESS, ROLE, LEADER, MATCH-INDEX, LAG, ANSWERS)\n"
+    "  member add ID              add member ID (one of --raft-peers, started) as a spare,\n"
+    "                             promoted to voter once caught up\n"
+    "  member remove ID           remove member ID (refused if the rest would lack a quorum)\n"
+    "  member lead ID             hand the lead to voter ID\n"
+    "                             (member: any member of the service's or the oracle's group)\n"
     "\n"
     "options:\n"
     "  --endpoint URL     the service (default http://127.0.0.1:8080; env PERCOLATOR_ENDPOINT)\n"
@@ -105,8 +114,8 @@ static const char usage_text[] =
     "  1  not found (get, an unknown observer), a condition failed (put --if-commit-ts,\n"
     "     txn conditions), nothing to claim (watch-claim)\n"
     "  2  usage error, or the service refused the request as malformed (400, 413, 415)\n"
-    "  3  conflict (409 write_conflict, key_locked, ...; 410)\n"
-    "  4  unavailable: no connection, timed out, or 503\n"
+    "  3  conflict (409 write_conflict, key_locked, membership_refused, ...; 410)\n"
+    "  4  unavailable: no connection, timed out, 503 or 504\n"
     "  5  other server error (500, an unexpected reply)\n"
     "  6  unauthorized (401: a missing or wrong token)\n";
 

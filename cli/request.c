@@ -67,6 +67,19 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
+    /* A follower of a group answers 307 to its leader (the same request,
+     * method and body at the leader's --raft-urls URL): follow it, with
+     * the token, which every member of the group holds (curl drops the
+     * Authorization header on a hop to another host or port unless told);
+     * from an https endpoint only to https, so the token never goes out
+     * in clear. */
+    bool tls = strncmp(opts->endpoint, "https:", 6) == 0;
+    if (curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L) != CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, tls ? "https" : "http,https") !=
+            CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_UNRESTRICTED_AUTH, 1L) != CURLE_OK)
+        return -1;
     if (body) {
         if (curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body) != CURLE_OK ||
             curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body)) != CURLE_OK)
@@ -161,7 +174,7 @@ void cli_reply_free(cli_reply *r)
 
 static int exit_for(long status, const char *code)
 {
-    if (status == 0 || status == 503)
+    if (status == 0 || status == 503 || status == 504)
         return EXIT_UNAVAILABLE;
     if (status == 404 || strcmp(code, "condition_failed") == 0)
         return EXIT_NOT_FOUND;

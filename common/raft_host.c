@@ -4,6 +4,7 @@
 #include "raft_host.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <raft/uv.h>
@@ -60,6 +62,19 @@ struct raft_host {
     bool decided, decide_failed;/* under mu */
     int decided_mode;
     const char *membership;     /* under mu: raft_host_membership */
+    raft_host_view view;        /* under mu: raft_host_view_get */
+
+    /* An operator's change (raft_host_change): callers take admin_mu one
+     * at a time; the rest is under mu. */
+    pthread_mutex_t admin_mu;
+    pthread_cond_t admin_cv;
+    bool admin_pending, admin_running, admin_done;
+    raft_host_op admin_op;
+    unsigned admin_member;
+    raft_host_result admin_result;
+    char admin_err[256];
+    struct raft_change admin_change;   /* loop thread */
+    struct raft_transfer admin_transfer;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
@@ -84,6 +99,8 @@ static void on_raft_closed(struct raft *r)
 
 static int start_raft(raft_host *h, int mode);
 static int setup_failed(raft_host *h, bool transport, bool io);
+static void serve_admin(raft_host *h);
+static void refresh_view(raft_host *h);
 
 /* The decider is done, or the host stops while it asks: join it; start
  * libraft with what it decided. */
@@ -113,8 +130,10 @@ static void on_wake(uv_async_t *a)
     pthread_mutex_unlock(&h->mu);
     if (h->deciding)
         after_deciding(h, stopping);
-    if (h->raft_started)
+    if (h->raft_started) {
+        serve_admin(h);
         h->cfg.serve(h->cfg.arg);
+    }
     if (!stopping)
         return;
     /* Stop: the owner failed what it had queued; libraft fails what is in
@@ -256,6 +275,208 @@ static void replace_incarnations(raft_host *h)
     }
 }
 
+/* ---- an operator's membership change (raft_host_change) ---- */
+
+static void admin_finish(raft_host *h, raft_host_result r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void admin_finish(raft_host *h, raft_host_result r, const char *fmt, ...)
+{
+    pthread_mutex_lock(&h->mu);
+    h->admin_result = r;
+    h->admin_err[0] = '\0';
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h->admin_err, sizeof h->admin_err, fmt, ap);
+        va_end(ap);
+    }
+    h->admin_running = false;
+    h->admin_done = true;
+    pthread_cond_broadcast(&h->admin_cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void on_admin_changed(struct raft_change *req, int status)
+{
+    raft_host *h = req->data;
+    h->changing = false;
+    h->change_tried_ms = 0;
+    refresh_view(h); /* a list right after the answer shows the change */
+    if (status == 0)
+        admin_finish(h, RAFT_HOST_DONE, NULL);
+    else
+        admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_strerror(status));
+}
+
+static void on_admin_transferred(struct raft_transfer *req)
+{
+    raft_host *h = req->data;
+    refresh_view(h);
+    if (raft_state(&h->raft) != RAFT_LEADER) /* stepped down for it */
+        admin_finish(h, RAFT_HOST_DONE, NULL);
+    else
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u did not take the lead in time",
+                     raft_member_of(req->id));
+}
+
+/* Whether this leader heard from server i lately (within an election
+ * timeout), itself included. */
+static bool answers(raft_host *h, unsigned i)
+{
+    const struct raft_server *s = &h->raft.configuration.servers[i];
+    uint64_t heard = raft_io_guard_heard_ms(&h->guard, s->id);
+    unsigned e = h->cfg.election_ms ? h->cfg.election_ms : 1000;
+    return s->id == h->raft.id || (heard != 0 && time_mono_ms() - heard <= e);
+}
+
+/* Removing member m leaves a quorum that answers. NULL, or why not. */
+static const char *remove_keeps_quorum(raft_host *h, raft_id gone, char *why, size_t len)
+{
+    const struct raft_configuration *c = &h->raft.configuration;
+    unsigned voters = 0, live = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        if (c->servers[i].id == gone || c->servers[i].role != RAFT_VOTER)
+            continue;
+        voters++;
+        live += answers(h, i);
+    }
+    if (voters == 0)
+        return "it is the last voter";
+    if (live < voters / 2 + 1) {
+        snprintf(why, len, "the %u voters left would have %u that answer, short of a quorum of "
+                 "%u: bring a member back first", voters, live, voters / 2 + 1);
+        return why;
+    }
+    return NULL;
+}
+
+static void serve_admin(raft_host *h)
+{
+    pthread_mutex_lock(&h->mu);
+    bool go = h->admin_pending && !h->admin_running;
+    raft_host_op op = h->admin_op;
+    unsigned member = h->admin_member;
+    if (go) {
+        h->admin_pending = false;
+        h->admin_running = true;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (!go)
+        return;
+    struct raft *r = &h->raft;
+    if (raft_state(r) != RAFT_LEADER) {
+        admin_finish(h, RAFT_HOST_NOT_LEADER, "this member does not lead");
+        return;
+    }
+    if (h->changing) {
+        admin_finish(h, RAFT_HOST_REFUSED, "another membership change is in progress: try "
+                     "again in a moment");
+        return;
+    }
+    const raft_peer *p = raft_peers_find(h->peers, h->cfg.npeers, member);
+    const struct raft_server *s = server_of(r, member);
+    char why[200];
+    const char *no;
+    uint64_t seen;
+    bool state;
+    int rv = 0;
+    if (p == NULL) {
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u is not one of --raft-peers", member);
+        return;
+    }
+    switch (op) {
+    case RAFT_HOST_ADD:
+        if (s != NULL) {
+            admin_finish(h, RAFT_HOST_REFUSED, "member %u is in the group already", member);
+            return;
+        }
+        if (!raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state)) {
+            admin_finish(h, RAFT_HOST_REFUSED, "member %u has not been heard from lately: "
+                         "start it (on an empty data dir, or its own) first", member);
+            return;
+        }
+        log_info("%s raft: adding member %u (raft id %llu) at %s as a spare, as asked",
+                 h->cfg.kind, member, (unsigned long long)seen, p->raft);
+        h->admin_change.data = h;
+        rv = raft_add(r, &h->admin_change, seen, p->raft, on_admin_changed);
+        break;
+    case RAFT_HOST_REMOVE:
+        if (s == NULL) {
+            admin_finish(h, RAFT_HOST_REFUSED, "member %u is not in the group", member);
+            return;
+        }
+        if (s->id == r->id) {
+            admin_finish(h, RAFT_HOST_REFUSED, "member %u leads: hand the lead to another "
+                         "member first", member);
+            return;
+        }
+        if ((no = remove_keeps_quorum(h, s->id, why, sizeof why)) != NULL) {
+            admin_finish(h, RAFT_HOST_REFUSED, "removing member %u: %s", member, no);
+            return;
+        }
+        log_info("%s raft: removing member %u (raft id %llu), as asked", h->cfg.kind, member,
+                 (unsigned long long)s->id);
+        h->admin_change.data = h;
+        rv = raft_remove(r, &h->admin_change, s->id, on_admin_changed);
+        break;
+    case RAFT_HOST_LEAD:
+        if (s == NULL || s->role != RAFT_VOTER) {
+            admin_finish(h, RAFT_HOST_REFUSED, "member %u is not a voter", member);
+            return;
+        }
+        if (s->id == r->id) {
+            admin_finish(h, RAFT_HOST_DONE, NULL);
+            return;
+        }
+        log_info("%s raft: handing the lead to member %u, as asked", h->cfg.kind, member);
+        h->admin_transfer.data = h;
+        rv = raft_transfer(r, &h->admin_transfer, s->id, on_admin_transferred);
+        if (rv != 0)
+            admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_errmsg(r));
+        return;
+    }
+    if (rv != 0)
+        admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_errmsg(r));
+    else
+        h->changing = true;
+}
+
+static const char *role_name(int role)
+{
+    return role == RAFT_VOTER ? "voter" : role == RAFT_STANDBY ? "standby" : "spare";
+}
+
+/* The configuration and the leader's view of each member, for
+ * raft_host_view_get. */
+static void refresh_view(raft_host *h)
+{
+    struct raft *r = &h->raft;
+    raft_host_view v = {.leads = raft_state(r) == RAFT_LEADER, .term = r->current_term,
+                        .commit_index = r->commit_index, .last_index = raft_last_index(r)};
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    raft_leader(r, &lid, &laddr);
+    for (unsigned i = 0; i < r->configuration.n && v.n < RAFT_PEERS_MAX; i++) {
+        const struct raft_server *s = &r->configuration.servers[i];
+        raft_host_member *m = &v.members[v.n++];
+        m->member = raft_member_of(s->id);
+        m->raft_id = s->id;
+        snprintf(m->address, sizeof m->address, "%s", s->address);
+        m->role = role_name(s->role);
+        m->leader = s->id == lid;
+        m->match_index = -1;
+        if (v.leads) {
+            m->match_index = s->id == r->id ? (int64_t)v.last_index
+                                            : (int64_t)r->leader_state.progress[i].match_index;
+            m->reachable = answers(h, i);
+        }
+    }
+    pthread_mutex_lock(&h->mu);
+    h->view = v;
+    pthread_mutex_unlock(&h->mu);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
@@ -263,8 +484,10 @@ static void on_tick(uv_timer_t *t)
     uint64_t last = raft_last_index(&h->raft);
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    serve_admin(h);
     replace_incarnations(h);
     set_membership(h, membership_of(h));
+    refresh_view(h);
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
     h->cfg.serve(h->cfg.arg);
@@ -562,6 +785,8 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     h->cfg.peers = h->peers;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
+    pthread_mutex_init(&h->admin_mu, NULL);
+    pthread_cond_init(&h->admin_cv, NULL);
     if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
         goto fail;
@@ -593,6 +818,8 @@ fail:
     *out = NULL;
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->admin_cv);
+    pthread_mutex_destroy(&h->admin_mu);
     free(h);
     return -1;
 }
@@ -613,6 +840,8 @@ void raft_host_stop(raft_host *h)
     }
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->admin_cv);
+    pthread_mutex_destroy(&h->admin_mu);
     free(h);
 }
 
@@ -672,4 +901,67 @@ const char *raft_host_membership(raft_host *h)
     const char *m = h->membership != NULL ? h->membership : "waiting";
     pthread_mutex_unlock(&h->mu);
     return m;
+}
+
+void raft_host_view_get(raft_host *h, raft_host_view *v)
+{
+    pthread_mutex_lock(&h->mu);
+    *v = h->view;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Wait on admin_cv until *flag is what want or the deadline; mu held. */
+static bool admin_wait(raft_host *h, bool *flag, bool want, uint64_t deadline)
+{
+    while (*flag != want) {
+        uint64_t now = time_mono_ms();
+        if (now >= deadline)
+            return false;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now) * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&h->admin_cv, &h->mu, &ts);
+    }
+    return true;
+}
+
+raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member,
+                                  unsigned wait_ms, char *err, size_t errlen)
+{
+    uint64_t deadline = time_mono_ms() + wait_ms;
+    raft_host_result res = RAFT_HOST_TIMEOUT;
+    pthread_mutex_lock(&h->admin_mu);
+    pthread_mutex_lock(&h->mu);
+    /* One asked before may still be running (its caller gave up). */
+    if (!admin_wait(h, &h->admin_running, false, deadline)) {
+        snprintf(err, errlen, "an earlier membership change is still running");
+        goto out;
+    }
+    h->admin_pending = true;
+    h->admin_done = false;
+    h->admin_op = op;
+    h->admin_member = member;
+    pthread_mutex_unlock(&h->mu);
+    raft_host_wake(h);
+    pthread_mutex_lock(&h->mu);
+    if (admin_wait(h, &h->admin_done, true, deadline)) {
+        res = h->admin_result;
+        snprintf(err, errlen, "%s", h->admin_err);
+    } else {
+        h->admin_pending = false; /* not started: it never will be */
+        snprintf(err, errlen, "no outcome within %u ms (a change under way still takes effect "
+                 "when it commits)", wait_ms);
+    }
+out:
+    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->admin_mu);
+    return res;
+}
+
+const raft_peer *raft_host_peers(const raft_host *h, size_t *n)
+{
+    *n = h->cfg.npeers;
+    return h->peers;
 }

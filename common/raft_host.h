@@ -20,6 +20,7 @@
 #ifndef PC_RAFT_HOST_H
 #define PC_RAFT_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,52 @@ void raft_host_log_changes(raft_host *h, const char *who);
  * configuration yet: it neither votes nor counts), "spare" or "standby"
  * (catching up), "voter" (raft_identity.h). */
 const char *raft_host_membership(raft_host *h);
+
+/* ---- membership, for the admin routes (docs/DESIGN.md 7.3) ---- */
+
+typedef struct {
+    unsigned member;                 /* --raft-id */
+    uint64_t raft_id;                /* with its incarnation */
+    char address[RAFT_PEER_ADDR_MAX];
+    const char *role;                /* "voter", "spare", "standby" */
+    bool leader;
+    int64_t match_index;             /* the leader's view; -1 on a follower */
+    bool reachable;                  /* the leader's view: answered lately */
+} raft_host_member;
+
+typedef struct {
+    raft_host_member members[RAFT_PEERS_MAX];
+    size_t n;
+    bool leads;                      /* this member leads */
+    uint64_t term, commit_index, last_index;
+} raft_host_view;
+
+/* The configuration and, on the leader, each member's progress, as of the
+ * last tick (any thread). */
+void raft_host_view_get(raft_host *h, raft_host_view *v);
+
+typedef enum {
+    RAFT_HOST_ADD,        /* a --raft-peers member in no configuration, as a spare (promoted
+                           * once caught up) */
+    RAFT_HOST_REMOVE,     /* a member, unless the rest would be short of a quorum */
+    RAFT_HOST_LEAD,       /* hand leadership to a voter (raft_transfer) */
+} raft_host_op;
+
+typedef enum {
+    RAFT_HOST_DONE,
+    RAFT_HOST_NOT_LEADER,  /* only the leader changes the group */
+    RAFT_HOST_REFUSED,     /* err says why */
+    RAFT_HOST_TIMEOUT,     /* no outcome within the wait (it may still happen) */
+} raft_host_result;
+
+/* Run op on member on the loop and wait up to wait_ms for libraft's
+ * outcome (any thread but the loop's; one at a time: a second one waits
+ * for the first). err gets the reason for REFUSED and TIMEOUT. */
+raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member,
+                                  unsigned wait_ms, char *err, size_t errlen);
+
+/* The members as --raft-peers and --raft-urls give them. */
+const raft_peer *raft_host_peers(const raft_host *h, size_t *n);
 
 /* What the guard lowered so far (loop thread). */
 uint64_t raft_host_commits_lowered(const raft_host *h);

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "timeutil.h"
+
 static raft_io_guard *guard_of(struct raft_io *inner)
 {
     return inner->data;
@@ -107,6 +109,29 @@ static void drop(struct raft_message *m)
     }
 }
 
+static void note_heard(raft_io_guard *g, raft_id id)
+{
+    size_t n = sizeof g->heard / sizeof g->heard[0], at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (g->heard[i].id == id) {
+            at = i;
+            break;
+        }
+        if (g->heard[i].ms < g->heard[at].ms)
+            at = i;
+    }
+    g->heard[at].id = id;
+    g->heard[at].ms = time_mono_ms();
+}
+
+uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id)
+{
+    for (size_t i = 0; i < sizeof g->heard / sizeof g->heard[0]; i++)
+        if (g->heard[i].id == id)
+            return g->heard[i].ms;
+    return 0;
+}
+
 static void on_recv(struct raft_io *inner, struct raft_message *m)
 {
     raft_io_guard *g = guard_of(inner);
@@ -115,6 +140,7 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
         drop(m);
         return;
     }
+    note_heard(g, m->server_id);
     g->handling = true;
     g->wrote = false;
     g->msg_term = 0;

@@ -66,6 +66,11 @@ typedef struct raft_io_guard {
     raft_term msg_term;
     raft_index msg_proves;
 
+    /* When each sender's last message passed (time_mono_ms), for the
+     * admin's quorum check (raft_host_change): a few entries, the oldest
+     * replaced. */
+    struct { raft_id id; uint64_t ms; } heard[16];
+
     /* Corrections made (metrics, tests). */
     uint64_t commits_lowered;
     uint64_t replies_lowered;
@@ -76,5 +81,9 @@ typedef struct raft_io_guard {
  * already initialized raft (the fixture) before raft_start. g must stay
  * where it is until libraft closed it. */
 void raft_io_guard_init(raft_io_guard *g, struct raft_io *inner);
+
+/* When a message from raft id last passed to libraft (time_mono_ms), 0:
+ * not lately. */
+uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id);
 
 #endif

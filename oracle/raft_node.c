@@ -377,3 +377,8 @@ void raft_node_get_status(raft_node *n, raft_node_status *st)
     pthread_mutex_unlock(&n->mu);
     st->membership = n->host != NULL ? raft_host_membership(n->host) : "waiting";
 }
+
+struct raft_host *raft_node_host(raft_node *n)
+{
+    return n->host;
+}

@@ -78,4 +78,7 @@ typedef struct {
 /* The node's view, refreshed by the loop (at most ~50 ms old). */
 void raft_node_get_status(raft_node *n, raft_node_status *st);
 
+/* The member's libraft host (common/raft_host.h: membership, admin). */
+struct raft_host *raft_node_host(raft_node *n);
+
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "raft_admin.h"
 
 int oracle_parse_count(const char *s, unsigned *out)
 {
@@ -160,10 +161,23 @@ static void handle_metrics(httpd_req *req, void *arg)
     buf_free(&out);
 }
 
+/* Membership (common/raft_admin.h): a group's member only. */
+static void handle_members(httpd_req *req, void *arg)
+{
+    oracle_ctx *ctx = arg;
+    if (ctx->raft != NULL) {
+        raft_admin_serve(req, raft_node_host(ctx->raft));
+        return;
+    }
+    httpd_reply_error(req, 409, "not_in_a_group", NULL,
+                      "this oracle runs alone: it has no Raft group (--raft-id)");
+}
+
 static const httpd_route routes[] = {
     {.method = "POST", .pattern = "/v1/timestamps", .handler = handle_timestamps},
     {.method = "GET", .pattern = "/v1/health", .handler = handle_health, .public = true},
     {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
+    RAFT_ADMIN_ROUTES(handle_members),
 };
 
 const char *oracle_authorize(const httpd_req *req, void *ctx)

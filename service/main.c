@@ -425,9 +425,9 @@ int main(int argc, char **argv)
 
     /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
-                                   admin_routes};
+                                   admin_routes, members_routes};
     const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n,
-                            admin_routes_n};
+                            admin_routes_n, members_routes_n};
     size_t n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         n += sizes[g];

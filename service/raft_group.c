@@ -717,3 +717,8 @@ void raft_group_get_status(raft_group *g, raft_group_status *st)
     pthread_mutex_unlock(&g->mu);
     st->membership = g->host != NULL ? raft_host_membership(g->host) : "waiting";
 }
+
+struct raft_host *raft_group_host(raft_group *g)
+{
+    return g->host;
+}

@@ -91,4 +91,7 @@ typedef struct {
 /* The member's view, refreshed by the loop (at most ~50 ms old). */
 void raft_group_get_status(raft_group *g, raft_group_status *st);
 
+/* The member's libraft host (common/raft_host.h: membership, admin). */
+struct raft_host *raft_group_host(raft_group *g);
+
 #endif

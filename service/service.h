@@ -195,6 +195,8 @@ extern const httpd_route observer_routes[];
 extern const size_t observer_routes_n;
 extern const httpd_route admin_routes[];
 extern const size_t admin_routes_n;
+extern const httpd_route members_routes[];
+extern const size_t members_routes_n;
 
 /* The router's authorize check (httpd_config.authorize): NULL when the
  * request carries the bearer token (or no token is configured). */

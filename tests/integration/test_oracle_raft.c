@@ -762,6 +762,149 @@ static void a_group_starts_above_min_timestamp(void **state)
     group_stop(&g);
 }
 
+/* ---- membership by an operator (common/raft_admin.h) ---- */
+
+/* method path (body) on member i, following redirects; the status, and
+ * the reply parsed into *out when out is given. */
+static long admin(group *g, int i, const char *method, const char *path, const char *body,
+                  json_t **out)
+{
+    char url[256];
+    tl_resp r;
+    long st = 0;
+    if (out != NULL)
+        *out = NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g->http[i], path);
+    for (int hop = 0; hop < 3; hop++) {
+        if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
+                    15000, &r) != 0) {
+            tl_resp_free(&r);
+            return 0;
+        }
+        st = r.status;
+        if (st == 307 && tl_resp_header(&r, "Location", url, sizeof url) != NULL) {
+            tl_resp_free(&r);
+            continue;
+        }
+        break;
+    }
+    if (out != NULL && r.body != NULL)
+        *out = json_loads(r.body, 0, NULL);
+    tl_resp_free(&r);
+    return st;
+}
+
+/* How many members GET /v1/members lists, and how many of them are
+ * voters; -1 when it does not answer 200. */
+static int members_listed(group *g, int i, int *voters)
+{
+    json_t *j;
+    if (admin(g, i, "GET", "/v1/members", NULL, &j) != 200) {
+        json_decref(j);
+        return -1;
+    }
+    json_t *list = json_object_get(j, "members"), *m;
+    size_t k;
+    *voters = 0;
+    json_array_foreach(list, k, m)
+        *voters += strcmp(json_string_value(json_object_get(m, "role")), "voter") == 0;
+    int n = (int)json_array_size(list);
+    json_decref(j);
+    return n;
+}
+
+static void members_are_listed_moved_removed_and_added(void **state)
+{
+    (void)state;
+    group g;
+    group_start(&g, false);
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    int f = (l + 1) % NODES, x = (l + 2) % NODES, voters = 0;
+    for (int i = 0; i < NODES; i++)
+        assert_true(tl_raft_membership_is(g.http[i], "voter", 20000));
+    /* Listed from a follower (redirected), as the leader sees them. */
+    assert_int_equal(members_listed(&g, f, &voters), 3);
+    assert_int_equal(voters, 3);
+    /* The CLI says the same, from any member. */
+    {
+        char ep[64];
+        snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g.http[f]);
+        const char *args[] = {"--endpoint", ep, "member", "list", NULL};
+        tl_run_result rr;
+        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 15000, &rr), 0);
+        assert_int_equal(rr.status, 0);
+        assert_non_null(strstr(rr.out, "voter"));
+        tl_run_free(&rr);
+    }
+    /* The lead moves where it is sent, and timestamps go on above. */
+    json_int_t before = take_timestamps(&g, l, 10);
+    char body[32];
+    snprintf(body, sizeof body, "{\"id\":%d}", f + 1);
+    assert_int_equal(admin(&g, l, "POST", "/v1/leader", body, NULL), 200);
+    int nl = leader_of(&g, 10000);
+    member_view v;
+    for (int t = 0; t < 100 && nl != f; t++) {
+        time_sleep_ms(100);
+        nl = member_health(&g, f, &v) && v.leader ? f : nl;
+    }
+    assert_int_equal(nl, f);
+    assert_true(take_timestamps(&g, f, 1) > before + 9);
+    /* x dies: removing the other follower would leave 2 voters of which
+     * one answers, so it is refused; removing x is not. */
+    int other = l; /* the old leader, now a follower */
+    assert_int_equal(tl_kill9(g.pid[x]), 0);
+    g.pid[x] = 0;
+    time_sleep_ms(2500); /* past an election timeout: x no longer answers */
+    json_t *j;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/members/%d", other + 1);
+    assert_int_equal(admin(&g, f, "DELETE", path, NULL, &j), 409);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+                        "membership_refused");
+    json_decref(j);
+    assert_int_equal(members_listed(&g, f, &voters), 3);
+    snprintf(path, sizeof path, "/v1/members/%d", x + 1);
+    assert_int_equal(admin(&g, f, "DELETE", path, NULL, NULL), 200);
+    assert_int_equal(members_listed(&g, f, &voters), 2);
+    take_timestamps(&g, f, 1); /* two voters, both up: it commits */
+    /* x back on its own data dir: it has state, so nobody adds it back
+     * unasked; the operator does, and it becomes a voter once caught up. */
+    node_start(&g, x);
+    time_sleep_ms(2000);
+    assert_int_equal(members_listed(&g, f, &voters), 2);
+    snprintf(body, sizeof body, "{\"id\":%d}", x + 1);
+    assert_int_equal(admin(&g, f, "POST", "/v1/members", body, NULL), 200);
+    uint64_t end = time_mono_ms() + 20000;
+    while ((members_listed(&g, f, &voters) != 3 || voters != 3) && time_mono_ms() < end)
+        time_sleep_ms(100);
+    assert_int_equal(voters, 3);
+    /* What is refused, and why. */
+    assert_int_equal(admin(&g, f, "POST", "/v1/members", "{\"id\":9}", &j), 409);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                             "message")),
+                           "not one of --raft-peers"));
+    json_decref(j);
+    assert_int_equal(admin(&g, f, "POST", "/v1/members", body, NULL), 409); /* in already */
+    snprintf(path, sizeof path, "/v1/members/%d", f + 1);
+    assert_int_equal(admin(&g, f, "DELETE", path, NULL, NULL), 409); /* the leader */
+    assert_int_equal(admin(&g, f, "DELETE", "/v1/members/abc", NULL, NULL), 400);
+    assert_int_equal(admin(&g, f, "POST", "/v1/leader", "{\"id\":0}", NULL), 400);
+    group_stop(&g);
+    /* A single oracle has no group. */
+    tl_oracle_env *e = tl_oracle_env_new("oracle-alone");
+    assert_non_null(e);
+    assert_int_equal(tl_oracle_start(&e->o, e->data, 0), 0);
+    tl_resp r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/members", e->o.url);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 409);
+    assert_non_null(strstr(r.body, "not_in_a_group"));
+    tl_resp_free(&r);
+    tl_oracle_env_free(e);
+}
+
 /* ---- a member that lost its data (docs/DESIGN.md 7.3) ---- */
 
 /* The sequence that lost acknowledged timestamps before member
@@ -832,6 +975,7 @@ int main(void)
         cmocka_unit_test(timestamps_stay_unique_through_failovers),
         cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
+        cmocka_unit_test(members_are_listed_moved_removed_and_added),
         cmocka_unit_test(the_service_commits_through_a_follower),
         cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
         cmocka_unit_test(the_election_timeout_is_the_flags),

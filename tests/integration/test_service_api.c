@@ -131,6 +131,11 @@ static void health_metrics_and_spec(void **state)
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "openapi:"));
     tl_resp_free(&r);
+    /* A single node has no Raft group to list or change. */
+    j = expect("GET", "/v1/members", NULL, 409);
+    assert_string_equal(str(json_object_get(j, "error"), "code"), "not_in_a_group");
+    json_decref(j);
+    json_decref(expect("DELETE", "/v1/members/2", NULL, 409));
     j = expect("GET", "/v1/locks?limit=5", NULL, 200);
     assert_true(json_is_array(json_object_get(j, "locks")));
     json_decref(j);

@@ -165,6 +165,21 @@ static void a_group_redirects_and_refuses_as_documented(void **state)
     json_decref(j);
     tl_resp_free(&r);
 
+    /* Membership: a follower sends the list to the leader, which has every
+     * member a voter; a change it cannot make is a 409 (common/raft_admin.h). */
+    assert_int_equal(call(&g, f, "GET", "/v1/members", NULL, 5000, &r, &j), 307);
+    json_decref(j);
+    tl_resp_free(&r);
+    assert_int_equal(call(&g, l, "GET", "/v1/members", NULL, 5000, &r, &j), 200);
+    assert_int_equal(json_array_size(json_object_get(j, "members")), NODES);
+    assert_int_equal(json_integer_value(json_object_get(j, "leader")), l + 1);
+    json_decref(j);
+    tl_resp_free(&r);
+    assert_int_equal(call(&g, l, "POST", "/v1/members", "{\"id\":1}", 5000, &r, &j), 409);
+    assert_string_equal(error_code(j), "membership_refused");
+    json_decref(j);
+    tl_resp_free(&r);
+
     /* The leader: a session it did not begin is gone (410, not 404). */
     assert_int_equal(call(&g, l, "POST", "/v1/txns/no-such-txn/commit", NULL, 5000, &r, &j),
                      410);
