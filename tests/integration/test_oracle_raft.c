@@ -764,34 +764,11 @@ static void a_group_starts_above_min_timestamp(void **state)
 
 /* ---- membership by an operator (common/raft_admin.h) ---- */
 
-/* method path (body) on member i, following redirects; the status, and
- * the reply parsed into *out when out is given. */
+/* method path (body) on member i, following redirects (tl_raft_call). */
 static long admin(group *g, int i, const char *method, const char *path, const char *body,
                   json_t **out)
 {
-    char url[256];
-    tl_resp r;
-    long st = 0;
-    if (out != NULL)
-        *out = NULL;
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g->http[i], path);
-    for (int hop = 0; hop < 3; hop++) {
-        if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
-                    15000, &r) != 0) {
-            tl_resp_free(&r);
-            return 0;
-        }
-        st = r.status;
-        if (st == 307 && tl_resp_header(&r, "Location", url, sizeof url) != NULL) {
-            tl_resp_free(&r);
-            continue;
-        }
-        break;
-    }
-    if (out != NULL && r.body != NULL)
-        *out = json_loads(r.body, 0, NULL);
-    tl_resp_free(&r);
-    return st;
+    return tl_raft_call(g->http[i], method, path, body, 15000, out);
 }
 
 /* How many members GET /v1/members lists, and how many of them are

@@ -136,29 +136,7 @@ static int leader_but(group *g, int skip, int ms)
 static long call_on(group *g, int i, const char *method, const char *path, const char *body,
                     int timeout_ms, json_t **out)
 {
-    char url[512];
-    tl_resp r;
-    long st = 0;
-    if (out != NULL)
-        *out = NULL;
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g->http[i], path);
-    for (int hop = 0; hop < 4; hop++) {
-        if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
-                    timeout_ms, &r) != 0) {
-            tl_resp_free(&r);
-            return 0;
-        }
-        st = r.status;
-        if (st == 307 && tl_resp_header(&r, "Location", url, sizeof url) != NULL) {
-            tl_resp_free(&r);
-            continue;
-        }
-        break;
-    }
-    if (out != NULL && r.body != NULL)
-        *out = json_loads(r.body, 0, NULL);
-    tl_resp_free(&r);
-    return st;
+    return tl_raft_call(g->http[i], method, path, body, timeout_ms, out);
 }
 
 /* A request any live member may take: tried on each in turn until one

@@ -44,6 +44,34 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     return ok;
 }
 
+long tl_raft_call(int port, const char *method, const char *path, const char *body,
+                  int timeout_ms, json_t **out)
+{
+    char url[512];
+    tl_resp r;
+    long st = 0;
+    if (out != NULL)
+        *out = NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    for (int hop = 0; hop < 4; hop++) {
+        if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
+                    timeout_ms, &r) != 0) {
+            tl_resp_free(&r);
+            return 0;
+        }
+        st = r.status;
+        if (st == 307 && tl_resp_header(&r, "Location", url, sizeof url) != NULL) {
+            tl_resp_free(&r);
+            continue;
+        }
+        break;
+    }
+    if (out != NULL && r.body != NULL)
+        *out = json_loads(r.body, 0, NULL);
+    tl_resp_free(&r);
+    return st;
+}
+
 bool tl_raft_membership_is(int port, const char *want, int ms)
 {
     uint64_t end = time_mono_ms() + (uint64_t)ms;

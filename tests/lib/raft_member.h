@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 typedef struct {
     bool leader;            /* its role is "leader" */
     int leader_id;          /* the leader it knows of, 0: none */
@@ -18,6 +20,13 @@ typedef struct {
     int64_t hwm;            /* the oracle's high-water mark (-1: not reported) */
     char membership[16];    /* "voter", "joining", ... ("" : not reported) */
 } tl_raft_view;
+
+/* method path (body: JSON, or NULL) on the member at 127.0.0.1:port,
+ * following a follower's 307 to its leader (at most 3 hops). The last
+ * status (0: no answer within timeout_ms), and its body parsed into *out
+ * when out is given (NULL if none; the caller frees). */
+long tl_raft_call(int port, const char *method, const char *path, const char *body,
+                  int timeout_ms, json_t **out);
 
 /* Wait up to ms until the member at port reports membership `want`;
  * false if it does not. */
