@@ -26,8 +26,9 @@
 #include "timeutil.h"
 
 #define TICK_MS 50
-/* A peer's hello within this long counts as what it is now (ms). */
-#define SEEN_MS 10000
+/* A peer's hello within this long counts as what it is now (ms); a
+ * joining member says hello to every member once a second (prober_main). */
+#define SEEN_MS 3000
 
 struct raft_host {
     raft_host_config cfg;
@@ -54,6 +55,11 @@ struct raft_host {
     struct raft_change change;  /* the membership change in flight (loop thread) */
     bool changing;
     uint64_t change_tried_ms;
+    bool first_image_pending;   /* image_first: until libraft took its first snapshot */
+    uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
+    pthread_t prober;           /* a joining member's hellos (prober_main) */
+    bool prober_started;        /* loop thread */
+    bool prober_done;           /* under mu */
 
     /* An empty data dir: the decider thread asks the other members until
      * it can tell (raft_identity.h); libraft starts after that, on the loop. */
@@ -101,6 +107,7 @@ static int start_raft(raft_host *h, int mode);
 static int setup_failed(raft_host *h, bool transport, bool io);
 static void serve_admin(raft_host *h);
 static void refresh_view(raft_host *h);
+static void tend_prober(raft_host *h, bool stopping);
 
 /* The decider is done, or the host stops while it asks: join it; start
  * libraft with what it decided. */
@@ -139,6 +146,7 @@ static void on_wake(uv_async_t *a)
     /* Stop: the owner failed what it had queued; libraft fails what is in
      * flight as it closes. */
     uv_timer_stop(&h->tick);
+    tend_prober(h, true); /* before the transport it probes through closes */
     if (h->raft_started)
         raft_close(&h->raft, on_raft_closed);
     else
@@ -226,10 +234,10 @@ static void replace_incarnations(raft_host *h)
         return;
     for (size_t i = 0; i < h->cfg.npeers; i++) {
         const raft_peer *p = &h->peers[i];
-        uint64_t seen;
+        uint64_t seen, at;
         bool state;
         if (p->id == h->cfg.id ||
-            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state))
+            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state, &at))
             continue;
         const struct raft_server *s = server_of(r, p->id);
         if (s == NULL || (s->id == seen && s->role == RAFT_VOTER) || (s->id != seen && state))
@@ -242,6 +250,7 @@ static void replace_incarnations(raft_host *h)
                      "removing raft id %llu from the group", h->cfg.kind, p->id, (unsigned long long)seen,
                      (unsigned long long)s->id);
             rv = raft_remove(r, &h->change, s->id, on_changed);
+            h->removed_ms[i] = now;
         } else {
             log_info("%s raft: promoting member %u (raft id %llu) to voter once it has caught "
                      "up", h->cfg.kind, p->id, (unsigned long long)seen);
@@ -253,14 +262,17 @@ static void replace_incarnations(raft_host *h)
         h->changing = rv == 0;
         return;
     }
-    /* A configured member in no configuration, that answers without state:
-     * its old raft id was removed above. */
+    /* A configured member in no configuration, that says it has no state in
+     * a hello since this leader last removed it: a replacement whose old
+     * raft id was removed above, a member that joins later
+     * (--raft-initial-members), or a removed one back on an empty dir. */
     for (size_t i = 0; i < h->cfg.npeers; i++) {
         const raft_peer *p = &h->peers[i];
-        uint64_t seen;
+        uint64_t seen, at;
         bool state;
         if (p->id == h->cfg.id || server_of(r, p->id) != NULL ||
-            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state) || state)
+            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state, &at) || state ||
+            at <= h->removed_ms[i])
             continue;
         h->change.data = h;
         h->change_tried_ms = now;
@@ -272,6 +284,59 @@ static void replace_incarnations(raft_host *h)
                      raft_errmsg(r));
         h->changing = rv == 0;
         return;
+    }
+}
+
+static bool stop_asked(raft_host *h)
+{
+    pthread_mutex_lock(&h->mu);
+    bool stopping = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    return stopping;
+}
+
+/* A member in no configuration of its own (joining, or removed) says
+ * hello to every member once a second: the leader adds a new incarnation
+ * only on a recent hello (SEEN_MS), and an operator's add needs one too. */
+static void *prober_main(void *arg)
+{
+    raft_host *h = arg;
+    for (;;) {
+        pthread_mutex_lock(&h->mu);
+        bool go = !h->stopping && h->membership != NULL &&
+                  strcmp(h->membership, "joining") == 0;
+        if (!go)
+            h->prober_done = true;
+        pthread_mutex_unlock(&h->mu);
+        if (!go)
+            return NULL;
+        for (size_t i = 0; i < h->cfg.npeers && !stop_asked(h); i++) {
+            raft_member_probe a;
+            if (h->peers[i].id != h->cfg.id)
+                raft_transport_probe(&h->transport, &h->peers[i], &a);
+        }
+        for (int k = 0; k < 10 && !stop_asked(h); k++)
+            time_sleep_ms(100);
+    }
+}
+
+/* Start the prober while this member is joining; reap it once it ended
+ * (loop thread). stopping: join it, whatever it does. */
+static void tend_prober(raft_host *h, bool stopping)
+{
+    pthread_mutex_lock(&h->mu);
+    bool done = h->prober_done, joining = h->membership != NULL &&
+                                          strcmp(h->membership, "joining") == 0;
+    pthread_mutex_unlock(&h->mu);
+    if (h->prober_started && (done || stopping)) {
+        pthread_join(h->prober, NULL);
+        h->prober_started = false;
+    }
+    if (!h->prober_started && joining && !stopping) {
+        pthread_mutex_lock(&h->mu);
+        h->prober_done = false;
+        pthread_mutex_unlock(&h->mu);
+        h->prober_started = pthread_create(&h->prober, NULL, prober_main, h) == 0;
     }
 }
 
@@ -391,7 +456,8 @@ static void serve_admin(raft_host *h)
             admin_finish(h, RAFT_HOST_REFUSED, "member %u is in the group already", member);
             return;
         }
-        if (!raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state)) {
+        uint64_t at;
+        if (!raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state, &at)) {
             admin_finish(h, RAFT_HOST_REFUSED, "member %u has not been heard from lately: "
                          "start it (on an empty data dir, or its own) first", member);
             return;
@@ -419,6 +485,7 @@ static void serve_admin(raft_host *h)
                  (unsigned long long)s->id);
         h->admin_change.data = h;
         rv = raft_remove(r, &h->admin_change, s->id, on_admin_changed);
+        h->removed_ms[p - h->peers] = time_mono_ms();
         break;
     case RAFT_HOST_LEAD:
         if (s == NULL || s->role != RAFT_VOTER) {
@@ -481,12 +548,20 @@ static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
     check_alive(h);
+    if (h->first_image_pending && h->raft.log.snapshot.last_index > 0) {
+        raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
+        raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
+        h->first_image_pending = false;
+        log_info("%s raft: the first image is taken (index %llu): members that catch up "
+                 "install it", h->cfg.kind, (unsigned long long)h->raft.log.snapshot.last_index);
+    }
     uint64_t last = raft_last_index(&h->raft);
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
     serve_admin(h);
     replace_incarnations(h);
     set_membership(h, membership_of(h));
+    tend_prober(h, false);
     refresh_view(h);
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
@@ -513,20 +588,14 @@ static int bootstrap(raft_host *h)
     int rv = 0;
     raft_configuration_init(&conf);
     for (size_t i = 0; i < h->cfg.npeers && rv == 0; i++)
-        rv = raft_configuration_add(&conf, h->peers[i].id, h->peers[i].raft, RAFT_VOTER);
+        if (!h->peers[i].later)
+            rv = raft_configuration_add(&conf, h->peers[i].id, h->peers[i].raft, RAFT_VOTER);
     if (rv == 0)
         rv = raft_bootstrap(&h->raft, &conf);
     raft_configuration_close(&conf);
     return rv;
 }
 
-static bool stop_asked(raft_host *h)
-{
-    pthread_mutex_lock(&h->mu);
-    bool stopping = h->stopping;
-    pthread_mutex_unlock(&h->mu);
-    return stopping;
-}
 
 typedef enum { START_RUN, START_BOOTSTRAP, START_JOIN } start_mode;
 
@@ -588,10 +657,12 @@ static int decide(raft_host *h, start_mode *mode)
         for (size_t i = 0; i < h->cfg.npeers; i++)
             if (h->peers[i].id != h->cfg.id) {
                 raft_transport_probe(&h->transport, &h->peers[i], &answers[n]);
+                answers[n].initial = !h->peers[i].later;
                 said += answers[n++].answered;
             }
         uint64_t cluster = 0;
-        raft_member_decision d = raft_member_decide(answers, n, own, &cluster);
+        const raft_peer *self = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
+        raft_member_decision d = raft_member_decide(answers, n, !self->later, own, &cluster);
         if (d == RAFT_MEMBER_BOOTSTRAP) {
             h->me = (raft_member_identity){cluster, h->cfg.id};
             *mode = START_BOOTSTRAP;
@@ -617,6 +688,9 @@ static int decide(raft_host *h, start_mode *mode)
                      "asking again", h->cfg.kind,
                      d == RAFT_MEMBER_CONFLICT
                          ? "members answer for different groups: check --raft-peers"
+                     : self->later
+                         ? "waiting for the group to exist (this member is not one of "
+                           "--raft-initial-members: it only joins)"
                          : "waiting for a majority of the members to tell whether the group "
                            "exists",
                      said, n);
@@ -708,6 +782,11 @@ static int start_raft(raft_host *h, int mode)
     raft_set_heartbeat_timeout(&h->raft, h->cfg.heartbeat_ms ? h->cfg.heartbeat_ms : 100);
     raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
     raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
+    if (h->cfg.image_first) { /* the next entry applied takes an image, all log behind it */
+        raft_set_snapshot_threshold(&h->raft, 1);
+        raft_set_snapshot_trailing(&h->raft, 0);
+        h->first_image_pending = true;
+    }
     raft_set_pre_vote(&h->raft, true);
     char err[300];
     if ((mode == START_BOOTSTRAP && (rv = bootstrap(h)) != 0) ||

@@ -46,6 +46,10 @@ typedef struct {
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
     unsigned snapshot_trailing;      /* entries kept behind a snapshot */
+    bool image_first;                /* the state machine holds what the log does not (a store
+                                      * restored from a backup): snapshot at once, keeping no
+                                      * entry behind it, so that a member that catches up
+                                      * installs the image instead of replaying the log */
     uint64_t max_entry_bytes;        /* the largest entry a member proposes (0: 64 MiB) */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
     struct metrics_registry *metrics;/* the transport's metrics; may be NULL */

@@ -100,7 +100,7 @@ uint64_t raft_member_cluster_id(const char *kind, const raft_peer *peers, size_t
     for (size_t k = 0; k < n; k++) {
         const raft_peer *next = NULL;
         for (size_t i = 0; i < n; i++)
-            if (peers[i].id > last && (next == NULL || peers[i].id < next->id))
+            if (!peers[i].later && peers[i].id > last && (next == NULL || peers[i].id < next->id))
                 next = &peers[i];
         if (next == NULL)
             break;
@@ -136,16 +136,18 @@ static bool shows_a_group(const raft_member_probe *a)
 }
 
 raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t n,
-                                        uint64_t own, uint64_t *cluster)
+                                        bool self_initial, uint64_t own, uint64_t *cluster)
 {
     uint64_t seen = 0;
-    size_t answered = 0;
+    size_t answered = self_initial, initial = self_initial;
+    for (size_t i = 0; i < n; i++)
+        initial += answers[i].initial;
     bool group = false;
     for (size_t i = 0; i < n; i++) {
         const raft_member_probe *a = &answers[i];
         if (!a->answered)
             continue;
-        answered++;
+        answered += a->initial;
         if (a->cluster != 0) {
             if (seen != 0 && seen != a->cluster)
                 return RAFT_MEMBER_CONFLICT;
@@ -160,7 +162,7 @@ raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t
     /* Only bootstrapped-but-empty members or fresh ones answered. */
     if (seen != 0 && seen != own)
         return RAFT_MEMBER_CONFLICT;
-    if (2 * (answered + 1) <= n + 1)
+    if (!self_initial || 2 * answered <= initial)
         return RAFT_MEMBER_WAIT;
     *cluster = own;
     return RAFT_MEMBER_BOOTSTRAP;

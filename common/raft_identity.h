@@ -25,9 +25,11 @@
  *    new incarnation (in the transport's hello), removes the old one and
  *    adds the new one as a spare, then promotes it to voter; libraft
  *    promotes only after the spare has caught up (raft_assign).
- *  - Only when a majority of the members (itself included) answered and
- *    none of them holds more than the bootstrap entry does a member
- *    bootstrap the group. Fewer answers: it waits and asks again.
+ *  - Only when a majority of the members that bootstrap (all, or those of
+ *    --raft-initial-members; itself included) answered and none of them
+ *    holds more than the bootstrap entry does a member bootstrap the
+ *    group. Fewer answers: it waits and asks again. A member that is not
+ *    one of them only ever joins.
  */
 #ifndef PC_RAFT_IDENTITY_H
 #define PC_RAFT_IDENTITY_H
@@ -66,8 +68,8 @@ int raft_member_save(const char *dir, const raft_member_identity *id, char *err,
 bool raft_member_has_state(const char *dir);
 
 /* The id a group bootstraps with: a hash of the program ("oracle",
- * "service") and its members' numbers and addresses, in any order; never
- * 0. Members of another program or another group do not share it, and
+ * "service") and its bootstrap members' numbers and addresses (those not
+ * marked later), in any order; never 0. Members of another program or another group do not share it, and
  * their connections are refused. */
 uint64_t raft_member_cluster_id(const char *kind, const raft_peer *peers, size_t n);
 
@@ -77,6 +79,7 @@ uint64_t raft_member_new_incarnation(unsigned member);
 
 /* What one other member answered to a probe. */
 typedef struct {
+    bool initial;         /* one of the members that bootstrap (the caller sets it) */
     bool answered;
     uint64_t cluster;     /* 0: it knows no group yet */
     uint64_t raft_id;
@@ -92,9 +95,11 @@ typedef enum {
 } raft_member_decision;
 
 /* The rule above, for a member with an empty data dir: answers from the
- * n other members (a group of n + 1), own is the cluster id this member
- * would bootstrap with. *cluster is set for BOOTSTRAP and JOIN. */
+ * n other members, own is the cluster id this member would bootstrap
+ * with, self_initial whether it is one of the members that bootstrap
+ * (--raft-initial-members; a majority of those must answer; one that is
+ * not only ever joins). *cluster is set for BOOTSTRAP and JOIN. */
 raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t n,
-                                        uint64_t own, uint64_t *cluster);
+                                        bool self_initial, uint64_t own, uint64_t *cluster);
 
 #endif

@@ -122,3 +122,28 @@ int raft_peers_parse(const char *peers, const char *urls, unsigned self, raft_pe
     }
     return 0;
 }
+
+int raft_peers_set_initial(raft_peer *peers, size_t n, const char *ids, char *err,
+                           size_t errlen)
+{
+    if (ids == NULL || ids[0] == '\0')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        peers[i].later = true;
+    const char *p = ids;
+    while (*p != '\0') {
+        char *end;
+        unsigned long id = strtoul(p, &end, 10);
+        raft_peer *m = end != p && (*end == ',' || *end == '\0') && id <= 1000000
+                           ? raft_peers_find(peers, n, (unsigned)id)
+                           : NULL;
+        if (m == NULL) {
+            snprintf(err, errlen, "--raft-initial-members: '%.40s' is not a list of members of "
+                     "--raft-peers (ID,ID,...)", ids);
+            return -1;
+        }
+        m->later = false;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}

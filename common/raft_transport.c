@@ -737,11 +737,13 @@ static size_t peer_index(const rt *r, unsigned member)
     return i;
 }
 
-/* Remember the raft id a peer's hello gave (raft_transport_seen). */
+/* Remember the raft id a peer's hello gave (raft_transport_seen): only
+ * from a member of this group (one still deciding says nothing yet). */
 static void note_seen(rt *r, const hello *h)
 {
     size_t i = peer_index(r, raft_member_of(h->raft_id));
-    if (i == r->npeers)
+    uint64_t mine = atomic_load(&r->my_cluster);
+    if (i == r->npeers || mine == 0 || h->cluster != mine)
         return;
     pthread_mutex_lock(&r->mu);
     r->seen_id[i] = h->raft_id;
@@ -1330,7 +1332,7 @@ done:
 }
 
 bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t max_age_ms,
-                         uint64_t *raft_id, bool *has_state)
+                         uint64_t *raft_id, bool *has_state, uint64_t *at_ms)
 {
     rt *r = t->impl;
     size_t i = peer_index(r, member);
@@ -1340,6 +1342,7 @@ bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t 
     bool fresh = r->seen_ms[i] != 0 && time_mono_ms() - r->seen_ms[i] <= max_age_ms;
     *raft_id = r->seen_id[i];
     *has_state = r->seen_state[i];
+    *at_ms = r->seen_ms[i];
     pthread_mutex_unlock(&r->mu);
     return fresh;
 }

@@ -104,11 +104,11 @@ void raft_transport_set_last_index(struct raft_uv_transport *t, uint64_t index);
 int raft_transport_probe(struct raft_uv_transport *t, const raft_peer *peer,
                          raft_member_probe *out);
 
-/* The raft id member's last hello gave, and whether it said it has
- * state, if one came within max_age_ms: how the leader learns that a
- * member came back as a new incarnation. */
+/* The raft id member's last hello in this group gave, whether it said it
+ * has state, and when it came (time_mono_ms), if within max_age_ms: how
+ * the leader learns that a member came back as a new incarnation. */
 bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t max_age_ms,
-                         uint64_t *raft_id, bool *has_state);
+                         uint64_t *raft_id, bool *has_state, uint64_t *at_ms);
 
 /* Whether a certificate (a gnutls_x509_crt_t) names member id at host
  * (an IPv4 literal) as above. */

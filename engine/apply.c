@@ -116,6 +116,19 @@ static pc_rc applied_body(pc_session *s, void *arg)
     return pc_read_applied(s, arg);
 }
 
+static pc_rc new_group_body(pc_session *s, void *arg)
+{
+    (void)arg;
+    uint8_t v[8];
+    pc_put_be64(v, 1);
+    return pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8);
+}
+
+pc_rc pc_applied_new_group(pc_session *s)
+{
+    return pc_run_txn(s, new_group_body, NULL);
+}
+
 pc_rc pc_applied_index(pc_session *s, uint64_t *index)
 {
     return pc_run_txn(s, applied_body, index);

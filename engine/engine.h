@@ -161,6 +161,12 @@ pc_rc pc_batch_join(pc_buf *into, const void *batch, size_t len);
 pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index);
 /* The index of the last batch applied (0: none). */
 pc_rc pc_applied_index(pc_session *s, uint64_t *index);
+/* A store restored from a backup starts a new group, whose log begins at
+ * 1 again: without this every entry up to the old index would be taken
+ * for one applied before, and skipped. Its state counts as the state after
+ * the new log's first entry (the bootstrap configuration, never a batch),
+ * so that its images install (an image at index 0 holds nothing). */
+pc_rc pc_applied_new_group(pc_session *s);
 /* An image of the store (image.c): the index of the last batch applied,
  * then the data, lock, write and notify tables and the highest timestamp
  * as one batch of PUTs, all from one snapshot, in out (emptied first; a

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     const char *listen = NULL, *data_dir = NULL;
     uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
     uint64_t election_ms = 0, heartbeat_ms = 0, min_ts = 0;
-    const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL;
+    const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL, *raft_initial = NULL;
     peer_tls_flags peer = {0};
     int level = LOG_INFO, log_format = 0;
     bool access_log = false;
@@ -52,6 +52,7 @@ int main(int argc, char **argv)
         {"min-timestamp", FLAG_UINT64, &min_ts, "0", "hand out nothing at or below this: an oracle that lost its state, started again above the store (the service's 503 oracle_behind names the store's largest timestamp)", NULL, 0, ((int64_t)1 << 53) - 1},
         {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
+        {"raft-initial-members", FLAG_STRING, &raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
         {"raft-election-timeout-ms", FLAG_UINT64, &election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
         {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
@@ -90,8 +91,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (raft_id != 0 &&
-        raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
-                              sizeof err) != 0) {
+        (raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
+                               sizeof err) != 0 ||
+         raft_peers_set_initial(rcfg.peers, rcfg.npeers, raft_initial, err, sizeof err) != 0)) {
         fprintf(stderr, "%s: --raft-peers/--raft-urls: %s\n", PROG, err);
         return 2;
     }

@@ -180,7 +180,8 @@ static int raft_flags_ok(const svc_config *c, raft_group_config *r, char *dir, s
         return -1;
     }
     if (raft_peers_parse(c->raft_peers, c->raft_urls[0] ? c->raft_urls : NULL, r->id, r->peers,
-                         &r->npeers, err, errlen) != 0)
+                         &r->npeers, err, errlen) != 0 ||
+        raft_peers_set_initial(r->peers, r->npeers, c->raft_initial, err, errlen) != 0)
         return -1;
     if ((size_t)snprintf(dir, dirlen, "%s/raft", c->data_dir) >= dirlen) {
         snprintf(err, errlen, "--data-dir is too long");
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
         {"raft-id", FLAG_UINT64, &c->raft_id, "0", "this member's id among --raft-peers (0: a single node, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
+        {"raft-initial-members", FLAG_STRING, &c->raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
         {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
         {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
@@ -404,6 +406,14 @@ int main(int argc, char **argv)
         goto done;
     }
     pc_session *boot = svc_engine_session(s);
+    if (boot != NULL && c->restore_from[0] != '\0' && c->raft_id != 0) {
+        /* A group made from a backup is a new group (DESIGN 7.3). */
+        if (pc_applied_new_group(boot) != PC_OK) {
+            fprintf(stderr, "%s: cannot reset the restored store's Raft index\n", PROG);
+            goto done;
+        }
+        log_info("the restored store starts a new Raft group: its applied index is reset");
+    }
     if (boot == NULL || !observers_load(s, boot)) {
         fprintf(stderr, "%s: cannot load the observers (see the log above)\n", PROG);
         goto done;
@@ -414,6 +424,7 @@ int main(int argc, char **argv)
     if (c->raft_id != 0) {
         rcfg.engine = s->engine;
         rcfg.snapshot_entries = (unsigned)c->raft_snapshot_entries;
+        rcfg.restored = c->restore_from[0] != '\0';
         rcfg.apply_failed = svc_storage_failed;
         if (raft_group_start(&rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
             fprintf(stderr, "%s: raft: %s\n", PROG, err);

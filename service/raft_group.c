@@ -569,6 +569,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
         .snapshot_trailing = every / 10 > 0 ? every / 10 : 1, .serve = on_loop, .arg = g,
+        .image_first = cfg->restored,
         /* An entry is one request's batch (each key and value at most twice:
          * a data row and its lock or write record) or batches joined up to
          * ENTRY_JOIN_MAX. */

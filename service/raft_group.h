@@ -36,6 +36,8 @@ typedef struct {
     size_t npeers;
     pc_engine *engine;               /* what committed entries are applied to */
     unsigned snapshot_entries;       /* a snapshot every this many entries (0: 8192) */
+    bool restored;                   /* the store came from a backup: the group's first
+                                      * image is taken at once (raft_host_config.image_first) */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */

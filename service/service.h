@@ -50,6 +50,7 @@ typedef struct svc_config {
     uint64_t raft_election_ms;      /* --raft-election-timeout-ms */
     uint64_t raft_heartbeat_ms;     /* --raft-heartbeat-ms */
     const char *raft_peers, *raft_urls;
+    const char *raft_initial;       /* --raft-initial-members ("": every member) */
 } svc_config;
 
 typedef struct sessions sessions;

@@ -32,16 +32,18 @@
 #include "timeutil.h"
 
 #define NODES 3
+#define MAX_NODES 5            /* the membership test's group */
 #define CLIENTS 8
 #define MAX_TAKES 200000
 
 typedef struct {
     char *dir;
-    int http[NODES], raft[NODES];
-    pid_t pid[NODES];
+    int n;                   /* members in --raft-peers: NODES, or up to MAX_NODES */
+    int http[MAX_NODES], raft[MAX_NODES];
+    pid_t pid[MAX_NODES];
     char peers[256], urls[256];
     char token[600];         /* the members' --auth-token-file, "" for none */
-    const char *extra[5];    /* more flags for every member, NULL-ended */
+    const char *extra[7];    /* more flags for every member, NULL-ended */
 } group;
 
 static void node_url(const group *g, int i, char *out, size_t len)
@@ -56,14 +58,14 @@ static void node_start(group *g, int i)
     snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
-    const char *args[20] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
+    const char *args[24] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
                             "--raft-peers", g->peers, "--raft-urls", g->urls, NULL};
     int n = 10;
     if (g->token[0]) {
         args[n++] = "--auth-token-file";
         args[n++] = g->token;
     }
-    for (int k = 0; k < 4 && g->extra[k] != NULL; k++)
+    for (int k = 0; k < 6 && g->extra[k] != NULL; k++)
         args[n++] = g->extra[k];
     g->pid[i] = tl_spawn("percolator-oracle", args, NULL, log);
     assert_true(g->pid[i] > 0);
@@ -72,13 +74,15 @@ static void node_start(group *g, int i)
     assert_int_equal(tl_wait_health(url, g->pid[i], 15000), 0);
 }
 
-/* Start the group; with auth, every member asks for the token in
- * g->dir/token; extra (NULL, or at most 4 flags, NULL-ended) for every
- * member. */
-static void group_start_with(group *g, bool auth, const char *const extra[])
+/* A group of n members in --raft-peers (NODES, up to MAX_NODES), the
+ * first `started` of them started; with auth, every member asks for the
+ * token in g->dir/token; extra (NULL, or at most 6 flags, NULL-ended) for
+ * every member. */
+static void group_start_n(group *g, int n, int started, bool auth, const char *const extra[])
 {
     memset(g, 0, sizeof(*g));
-    for (int k = 0; extra != NULL && k < 4 && extra[k] != NULL; k++)
+    g->n = n;
+    for (int k = 0; extra != NULL && k < 6 && extra[k] != NULL; k++)
         g->extra[k] = extra[k];
     g->dir = tl_mkdtemp("oracle-raft");
     assert_non_null(g->dir);
@@ -86,7 +90,7 @@ static void group_start_with(group *g, bool auth, const char *const extra[])
         snprintf(g->token, sizeof g->token, "%s/token", g->dir);
         assert_int_equal(tl_write_file(g->token, "raft-group-token-0123456789\n", 28), 0);
     }
-    for (int i = 0; i < NODES; i++) {
+    for (int i = 0; i < n; i++) {
         g->http[i] = tl_free_port();
         g->raft[i] = tl_free_port();
         /* Each member's raft on a loopback address of its own, so that a
@@ -96,8 +100,13 @@ static void group_start_with(group *g, bool auth, const char *const extra[])
         snprintf(g->urls + strlen(g->urls), sizeof(g->urls) - strlen(g->urls),
                  "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->http[i]);
     }
-    for (int i = 0; i < NODES; i++)
+    for (int i = 0; i < started; i++)
         node_start(g, i);
+}
+
+static void group_start_with(group *g, bool auth, const char *const extra[])
+{
+    group_start_n(g, NODES, NODES, auth, extra);
 }
 
 static void group_start(group *g, bool auth)
@@ -107,7 +116,7 @@ static void group_start(group *g, bool auth)
 
 static void group_stop(group *g)
 {
-    for (int i = 0; i < NODES; i++)
+    for (int i = 0; i < g->n; i++)
         if (g->pid[i] > 0)
             assert_int_equal(tl_stop(g->pid[i], 15000), 0);
     tl_rmtree(g->dir);
@@ -129,7 +138,7 @@ static int leader_but(group *g, int skip, int ms)
     uint64_t end = time_mono_ms() + (uint64_t)ms;
     member_view v;
     do {
-        for (int i = 0; i < NODES; i++)
+        for (int i = 0; i < g->n; i++)
             if (i != skip && g->pid[i] > 0 && member_health(g, i, &v) && v.leader)
                 return i;
         time_sleep_ms(50);
@@ -882,6 +891,126 @@ static void members_are_listed_moved_removed_and_added(void **state)
     tl_oracle_env_free(e);
 }
 
+/* Wait up to ms until the leader lists `want` members, every one a voter,
+ * member `must` (0: any) among them and member `gone` (0: none) not. */
+static bool group_is(group *g, int want, int must, int gone, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    do {
+        int l = leader_of(g, 5000);
+        json_t *j;
+        if (l >= 0 && admin(g, l, "GET", "/v1/members", NULL, &j) == 200) {
+            json_t *list = json_object_get(j, "members"), *m;
+            size_t k;
+            int voters = 0;
+            bool has_must = must == 0, has_gone = false;
+            json_array_foreach(list, k, m) {
+                int id = (int)json_integer_value(json_object_get(m, "id"));
+                voters += strcmp(json_string_value(json_object_get(m, "role")), "voter") == 0;
+                has_must = has_must || id == must;
+                has_gone = has_gone || id == gone;
+            }
+            bool ok = (int)json_array_size(list) == want && voters == want && has_must && !has_gone;
+            json_decref(j);
+            if (ok)
+                return true;
+        } else if (l >= 0) {
+            json_decref(j);
+        }
+        time_sleep_ms(200);
+    } while (time_mono_ms() < end);
+    return false;
+}
+
+/* Five members in --raft-peers, the first three bootstrap
+ * (--raft-initial-members): under clients taking timestamps, members 4 and
+ * 5 start and the leader adds and promotes them (3 to 5); they are removed
+ * (back to 3); then a member dies for good and a new machine (member 4 on
+ * its own address, an empty dir) takes its place, and the same with the
+ * leader (member 5). No timestamp is handed out twice, real-time order
+ * holds throughout. */
+static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--raft-initial-members", "1,2,3", NULL};
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
+    assert_non_null(r->takes);
+    pthread_mutex_init(&r->mu, NULL);
+    group_start_n(&g, MAX_NODES, NODES, false, extra);
+    r->g = &g;
+    assert_true(group_is(&g, 3, 0, 4, 20000));
+    pthread_t th[CLIENTS];
+    client_arg args[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        args[i] = (client_arg){r, i};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
+    }
+    /* 3 to 5: members 4 and 5 start; the leader adds them. */
+    uint64_t t0 = time_mono_ms();
+    node_start(&g, 3);
+    node_start(&g, 4);
+    assert_true(group_is(&g, 5, 5, 0, 30000));
+    uint64_t grown = time_mono_ms() - t0;
+    /* 5 to 3: removed by the operator, then stopped. */
+    int l;
+    for (int m = 5; m >= 4; m--) {
+        char path[32];
+        snprintf(path, sizeof path, "/v1/members/%d", m);
+        l = leader_of(&g, 10000);
+        if (l == m - 1) { /* a member about to go leads: hand the lead on first */
+            assert_int_equal(admin(&g, l, "POST", "/v1/leader", "{\"id\":1}", NULL), 200);
+            l = leader_of(&g, 10000);
+        }
+        assert_int_equal(admin(&g, l, "DELETE", path, NULL, NULL), 200);
+        assert_int_equal(tl_stop(g.pid[m - 1], 15000), 0);
+        g.pid[m - 1] = 0;
+    }
+    assert_true(group_is(&g, 3, 0, 4, 10000));
+    /* A follower dies for good; a new machine, member 4 on its own address
+     * with an empty dir, joins; the dead one is removed. */
+    for (int round = 0; round < 2; round++) {
+        l = leader_of(&g, 15000);
+        assert_true(l >= 0);
+        int dead = -1, fresh = round == 0 ? 3 : 4;
+        for (int i = 0; i < MAX_NODES && dead < 0; i++)
+            if (g.pid[i] > 0 && (round == 0 ? i != l : i == l))
+                dead = i; /* round 0: a follower; round 1: the leader */
+        assert_true(dead >= 0);
+        assert_int_equal(tl_kill9(g.pid[dead]), 0);
+        g.pid[dead] = 0;
+        char data[640];
+        snprintf(data, sizeof data, "%s/n%d", g.dir, fresh + 1);
+        tl_rmtree(data);
+        node_start(&g, fresh);
+        assert_true(leader_of(&g, 15000) >= 0);
+        /* Four in the configuration, one dead: a quorum of three answers. */
+        uint64_t end = time_mono_ms() + 30000;
+        while (!group_is(&g, 4, fresh + 1, 0, 1000) && time_mono_ms() < end)
+            ;
+        char path[32];
+        snprintf(path, sizeof path, "/v1/members/%d", dead + 1);
+        assert_int_equal(admin(&g, leader_of(&g, 10000), "DELETE", path, NULL, NULL), 200);
+        assert_true(group_is(&g, 3, fresh + 1, dead + 1, 20000));
+        print_message("round %d: member %d (%s) died; member %d took its place\n", round,
+                      dead + 1, round == 0 ? "a follower" : "the leader", fresh + 1);
+    }
+    time_sleep_ms(500);
+    atomic_store(&r->stop, 1);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    print_message("%zu requests; grown from 3 to 5 voters in %llu ms\n", r->n,
+                  (unsigned long long)grown);
+    assert_true(r->n > 100);
+    check_takes(r->takes, r->n);
+    group_stop(&g);
+    pthread_mutex_destroy(&r->mu);
+    free(r->takes);
+    free(r);
+}
+
 /* ---- a member that lost its data (docs/DESIGN.md 7.3) ---- */
 
 /* The sequence that lost acknowledged timestamps before member
@@ -953,6 +1082,7 @@ int main(void)
         cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(members_are_listed_moved_removed_and_added),
+        cmocka_unit_test(a_group_grows_shrinks_and_replaces_members_under_load),
         cmocka_unit_test(the_service_commits_through_a_follower),
         cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
         cmocka_unit_test(the_election_timeout_is_the_flags),

@@ -1058,6 +1058,79 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
     group_stop(&g);
 }
 
+/* ---- a group made again from one backup (docs/DESIGN.md 7.3) ---- */
+
+/* Every member wiped, then the group made again from a backup taken on its
+ * leader: member 1 restored from it, alone at first
+ * (--raft-initial-members 1), members 2 and 3 on empty dirs join it and
+ * install its image. Every write acknowledged before the backup is there,
+ * on each member: after member 1 dies, the other two serve them. */
+static void a_group_is_restored_from_one_backup(void **state)
+{
+    (void)state;
+    group g;
+    char bdir[600];
+    const char *extra[7] = {"--backup-dir", bdir, NULL};
+    tl_group_start(&g, "service-raft-restore", 0, NULL, NULL);
+    snprintf(bdir, sizeof bdir, "%s/backups", g.dir);
+    for (int i = 0; i < 7; i++)
+        g.extra[i] = extra[i];
+    for (int i = 0; i < NODES; i++)
+        node_start(&g, i);
+    int l = leader_but(&g, -1, 15000);
+    assert_true(l >= 0);
+    char key[32], value[32];
+    for (int k = 0; k < 30; k++) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        put(&g, key, value);
+    }
+    json_t *b;
+    assert_int_equal(call_on(&g, l, "POST", "/v1/admin/backup", NULL, 30000, &b), 201);
+    char backup[700];
+    snprintf(backup, sizeof backup, "%s", json_string_value(json_object_get(b, "path")));
+    json_decref(b);
+    put(&g, "after-backup", "x"); /* not in the backup */
+    /* The disaster: every member and its data gone. */
+    for (int i = 0; i < NODES; i++) {
+        char dir[600];
+        assert_int_equal(tl_kill9(g.pid[i]), 0);
+        g.pid[i] = 0;
+        snprintf(dir, sizeof dir, "%s/n%d", g.dir, i + 1);
+        assert_int_equal(tl_rmtree(dir), 0);
+    }
+    /* Member 1 from the backup, a group of one; the others join it. */
+    const char *one[] = {"--raft-initial-members", "1", "--restore-from", backup, NULL};
+    for (int i = 0; i < 7; i++)
+        g.extra[i] = i < 4 ? one[i] : NULL;
+    node_start(&g, 0);
+    g.extra[2] = NULL;
+    node_start(&g, 1);
+    node_start(&g, 2);
+    for (int i = 0; i < NODES; i++)
+        assert_true(tl_raft_membership_is(g.http[i], "voter", 30000));
+    for (int k = 0; k < 30; k++) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        must_read(&g, key, value);
+    }
+    json_t *j = NULL;
+    assert_int_equal(call_any(&g, "GET", "/v1/kv/after-backup", NULL, 15000, &j), 404);
+    json_decref(j);
+    put(&g, "after-restore", "y");
+    /* Members 2 and 3 hold it all: member 1 dies, they go on. */
+    assert_int_equal(tl_kill9(g.pid[0]), 0);
+    g.pid[0] = 0;
+    assert_true(leader_but(&g, 0, 20000) >= 0);
+    for (int k = 0; k < 30; k += 7) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        must_read(&g, key, value);
+    }
+    must_read(&g, "after-restore", "y");
+    group_stop(&g);
+}
+
 /* ---- a partition: the leader's raft port cut off (iptables on loopback) ---- */
 
 static void a_cut_off_leader_acknowledges_nothing(void **state)
@@ -1153,6 +1226,7 @@ int main(void)
         cmocka_unit_test(a_wiped_member_catches_up_by_snapshot),
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(a_wiped_follower_under_writes_is_back_within_seconds),
+        cmocka_unit_test(a_group_is_restored_from_one_backup),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

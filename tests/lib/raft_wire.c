@@ -393,9 +393,9 @@ static int hello_swap(rw_conn *c, uint8_t kind, uint64_t cluster, uint64_t id,
     rw_put64(&b, cluster);
     rw_put64(&b, id);
     rw_put64(&b, 0);
-    if (rw_send_buf(c, &b, timeout_ms) != 0)
-        return -1;
-    return recv_exact(c, answer, 32, timeout_ms);
+    int rc = rw_send_buf(c, &b, timeout_ms);
+    rw_buf_free(&b);
+    return rc != 0 ? -1 : recv_exact(c, answer, 32, timeout_ms);
 }
 
 int rw_hello(rw_conn *c, uint64_t id, int timeout_ms)

@@ -20,21 +20,28 @@
 #define OWN 0x1111
 #define THEIRS 0x2222
 
+/* Answers of members that bootstrap (--raft-initial-members: all of
+ * them unless a test says otherwise). */
+static raft_member_probe silent(void)
+{
+    return (raft_member_probe){.initial = true};
+}
+
 static raft_member_probe fresh(void)
 {
-    return (raft_member_probe){.answered = true};
+    return (raft_member_probe){.initial = true, .answered = true};
 }
 
 static raft_member_probe running(uint64_t cluster, uint64_t last_index)
 {
-    return (raft_member_probe){.answered = true, .cluster = cluster, .raft_id = 2,
-                               .has_state = true, .last_index = last_index};
+    return (raft_member_probe){.initial = true, .answered = true, .cluster = cluster,
+                               .raft_id = 2, .has_state = true, .last_index = last_index};
 }
 
 static raft_member_decision decide(const raft_member_probe *a, size_t n, uint64_t *cluster)
 {
     *cluster = 0;
-    return raft_member_decide(a, n, OWN, cluster);
+    return raft_member_decide(a, n, true, OWN, cluster);
 }
 
 /* The first start of a group: every member answers empty, or has only
@@ -43,12 +50,12 @@ static void a_new_group_bootstraps_with_a_majority(void **state)
 {
     (void)state;
     uint64_t c;
-    raft_member_probe a[2] = {fresh(), {0}};
+    raft_member_probe a[2] = {fresh(), silent()};
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_BOOTSTRAP); /* 2 of 3 */
     assert_int_equal(c, OWN);
     a[1] = running(OWN, 1);
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_BOOTSTRAP);
-    raft_member_probe five[4] = {fresh(), {0}, {0}, {0}};
+    raft_member_probe five[4] = {fresh(), silent(), silent(), silent()};
     assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_WAIT); /* 2 of 5 */
     five[1] = fresh();
     assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_BOOTSTRAP);
@@ -60,7 +67,7 @@ static void alone_it_waits(void **state)
 {
     (void)state;
     uint64_t c;
-    raft_member_probe a[2] = {{0}, {0}};
+    raft_member_probe a[2] = {silent(), silent()};
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_WAIT);
     assert_int_equal(decide(a, 0, &c), RAFT_MEMBER_BOOTSTRAP); /* a group of one */
 }
@@ -72,7 +79,7 @@ static void any_member_with_the_group_means_join(void **state)
 {
     (void)state;
     uint64_t c;
-    raft_member_probe a[2] = {running(THEIRS, 20), {0}};
+    raft_member_probe a[2] = {running(THEIRS, 20), silent()};
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_JOIN);
     assert_int_equal(c, THEIRS);
     a[0] = running(THEIRS, UINT64_MAX);
@@ -81,6 +88,24 @@ static void any_member_with_the_group_means_join(void **state)
     a[1] = fresh();
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_JOIN);
     assert_int_equal(c, THEIRS);
+}
+
+/* --raft-initial-members 1,2,3 of five: only they count toward the
+ * bootstrap majority, and a member that is not one of them only joins. */
+static void members_that_join_later_never_bootstrap(void **state)
+{
+    (void)state;
+    uint64_t c;
+    raft_member_probe a[4] = {fresh(), silent(), fresh(), fresh()};
+    a[2].initial = a[3].initial = false; /* members 4 and 5 */
+    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_BOOTSTRAP); /* 2 of the 3 */
+    a[0] = silent();
+    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_WAIT); /* 1 of 3, however many others */
+    raft_member_probe b[4] = {fresh(), fresh(), fresh(), fresh()};
+    assert_int_equal(raft_member_decide(b, 4, false, OWN, &c), RAFT_MEMBER_WAIT);
+    b[0] = running(OWN, 40);
+    assert_int_equal(raft_member_decide(b, 4, false, OWN, &c), RAFT_MEMBER_JOIN);
+    assert_int_equal(c, OWN);
 }
 
 static void different_groups_conflict(void **state)
@@ -152,6 +177,7 @@ int main(void)
         cmocka_unit_test(a_new_group_bootstraps_with_a_majority),
         cmocka_unit_test(alone_it_waits),
         cmocka_unit_test(any_member_with_the_group_means_join),
+        cmocka_unit_test(members_that_join_later_never_bootstrap),
         cmocka_unit_test(different_groups_conflict),
         cmocka_unit_test(the_group_id_is_the_members_not_their_order),
         cmocka_unit_test(incarnations_keep_the_member_number),
