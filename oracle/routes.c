@@ -161,6 +161,32 @@ static void handle_metrics(httpd_req *req, void *arg)
     buf_free(&out);
 }
 
+/* Readiness (an orchestrator's probe): a single oracle is ready once it
+ * serves; a member of a group while it is a voter that leads or knows the
+ * leader (a follower redirects there), else 503 not_ready: no leader known
+ * (an election), or a member still joining or catching up (its
+ * membership, docs/DESIGN.md 7.3). */
+static void handle_ready(httpd_req *req, void *arg)
+{
+    oracle_ctx *ctx = arg;
+    const char *why = NULL;
+    if (ctx->raft != NULL) {
+        raft_node_status st;
+        raft_node_get_status(ctx->raft, &st);
+        if (strcmp(st.membership, "voter") != 0)
+            why = "this member is not a voter of its group yet (it is joining or catching up: "
+                  "docs/DESIGN.md 7.3)";
+        else if (st.leader_id == 0)
+            why = "no Raft leader is known yet (an election may be under way)";
+    }
+    if (why == NULL) {
+        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
+        return;
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
+}
+
 /* Membership (common/raft_admin.h): a group's member only. */
 static void handle_members(httpd_req *req, void *arg)
 {
@@ -176,6 +202,7 @@ static void handle_members(httpd_req *req, void *arg)
 static const httpd_route routes[] = {
     {.method = "POST", .pattern = "/v1/timestamps", .handler = handle_timestamps},
     {.method = "GET", .pattern = "/v1/health", .handler = handle_health, .public = true},
+    {.method = "GET", .pattern = "/v1/ready", .handler = handle_ready, .public = true},
     {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
     RAFT_ADMIN_ROUTES(handle_members),
 };

@@ -2,6 +2,8 @@
  * routes.h — the oracle's HTTP API (api-spec/oracle.yaml):
  *   POST /v1/timestamps?count=N   {"first":F,"count":N}
  *   GET  /v1/health               {"status":"ok",...}   (no token needed)
+ *   GET  /v1/ready                {"status":"ready"}, or 503 not_ready (no token needed)
+ *   /v1/members, /v1/leader       a group's membership (common/raft_admin.h)
  *   GET  /metrics                 Prometheus text
  */
 #ifndef PERCOLATOR_ORACLE_ROUTES_H

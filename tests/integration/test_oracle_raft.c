@@ -888,6 +888,10 @@ static void members_are_listed_moved_removed_and_added(void **state)
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "not_in_a_group"));
     tl_resp_free(&r);
+    snprintf(url, sizeof url, "%s/v1/ready", e->o.url); /* alone, ready once it serves */
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
     tl_oracle_env_free(e);
 }
 
@@ -1046,8 +1050,10 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         g.pid[w] = g.pid[l] = 0;
         assert_int_equal(cut(&g, f, false), 0);
         node_start(&g, w);
-        /* w asked f, learned the group exists, and joins it without a vote. */
+        /* w asked f, learned the group exists, and joins it without a vote;
+         * it is not ready meanwhile. */
         assert_true(tl_raft_membership_is(g.http[w], "joining", 10000));
+        assert_int_equal(tl_raft_call(g.http[w], "GET", "/v1/ready", NULL, 5000, NULL), 503);
         member_view v;
         uint64_t end = time_mono_ms() + 4000;
         while (time_mono_ms() < end) {
@@ -1065,6 +1071,7 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         assert_true(next > last);
         /* The leader replaced w's old raft id by its new one. */
         assert_true(tl_raft_membership_is(g.http[w], "voter", 20000));
+        assert_int_equal(tl_raft_call(g.http[w], "GET", "/v1/ready", NULL, 5000, NULL), 200);
     }
     group_stop(&g);
 }
