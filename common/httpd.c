@@ -1654,3 +1654,13 @@ void httpd_stop(httpd *h, unsigned grace_ms)
     MHD_stop_daemon(h->daemon);
     httpd_free(h);
 }
+
+void httpd_reply_ready(httpd_req *req, const char *why)
+{
+    if (why == NULL) {
+        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
+        return;
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
+}

@@ -169,6 +169,9 @@ void httpd_reply_text(httpd_req *req, unsigned status, const char *content_type,
                       const char *data, size_t len);
 /* No body (204, or any status with an empty body). */
 void httpd_reply_empty(httpd_req *req, unsigned status);
+/* A readiness probe's answer: 200 {"status":"ready"} when why is NULL,
+ * else 503 not_ready with why and Retry-After: 1. */
+void httpd_reply_ready(httpd_req *req, const char *why);
 /* Add a header to the reply (e.g. "Retry-After"); may be called before or
  * after the reply call, within the handler. Copied. 0 or -1. */
 int httpd_add_header(httpd_req *req, const char *name, const char *value);

@@ -179,12 +179,7 @@ static void handle_ready(httpd_req *req, void *arg)
         else if (st.leader_id == 0)
             why = "no Raft leader is known yet (an election may be under way)";
     }
-    if (why == NULL) {
-        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
-        return;
-    }
-    httpd_add_header(req, "Retry-After", "1");
-    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
+    httpd_reply_ready(req, why);
 }
 
 /* Membership (common/raft_admin.h): a group's member only. */

@@ -67,12 +67,7 @@ static void h_ready(httpd_req *req, void *ctx)
         else if (st.ready_term == 0 && (st.leader_id == 0 || st.leader_id == s->cfg.raft_id))
             why = "no Raft leader is known yet (an election may be under way)";
     }
-    if (why == NULL) {
-        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
-        return;
-    }
-    httpd_add_header(req, "Retry-After", "1");
-    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
+    httpd_reply_ready(req, why);
 }
 
 static void h_metrics(httpd_req *req, void *ctx)

@@ -309,6 +309,31 @@ static void *client_main(void *arg)
     return NULL;
 }
 
+static run *run_new(void)
+{
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
+    assert_non_null(r->takes);
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+static void run_free(run *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    free(r->takes);
+    free(r);
+}
+
+static void clients_start(run *r, pthread_t th[CLIENTS], client_arg args[CLIENTS])
+{
+    for (int i = 0; i < CLIENTS; i++) {
+        args[i] = (client_arg){r, i};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
+    }
+}
+
 static int by_first(const void *a, const void *b)
 {
     const take *x = a, *y = b;
@@ -378,20 +403,13 @@ static void timestamps_stay_unique_through_failovers(void **state)
     (void)state;
     enum { LEADER_KILLS = 10, FOLLOWER_KILLS = 2 };
     group g;
-    run *r = calloc(1, sizeof(*r));
-    assert_non_null(r);
-    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
-    assert_non_null(r->takes);
-    pthread_mutex_init(&r->mu, NULL);
+    run *r = run_new();
     group_start(&g, false);
     r->g = &g;
     assert_true(leader_of(&g, 10000) >= 0);
     pthread_t th[CLIENTS];
     client_arg args[CLIENTS];
-    for (int i = 0; i < CLIENTS; i++) {
-        args[i] = (client_arg){r, i};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
-    }
+    clients_start(r, th, args);
     uint64_t failover_ms[LEADER_KILLS];
     for (int k = 0; k < LEADER_KILLS + FOLLOWER_KILLS; k++) {
         time_sleep_ms(400);
@@ -431,9 +449,7 @@ static void timestamps_stay_unique_through_failovers(void **state)
     assert_true(r->n > 100);
     check_takes(r->takes, r->n);
     group_stop(&g);
-    pthread_mutex_destroy(&r->mu);
-    free(r->takes);
-    free(r);
+    run_free(r);
 }
 
 /* The service pointed at a follower: its oracle client follows the 307. */
@@ -508,11 +524,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
 {
     (void)state;
     group g;
-    run *r = calloc(1, sizeof(*r));
-    assert_non_null(r);
-    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
-    assert_non_null(r->takes);
-    pthread_mutex_init(&r->mu, NULL);
+    run *r = run_new();
     if (!tl_raft_can_cut())
         fail_msg("this test needs iptables and root (make test installs it as root)");
     group_start(&g, false);
@@ -521,10 +533,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     assert_true(l >= 0);
     pthread_t th[CLIENTS];
     client_arg args[CLIENTS];
-    for (int i = 0; i < CLIENTS; i++) {
-        args[i] = (client_arg){r, i};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
-    }
+    clients_start(r, th, args);
     time_sleep_ms(500);
     assert_int_equal(cut(&g, l, true), 0);
     uint64_t t0 = time_mono_ms();
@@ -593,9 +602,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     for (size_t i = 0; i < r->n; i++)
         assert_true(r->takes[i].first + r->takes[i].count - 1 <= (uint64_t)hwm[0]);
     group_stop(&g);
-    pthread_mutex_destroy(&r->mu);
-    free(r->takes);
-    free(r);
+    run_free(r);
 }
 
 /* ---- the service over the group: the bank while the leader dies ---- */
@@ -938,20 +945,13 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
     (void)state;
     group g;
     const char *extra[] = {"--raft-initial-members", "1,2,3", NULL};
-    run *r = calloc(1, sizeof(*r));
-    assert_non_null(r);
-    r->takes = calloc(MAX_TAKES, sizeof(*r->takes));
-    assert_non_null(r->takes);
-    pthread_mutex_init(&r->mu, NULL);
+    run *r = run_new();
     group_start_n(&g, MAX_NODES, NODES, false, extra);
     r->g = &g;
     assert_true(group_is(&g, 3, 0, 4, 20000));
     pthread_t th[CLIENTS];
     client_arg args[CLIENTS];
-    for (int i = 0; i < CLIENTS; i++) {
-        args[i] = (client_arg){r, i};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
-    }
+    clients_start(r, th, args);
     /* 3 to 5: members 4 and 5 start; the leader adds them. */
     uint64_t t0 = time_mono_ms();
     node_start(&g, 3);
@@ -1010,9 +1010,7 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
     assert_true(r->n > 100);
     check_takes(r->takes, r->n);
     group_stop(&g);
-    pthread_mutex_destroy(&r->mu);
-    free(r->takes);
-    free(r);
+    run_free(r);
 }
 
 /* ---- a member that lost its data (docs/DESIGN.md 7.3) ---- */
