@@ -134,11 +134,18 @@ static void test_bad_requests_get_json_errors(void **state)
     json_decref(j);
     tl_resp_free(&r);
 
-    /* Over 64 MiB: 413. */
+    /* Over 64 MiB: 413, before a byte of it is read. The oracle takes no
+     * body (1 KiB at most), so for one this far over it answers at once
+     * and lets the connection close rather than read it: a client that
+     * sends the body without waiting may see the reset before the answer
+     * (common/httpd.c); one that asks first (Expect: 100-continue, as curl
+     * does for large bodies) always reads the 413. */
     size_t big = ((size_t)64 << 20) + 1;
     char *body = calloc(1, big);
     assert_non_null(body);
-    assert_int_equal(tl_http("POST", url, body, big, "application/json", 30000, &r), 0);
+    assert_int_equal(tl_http_with("POST", url, body, big, "application/json",
+                                  "Expect: 100-continue", 30000, &r),
+                     0);
     assert_int_equal(r.status, 413);
     j = json_loads(r.body, 0, NULL);
     assert_error(j, "payload_too_large");
