@@ -177,8 +177,11 @@ static void on_changed(struct raft_change *req, int status)
 {
     raft_host *h = req->data;
     h->changing = false;
-    if (status == 0)
+    if (status == 0) {
         h->change_tried_ms = 0; /* the next step may follow at once; a failure waits 1 s */
+        log_info("%s raft: the membership change is committed (%u members now)", h->cfg.kind,
+                 h->raft.configuration.n);
+    }
     if (status != 0)
         log_warn("%s raft: a membership change failed: %s", h->cfg.kind, raft_strerror(status));
 }
@@ -369,6 +372,9 @@ static void on_admin_changed(struct raft_change *req, int status)
     h->change_tried_ms = 0;
     refresh_view(h); /* a list right after the answer shows the change */
     if (status == 0)
+        log_info("%s raft: the membership change is committed (%u members now)", h->cfg.kind,
+                 h->raft.configuration.n);
+    if (status == 0)
         admin_finish(h, RAFT_HOST_DONE, NULL);
     else
         admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_strerror(status));
@@ -385,14 +391,15 @@ static void on_admin_transferred(struct raft_transfer *req)
                      raft_member_of(req->id));
 }
 
-/* Whether this leader heard from server i lately (within an election
- * timeout), itself included. */
+/* Whether this leader heard from server i lately (within two election
+ * timeouts: a follower answers every heartbeat, so one silent that long
+ * is down or cut off, not slow), itself included. */
 static bool answers(raft_host *h, unsigned i)
 {
     const struct raft_server *s = &h->raft.configuration.servers[i];
     uint64_t heard = raft_io_guard_heard_ms(&h->guard, s->id);
     unsigned e = h->cfg.election_ms ? h->cfg.election_ms : 1000;
-    return s->id == h->raft.id || (heard != 0 && time_mono_ms() - heard <= e);
+    return s->id == h->raft.id || (heard != 0 && time_mono_ms() - heard <= 2 * (uint64_t)e);
 }
 
 /* Removing member m leaves a quorum that answers. NULL, or why not. */
