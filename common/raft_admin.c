@@ -142,8 +142,8 @@ static void change(httpd_req *req, raft_host *h, raft_host_op op, unsigned membe
         return;
     }
     static const char *const done[] = {
-        [RAFT_HOST_ADD] = "added as a spare: the leader promotes it to voter once it has "
-                          "caught up",
+        [RAFT_HOST_ADD] = ("added as a spare: the leader promotes it to voter once it has "
+                           "caught up"),
         [RAFT_HOST_REMOVE] = "removed",
         [RAFT_HOST_LEAD] = "the lead was handed over",
     };
