@@ -317,7 +317,7 @@ n=$(leader)
 ok "killed the leader oracle$l: oracle$n leads, the service committed again after $((SECONDS - t0))s"
 
 "$DOCKER" start "${RPROJECT}_oracle${l}_1" >/dev/null || fail "docker start oracle$l failed"
-rejoined() { health "$l" | grep -qE "\"role\":\"follower\",\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://oracle$n:8090\"\\}"; }
+rejoined() { health "$l" | grep -qE "\"role\":\"follower\",(\"membership\":\"voter\",)?\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://oracle$n:8090\"\\}"; }
 until_ok rejoined || fail "oracle$l did not rejoin as a follower of oracle$n: $(health "$l")"
 until_ok put_ok three || fail "no commit after oracle$l came back"
 ok "oracle$l running again (docker start) at its fixed address: a follower of oracle$n, commits go on"
@@ -351,7 +351,7 @@ sleader() {
     for i in 1 2 3; do
         [ "$i" != "$dead" ] && [ "$i" != "$l" ] || continue
         # the leader by its URL (with a token set, public health has no id)
-        shealth "$i" | grep -qE "\"role\":\"follower\",\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://127.0.0.1:${CPORT[$l]}\"\\}" || return 0
+        shealth "$i" | grep -qE "\"role\":\"follower\",(\"membership\":\"voter\",)?\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://127.0.0.1:${CPORT[$l]}\"\\}" || return 0
     done
     echo "$l"
 }

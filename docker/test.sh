@@ -586,7 +586,7 @@ sleader() {
     for i in 1 2 3; do
         [ "$i" != "$dead" ] && [ "$i" != "$l" ] || continue
         # the leader by its URL (with a token set, public health has no id)
-        shealth "$i" | grep -qE "\"role\":\"follower\",\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://127.0.0.1:${CPORT[$l]}\"\\}" || return 0
+        shealth "$i" | grep -qE "\"role\":\"follower\",(\"membership\":\"voter\",)?\"leader\":\\{(\"id\":[0-9]+,)?\"url\":\"http://127.0.0.1:${CPORT[$l]}\"\\}" || return 0
     done
     echo "$l"
 }
