@@ -168,6 +168,13 @@ static int g_send(struct raft_io *io, struct raft_io_send *req, const struct raf
                   raft_io_send_cb cb)
 {
     raft_io_guard *g = io->impl;
+    /* libraft 0.15 answers entries it finished writing to the leader it
+     * knows then, whose address a newer term may have cleared meanwhile:
+     * such a message has none, and the transport would read through NULL
+     * (found by test_raft_peer_security's fuzz run). Nobody to send it to:
+     * refused as a connection that failed, which libraft handles. */
+    if (m->server_address == NULL)
+        return RAFT_NOCONNECTION;
     if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || m->append_entries_result.rejected != 0)
         return passed(g, g->inner->send(g->inner, req, m, cb));
 

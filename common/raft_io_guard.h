@@ -30,7 +30,10 @@
  * that break what libraft 0.15 asserts of its state (an AppendEntries or
  * InstallSnapshot at a leader's own term; a pre-vote granted at a term
  * above the one asked), and those whose term is more than
- * RAFT_GUARD_MAX_TERM_JUMP above this member's: docs/DESIGN.md §7.2.
+ * RAFT_GUARD_MAX_TERM_JUMP above this member's: docs/DESIGN.md §7.2. And
+ * it does not send a message that has no address (libraft 0.15 answers
+ * entries it finished writing to the leader it knew, whose address a newer
+ * term may have cleared): the send fails as a lost connection would.
  *
  * Threads: whatever libraft runs on (one loop); nothing here locks.
  */
