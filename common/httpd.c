@@ -67,6 +67,7 @@
 #define MAX_QUERY 64          /* query parameters kept; more are ignored */
 #define MAX_URI 65536         /* longer request targets get 414-ish 400 */
 #define STATUS_SLOTS 500      /* statuses 100..599 cached per route */
+#define STOP_SEND_MS 1000     /* httpd_stop: most time given to send replies made */
 
 typedef struct segment {
     char *text;               /* literal text, or the parameter name */
@@ -112,6 +113,8 @@ struct httpd {
                                  sending its body is not one: a stop does not
                                  wait for a client that stalls. */
     _Atomic long deferred;    /* requests held by other threads (httpd_defer) */
+    _Atomic long resumed;     /* answered off the event thread, reply not yet
+                                 sent (resumed, not completed) */
     atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
     _Atomic long open_conns;  /* connections MHD holds */
     _Atomic size_t body_bytes; /* request bodies held in memory, all requests */
@@ -156,6 +159,7 @@ struct httpd_req {
     bool counted;             /* counted in h->in_flight (being answered) */
     bool queued;              /* a reply was given to MHD */
     bool dispatched;          /* handed to a worker (connection suspended) */
+    bool resumed;             /* counted in h->resumed */
     _Atomic bool handled;     /* the worker is done: queue the reply */
     httpd_req *next;          /* worker queue link */
 
@@ -830,6 +834,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (rq->counted)
         atomic_fetch_sub(&h->in_flight, 1);
+    if (rq->resumed)
+        atomic_fetch_sub(&h->resumed, 1);
     /* Between requests a keep-alive connection may idle, not trickle: the
      * next request line must come within the idle timeout. */
     if (rq->watch) {
@@ -1206,6 +1212,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
 }
 
+/* Give an answered request back to MHD's event loop, which sends the
+ * reply; counted until MHD reports it complete (httpd_stop, step 5). */
+static void hand_back(httpd_req *rq)
+{
+    rq->resumed = true;
+    atomic_fetch_add(&rq->h->resumed, 1);
+    atomic_store_explicit(&rq->handled, true, memory_order_release);
+    MHD_resume_connection(rq->conn);
+}
+
 bool httpd_defer(httpd_req *rq)
 {
     httpd *h = rq->h;
@@ -1234,8 +1250,7 @@ void httpd_finish(httpd_req *rq)
         log_error("httpd: deferred %s finished without a reply", rq->route->label);
         httpd_reply_error(rq, 500, "internal", NULL, "the handler gave no reply");
     }
-    atomic_store_explicit(&rq->handled, true, memory_order_release);
-    MHD_resume_connection(rq->conn);
+    hand_back(rq);
     atomic_fetch_sub(&h->deferred, 1);
 }
 
@@ -1280,8 +1295,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&h->q_mu);
 
         run_handler(rq);
-        atomic_store_explicit(&rq->handled, true, memory_order_release);
-        MHD_resume_connection(rq->conn);
+        hand_back(rq);
     }
 }
 
@@ -1651,6 +1665,12 @@ void httpd_stop(httpd *h, unsigned grace_ms)
      *    connection), then close idle keep-alive connections and join
      *    MHD's threads. */
     workers_stop(h);
+    /* 5. Replies given back to the event loop by step 3 or 4 are made but
+     *    maybe not yet sent: MHD_stop_daemon would close their connections
+     *    unsent. Wait for them, bounded (a client may not read). */
+    uint64_t send_deadline = time_mono_ms() + STOP_SEND_MS;
+    while (atomic_load(&h->resumed) > 0 && time_mono_ms() < send_deadline)
+        time_sleep_ms(2);
     MHD_stop_daemon(h->daemon);
     httpd_free(h);
 }
