@@ -169,6 +169,7 @@ struct httpd_req {
     const char *early_code;
     char early_msg[256];
     char *early_location;     /* a 307's Location (malloc'd), or NULL */
+    char *forward_to;         /* httpd_config.forward's target (malloc'd), or NULL */
 
     char *scratch;            /* decoded params and query pieces */
     kv params[MAX_PARAMS];
@@ -678,6 +679,7 @@ static enum MHD_Result queue_reply(httpd_req *rq)
 
 const char *httpd_method(const httpd_req *rq) { return rq->method; }
 const char *httpd_path(const httpd_req *rq) { return rq->uri; }
+const char *httpd_query_string(const httpd_req *rq) { return rq->query_str; }
 const char *httpd_route_name(const httpd_req *rq) { return rq->route ? rq->route->label : "unmatched"; }
 
 static const char *kv_find(const kv *arr, int n, const char *name, size_t *len)
@@ -775,6 +777,7 @@ static void req_free(httpd_req *rq)
         atomic_fetch_sub(&rq->h->body_bytes, rq->body_held);
     free(rq->uri);
     free(rq->early_location);
+    free(rq->forward_to);
     free(rq->scratch);
     free(rq->resp);
     buf_free(&rq->body);
@@ -923,6 +926,13 @@ static bool send_elsewhere(httpd_req *rq)
     httpd_elsewhere e = {.code = NULL};
     if (!h->cfg.elsewhere(rq, h->cfg.ctx, &e) || e.code == NULL)
         return false;
+    if (e.forward && e.location[0] != '\0' && h->cfg.forward != NULL) {
+        /* Served here after all, by the forward hook: the body is read
+         * under the same limits as any other. Out of memory: 503 below. */
+        if ((rq->forward_to = strdup(e.location)) != NULL)
+            return false;
+        e.location[0] = '\0';
+    }
     if (e.location[0] != '\0') {
         size_t n = strlen(e.location) + rq->path_len + 2 +
                    (rq->query_str != NULL ? strlen(rq->query_str) : 0);
@@ -1015,6 +1025,22 @@ static void answer_early(httpd_req *rq)
 }
 
 static void run_handler(httpd_req *rq);
+
+/* The request is whole and belongs to another server: the forward hook
+ * defers it (or replies). Not while stopping: httpd_defer refuses then. */
+static enum MHD_Result forward(httpd_req *rq)
+{
+    httpd *h = rq->h;
+    h->cfg.forward(rq, rq->forward_to, h->cfg.ctx);
+    if (rq->dispatched)
+        return MHD_YES;
+    if (!rq->replied) {
+        httpd_add_header(rq, "Retry-After", "1");
+        httpd_reply_error(rq, 503, "not_leader", NULL,
+                          "this member does not lead and cannot pass the request on now; retry");
+    }
+    return queue_reply(rq);
+}
 
 /* Append a suspended request to the workers' queue; q_mu held. */
 static void enqueue(httpd *h, httpd_req *rq)
@@ -1182,6 +1208,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         answer_early(rq);
         return queue_reply(rq);
     }
+    if (rq->forward_to != NULL)
+        return forward(rq);
     bool read = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
     if (read && !rq->route->def->blocking) {
         run_handler(rq);

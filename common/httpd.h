@@ -64,7 +64,9 @@ typedef struct httpd_route {
 
 /* Where a request should be served instead (httpd_config.elsewhere). */
 typedef struct {
-    char location[256];           /* "http://host:port" to redirect to, or "" */
+    char location[256];           /* "http://host:port" to redirect or forward to, or "" */
+    bool forward;                 /* with location: read the body, then hand the
+                                     request to httpd_config.forward */
     const char *code;             /* the error code of the answer (static) */
     char message[256];
 } httpd_elsewhere;
@@ -105,6 +107,12 @@ typedef struct httpd_config {
      * dropped: the client sends it again there), else 503 with
      * Retry-After: 1. */
     bool (*elsewhere)(const httpd_req *req, void *ctx, httpd_elsewhere *out);
+    /* Required when elsewhere may set out->forward: called on the event
+     * thread once such a request is whole (its body read under the usual
+     * limits), instead of the route's handlers, with out->location. It
+     * must not block: it defers the request (httpd_defer) to whoever sends
+     * it on, or replies. Neither: 503 not_leader. */
+    void (*forward)(httpd_req *req, const char *target, void *ctx);
     metrics_registry *metrics;    /* optional: request counters and latency */
     bool access_log;              /* one log line per request answered (log_access) */
 } httpd_config;
@@ -132,6 +140,8 @@ void httpd_stop(httpd *h, unsigned grace_ms);
 const char *httpd_method(const httpd_req *req);
 const char *httpd_path(const httpd_req *req);         /* raw path, as sent (still encoded), no query */
 const char *httpd_route_name(const httpd_req *req);
+/* The raw query (what follows '?', still encoded), or NULL. */
+const char *httpd_query_string(const httpd_req *req);
 /* The request's id: the client's X-Request-Id when it is 1..128 characters
  * of [A-Za-z0-9._:-], else one made here. Every reply echoes it in
  * X-Request-Id; the access log writes it. */

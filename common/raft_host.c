@@ -538,7 +538,7 @@ static void refresh_view(raft_host *h)
         m->raft_id = s->id;
         snprintf(m->address, sizeof m->address, "%s", s->address);
         m->role = role_name(s->role);
-        m->leader = s->id == lid;
+        m->leader = s->id == lid && raft_host_heard_lately(h, lid);
         m->match_index = -1;
         if (v.leads) {
             m->match_index = s->id == r->id ? (int64_t)v.last_index
@@ -939,6 +939,15 @@ void raft_host_wake(raft_host *h)
 struct raft *raft_host_raft(raft_host *h)
 {
     return &h->raft;
+}
+
+bool raft_host_heard_lately(raft_host *h, uint64_t id)
+{
+    if (id == h->raft.id)
+        return true;
+    uint64_t heard = raft_io_guard_heard_ms(&h->guard, id);
+    unsigned e = h->cfg.election_ms ? h->cfg.election_ms : 1000;
+    return heard != 0 && time_mono_ms() - heard <= e;
 }
 
 void raft_host_log_changes(raft_host *h, const char *who)

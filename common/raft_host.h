@@ -87,6 +87,11 @@ struct raft *raft_host_raft(raft_host *h);
 /* Log one line when the term, the leader this member knows or its role
  * changed since the last call (loop thread; who: "oracle", "service"). */
 void raft_host_log_changes(raft_host *h, const char *who);
+/* Whether this member heard from server `id` (libraft id) within the last
+ * election timeout; true for itself. A follower sends clients only to a
+ * leader it heard from that lately: one silent longer is likely dead, and
+ * an election is near (docs/DESIGN.md §9). Loop thread only. */
+bool raft_host_heard_lately(raft_host *h, uint64_t id);
 
 /* What this member is in its group (any thread): "waiting" (an empty data
  * dir, asking the others whether the group exists), "joining" (in no
@@ -101,7 +106,8 @@ typedef struct {
     uint64_t raft_id;                /* with its incarnation */
     char address[RAFT_PEER_ADDR_MAX];
     const char *role;                /* "voter", "spare", "standby" */
-    bool leader;
+    bool leader;                     /* leads, and was heard from lately
+                                        (raft_host_heard_lately) */
     int64_t match_index;             /* the leader's view; -1 on a follower */
     bool reachable;                  /* the leader's view: answered lately */
 } raft_host_member;

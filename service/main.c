@@ -132,32 +132,33 @@ static bool oracle_urls_ok(const char *list, bool *all_https)
     return n > 0;
 }
 
-/* The --oracle-*-file flags: readable files, a certificate with its key,
- * and only for https:// oracles. 0 or -1 with a reason. */
-static int oracle_tls_ok(const oc_tls *t, bool all_https, char *err, size_t errlen)
+/* The --oracle-*-file or --forward-*-file flags (`who`): readable files,
+ * a certificate with its key, and for the oracle only https:// URLs. 0 or
+ * -1 with a reason. */
+static int client_tls_ok(const char *who, const oc_tls *t, bool all_https, char *err,
+                         size_t errlen)
 {
-    const char *const files[][2] = {{"oracle-ca-file", t->ca_file},
-                                    {"oracle-cert-file", t->cert_file},
-                                    {"oracle-key-file", t->key_file}};
+    const char *const what[] = {"ca", "cert", "key"};
+    const char *const files[] = {t->ca_file, t->cert_file, t->key_file};
     bool any = false;
     for (size_t i = 0; i < 3; i++) {
-        if (files[i][1][0] == '\0')
+        if (files[i][0] == '\0')
             continue;
         any = true;
-        FILE *f = fopen(files[i][1], "rb");
+        FILE *f = fopen(files[i], "rb");
         if (f == NULL) {
-            snprintf(err, errlen, "--%s %s: %s", files[i][0], files[i][1], strerror(errno));
+            snprintf(err, errlen, "--%s-%s-file %s: %s", who, what[i], files[i], strerror(errno));
             return -1;
         }
         fclose(f);
     }
     if ((t->cert_file[0] == '\0') != (t->key_file[0] == '\0')) {
-        snprintf(err, errlen, "--oracle-cert-file and --oracle-key-file go together");
+        snprintf(err, errlen, "--%s-cert-file and --%s-key-file go together", who, who);
         return -1;
     }
     if (any && !all_https) {
-        snprintf(err, errlen, "--oracle-ca-file, --oracle-cert-file and --oracle-key-file "
-                 "need https:// oracle URLs");
+        snprintf(err, errlen, "--%s-ca-file, --%s-cert-file and --%s-key-file need https:// "
+                 "%s URLs", who, who, who, who);
         return -1;
     }
     return 0;
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
     static svc S;
     const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     oc_tls otls = {NULL, NULL, NULL};
+    oc_tls ftls = {NULL, NULL, NULL}; /* towards an https:// leader (forward.h) */
     peer_tls_flags peer = {0};
     svc *s = &S;
     svc_config *c = &s->cfg;
@@ -246,11 +248,14 @@ int main(int argc, char **argv)
         {"oracle-ca-file", FLAG_STRING, &otls.ca_file, "", "PEM CA certificate(s) an https:// oracle's certificate must chain to (default: the system's CAs)", NULL, 0, 0},
         {"oracle-cert-file", FLAG_STRING, &otls.cert_file, "", "PEM client certificate for an https:// oracle that requires one (mutual TLS)", NULL, 0, 0},
         {"oracle-key-file", FLAG_STRING, &otls.key_file, "", "PEM private key of --oracle-cert-file", NULL, 0, 0},
+        {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
+        {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
+        {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
         {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
         {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
         {"raft-id", FLAG_UINT64, &c->raft_id, "0", "this member's id among --raft-peers (0: a single node, no Raft)", NULL, 0, 1000000},
         {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
-        {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower redirects clients (307)", NULL, 0, 0},
+        {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower passes its clients' requests on to the leader", NULL, 0, 0},
         {"raft-initial-members", FLAG_STRING, &c->raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
         {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
@@ -280,7 +285,8 @@ int main(int argc, char **argv)
                 "https:// URL (or several, comma-separated)\n", PROG);
         return 2;
     }
-    if (oracle_tls_ok(&otls, all_https, err, sizeof err) != 0) {
+    if (client_tls_ok("oracle", &otls, all_https, err, sizeof err) != 0 ||
+        client_tls_ok("forward", &ftls, true, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         return 2;
     }
@@ -432,6 +438,10 @@ int main(int argc, char **argv)
         }
         log_info("service: raft member %u of %zu, log in %s, election timeout %u ms, heartbeat "
                  "%u ms", rcfg.id, rcfg.npeers, rcfg.dir, rcfg.election_ms, rcfg.heartbeat_ms);
+        if ((s->fwd = svc_forwarder_start(s, &ftls, err, sizeof err)) == NULL) {
+            fprintf(stderr, "%s: %s\n", PROG, err);
+            goto done;
+        }
     }
 
     /* The route table: every resource's routes, in one array. */
@@ -462,6 +472,7 @@ int main(int argc, char **argv)
         .metrics = s->metrics,
         .authorize = svc_authorize,
         .elsewhere = svc_replicated(s) ? svc_elsewhere : NULL,
+        .forward = svc_forward,
         .tls_cert = tls.cert,
         .tls_key = tls.key,
         .tls_client_ca = tls.client_ca,
@@ -496,7 +507,9 @@ int main(int argc, char **argv)
     server = NULL;
     rc = 0;
 done:
+    forward_stop(s->fwd); /* answers what it holds: httpd_stop waits for those */
     httpd_stop(server, 0);
+    forward_free(s->fwd);
     write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */
     janitor_stop(jan);
     raft_group_stop(s->raft); /* after every writer: nothing proposes any more */

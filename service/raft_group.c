@@ -214,7 +214,7 @@ static void refresh_status(raft_group *g)
     pthread_mutex_lock(&g->mu);
     g->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     g->status.leader_id = raft_member_of(id);
-    snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp ? lp->http : "");
+    snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp && raft_host_heard_lately(g->host, id) ? lp->http : "");
     g->status.term = term;
     g->status.commit_index = R(g)->commit_index;
     g->status.applied_index = raft_last_applied(R(g));

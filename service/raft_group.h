@@ -84,7 +84,7 @@ typedef struct {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
     const char *membership;          /* raft_host_membership: "voter" once a full member */
     unsigned leader_id;              /* 0: unknown */
-    char leader_http[RAFT_PEER_ADDR_MAX];
+    char leader_http[RAFT_PEER_ADDR_MAX]; /* "": unknown, or not heard from lately */
     uint64_t term, commit_index, applied_index;
     uint64_t ready_term;             /* leader and its first barrier applied in this
                                         term: it may propose (0: not) */

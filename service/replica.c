@@ -93,9 +93,11 @@ uint64_t svc_leader_term(svc *s)
 }
 
 /* Every /v1 request but health and readiness (public routes, which httpd
- * never asks about) is served by the leader: a follower answers 307 to
- * the leader's URL, which curl -L follows with the same method and body,
- * or 503 not_leader while it knows of no leader. */
+ * never asks about) is served by the leader: a follower passes it on to
+ * the leader it heard from within the last election timeout and relays the
+ * answer (forward.h), so any member serves any client; while it knows of
+ * no such leader it answers 503 not_leader with Retry-After. A request
+ * that was passed on already is never passed on again (no loops). */
 bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
 {
     svc *s = ctx;
@@ -106,15 +108,58 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
     if (strcmp(st.role, "leader") == 0)
         return false; /* a leader still waiting for its first barrier answers 503 itself */
     out->code = "not_leader";
-    if (st.leader_id != 0 && st.leader_http[0] != '\0') {
-        snprintf(out->location, sizeof out->location, "%s", st.leader_http);
+    const char *by = httpd_header(req, FORWARD_HEADER);
+    if (by != NULL) {
         snprintf(out->message, sizeof out->message,
-                 "this member is a follower: the leader is member %u at %s", st.leader_id,
-                 st.leader_http);
+                 "this member (%u) was passed the request by %.64s as the leader, but does "
+                 "not lead: retry", s->cfg.raft_id ? (unsigned)s->cfg.raft_id : 0, by);
+    } else if (st.leader_http[0] != '\0' && s->fwd != NULL) {
+        snprintf(out->location, sizeof out->location, "%s", st.leader_http);
+        out->forward = true;
     } else {
         snprintf(out->message, sizeof out->message,
-                 "this member is not the leader and knows of none yet (an election may be "
-                 "under way)");
+                 "this member is not the leader and has not heard from one within the "
+                 "election timeout (an election may be under way): retry");
     }
     return true;
+}
+
+void svc_forward(httpd_req *req, const char *target, void *ctx)
+{
+    svc *s = ctx;
+    forward_request(s->fwd, req, target);
+}
+
+/* forward_config.still_target: the member a request was passed to still
+ * leads as far as this member knows, and was heard from lately. */
+static bool still_leader(const char *target, void *arg)
+{
+    svc *s = arg;
+    raft_group_status st;
+    raft_group_get_status(s->raft, &st);
+    return strcmp(st.leader_http, target) == 0;
+}
+
+forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errlen)
+{
+    char self[32];
+    snprintf(self, sizeof self, "member %u", (unsigned)s->cfg.raft_id);
+    /* A scan page holds up to --max-reply-bytes of keys and values, more
+     * once encoded (base64, JSON per item). */
+    size_t max_reply = s->cfg.max_reply_bytes * 4 + ((size_t)16 << 20);
+    forward_config fc = {
+        .self = self,
+        .connect_timeout_ms = 1000,
+        /* The longest a leader may take: a lock wait, then a quorum. */
+        .timeout_ms = (unsigned)(s->cfg.lock_wait_ms + 30000),
+        .max_reply = max_reply,
+        .max_conns = (unsigned)s->cfg.threads,
+        .ca_file = tls->ca_file[0] ? tls->ca_file : NULL,
+        .cert_file = tls->cert_file[0] ? tls->cert_file : NULL,
+        .key_file = tls->key_file[0] ? tls->key_file : NULL,
+        .still_target = still_leader,
+        .arg = s,
+        .metrics = s->metrics,
+    };
+    return forward_start(&fc, err, errlen);
 }

@@ -24,6 +24,7 @@
 
 #include "token.h"
 #include "engine.h"
+#include "forward.h"
 #include "httpd.h"
 #include "metrics.h"
 #include "oracle_client.h"
@@ -94,6 +95,7 @@ typedef struct svc {
 
     /* One member of a Raft group (NULL: a single node): replica.c. */
     raft_group *raft;
+    forwarder *fwd;                 /* a member passes requests on to its leader */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -182,8 +184,13 @@ rg_rc svc_refusal(void);
 bool svc_leads(svc *s);
 /* The term this member leads in (0: it does not, or a single node). */
 uint64_t svc_leader_term(svc *s);
-/* httpd_config.elsewhere: a follower sends /v1 requests to the leader. */
+/* httpd_config.elsewhere: a follower passes /v1 requests on to the
+ * leader (httpd_config.forward: svc_forward), or answers 503 not_leader
+ * while it knows of no leader it heard from lately. */
 bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out);
+void svc_forward(httpd_req *req, const char *target, void *ctx);
+/* The forwarder of a group member (TLS files may be ""). NULL with a reason. */
+forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errlen);
 
 /* The routes of each resource. */
 extern const httpd_route txn_routes[];
