@@ -5,7 +5,8 @@
  * libcurl, jansson and common/buf.c and token.c, never the engine or the service.
  *
  *   main.c     options, the command table, usage and exit codes
- *   request.c  one HTTP request over libcurl (endpoint, token, timeout, retries)
+ *   request.c  one HTTP request over libcurl (endpoints, failover, token, timeout,
+ *              retries)
  *   text.c     percent-encoding, bounded reads of stdin, printing values
  *   kv.c       get, put, del, scan
  *   txn.c      txn, watch-claim
@@ -30,8 +31,13 @@ enum {
     EXIT_CONFLICT = 3,     /* 409 write_conflict / key_locked / txn_not_active ..., 410 */
     EXIT_UNAVAILABLE = 4,  /* cannot connect, timed out, 503 */
     EXIT_SERVER = 5,       /* 500, an unexpected status or reply */
-    EXIT_UNAUTHORIZED = 6  /* 401 */
+    EXIT_UNAUTHORIZED = 6, /* 401 */
+    EXIT_UNKNOWN = 7       /* a write sent whose answer was lost (timed out, the leader
+                              lost it: 503 raft_unavailable): it may or may not be applied */
 };
+
+/* Endpoints given to --endpoints at most. */
+#define CLI_MAX_ENDPOINTS 16
 
 /* Largest value or document read from stdin: the service's body limit. */
 #define CLI_MAX_INPUT ((size_t)64 << 20)
@@ -40,10 +46,10 @@ enum {
 
 /* Everything the command line says. Strings point into argv. */
 typedef struct cli_opts {
-    const char *endpoint;
+    const char *endpoint;    /* --endpoints (or --endpoint): URL[,URL...] */
     const char *token_file;
     const char *token;       /* read from token_file (common/token.c); owned by main */
-    bool base64, json, no_ack;
+    bool base64, json, no_ack, verbose;
     long timeout_ms;
     long retries;
     /* command options; has_* says whether they were given */
@@ -61,16 +67,23 @@ typedef struct cli_reply {
     long status;             /* 0: no reply (transport error; errmsg says why) */
     buf body;
     json_t *json;            /* the body parsed, NULL when empty or not JSON */
-    char errmsg[256];
+    char errmsg[512];
+    bool maybe_applied;      /* a write was sent and its answer lost (EXIT_UNKNOWN) */
 } cli_reply;
 
+/* Check --endpoints: 1..CLI_MAX_ENDPOINTS http:// or https:// URLs,
+ * comma-separated. 0, or -1 with the reason on stderr. */
+int cli_endpoints_check(const char *list);
 /* Set up libcurl for the program's life. 0 or -1. */
 int cli_http_init(const cli_opts *o);
 void cli_http_done(void);
 /* method endpoint+path (path starts with '/', already encoded, query
  * included); body NULL for none (else sent as application/json). extra_ms
- * is added to the timeout (long polls). Retries when it cannot connect or
- * gets 503, up to --retries times. Always call cli_reply_free. */
+ * is added to the timeout (long polls). Sent to the endpoint that answered
+ * last (the first at start); moves on to the next endpoint when one cannot
+ * be reached or answers 503 not_leader, and for a read on any failure;
+ * after every endpoint failed, retries up to --retries times (any 503, or
+ * no connection), with backoff. Always call cli_reply_free. */
 void cli_request(const char *method, const char *path, const char *body, long extra_ms,
                  cli_reply *r);
 void cli_reply_free(cli_reply *r);

@@ -48,7 +48,9 @@ typedef struct option {
 } option;
 
 static const option options[] = {
+    {"endpoints", O_STR, C_ALL, 0, 0},
     {"endpoint", O_STR, C_ALL, 0, 0},
+    {"verbose", O_FLAG, C_ALL, 0, 0},
     {"token-file", O_STR, C_ALL, 0, 0},
     {"base64", O_FLAG, C_ALL, 0, 0},
     {"json", O_FLAG, C_ALL, 0, 0},
@@ -99,13 +101,23 @@ static const char usage_text[] =
     "                             (member: any member of the service's or the oracle's group)\n"
     "\n"
     "options:\n"
-    "  --endpoint URL     the service (default http://127.0.0.1:8080; env PERCOLATOR_ENDPOINT)\n"
+    "  --endpoints URL[,URL...]\n"
+    "                     the service: one URL, or the members of a group, any of which\n"
+    "                     serves any request (default http://127.0.0.1:8080; env\n"
+    "                     PERCOLATOR_ENDPOINTS, or PERCOLATOR_ENDPOINT; --endpoint is the\n"
+    "                     same option). A request goes to the member that answered last;\n"
+    "                     one that cannot be reached or answers 503 not_leader is passed\n"
+    "                     over for the next, and so is any that fails a read\n"
+    "  --verbose          say on stderr which member each request went to, its status\n"
+    "                     and time\n"
     "  --token-file FILE  send Authorization: Bearer <the token in FILE>\n"
     "                     (env PERCOLATOR_TOKEN_FILE)\n"
     "  --base64           keys, values and prefixes are given and printed in base64\n"
     "  --json             print the service's JSON instead of plain text\n"
     "  --timeout-ms MS    time limit of each request (default 10000)\n"
-    "  --retries N        retry a request that could not connect or got 503 (default 0)\n"
+    "  --retries N        after every endpoint failed, or one answered 503, try again up\n"
+    "                     to N times with backoff (default 0); never a write whose answer\n"
+    "                     was lost\n"
     "  --help, --version\n"
     "  --                 ends the options (for a key or value that starts with -)\n"
     "\n"
@@ -115,9 +127,12 @@ static const char usage_text[] =
     "     txn conditions), nothing to claim (watch-claim)\n"
     "  2  usage error, or the service refused the request as malformed (400, 413, 415)\n"
     "  3  conflict (409 write_conflict, key_locked, membership_refused, ...; 410)\n"
-    "  4  unavailable: no connection, timed out, 503 or 504\n"
+    "  4  unavailable: no member reached, a read timed out, 503, 502 or 504, a redirect\n"
+    "     that led nowhere\n"
     "  5  other server error (500, an unexpected reply)\n"
-    "  6  unauthorized (401: a missing or wrong token)\n";
+    "  6  unauthorized (401: a missing or wrong token)\n"
+    "  7  unknown outcome: a write was sent and its answer lost (timed out, the\n"
+    "     connection dropped, 503 raft_unavailable): it may or may not be applied\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -164,12 +179,15 @@ static int set_option(cli_opts *o, const option *op, const char *v)
 {
     const char *n = op->name;
     if (op->kind == O_FLAG) {
-        bool *b = strcmp(n, "base64") == 0 ? &o->base64 : strcmp(n, "json") == 0 ? &o->json : &o->no_ack;
+        bool *b = strcmp(n, "base64") == 0    ? &o->base64
+                  : strcmp(n, "json") == 0    ? &o->json
+                  : strcmp(n, "verbose") == 0 ? &o->verbose
+                                              : &o->no_ack;
         *b = true;
         return 0;
     }
     if (op->kind == O_STR) {
-        const char **s = strcmp(n, "endpoint") == 0   ? &o->endpoint
+        const char **s = strncmp(n, "endpoint", 8) == 0 ? &o->endpoint
                          : strcmp(n, "token-file") == 0 ? &o->token_file
                          : strcmp(n, "prefix") == 0     ? &o->prefix
                          : strcmp(n, "start") == 0      ? &o->start
@@ -270,6 +288,10 @@ static int run(int argc, char **argv, cli_opts *o)
     }
     o->args = pos + 1;
     o->nargs = npos - 1;
+    if (cli_endpoints_check(o->endpoint) != 0) {
+        free(pos);
+        return EXIT_USAGE;
+    }
     token t = {0};
     if (o->token_file && *o->token_file) {
         char err[512];
@@ -298,7 +320,9 @@ static int run(int argc, char **argv, cli_opts *o)
 
 int main(int argc, char **argv)
 {
-    const char *ep = getenv("PERCOLATOR_ENDPOINT");
+    const char *ep = getenv("PERCOLATOR_ENDPOINTS");
+    if (ep == NULL || *ep == '\0')
+        ep = getenv("PERCOLATOR_ENDPOINT");
     cli_opts o = {
         .endpoint = ep && *ep ? ep : "http://127.0.0.1:8080",
         .token_file = getenv("PERCOLATOR_TOKEN_FILE"),

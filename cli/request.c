@@ -3,9 +3,12 @@
  * as an exit code.
  *
  * One curl handle for the whole run, so the pages of a scan and the claim
- * and commit of watch-claim share one keep-alive connection. Redirects are
- * not followed (a redirect would carry the token elsewhere) and only
- * http/https are allowed.
+ * and commit of watch-claim share one keep-alive connection, to the member
+ * that answered last. Any member of a group serves any request (a follower
+ * passes it on to its leader), so failing over is moving to the next
+ * endpoint; what may be sent again is what cannot have been applied: a
+ * request that never connected, one a member refused with 503 not_leader
+ * (it did nothing), and reads.
  */
 #include "cli.h"
 
@@ -18,10 +21,59 @@
 static CURL *curl;
 static const cli_opts *opts;
 static char auth_header[4200];
+static char *endpoints[CLI_MAX_ENDPOINTS];
+static size_t nendpoints, current; /* current: the one that answered last */
+static char endpoint_list[8192];
+
+/* Split a comma-separated list into endpoints[] (pointers into
+ * endpoint_list, trailing '/' dropped). The count, or -1 with a reason. */
+static int split_endpoints(const char *list, const char **why)
+{
+    size_t n = 0;
+    if (strlen(list) >= sizeof endpoint_list) {
+        *why = "the list is too long";
+        return -1;
+    }
+    strcpy(endpoint_list, list);
+    for (char *save = NULL, *e = strtok_r(endpoint_list, ",", &save); e != NULL;
+         e = strtok_r(NULL, ",", &save)) {
+        if (n == CLI_MAX_ENDPOINTS) {
+            *why = "more than 16 endpoints";
+            return -1;
+        }
+        if (strncmp(e, "http://", 7) != 0 && strncmp(e, "https://", 8) != 0) {
+            *why = "each endpoint must be an http:// or https:// URL";
+            return -1;
+        }
+        size_t len = strlen(e);
+        while (len > 0 && e[len - 1] == '/')
+            e[--len] = '\0';
+        endpoints[n++] = e;
+    }
+    if (n == 0)
+        *why = "no endpoint given";
+    return n == 0 ? -1 : (int)n;
+}
+
+int cli_endpoints_check(const char *list)
+{
+    const char *why = NULL;
+    if (split_endpoints(list, &why) < 0) {
+        fprintf(stderr, "percolator: --endpoints %s: %s (percolator --help)\n", list, why);
+        return -1;
+    }
+    return 0;
+}
 
 int cli_http_init(const cli_opts *o)
 {
     opts = o;
+    const char *why = NULL;
+    int n = split_endpoints(o->endpoint, &why);
+    if (n < 0)
+        return -1;
+    nendpoints = (size_t)n;
+    current = 0;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return -1;
     curl = curl_easy_init(); /* cli_http_done cleans up, also after a failure */
@@ -67,13 +119,14 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
-    /* A follower of a group answers 307 to its leader (the same request,
+    /* A follower of an oracle group, or a member whose leader moved during
+     * a membership change, answers 307 to its leader (the same request,
      * method and body at the leader's --raft-urls URL): follow it, with
      * the token, which every member of the group holds (curl drops the
      * Authorization header on a hop to another host or port unless told);
      * from an https endpoint only to https, so the token never goes out
      * in clear. */
-    bool tls = strncmp(opts->endpoint, "https:", 6) == 0;
+    bool tls = strncmp(url, "https:", 6) == 0;
     if (curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, tls ? "https" : "http,https") !=
@@ -88,15 +141,17 @@ static int setup(const char *method, const char *url, const char *body, long tim
     return 0;
 }
 
-/* One try; libcurl's code (CURLE_OK when a reply came). */
+/* One try; libcurl's code (CURLE_OK when a reply came). *sent: whether
+ * any of the request left this process. */
 static CURLcode attempt(const char *method, const char *url, const char *body, long timeout_ms,
-                        cli_reply *r)
+                        cli_reply *r, bool *sent)
 {
     struct curl_slist *h = NULL, *t;
     CURLcode cc = CURLE_FAILED_INIT;
     buf_reset(&r->body);
     r->status = 0;
     r->errmsg[0] = '\0';
+    *sent = false;
     if (body) {
         if ((t = curl_slist_append(h, "Content-Type: application/json")) == NULL)
             goto oom;
@@ -115,8 +170,11 @@ static CURLcode attempt(const char *method, const char *url, const char *body, l
         goto out;
     }
     cc = curl_easy_perform(curl);
+    long request_bytes = 0;
+    *sent = curl_easy_getinfo(curl, CURLINFO_REQUEST_SIZE, &request_bytes) != CURLE_OK ||
+            request_bytes > 0;
     if (cc != CURLE_OK) {
-        snprintf(r->errmsg, sizeof r->errmsg, "%s: %s", opts->endpoint, curl_easy_strerror(cc));
+        snprintf(r->errmsg, sizeof r->errmsg, "%s: %s", url, curl_easy_strerror(cc));
         goto out;
     }
     if (curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->status) != CURLE_OK)
@@ -135,27 +193,76 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The reply's error code ("" when none). */
+static const char *reply_code(const cli_reply *r)
+{
+    if (r->status == 0 || r->body.len == 0)
+        return "";
+    json_t *j = json_loadb(r->body.data, r->body.len, 0, NULL);
+    const char *c = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+    static char code[64];
+    snprintf(code, sizeof code, "%s", c ? c : "");
+    json_decref(j);
+    return code;
+}
+
 void cli_request(const char *method, const char *path, const char *body, long extra_ms,
                  cli_reply *r)
 {
     buf url = BUF_INIT;
     memset(r, 0, sizeof *r);
-    /* The endpoint without a trailing '/', then the path. */
-    size_t n = strlen(opts->endpoint);
-    while (n > 0 && opts->endpoint[n - 1] == '/')
-        n--;
-    if (buf_append(&url, opts->endpoint, n) != 0 || buf_puts(&url, path) != 0) {
-        snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
-        buf_free(&url);
-        return;
-    }
+    bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     long backoff = 100;
-    for (long i = 0;; i++) {
-        CURLcode cc = attempt(method, url.data, body, opts->timeout_ms + extra_ms, r);
-        /* Retry only what cannot have been done: no connection, or 503.
-         * A request that timed out may have committed. */
-        bool again = cc == CURLE_COULDNT_CONNECT || r->status == 503;
-        if (!again || i >= opts->retries)
+    for (long round = 0;; round++) {
+        /* Each endpoint once, from the one that answered last. */
+        bool moved_on = false;
+        for (size_t k = 0; k < nendpoints; k++) {
+            size_t i = (current + k) % nendpoints;
+            buf_reset(&url);
+            if (buf_puts(&url, endpoints[i]) != 0 || buf_puts(&url, path) != 0) {
+                snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
+                buf_free(&url);
+                return;
+            }
+            bool sent;
+            long t0 = now_ms();
+            CURLcode cc = attempt(method, url.data, body, opts->timeout_ms + extra_ms, r, &sent);
+            const char *code = reply_code(r);
+            if (opts->verbose) {
+                char *where = NULL;
+                if (r->status != 0)
+                    curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &where);
+                fprintf(stderr, "percolator: %s %s: %ld%s%s in %ld ms%s%s\n", method,
+                        url.data, r->status, code[0] ? " " : "", code, now_ms() - t0,
+                        r->status == 0 ? ": " : "", r->status == 0 ? r->errmsg : "");
+                if (where != NULL && strcmp(where, url.data) != 0)
+                    fprintf(stderr, "percolator:   answered by %s (redirected)\n", where);
+            }
+            /* Another member may serve it: nothing reached this one, it
+             * refused without doing anything, or it is a read. */
+            bool elsewhere = (cc != CURLE_OK && (!sent || read)) ||
+                             (r->status == 503 && (strcmp(code, "not_leader") == 0 || read));
+            if (!elsewhere) {
+                current = i;
+                r->maybe_applied = !read && ((cc != CURLE_OK && sent) ||
+                                             (r->status == 503 &&
+                                              strcmp(code, "raft_unavailable") == 0));
+                moved_on = false;
+                break;
+            }
+            moved_on = true;
+        }
+        /* Every endpoint tried and none could take it, or the one that
+         * answered said 503: --retries more rounds, with backoff. */
+        bool again = moved_on || (r->status == 503 && !r->maybe_applied);
+        if (!again || round >= opts->retries)
             break;
         nap_ms(backoff);
         backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
@@ -174,7 +281,10 @@ void cli_reply_free(cli_reply *r)
 
 static int exit_for(long status, const char *code)
 {
-    if (status == 0 || status == 503 || status == 504)
+    /* No answer, a member with no leader, a lost gateway, a redirect that
+     * led nowhere: nothing reached a leader. */
+    if (status == 0 || status == 502 || status == 503 || status == 504 ||
+        (status >= 300 && status < 400))
         return EXIT_UNAVAILABLE;
     if (status == 404 || strcmp(code, "condition_failed") == 0)
         return EXIT_NOT_FOUND;
@@ -189,6 +299,12 @@ static int exit_for(long status, const char *code)
 
 int cli_fail(const cli_reply *r)
 {
+    if (r->maybe_applied) {
+        fprintf(stderr, "percolator: the answer was lost (%s): the write may or may not have "
+                "been applied; read it back before trying again\n",
+                r->status == 0 ? r->errmsg : "503 raft_unavailable");
+        return EXIT_UNKNOWN;
+    }
     if (r->status == 0) {
         fprintf(stderr, "percolator: cannot reach %s\n", r->errmsg);
         return EXIT_UNAVAILABLE;

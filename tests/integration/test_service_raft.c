@@ -1247,6 +1247,111 @@ static void writes_through_a_follower_survive_leader_kills(void **state)
     group_stop(&g);
 }
 
+/* ---- the CLI given every member, through leader kills ---- */
+
+#define CLI_KILLS 5
+#define CLI_MAX_PUTS 3000
+
+typedef struct {
+    char endpoints[256];
+    atomic_bool stop;
+    int n;
+    int status[CLI_MAX_PUTS];
+    uint64_t at[CLI_MAX_PUTS];
+} cli_writer;
+
+/* `percolator --endpoints A,B,C --retries 10 put cli-N v-N`, one after
+ * another, each exit status recorded. */
+static void *cli_main(void *arg)
+{
+    cli_writer *w = arg;
+    while (!atomic_load(&w->stop) && w->n < CLI_MAX_PUTS) {
+        char key[32], value[32];
+        snprintf(key, sizeof key, "cli-%d", w->n);
+        snprintf(value, sizeof value, "v-%d", w->n);
+        const char *args[] = {"--endpoints", w->endpoints, "--retries", "10", "--timeout-ms",
+                              "5000", "put", key, value, NULL};
+        tl_run_result r;
+        int rc = tl_run("percolator", args, NULL, NULL, 0, 60000, &r);
+        w->status[w->n] = rc == 0 ? r.status : -2;
+        w->at[w->n] = time_mono_ms();
+        w->n++;
+        tl_run_free(&r);
+    }
+    return NULL;
+}
+
+/* The CLI given all three members puts key after key while the leader is
+ * killed five times (each restarted before the next kill): it fails over
+ * by itself; every put ends 0 (acknowledged), or 4 or 7 (said
+ * unavailable, or unknown), none otherwise; puts are acknowledged after
+ * every kill; and every acknowledged one is readable at the end, through
+ * the CLI too. */
+static void the_cli_fails_over_across_leader_kills(void **state)
+{
+    (void)state;
+    group g;
+    group_start(&g, false, NULL);
+    static cli_writer w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.endpoints, sizeof w.endpoints,
+             "http://127.0.0.1:%d,http://127.0.0.1:%d,http://127.0.0.1:%d", g.http[0], g.http[1],
+             g.http[2]);
+    assert_true(leader_but(&g, -1, 30000) >= 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cli_main, &w), 0);
+    for (int k = 0; k < CLI_KILLS; k++) {
+        int l = leader_but(&g, -1, 30000);
+        assert_true(l >= 0);
+        time_sleep_ms(700);
+        uint64_t killed = time_mono_ms();
+        kill_member(&g, l);
+        /* A put acknowledged after the kill, within 30 s. */
+        bool back = false;
+        for (uint64_t end = killed + 30000; !back && time_mono_ms() < end;) {
+            time_sleep_ms(50);
+            for (int i = 0; i < w.n && !back; i++)
+                back = w.status[i] == 0 && w.at[i] > killed + 50;
+        }
+        assert_true(back);
+        node_start(&g, l);
+    }
+    time_sleep_ms(500);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    int ok = 0, unavailable = 0, unknown = 0;
+    for (int i = 0; i < w.n; i++) {
+        if (w.status[i] != 0 && w.status[i] != 4 && w.status[i] != 7)
+            fail_msg("put cli-%d: exit %d", i, w.status[i]);
+        ok += w.status[i] == 0;
+        unavailable += w.status[i] == 4;
+        unknown += w.status[i] == 7;
+    }
+    printf("# %d leader kills: %d CLI puts, %d acknowledged (exit 0), %d unavailable (4), %d "
+           "unknown (7)\n", CLI_KILLS, w.n, ok, unavailable, unknown);
+    int last = -1;
+    for (int i = 0; i < w.n; i++) {
+        if (w.status[i] != 0)
+            continue;
+        char key[32], value[32];
+        snprintf(key, sizeof key, "cli-%d", i);
+        snprintf(value, sizeof value, "v-%d", i);
+        must_read(&g, key, value);
+        last = i;
+    }
+    assert_true(last >= 0);
+    char key[32], want[40];
+    snprintf(key, sizeof key, "cli-%d", last);
+    snprintf(want, sizeof want, "v-%d\n", last);
+    const char *args[] = {"--endpoints", w.endpoints, "--retries", "10", "get", key, NULL};
+    tl_run_result r;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 60000, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, want);
+    tl_run_free(&r);
+    group_stop(&g);
+}
+
 /* ---- a partition: the leader's raft port cut off (iptables on loopback) ---- */
 
 static void a_cut_off_leader_acknowledges_nothing(void **state)
@@ -1345,6 +1450,7 @@ int main(void)
         cmocka_unit_test(a_group_is_restored_from_one_backup),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),
         cmocka_unit_test(writes_through_a_follower_survive_leader_kills),
+        cmocka_unit_test(the_cli_fails_over_across_leader_kills),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
