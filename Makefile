@@ -65,8 +65,8 @@ LDLIBS  = -lwiredtiger -lmicrohttpd -lgnutls -ljansson -lcurl -lraft -luv -lm
 LIB_SRC  = $(wildcard common/*.c engine/*.c) \
            $(filter-out oracle/main.c,$(wildcard oracle/*.c)) \
            $(filter-out service/main.c,$(wildcard service/*.c))
-# The client speaks only HTTP: its own files and two of common/, no library.
-CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c) common/buf.c common/token.c)
+# The client speaks only HTTP: its own files and three of common/, no library.
+CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c) common/buf.c common/token.c common/tar.c)
 TLIB_SRC = $(wildcard tests/lib/*.c)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 INTEG_SRC = $(wildcard tests/integration/test_*.c)

@@ -11,6 +11,7 @@
  *   kv.c       get, put, del, scan
  *   txn.c      txn, watch-claim
  *   members.c  member list|add|remove|lead (a Raft group's membership)
+ *   backup.c   backup save|restore (an archive of the store, taken home)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -57,6 +59,7 @@ typedef struct cli_opts {
     uint64_t ts, if_commit_ts;
     long limit, page_size, count, wait_ms;
     const char *prefix, *start, *end;
+    const char *dir;         /* backup restore --dir */
     /* positional arguments after the command */
     char **args;
     int nargs;
@@ -86,6 +89,11 @@ void cli_http_done(void);
  * no connection), with backoff. Always call cli_reply_free. */
 void cli_request(const char *method, const char *path, const char *body, long extra_ms,
                  cli_reply *r);
+/* cli_request("GET", path) with a 200's body written to out (emptied at
+ * each try) instead of kept; any other reply's body is kept as usual. No
+ * overall time limit beyond --timeout-ms without data (a big download
+ * takes its time). */
+void cli_download(const char *path, FILE *out, cli_reply *r);
 void cli_reply_free(cli_reply *r);
 /* The exit code for a reply that is not the success the caller wanted,
  * with the reason on stderr ("percolator: 409 write_conflict: ..."). */
@@ -113,5 +121,7 @@ int cli_txn(const cli_opts *o);
 int cli_watch_claim(const cli_opts *o);
 /* --- members.c --- */
 int cli_member(const cli_opts *o);
+/* --- backup.c --- */
+int cli_backup(const cli_opts *o);
 
 #endif

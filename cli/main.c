@@ -19,7 +19,7 @@
 
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
-       C_ALL = 127 };
+       C_BACKUP = 128, C_ALL = 255 };
 
 typedef struct command {
     const char *name;
@@ -36,6 +36,7 @@ static const command commands[] = {
     {"txn", C_TXN, 0, 1, cli_txn},
     {"watch-claim", C_WATCH, 1, 1, cli_watch_claim},
     {"member", C_MEMBER, 1, 2, cli_member},
+    {"backup", C_BACKUP, 2, 2, cli_backup},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -66,6 +67,7 @@ static const option options[] = {
     {"count", O_LONG, C_WATCH, 1, 1000000},
     {"wait-ms", O_LONG, C_WATCH, 0, 3600000},
     {"no-ack", O_FLAG, C_WATCH, 0, 0},
+    {"dir", O_STR, C_BACKUP, 0, 0},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -99,6 +101,13 @@ static const char usage_text[] =
     "  member remove ID           remove member ID (refused if the rest would lack a quorum)\n"
     "  member lead ID             hand the lead to voter ID\n"
     "                             (member: any member of the service's or the oracle's group)\n"
+    "  backup save FILE           a fresh backup of the store, streamed from the service (the\n"
+    "                             leader of a group) into FILE, a tar archive, checked whole\n"
+    "                             before it is named FILE\n"
+    "  backup restore FILE --dir DIR\n"
+    "                             make the new directory DIR from FILE: a single node serves\n"
+    "                             it as --data-dir DIR, a group is made from it with\n"
+    "                             --restore-from DIR\n"
     "\n"
     "options:\n"
     "  --endpoints URL[,URL...]\n"
@@ -191,6 +200,7 @@ static int set_option(cli_opts *o, const option *op, const char *v)
                          : strcmp(n, "token-file") == 0 ? &o->token_file
                          : strcmp(n, "prefix") == 0     ? &o->prefix
                          : strcmp(n, "start") == 0      ? &o->start
+                         : strcmp(n, "dir") == 0        ? &o->dir
                                                         : &o->end;
         *s = v;
         return 0;

@@ -12,9 +12,11 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -95,10 +97,17 @@ void cli_http_done(void)
     curl_global_cleanup();
 }
 
+/* cli_download's file: a 200's body goes there, any other into the reply. */
+static FILE *sink;
+
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
     buf *b = ud;
     size_t len = size * n;
+    long status = 0;
+    if (sink != NULL && curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+        status == 200)
+        return fwrite(p, 1, len, sink); /* short: CURLE_WRITE_ERROR */
     if (b->len + len > CLI_MAX_REPLY || buf_append(b, p, len) != 0)
         return 0; /* makes curl fail the transfer: CURLE_WRITE_ERROR */
     return len;
@@ -116,8 +125,14 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r->body) != CURLE_OK ||
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, sink != NULL ? 0L : timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
+        return -1;
+    /* A download may take long; it fails when no byte came for the
+     * timeout (the server's copy before the first byte included). */
+    long idle_s = timeout_ms / 1000 > 0 ? timeout_ms / 1000 : 1;
+    if (sink != NULL && (curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
+                         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK))
         return -1;
     /* A follower of an oracle group, or a member whose leader moved during
      * a membership change, answers 307 to its leader (the same request,
@@ -152,6 +167,12 @@ static CURLcode attempt(const char *method, const char *url, const char *body, l
     r->status = 0;
     r->errmsg[0] = '\0';
     *sent = false;
+    /* A download starts over in an empty file at each try. */
+    if (sink != NULL && (fflush(sink) != 0 || ftruncate(fileno(sink), 0) != 0 ||
+                         fseeko(sink, 0, SEEK_SET) != 0)) {
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot write the file: %s", strerror(errno));
+        return CURLE_WRITE_ERROR;
+    }
     if (body) {
         if ((t = curl_slist_append(h, "Content-Type: application/json")) == NULL)
             goto oom;
@@ -270,6 +291,13 @@ void cli_request(const char *method, const char *path, const char *body, long ex
     buf_free(&url);
     if (r->status != 0 && r->body.len > 0)
         r->json = json_loadb(r->body.data, r->body.len, JSON_ALLOW_NUL, NULL);
+}
+
+void cli_download(const char *path, FILE *out, cli_reply *r)
+{
+    sink = out;
+    cli_request("GET", path, NULL, 0, r);
+    sink = NULL;
 }
 
 void cli_reply_free(cli_reply *r)

@@ -170,6 +170,11 @@ struct httpd_req {
     char early_msg[256];
     char *early_location;     /* a 307's Location (malloc'd), or NULL */
     char *forward_to;         /* httpd_config.forward's target (malloc'd), or NULL */
+    /* httpd_reply_stream: the body made as it is sent (stream_read NULL: none). */
+    long (*stream_read)(void *, uint64_t, char *, size_t);
+    void (*stream_done)(void *);
+    void *stream_arg;
+    uint64_t stream_size;
 
     char *scratch;            /* decoded params and query pieces */
     kv params[MAX_PARAMS];
@@ -561,6 +566,64 @@ void httpd_reply_text(httpd_req *rq, unsigned status, const char *content_type,
     rq->resp_len = len;
 }
 
+void httpd_reply_stream(httpd_req *rq, unsigned status, const char *content_type,
+                        uint64_t size, long (*read)(void *, uint64_t, char *, size_t),
+                        void (*done)(void *), void *arg)
+{
+    if (!begin_reply(rq)) {
+        done(arg);
+        return;
+    }
+    rq->status = status;
+    snprintf(rq->ctype, sizeof rq->ctype, "%s", content_type);
+    rq->stream_read = read;
+    rq->stream_done = done;
+    rq->stream_arg = arg;
+    rq->stream_size = size;
+}
+
+/* A streamed body handed to MHD: its reader's and its end's. */
+typedef struct {
+    long (*read)(void *, uint64_t, char *, size_t);
+    void (*done)(void *);
+    void *arg;
+} stream_body;
+
+/* MHD's content reader over a stream's read (httpd_reply_stream). */
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_body *b = cls;
+    long n = b->read(b->arg, pos, buf, max);
+    return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* MHD is done with the response (sent, or its connection closed). */
+static void stream_free(void *cls)
+{
+    stream_body *b = cls;
+    b->done(b->arg);
+    free(b);
+}
+
+/* The response of a streamed reply; NULL when out of memory (then the
+ * request still owns the stream, and req_free ends it). */
+static struct MHD_Response *stream_response(httpd_req *rq)
+{
+    stream_body *b = malloc(sizeof *b);
+    if (b == NULL)
+        return NULL;
+    *b = (stream_body){rq->stream_read, rq->stream_done, rq->stream_arg};
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(rq->stream_size, 64 * 1024, stream_reader, b,
+                                          stream_free);
+    if (resp == NULL) {
+        free(b);
+        return NULL;
+    }
+    rq->stream_read = NULL; /* MHD's now: stream_free ends it */
+    return resp;
+}
+
 void httpd_reply_empty(httpd_req *rq, unsigned status)
 {
     if (!begin_reply(rq))
@@ -635,7 +698,9 @@ bool httpd_replied(const httpd_req *rq)
 static enum MHD_Result queue_reply(httpd_req *rq)
 {
     struct MHD_Response *resp;
-    if (rq->resp_len > 0) {
+    if (rq->stream_read != NULL) {
+        resp = stream_response(rq);
+    } else if (rq->resp_len > 0) {
         resp = MHD_create_response_from_buffer(rq->resp_len, rq->resp, MHD_RESPMEM_MUST_FREE);
         if (resp)
             rq->resp = NULL; /* MHD owns it now */
@@ -778,6 +843,8 @@ static void req_free(httpd_req *rq)
     free(rq->uri);
     free(rq->early_location);
     free(rq->forward_to);
+    if (rq->stream_read != NULL) /* never handed to MHD */
+        rq->stream_done(rq->stream_arg);
     free(rq->scratch);
     free(rq->resp);
     buf_free(&rq->body);

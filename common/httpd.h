@@ -177,6 +177,16 @@ void httpd_reply_error(httpd_req *req, unsigned status, const char *code, json_t
 /* Any bytes with a content type ("text/plain; version=0.0.4"); copied. */
 void httpd_reply_text(httpd_req *req, unsigned status, const char *content_type,
                       const char *data, size_t len);
+/* A body of `size` bytes made as it is sent: read(arg, pos, buf, max)
+ * fills buf with up to max bytes from offset pos and returns how many
+ * (> 0), or -1 on an error (the connection is then closed: the client sees
+ * a short body). It runs on the event thread, so it must not wait long (a
+ * local file's read). done(arg) runs once when the reply is over, sent or
+ * not (also when it could not be queued). */
+void httpd_reply_stream(httpd_req *req, unsigned status, const char *content_type,
+                        uint64_t size, long (*read)(void *arg, uint64_t pos, char *buf,
+                                                    size_t max),
+                        void (*done)(void *arg), void *arg);
 /* No body (204, or any status with an empty body). */
 void httpd_reply_empty(httpd_req *req, unsigned status);
 /* A readiness probe's answer: 200 {"status":"ready"} when why is NULL,

@@ -100,7 +100,7 @@ static void refresh_status(raft_node *n)
     pthread_mutex_lock(&n->mu);
     n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     n->status.leader_id = raft_member_of(id);
-    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp ? lp->http : "");
+    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp && raft_host_heard_lately(n->host, id) ? lp->http : "");
     n->status.term = R(n)->current_term;
     n->status.hwm = n->state.hwm;
     n->status.applied_index = raft_last_applied(R(n));

@@ -71,7 +71,7 @@ typedef struct {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
     const char *membership;          /* raft_host_membership: "voter" once a full member */
     unsigned leader_id;              /* 0: unknown */
-    char leader_http[RAFT_NODE_ADDR_MAX];
+    char leader_http[RAFT_NODE_ADDR_MAX]; /* "": unknown, or not heard from lately */
     uint64_t term, hwm, applied_index;
 } raft_node_status;
 

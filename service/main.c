@@ -420,6 +420,7 @@ int main(int argc, char **argv)
         }
         log_info("the restored store starts a new Raft group: its applied index is reset");
     }
+    backup_archive_cleanup(s);
     if (boot == NULL || !observers_load(s, boot)) {
         fprintf(stderr, "%s: cannot load the observers (see the log above)\n", PROG);
         goto done;

@@ -115,7 +115,14 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
                  "not lead: retry", s->cfg.raft_id ? (unsigned)s->cfg.raft_id : 0, by);
     } else if (st.leader_http[0] != '\0' && s->fwd != NULL) {
         snprintf(out->location, sizeof out->location, "%s", st.leader_http);
-        out->forward = true;
+        /* A backup archive is as big as the store: not held in memory to
+         * be relayed, the client is sent to the leader for it (307). */
+        out->forward = strcmp(httpd_method(req), "GET") != 0 ||
+                       strcmp(httpd_path(req), "/v1/admin/backup") != 0;
+        if (!out->forward)
+            snprintf(out->message, sizeof out->message,
+                     "a backup archive comes from the leader: member %u at %s", st.leader_id,
+                     st.leader_http);
     } else {
         snprintf(out->message, sizeof out->message,
                  "this member is not the leader and has not heard from one within the "

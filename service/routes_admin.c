@@ -114,5 +114,7 @@ static void h_backup(httpd_req *req, void *ctx)
 
 const httpd_route admin_routes[] = {
     {.method = "POST", .pattern = "/v1/admin/backup", .handler = h_backup, .name = "backup"},
+    {.method = "GET", .pattern = "/v1/admin/backup", .handler = h_backup_archive,
+     .blocking = true},
 };
 const size_t admin_routes_n = sizeof(admin_routes) / sizeof(admin_routes[0]);

@@ -192,6 +192,11 @@ void svc_forward(httpd_req *req, const char *target, void *ctx);
 /* The forwarder of a group member (TLS files may be ""). NULL with a reason. */
 forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errlen);
 
+/* GET /v1/admin/backup: a fresh backup streamed as a tar archive
+ * (backup_archive.c); at start, the copies an earlier run left. */
+void h_backup_archive(httpd_req *req, void *ctx);
+void backup_archive_cleanup(const svc *s);
+
 /* The routes of each resource. */
 extern const httpd_route txn_routes[];
 extern const size_t txn_routes_n;

@@ -19,7 +19,11 @@
  *    second request answers 409 backup_unavailable with Retry-After and
  *    makes no directory; the first completes;
  *  - a backup that fails (backup_copy=error) answers 500 and removes its
- *    partial copy, and the next one is not refused as running.
+ *    partial copy, and the next one is not refused as running;
+ *  - `percolator backup save FILE` under writes: tar reads the archive;
+ *    `percolator backup restore FILE --dir DIR` makes a data dir holding
+ *    every write acknowledged before the save; restoring over a dir, or an
+ *    archive cut short, is refused and leaves nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,6 +244,103 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
+/* `percolator backup save FILE` while a writer commits: the archive is
+ * one that tar reads; `percolator backup restore FILE --dir DIR` makes a
+ * directory a service serves as its --data-dir, holding every write
+ * acknowledged before the save began, with its commit_ts; the copy the
+ * service made to send is gone after; a restore over an existing dir, or
+ * of an archive cut short, is refused (exit 2) and leaves nothing. */
+static void a_saved_archive_restores_as_a_data_dir(void **state)
+{
+    (void)state;
+    assert_int_equal(tl_stack_start(&ST, NULL), 0);
+    pthread_t w;
+    atomic_store(&stop, false);
+    acked = 0;
+    assert_int_equal(pthread_create(&w, NULL, writer_main, NULL), 0);
+    wait_acked(100);
+    int before = acked_now();
+    char file[700], dir[700], cut[700];
+    snprintf(file, sizeof file, "%s/saved.tar", ST.dir);
+    snprintf(dir, sizeof dir, "%s/from-archive", ST.dir);
+    snprintf(cut, sizeof cut, "%s/cut.tar", ST.dir);
+    const char *save[] = {"--endpoint", ST.svc.url, "backup", "save", file, NULL};
+    tl_run_result r;
+    assert_int_equal(tl_run("percolator", save, NULL, NULL, 0, 60000, &r), 0);
+    if (r.status != 0)
+        fail_msg("backup save: exit %d: %s", r.status, r.err);
+    print_message("%s", r.out);
+    tl_run_free(&r);
+    wait_acked(before + 50); /* the store went on */
+    atomic_store(&stop, true);
+    pthread_join(w, NULL);
+    assert_int_equal(count_entries(ST.svc.data, "stream-backup-"), 0);
+
+    /* tar reads it: WiredTiger's metadata and the tables are in it. */
+    const char *list[] = {"-tf", file, NULL};
+    assert_int_equal(tl_run("/bin/tar", list, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "WiredTiger\n"));
+    assert_non_null(strstr(r.out, "data.wt\n"));
+    tl_run_free(&r);
+
+    const char *restore[] = {"backup", "restore", file, "--dir", dir, NULL};
+    assert_int_equal(tl_run("percolator", restore, NULL, NULL, 0, 60000, &r), 0);
+    assert_int_equal(r.status, 0);
+    tl_run_free(&r);
+    assert_int_equal(tl_run("percolator", restore, NULL, NULL, 0, 60000, &r), 0);
+    assert_int_equal(r.status, 2); /* DIR exists */
+    tl_run_free(&r);
+
+    /* An archive cut short: refused, nothing made. */
+    FILE *in = fopen(file, "rb"), *out = fopen(cut, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[4096];
+    for (int k = 0; k < 40; k++) {
+        size_t n = fread(buf, 1, sizeof buf, in);
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    }
+    fclose(in);
+    fclose(out);
+    char cut_dir[720];
+    snprintf(cut_dir, sizeof cut_dir, "%s-cut", dir);
+    const char *bad[] = {"backup", "restore", cut, "--dir", cut_dir, NULL};
+    assert_int_equal(tl_run("percolator", bad, NULL, NULL, 0, 60000, &r), 0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "cut short"));
+    tl_run_free(&r);
+    struct stat sb;
+    assert_int_not_equal(stat(cut_dir, &sb), 0);
+
+    /* The directory serves as a data dir. */
+    char log[760], listen[64], url[64];
+    snprintf(log, sizeof log, "%s/from-archive.log", ST.dir);
+    int port = tl_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", ST.oracle.url, NULL};
+    pid_t pid = tl_spawn("percolator-service", args, NULL, log);
+    assert_true(pid > 0);
+    if (tl_wait_health(url, pid, 30000) != 0)
+        tl_dump_file(log);
+    for (int i = 0; i < before; i++) {
+        char key[32];
+        long st;
+        snprintf(key, sizeof key, "/v1/kv/w%05d", i);
+        json_t *j = get(url, key, &st);
+        if (st != 200)
+            fail_msg("w%05d, acknowledged before the save began, answers %ld", i, st);
+        assert_int_equal((uint64_t)json_integer_value(json_object_get(j, "commit_ts")),
+                         acked_ts[i]);
+        json_decref(j);
+    }
+    print_message("restored from the archive: all %d writes acknowledged before the save\n",
+                  before);
+    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
 #define BACK_TO_BACK 8
 
 static void back_to_back_backups_hold_the_store_once(void **state)
@@ -376,6 +477,10 @@ int main(void)
         cmocka_unit_test(back_to_back_backups_hold_the_store_once),
         cmocka_unit_test(a_second_backup_while_one_runs_answers_409),
         cmocka_unit_test(a_failed_backup_leaves_nothing),
+        cmocka_unit_test(a_saved_archive_restores_as_a_data_dir),
     };
+    /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
+    if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

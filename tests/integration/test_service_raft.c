@@ -1057,74 +1057,128 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
 
 /* ---- a group made again from one backup (docs/DESIGN.md 7.3) ---- */
 
-/* Every member wiped, then the group made again from a backup taken on its
- * leader: member 1 restored from it, alone at first
+/* A group of three with 30 keys written, and --backup-dir in <dir>/backups. */
+static void restore_group_start(group *g, char *bdir, size_t cap)
+{
+    tl_group_start(g, "service-raft-restore", 0, NULL, NULL);
+    snprintf(bdir, cap, "%s/backups", g->dir);
+    g->extra[0] = "--backup-dir";
+    g->extra[1] = bdir;
+    for (int i = 2; i < 7; i++)
+        g->extra[i] = NULL;
+    for (int i = 0; i < NODES; i++)
+        node_start(g, i);
+    assert_true(leader_but(g, -1, 15000) >= 0);
+    char key[32], value[32];
+    for (int k = 0; k < 30; k++) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        put(g, key, value);
+    }
+}
+
+/* Every member wiped, then the group made again from `backup` (a backup
+ * directory): member 1 restored from it, alone at first
  * (--raft-initial-members 1), members 2 and 3 on empty dirs join it and
- * install its image. Every write acknowledged before the backup is there,
- * on each member: after member 1 dies, the other two serve them. */
+ * install its image. Every key of restore_group_start is there, on each
+ * member: after member 1 dies, the other two serve them; "after-backup"
+ * (written after the backup) is not. */
+static void remake_group_from(group *g, const char *backup)
+{
+    char key[32], value[32];
+    /* The disaster: every member and its data gone. */
+    for (int i = 0; i < NODES; i++) {
+        char dir[600];
+        assert_int_equal(tl_kill9(g->pid[i]), 0);
+        g->pid[i] = 0;
+        snprintf(dir, sizeof dir, "%s/n%d", g->dir, i + 1);
+        assert_int_equal(tl_rmtree(dir), 0);
+    }
+    /* Member 1 from the backup, a group of one; the others join it. */
+    const char *one[] = {"--raft-initial-members", "1", "--restore-from", backup, NULL};
+    for (int i = 0; i < 7; i++)
+        g->extra[i] = i < 4 ? one[i] : NULL;
+    node_start(g, 0);
+    g->extra[2] = NULL;
+    node_start(g, 1);
+    node_start(g, 2);
+    for (int i = 0; i < NODES; i++)
+        assert_true(tl_raft_membership_is(g->http[i], "voter", 30000));
+    for (int k = 0; k < 30; k++) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        must_read(g, key, value);
+    }
+    json_t *j = NULL;
+    assert_int_equal(call_any(g, "GET", "/v1/kv/after-backup", NULL, 15000, &j), 404);
+    json_decref(j);
+    put(g, "after-restore", "y");
+    /* Members 2 and 3 hold it all: member 1 dies, they go on. */
+    assert_int_equal(tl_kill9(g->pid[0]), 0);
+    g->pid[0] = 0;
+    assert_true(leader_but(g, 0, 20000) >= 0);
+    for (int k = 0; k < 30; k += 7) {
+        snprintf(key, sizeof key, "restore-%d", k);
+        snprintf(value, sizeof value, "v-%d", k);
+        must_read(g, key, value);
+    }
+    must_read(g, "after-restore", "y");
+}
+
+/* From a backup taken on the leader into its --backup-dir. */
 static void a_group_is_restored_from_one_backup(void **state)
 {
     (void)state;
     group g;
     char bdir[600];
-    const char *extra[7] = {"--backup-dir", bdir, NULL};
-    tl_group_start(&g, "service-raft-restore", 0, NULL, NULL);
-    snprintf(bdir, sizeof bdir, "%s/backups", g.dir);
-    for (int i = 0; i < 7; i++)
-        g.extra[i] = extra[i];
-    for (int i = 0; i < NODES; i++)
-        node_start(&g, i);
+    restore_group_start(&g, bdir, sizeof bdir);
     int l = leader_but(&g, -1, 15000);
     assert_true(l >= 0);
-    char key[32], value[32];
-    for (int k = 0; k < 30; k++) {
-        snprintf(key, sizeof key, "restore-%d", k);
-        snprintf(value, sizeof value, "v-%d", k);
-        put(&g, key, value);
-    }
     json_t *b;
     assert_int_equal(call_on(&g, l, "POST", "/v1/admin/backup", NULL, 30000, &b), 201);
     char backup[700];
     snprintf(backup, sizeof backup, "%s", json_string_value(json_object_get(b, "path")));
     json_decref(b);
     put(&g, "after-backup", "x"); /* not in the backup */
-    /* The disaster: every member and its data gone. */
-    for (int i = 0; i < NODES; i++) {
-        char dir[600];
-        assert_int_equal(tl_kill9(g.pid[i]), 0);
-        g.pid[i] = 0;
-        snprintf(dir, sizeof dir, "%s/n%d", g.dir, i + 1);
-        assert_int_equal(tl_rmtree(dir), 0);
-    }
-    /* Member 1 from the backup, a group of one; the others join it. */
-    const char *one[] = {"--raft-initial-members", "1", "--restore-from", backup, NULL};
-    for (int i = 0; i < 7; i++)
-        g.extra[i] = i < 4 ? one[i] : NULL;
-    node_start(&g, 0);
-    g.extra[2] = NULL;
-    node_start(&g, 1);
-    node_start(&g, 2);
-    for (int i = 0; i < NODES; i++)
-        assert_true(tl_raft_membership_is(g.http[i], "voter", 30000));
-    for (int k = 0; k < 30; k++) {
-        snprintf(key, sizeof key, "restore-%d", k);
-        snprintf(value, sizeof value, "v-%d", k);
-        must_read(&g, key, value);
-    }
-    json_t *j = NULL;
-    assert_int_equal(call_any(&g, "GET", "/v1/kv/after-backup", NULL, 15000, &j), 404);
-    json_decref(j);
-    put(&g, "after-restore", "y");
-    /* Members 2 and 3 hold it all: member 1 dies, they go on. */
-    assert_int_equal(tl_kill9(g.pid[0]), 0);
-    g.pid[0] = 0;
-    assert_true(leader_but(&g, 0, 20000) >= 0);
-    for (int k = 0; k < 30; k += 7) {
-        snprintf(key, sizeof key, "restore-%d", k);
-        snprintf(value, sizeof value, "v-%d", k);
-        must_read(&g, key, value);
-    }
-    must_read(&g, "after-restore", "y");
+    remake_group_from(&g, backup);
+    group_stop(&g);
+}
+
+/* From an archive the CLI saved (`percolator --endpoints <a follower
+ * first> backup save FILE`: the follower sends it to the leader) and
+ * restored (`backup restore FILE --dir DIR`) into three new members. */
+static void a_group_is_restored_from_one_saved_archive(void **state)
+{
+    (void)state;
+    group g;
+    char bdir[600];
+    restore_group_start(&g, bdir, sizeof bdir);
+    int l = leader_but(&g, -1, 15000);
+    assert_true(l >= 0);
+    int f = (l + 1) % NODES;
+    assert_true(tl_group_knows_leader(&g, f, l, 10000));
+    char endpoints[128], file[700], dir[700];
+    snprintf(endpoints, sizeof endpoints, "http://127.0.0.1:%d,http://127.0.0.1:%d",
+             g.http[f], g.http[l]);
+    snprintf(file, sizeof file, "%s/group.tar", g.dir);
+    snprintf(dir, sizeof dir, "%s/from-archive", g.dir);
+    const char *save[] = {"--endpoints", endpoints, "--verbose", "backup", "save", file, NULL};
+    tl_run_result r;
+    assert_int_equal(tl_run("percolator", save, NULL, NULL, 0, 120000, &r), 0);
+    if (r.status != 0)
+        fail_msg("backup save: exit %d: %s", r.status, r.err);
+    /* The follower sent the CLI on to the leader for it. */
+    char leader_url[64];
+    snprintf(leader_url, sizeof leader_url, "answered by http://127.0.0.1:%d/", g.http[l]);
+    if (strstr(r.err, leader_url) == NULL)
+        fail_msg("not answered by the leader: %s", r.err);
+    tl_run_free(&r);
+    put(&g, "after-backup", "x"); /* not in the archive */
+    const char *restore[] = {"backup", "restore", file, "--dir", dir, NULL};
+    assert_int_equal(tl_run("percolator", restore, NULL, NULL, 0, 120000, &r), 0);
+    assert_int_equal(r.status, 0);
+    tl_run_free(&r);
+    remake_group_from(&g, dir);
     group_stop(&g);
 }
 
@@ -1448,6 +1502,7 @@ int main(void)
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(a_wiped_follower_under_writes_is_back_within_seconds),
         cmocka_unit_test(a_group_is_restored_from_one_backup),
+        cmocka_unit_test(a_group_is_restored_from_one_saved_archive),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),
         cmocka_unit_test(writes_through_a_follower_survive_leader_kills),
         cmocka_unit_test(the_cli_fails_over_across_leader_kills),
