@@ -14,6 +14,9 @@
 #   write        PUT /v1/kv/{key} vs POST /v3/kv/put
 #   2-key txn    POST /v1/txn (exists condition on a, write a and b) vs
 #                POST /v3/kv/txn (version(a) > 0, put a, put b)
+#   ... via a follower: the point read and the write sent to a follower of
+#                each (ours passes the request on to its leader and relays
+#                the answer; etcd's does the same): the cost of the hop
 # Both preloaded with CLUSTER_KEYS keys (default 20,000). CLUSTER_PEER_TLS=1:
 # the service members talk over mutual TLS (certificates from
 # scripts/peer-certs.sh; etcd's peers stay plain). PERCOLATOR_BIN_DIR
@@ -75,6 +78,11 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ -n "$SVC_URL" ] || die "no member of the service group leads"
+SVC_FOLLOWER=""
+for i in 1 2 3; do
+  u="http://127.0.0.1:${HP[$i]}"
+  [ "$u" = "$SVC_URL" ] || { SVC_FOLLOWER=$u; break; }
+done
 
 # --- etcd: three members -------------------------------------------------
 CP=() PP=() EURL=() EPID=()
@@ -100,6 +108,8 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ -n "$ETCD_URL" ] || die "no etcd member leads"
+ETCD_FOLLOWER=""
+for i in 1 2 3; do [ "${EURL[$i]}" = "$ETCD_URL" ] || { ETCD_FOLLOWER=${EURL[$i]}; break; }; done
 
 echo "preloading $KEYS keys into both, through their leaders..."
 preload "$SVC_URL" pc 0 "$KEYS"
@@ -108,20 +118,24 @@ preload "$ETCD_URL" etcd 0 "$KEYS"
 printf "\n%-26s %5s | %9s %8s %8s | %9s %8s %8s | %6s %s\n" "row (3 members each)" "conns" "ours/s" "p50 ms" "p99 ms" \
   "etcd/s" "p50 ms" "p99 ms" "ratio" "target (>=2x, p99 no worse)"
 ROWS=(
-  "point read|pc-get|etcd-get|--keys $KEYS"
-  "autocommit write|pc-put|etcd-put|"
-  "2-key txn with condition|pc-txn|etcd-txn|--keys $KEYS"
+  "point read|pc-get|etcd-get|--keys $KEYS|leader"
+  "autocommit write|pc-put|etcd-put||leader"
+  "2-key txn with condition|pc-txn|etcd-txn|--keys $KEYS|leader"
+  "point read via a follower|pc-get|etcd-get|--keys $KEYS|follower"
+  "write via a follower|pc-put|etcd-put||follower"
 )
 for spec in "${ROWS[@]}"; do
-  IFS='|' read -r label pcw etw args <<<"$spec"
+  IFS='|' read -r label pcw etw args via <<<"$spec"
+  pc_url=$SVC_URL etcd_url=$ETCD_URL
+  [ "$via" = leader ] || { pc_url=$SVC_FOLLOWER; etcd_url=$ETCD_FOLLOWER; }
   for c in ${COMPARE_CONNS:-64}; do
     : >"$TMP/res.pc"; : >"$TMP/res.etcd"
     for r in $(seq "$RUNS"); do
       # shellcheck disable=SC2086
-      run_lg "$SVC_URL" "$pcw" "$c" --tag "cp$c$r$RANDOM" $args
+      run_lg "$pc_url" "$pcw" "$c" --tag "cp$c$r$RANDOM" $args
       echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.pc"
       # shellcheck disable=SC2086
-      run_lg "$ETCD_URL" "$etw" "$c" --tag "ce$c$r$RANDOM" $args
+      run_lg "$etcd_url" "$etw" "$c" --tag "ce$c$r$RANDOM" $args
       echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.etcd"
     done
     po=$(cut -d' ' -f1 "$TMP/res.pc" | median); p5=$(cut -d' ' -f2 "$TMP/res.pc" | median); p9=$(cut -d' ' -f3 "$TMP/res.pc" | median)

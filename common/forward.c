@@ -1,7 +1,7 @@
 /*
  * forward.c — requests passed on to another server over kept-alive
  * connections, on one thread running libcurl's multi interface
- * (forward.h; docs/DESIGN.md §9.4).
+ * (forward.h; docs/DESIGN.md §9, item 4).
  *
  * A request's life: forward_request defers it and queues a job; the thread
  * adds the job's easy handle to the multi handle; libcurl sends it and

@@ -1,7 +1,7 @@
 /*
  * forward.h — pass a request on to another server and relay its answer:
  * how a Raft follower serves any client by asking its leader
- * (docs/DESIGN.md §9.4).
+ * (docs/DESIGN.md §9, item 4).
  *
  * One thread runs libcurl's multi interface: many requests in flight, over
  * connections to the target kept alive between them, none blocking an

@@ -335,7 +335,6 @@ while [ ${#CPORT[@]} -lt 4 ]; do
     [[ " ${CPORT[*]} $SPORT " == *" $p "* ]] || CPORT+=("$p")
 done
 export PERCOLATOR_PORT1=${CPORT[1]} PERCOLATOR_PORT2=${CPORT[2]} PERCOLATOR_PORT3=${CPORT[3]}
-export PERCOLATOR_PUBLIC_HOST=127.0.0.1
 dead=""                              # the member killed, skipped while it is down
 # shealth N: service N's /v1/health, from the host.
 shealth() { curl -fsS --max-time 3 "http://127.0.0.1:${CPORT[$1]}/v1/health" 2>/dev/null; }
