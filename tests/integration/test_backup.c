@@ -244,6 +244,16 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
+/* Whether the copies archives were sent from are gone from the data dir
+ * within ms (the service removes one when its reply is over, which may be
+ * just after the client has read the last byte). */
+static bool stream_copies_gone(int ms)
+{
+    for (int i = 0; i < ms / 10 && count_entries(ST.svc.data, "stream-backup-") > 0; i++)
+        time_sleep_ms(10);
+    return count_entries(ST.svc.data, "stream-backup-") == 0;
+}
+
 /* `percolator backup save FILE` while a writer commits: the archive is
  * one that tar reads; `percolator backup restore FILE --dir DIR` makes a
  * directory a service serves as its --data-dir, holding every write
@@ -274,7 +284,21 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     wait_acked(before + 50); /* the store went on */
     atomic_store(&stop, true);
     pthread_join(w, NULL);
-    assert_int_equal(count_entries(ST.svc.data, "stream-backup-"), 0);
+    assert_true(stream_copies_gone(5000));
+
+    /* The route as any HTTP client sees it (and the spec check): a tar
+     * archive, as long as it says, whose first member is a file. */
+    char url0[128], ctype[128];
+    snprintf(url0, sizeof url0, "%s/v1/admin/backup", ST.svc.url);
+    tl_resp hr;
+    assert_int_equal(tl_http("GET", url0, NULL, 0, NULL, 60000, &hr), 0);
+    assert_int_equal(hr.status, 200);
+    assert_non_null(tl_resp_header(&hr, "Content-Type", ctype, sizeof ctype));
+    assert_string_equal(ctype, "application/x-tar");
+    assert_true(hr.len > 1024 && hr.len % 512 == 0);
+    assert_string_equal(hr.body + 257, "ustar");
+    tl_resp_free(&hr);
+    assert_true(stream_copies_gone(5000));
 
     /* tar reads it: WiredTiger's metadata and the tables are in it. */
     const char *list[] = {"-tf", file, NULL};
