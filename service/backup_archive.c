@@ -147,7 +147,7 @@ static int list_files(archive *a)
                 log_error("backup archive: file name %s too long for the archive", nm);
                 rc = -1;
             } else {
-                snprintf(m->name, sizeof m->name, "%s", nm);
+                memcpy(m->name, nm, strlen(nm) + 1); /* fits: checked above */
                 m->size = (uint64_t)sb.st_size;
                 m->start = at;
                 at += TAR_BLOCK + tar_padded(m->size);

@@ -346,19 +346,23 @@ txn *txn_open(httpd_req *req, svc *s, bool any_state)
     const char *id = httpd_param(req, "id", &len);
     txn *t = id ? sessions_get(s->sessions, id, len) : NULL;
 
-    /* A Raft member: sessions live on the leader that began them; one
-     * unknown here may have been begun by an earlier leader. */
-    if (svc_replicated(s) && (t == NULL || t->raft_term != svc_leader_term(s))) {
+    /* An id unknown here answers 410 on a single node and in a group
+     * alike: the session may have expired and been forgotten
+     * (--txn-retention-ms), or lived before a restart, or (a Raft member)
+     * on a leader that has since lost its leadership; nothing tells those
+     * apart from an id never issued. */
+    if (t == NULL || (svc_replicated(s) && t->raft_term != svc_leader_term(s))) {
+        bool leader_gone = t != NULL;
         if (t != NULL)
             sessions_release(s->sessions, t);
-        httpd_reply_error(req, 410, "txn_expired", NULL,
-                          "the transaction is gone: it was begun on a leader that has since "
-                          "lost its leadership (its prewritten locks, if any, are resolved "
-                          "like any dead owner's)");
-        return NULL;
-    }
-    if (t == NULL) {
-        httpd_reply_error(req, 404, "not_found", NULL, "no such transaction");
+        httpd_reply_error(req, 410, "txn_expired", NULL, "%s",
+                          leader_gone
+                              ? "the transaction is gone: it was begun on a leader that has "
+                                "since lost its leadership (its prewritten locks, if any, are "
+                                "resolved like any dead owner's)"
+                              : "no such transaction here: it expired and was forgotten, was "
+                                "begun before a restart or under another leader, or never "
+                                "existed");
         return NULL;
     }
     pthread_mutex_lock(&t->mu);

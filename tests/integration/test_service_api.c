@@ -294,8 +294,9 @@ static void session_lifecycle(void **state)
     j = expect("GET", "/v1/kv/s1", NULL, 200);
     assert_string_equal(str(j, "value"), "mine");
     json_decref(j);
-    expect_error_free("GET", "/v1/txns/nope-1", NULL, 404, "not_found");
-    expect_error_free("POST", "/v1/txns/nope-1/commit", NULL, 404, "not_found");
+    /* An unknown session is gone, as in a group (410, not 404). */
+    expect_error_free("GET", "/v1/txns/nope-1", NULL, 410, "txn_expired");
+    expect_error_free("POST", "/v1/txns/nope-1/commit", NULL, 410, "txn_expired");
 }
 
 static void write_conflict_aborts_the_session(void **state)
@@ -686,7 +687,7 @@ static void restarts_keep_acknowledged_commits(void **state)
     }
     /* The session of the earlier run is gone. */
     snprintf(path, sizeof(path), "/v1/txns/%s", id);
-    expect_error_free("GET", path, NULL, 404, "not_found");
+    expect_error_free("GET", path, NULL, 410, "txn_expired");
 }
 
 static void auth_token_is_required(void **state)

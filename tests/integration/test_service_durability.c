@@ -122,7 +122,7 @@ static void a_pending_commit_fixes_the_writes(void **state)
     pending_commit(&st, id, sizeof(id), odir, sizeof(odir), &oport);
 
     /* The review's repro: change c, add a (sorts first). Both refused. */
-    json_t *j = tl_must(&st, "PUT", "/v1/txns/x/keys/y", "{\"value\":\"1\"}", 404);
+    json_t *j = tl_must(&st, "PUT", "/v1/txns/x/keys/y", "{\"value\":\"1\"}", 410);
     json_decref(j);
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/c", id);
     j = tl_must(&st, "PUT", path, "{\"value\":\"3\"}", 409);
