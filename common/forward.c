@@ -13,6 +13,7 @@
  */
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct forwarder {
     job *queue;                     /* handed over, not yet added to multi */
     bool stopping;
     job *active;                    /* in multi (the thread's alone) */
+    _Atomic uint64_t give_up_at;    /* forward_drain: monotonic ms (0: never) */
     metrics_series *m_ok, *m_unreachable, *m_lost;
 };
 
@@ -302,6 +304,8 @@ static void give_up_stale(forwarder *f, bool all)
             continue;
         snprintf(j->error, sizeof j->error, "%s",
                  all ? "this member is stopping" : "it no longer leads, or went silent");
+        /* Given up while it may be under way at the leader: a write's
+         * outcome is unknown (answer() says so). */
         finish(f, j, CURLE_ABORTED_BY_CALLBACK);
     }
 }
@@ -345,9 +349,9 @@ static void *run(void *arg)
             if (curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &p) == CURLE_OK && p != NULL)
                 finish(f, (job *)(void *)p, rc);
         }
-        uint64_t now = time_mono_ms();
+        uint64_t now = time_mono_ms(), drain = atomic_load(&f->give_up_at);
         if (now - checked >= CHECK_MS) {
-            give_up_stale(f, false);
+            give_up_stale(f, drain != 0 && now >= drain);
             checked = now;
         }
         curl_multi_poll(f->multi, NULL, 0, CHECK_MS, NULL);
@@ -388,6 +392,12 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen)
     }
     f->started = true;
     return f;
+}
+
+void forward_drain(forwarder *f, unsigned ms)
+{
+    if (f != NULL)
+        atomic_store(&f->give_up_at, time_mono_ms() + ms);
 }
 
 void forward_stop(forwarder *f)

@@ -53,6 +53,10 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen);
  * the request, or replies 503 when it cannot. */
 void forward_request(forwarder *f, httpd_req *req, const char *target);
 
+/* A graceful stop is coming: what is still in flight in ms from now is
+ * given up (503), so that the stop is not held by a slow leader. */
+void forward_drain(forwarder *f, unsigned ms);
+
 /* Answer what is in flight with 503 and stop the thread; later requests
  * are answered 503 at once. Before httpd_stop, whose wait for deferred
  * requests this ends. NULL is fine. */

@@ -504,6 +504,7 @@ int main(int argc, char **argv)
         peer_tls_reload(rcfg.peer_tls, &peer);
     }
     log_info("service: %s received, stopping", strsignal(sig));
+    forward_drain(s->fwd, 10000); /* the same grace for what it passed on */
     httpd_stop(server, 10000);
     server = NULL;
     rc = 0;

@@ -157,8 +157,9 @@ forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errl
     forward_config fc = {
         .self = self,
         .connect_timeout_ms = 1000,
-        /* The longest a leader may take: a lock wait, then a quorum. */
-        .timeout_ms = (unsigned)(s->cfg.lock_wait_ms + 30000),
+        /* The longest a leader may take: an observer claim's wait (60 s
+         * at most), a lock wait, then a quorum. */
+        .timeout_ms = (unsigned)(s->cfg.lock_wait_ms + 90000),
         .max_reply = max_reply,
         .max_conns = (unsigned)s->cfg.threads,
         .ca_file = tls->ca_file[0] ? tls->ca_file : NULL,
