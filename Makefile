@@ -16,6 +16,13 @@
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS each (fuzz/fuzz.mk)
 #   make docker-test  build the image with podman (and Docker) from scratch and
 #                   run the compose files for real (root; see README "Containers")
+#   make man        man pages of the three programs from their --help (build/man)
+#   make install    programs, man pages, bash completion, systemd units and their
+#                   settings' examples under PREFIX (/usr/local); DESTDIR for packages
+#   make uninstall  remove what make install put there (same PREFIX and DESTDIR)
+#   make check-packaging  install into temporary directories and check the result:
+#                   the files, systemd-analyze verify, man pages, bash completion
+#   make systemd-test  run the installed units under systemd in a podman container (root)
 #   make clean
 #
 # Out-of-tree builds: BUILD=dir puts objects and test binaries there; SAN=1
@@ -27,11 +34,13 @@ SAN     ?= 0
 # The Debian bookworm packages the project needs to build and test
 # (iptables: the oracle's partition test cuts a member off on loopback;
 # clang and libclang-rt-14-dev: the fuzz harnesses and their libFuzzer;
-# openssl: the TLS test makes its certificates).
+# openssl: the TLS test makes its certificates; help2man: the man pages;
+# man-db, bash-completion and systemd: make check-packaging renders the
+# pages, runs the completion and verifies the units with systemd-analyze).
 DEB_PKGS = gcc binutils make pkg-config curl libwiredtiger-dev wiredtiger \
            libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcmocka-dev \
            libraft-dev libuv1-dev libgnutls28-dev openssl iptables clang \
-           libclang-rt-14-dev
+           libclang-rt-14-dev help2man man-db bash-completion systemd
 
 ifeq ($(SAN),1)
 BUILD   ?= build/asan
@@ -81,7 +90,8 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-cluster clean
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-cluster clean \
+        man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
 
@@ -127,12 +137,14 @@ deps:
 	  fi; \
 	fi
 
-# test: everything, plain and under the sanitizers, then every HTTP
+# test: everything, plain and under the sanitizers (and, after the plain
+# run, the layering and the packaging, a few seconds each), then every HTTP
 # exchange the integration tests made checked against the OpenAPI spec,
 # then a short run of every fuzz harness (about 8 s each).
 test: deps
 	$(MAKE) check SAN=0
 	$(MAKE) check-layers SAN=0
+	$(MAKE) check-packaging SAN=0
 	$(MAKE) check SAN=1
 	$(MAKE) api-check
 	$(MAKE) fuzz FUZZ_SECONDS=8
@@ -157,6 +169,86 @@ integration: $(PROGS) $(INTEG_BIN)
 
 run: deps all
 	scripts/run.sh
+
+# man: a page for each program (build/man/NAME.1), made by help2man from its
+# --help and --version, with the sections of packaging/man/NAME.h2m (name,
+# exit statuses, files, see also); each `env PERCOLATOR_...` line of a
+# flag starts a line of its own.
+MAN_PAGES = $(patsubst $(BINDIR)/%,build/man/%.1,$(PROGS))
+man: $(MAN_PAGES)
+
+build/man/%.1: $(BINDIR)/% packaging/man/%.h2m
+	@command -v help2man >/dev/null 2>&1 || { echo "man: help2man not found; run make deps (as root) or apt-get install help2man"; exit 1; }
+	@mkdir -p $(dir $@)
+	help2man --no-info --include=packaging/man/$*.h2m --output=$@.tmp $(BINDIR)/$*
+	sed '/^env PERCOLATOR_/i .br' $@.tmp >$@ && rm -f $@.tmp
+
+# install: where (DESTDIR is put before each, for a package's staging tree).
+# The units run $(bindir)'s programs and read $(sysconfdir)/default/NAME;
+# systemd looks for units in /usr/local/lib/systemd/system and
+# /usr/lib/systemd/system, bash-completion in /usr/local/share and
+# /usr/share, so PREFIX=/usr/local (the default) or /usr needs nothing more.
+PREFIX         ?= /usr/local
+bindir         ?= $(PREFIX)/bin
+datadir        ?= $(PREFIX)/share
+mandir         ?= $(datadir)/man
+docdir         ?= $(datadir)/doc/percolator
+bashcompdir    ?= $(datadir)/bash-completion/completions
+systemdunitdir ?= $(PREFIX)/lib/systemd/system
+sysconfdir     ?= /etc
+UNITS          = percolator-oracle percolator-service
+SUBST = sed -e 's|@bindir@|$(bindir)|g' -e 's|@datadir@|$(datadir)|g' \
+            -e 's|@sysconfdir@|$(sysconfdir)|g' -e 's|@systemdunitdir@|$(systemdunitdir)|g'
+
+# install: the programs, their man pages, the client's bash completion, the
+# service's OpenAPI document (its /openapi.yaml), a systemd unit for each
+# server and an example of its settings file, in $(docdir) and, unless one
+# is there already (never overwritten), in $(sysconfdir)/default.
+install: all man
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(bashcompdir) \
+	  $(DESTDIR)$(datadir)/percolator $(DESTDIR)$(docdir) $(DESTDIR)$(systemdunitdir) \
+	  $(DESTDIR)$(sysconfdir)/default
+	install -m 0755 $(PROGS) $(DESTDIR)$(bindir)/
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(mandir)/man1/
+	install -m 0644 packaging/bash-completion/percolator $(DESTDIR)$(bashcompdir)/percolator
+	install -m 0644 api-spec/service.yaml $(DESTDIR)$(datadir)/percolator/service.yaml
+	set -e; for u in $(UNITS); do \
+	  $(SUBST) packaging/systemd/$$u.service.in >$(DESTDIR)$(systemdunitdir)/$$u.service; \
+	  $(SUBST) packaging/default/$$u.in >$(DESTDIR)$(docdir)/$$u.default; \
+	  chmod 0644 $(DESTDIR)$(systemdunitdir)/$$u.service $(DESTDIR)$(docdir)/$$u.default; \
+	  [ -e $(DESTDIR)$(sysconfdir)/default/$$u ] || \
+	    install -m 0644 $(DESTDIR)$(docdir)/$$u.default $(DESTDIR)$(sysconfdir)/default/$$u; \
+	done
+
+# uninstall: remove those files; a settings file in $(sysconfdir)/default
+# only while it is still the example (an edited one is kept).
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(PROGS))) \
+	  $(patsubst build/man/%,$(DESTDIR)$(mandir)/man1/%,$(MAN_PAGES)) \
+	  $(DESTDIR)$(bashcompdir)/percolator $(DESTDIR)$(datadir)/percolator/service.yaml
+	set -e; for u in $(UNITS); do \
+	  if [ -f $(DESTDIR)$(docdir)/$$u.default ] && cmp -s $(DESTDIR)$(docdir)/$$u.default $(DESTDIR)$(sysconfdir)/default/$$u; then \
+	    rm -f $(DESTDIR)$(sysconfdir)/default/$$u; fi; \
+	  rm -f $(DESTDIR)$(systemdunitdir)/$$u.service $(DESTDIR)$(docdir)/$$u.default; \
+	done
+	rmdir $(DESTDIR)$(docdir) $(DESTDIR)$(datadir)/percolator 2>/dev/null || true
+
+# check-packaging: packaging/check.sh: make install into a staging DESTDIR
+# (the files, their paths, the programs' --version, each man page renders
+# without a warning), make uninstall leaves nothing; make install into a
+# temporary PREFIX, whose units `systemd-analyze verify` accepts; the bash
+# completion's answers, and it knows every command and option of
+# `percolator --help`. A few seconds.
+check-packaging: all man
+	MAKE="$(MAKE)" BINDIR=$(BINDIR) packaging/check.sh
+
+# systemd-test: packaging/systemd-test.sh: the units under a real systemd,
+# booted in a podman container on a bookworm root made with mmdebstrap:
+# both start, sandboxed; a token as a credential; reload; restarts after
+# SIGKILL and exit 70, none after exit 2; a clean stop (root; about a minute).
+.PHONY: systemd-test
+systemd-test: all man
+	MAKE="$(MAKE)" packaging/systemd-test.sh
 
 # bench: the service and the oracle under load (bench/bench.sh; BENCH_SECONDS
 # per row, default 5; about 5 minutes with bench-failover at its end).

@@ -72,7 +72,7 @@ static const option options[] = {
 #define NOPTIONS (sizeof options / sizeof options[0])
 
 static const char usage_text[] =
-    "usage: percolator [options] COMMAND [args]\n"
+    "Usage: percolator [options] COMMAND [args]\n"
     "\n"
     "A client of percolator-service's HTTP API.\n"
     "\n"
@@ -82,7 +82,8 @@ static const char usage_text[] =
     "                             write (\"-\": the value from stdin); prints the commit_ts;\n"
     "                             --if-commit-ts: only if the key's latest commit_ts is N\n"
     "                             (0: only if it does not exist)\n"
-    "  del KEY [--if-commit-ts N] delete; prints the commit_ts; --if-commit-ts as for put\n"
+    "  del KEY [--if-commit-ts N]\n"
+    "                             delete; prints the commit_ts; --if-commit-ts as for put\n"
     "  scan [--prefix P | --start S --end E] [--limit N] [--page-size N] [--ts TS]\n"
     "                             one KEY<TAB>VALUE line per item (JSON lines with --json),\n"
     "                             following the pages until the end or N items\n"

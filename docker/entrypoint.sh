@@ -1,7 +1,7 @@
 #!/bin/sh
 # percolator-entrypoint: runs the program the container's command names,
 # `percolator-service` (the default) or `percolator-oracle`, with container
-# defaults; any other command (sh, ...) runs as it is.
+# defaults; any other command (the client `percolator`, sh, ...) runs as it is.
 #  - PERCOLATOR_LISTEN, when unset, is 0.0.0.0:8090 for the oracle and
 #    0.0.0.0:8080 for the service (a --listen flag still wins).
 #  - For the service, a non-empty token file at /run/secrets/auth_token turns

@@ -12,17 +12,20 @@
 #     kept under $PERCOLATOR_PODMAN_DIR (default /var/tmp/percolator-podman)
 #     with podman's own storage, for the next run.
 #  3. The project image, built with --no-cache every time; it must hold no
-#     compiler and no -dev package. Its size is printed. Run alone with no
+#     compiler and no -dev package. Its size is printed. The client
+#     `percolator` is on PATH (--version). Run alone with no
 #     settings, `percolator-oracle` listens on 0.0.0.0:8090, the image's
 #     HEALTHCHECK says healthy, and SIGTERM ends it with exit 0.
 #  4. compose up (auth token from a file, free ports on 127.0.0.1), wait for
 #     health, 401 without the token, commits (autocommit + a session) through
-#     the published port; stop the service (exit 0, "stopped cleanly"), start
+#     the published port; the client inside the service's container: put and
+#     get with the token (exit 6 without it); stop the service (exit 0, "stopped cleanly"), start
 #     it again and read the values back from its volume; stop and start the
 #     oracle (503 and readiness 503 meanwhile, then recovery); `podman healthcheck run` says
 #     healthy for both; `down`: both exit 0 on SIGTERM.
-#  5. compose up again without a token: the data is still there, no auth
-#     needed, a write works; `down` again, both exit 0.
+#  5. compose up again without a token: the data is still there (also
+#     read with the client), no auth needed, a write works; `down` again,
+#     both exit 0.
 #  6. docker/compose.raft.yml: three oracles; a commit, kill the leader,
 #     another leads and commits go on; `down`.
 #  7. docker/compose.cluster.yml + compose.cluster-peer-tls.yml: three
@@ -256,6 +259,11 @@ case "$cfg" in
     *) fail "image config not as expected: $cfg" ;;
 esac
 ok "runtime image: no compiler, no -dev package, user percolator, VOLUME /data, EXPOSE 8080 8090, STOPSIGNAL SIGTERM, HEALTHCHECK"
+# The client: on PATH, run through the entrypoint as any other command.
+out=$(podman run --rm --no-healthcheck "$IMAGE" percolator --version 2>&1) ||
+    fail "podman run $IMAGE percolator --version failed: $out"
+[ "$out" = "percolator $VERSION" ] || fail "percolator --version in the image: '$out', want 'percolator $VERSION'"
+ok "the client in the image: \`percolator --version\` from PATH says $VERSION"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
@@ -313,6 +321,15 @@ req() {
 }
 expect() { # expect WHAT "STATUS BODY" PATTERN
     [[ "$2" =~ $3 ]] || fail "$1: got '$2', want /$3/"
+}
+
+# cli ARGS...: the client inside the service's container, against the
+# service there (its default endpoint, http://127.0.0.1:8080); prints
+# "EXIT OUTPUT" (stdout and stderr).
+cli() {
+    local out rc=0
+    out=$(podman exec "$SERVICE_CNT" percolator "$@" 2>&1) || rc=$?
+    echo "$rc $out"
 }
 
 # wait_cnt_health CNT: until the container's own HEALTHCHECK passes (for
@@ -405,6 +422,18 @@ r=$(req GET /v1/kv/color '' "$AUTH")
 expect "GET color" "$r" '^200 \{"key":"color","value":"blue","commit_ts":[0-9]+\}$'
 ok "auth: 401 without the token; committed an autocommit write and a session through 127.0.0.1:$SPORT; the oracle: 401 without its token, the service sends it"
 
+# The client inside the service's container, with the token compose
+# mounted there; what it wrote is read back over HTTP from the host.
+r=$(cli put cli-key one)
+expect "percolator put without the token" "$r" '^6 percolator: 401 unauthorized'
+r=$(cli --token-file /run/secrets/auth_token put cli-key one)
+expect "percolator put" "$r" '^0 [0-9]+$'
+r=$(cli --token-file /run/secrets/auth_token get cli-key)
+expect "percolator get" "$r" '^0 one$'
+r=$(req GET /v1/kv/cli-key '' "$AUTH")
+expect "GET cli-key (written by the client)" "$r" '^200 \{"key":"cli-key","value":"one",'
+ok "the client in the service's container: exit 6 (401) without the token; put and get with --token-file /run/secrets/auth_token, read back over HTTP"
+
 # Restart the service container: SIGTERM, clean exit, same volume.
 podman stop -t "$STOP_WAIT" "$SERVICE_CNT" >>"$TMP/compose.log" 2>&1 || fail "podman stop $SERVICE_CNT failed"
 code=$(podman inspect -f '{{.State.ExitCode}}' "$SERVICE_CNT")
@@ -483,13 +512,15 @@ wait_cnt_health "$ORACLE_CNT"
 wait_health "$B/v1/health" '"oracle":"ok"'
 r=$(req GET /v1/kv/shape)
 expect "GET shape without a token after down/up" "$r" '^200 \{"key":"shape","value":"circle",'
+r=$(cli get cli-key)
+expect "percolator get cli-key without a token after down/up" "$r" '^0 one$'
 r=$(req PUT /v1/kv/greeting '{"value":"again"}')
 expect "PUT without a token" "$r" '^200 \{"commit_ts":[0-9]+\}$'
 r=$(req GET /v1/kv/greeting)
 expect "GET greeting" "$r" '^200 \{"key":"greeting","value":"again",'
 code=$(oracle_post "$ORACLE_CNT")
 [ "$code" = 200 ] || fail "POST /v1/timestamps with no oracle token set: $code, want 200"
-ok "compose up again without tokens: no auth, data kept across down/up, writes work"
+ok "compose up again without tokens: no auth, data kept across down/up (the client reads it too), writes work"
 down_and_check
 ok "compose down again: both exited 0"
 
