@@ -5,8 +5,10 @@
 #   make test       install missing Debian packages (as root), build, run every
 #                   test plain and then under AddressSanitizer + UBSan
 #   make run        start the oracle and the service on 127.0.0.1, data in ./data
-#                   (ORACLE_LISTEN, SERVICE_LISTEN, RUN_DATA_DIR; exits 1 if one
-#                   cannot start)
+#                   (ORACLE_LISTEN, SERVICE_LISTEN, RUN_DATA_DIR). If one cannot
+#                   start, scripts/run.sh says why and exits 1, which make reports
+#                   as "run] Error 1" and exits 2 (make's status for a failed
+#                   recipe); run scripts/run.sh itself for its own status
 #   make bench      benchmarks (see README)
 #   make check-layers  no call loops in engine/ or service/, WiredTiger only in engine/
 #   make api-check  check api-spec/service.yaml and oracle.yaml are generated

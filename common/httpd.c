@@ -44,6 +44,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -57,6 +58,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "listen_socket.h"
 #include "log.h"
 #include "tls.h"
 #include "timeutil.h"
@@ -96,6 +98,7 @@ typedef struct conn_watch {
 
 struct httpd {
     struct MHD_Daemon *daemon;
+    int listen_fd;            /* ours until MHD_start_daemon is given it, then -1 */
     /* handler workers and their queue (FIFO of suspended requests) */
     pthread_t *workers;
     unsigned nworkers;
@@ -342,15 +345,21 @@ static int route_compile(route *r, const httpd_route *def)
         nparams += r->seg[i].is_param;
     if (nparams > MAX_PARAMS)
         return -1;
-    if (def->name) {
-        r->label = strdup(def->name);
-    } else {
-        size_t n = strlen(def->method) + strlen(def->pattern) + 2;
-        r->label = malloc(n);
-        if (r->label)
-            snprintf(r->label, n, "%s %s", def->method, def->pattern);
+    /* One label scheme for both programs' metrics and access logs: the
+     * method and the path as the OpenAPI documents write it, so a rest
+     * parameter {key...} is labelled {key} ("PUT /v1/kv/{key}"). */
+    size_t n = strlen(def->method) + strlen(def->pattern) + 2;
+    r->label = malloc(n);
+    if (!r->label)
+        return -1;
+    char *o = r->label + snprintf(r->label, n, "%s ", def->method);
+    for (const char *p = def->pattern; *p != '\0'; p++) {
+        if (strncmp(p, "...}", 4) == 0)
+            p += 3;
+        *o++ = *p;
     }
-    return r->label ? 0 : -1;
+    *o = '\0';
+    return 0;
 }
 
 /* Does the raw path match the route's segments (literals compared raw)? */
@@ -1545,6 +1554,8 @@ static void httpd_free(httpd *h)
 {
     if (!h)
         return;
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
     workers_stop(h);
     if (h->watcher_on) {
         atomic_store(&h->watcher_stop, true);
@@ -1562,40 +1573,44 @@ static void httpd_free(httpd *h)
     free(h);
 }
 
-/* Can the address be bound? MHD's own message on failure names "port 0"
- * (it is given a socket address), so try first and say which address and
- * why. 0, or -1 with the reason in err. */
-static int bind_probe(const char *listen, const struct sockaddr_storage *addr, socklen_t len,
-                      char *err, size_t errlen)
+int httpd_listen(const char *listen, int *fd, char *err, size_t errlen)
 {
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", listen, strerror(errno));
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (httpd_parse_listen(listen, &addr, &addrlen, err, errlen) != 0)
         return -1;
-    }
-    int rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-                     bind(fd, (const struct sockaddr *)addr, len) == 0
-                 ? 0
-                 : -1;
-    if (rc != 0)
+    /* Bound here, not by MHD: its message names "port 0" (it would be
+     * given a socket address), this one the address and why. */
+    if ((*fd = listen_socket((const struct sockaddr *)&addr, addrlen)) < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s%s", listen, strerror(errno),
                  errno == EADDRINUSE ? " (another program has this port)" : "");
-    close(fd);
-    return rc;
+        return -1;
+    }
+    return 0;
 }
 
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
 {
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
     *out = NULL;
-    if (httpd_parse_listen(cfg->listen, &addr, &addrlen, err, errlen) != 0 ||
-        bind_probe(cfg->listen, &addr, addrlen, err, errlen) != 0)
+    /* MHD gets a socket of its own, closed by MHD_stop_daemon, and by
+     * MHD_start_daemon on most but not all of its failures (0.9.75): what
+     * is ours to close stays apart from what may be MHD's. */
+    int fd = -1;
+    if (cfg->listen_fd > 0) {
+        if ((fd = fcntl(cfg->listen_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+            snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
+            return -1;
+        }
+    } else if (httpd_listen(cfg->listen, &fd, err, errlen) != 0) {
         return -1;
+    }
 
     httpd *h = calloc(1, sizeof *h);
-    if (!h)
+    if (!h) {
+        close(fd);
         goto oom;
+    }
+    h->listen_fd = fd;
     pthread_mutex_init(&h->q_mu, NULL);
     pthread_cond_init(&h->q_cv, NULL);
     pthread_mutex_init(&h->w_mu, NULL);
@@ -1679,8 +1694,6 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     h->watcher_on = true;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls_opts[5];
     if (tls_options(h, tls_opts, err, errlen) != 0)
         goto fail;
@@ -1689,7 +1702,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     h->daemon = MHD_start_daemon(
         flags, 0, on_accept, h, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, /* first, so it covers all */
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
         MHD_OPTION_THREAD_POOL_SIZE, h->cfg.threads,
         /* MHD's own limit a little above ours: on_accept refuses first,
          * at once, instead of MHD leaving them in the listen queue. */
@@ -1707,8 +1720,9 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_ARRAY, tls_opts,
         MHD_OPTION_END);
+    h->listen_fd = -1; /* MHD's now, or closed (or not) by its failure */
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s (address in use or not allowed?)", cfg->listen);
+        snprintf(err, errlen, "cannot serve on %s (see the log above)", cfg->listen);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);

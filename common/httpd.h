@@ -51,7 +51,6 @@ typedef struct httpd_route {
                              non-empty path segment, a last {x...} the rest of the
                              path, slashes included (non-empty); both percent-decoded */
     httpd_handler handler;
-    const char *name;     /* metrics label; NULL: "METHOD pattern" */
     bool blocking;        /* a GET that may wait (locks, the oracle): run it on a
                              handler worker, not on the event thread */
     bool public;          /* served without the authorize check (health) */
@@ -73,6 +72,9 @@ typedef struct {
 
 typedef struct httpd_config {
     const char *listen;           /* "host:port"; port 0 picks a free one */
+    int listen_fd;                /* > 0: a socket httpd_listen made for listen, served
+                                     from (the server takes a copy: the caller closes
+                                     its own); 0: httpd_start binds listen itself */
     unsigned threads;             /* MHD threads, and as many write workers; 0: number of CPUs */
     size_t max_body;              /* 0: HTTPD_DEFAULT_MAX_BODY */
     unsigned max_connections;     /* 0: 1024; past it a connection is closed at once */
@@ -122,7 +124,14 @@ typedef struct httpd_config {
 int httpd_parse_listen(const char *listen, struct sockaddr_storage *addr,
                        socklen_t *addrlen, char *err, size_t errlen);
 
-/* Bind and start serving. 0 or -1 with a reason in err. */
+/* Bind and listen on "host:port" now, before the program opens its data
+ * (listen_socket.h): *fd (> 2, the caller's) goes to httpd_start in
+ * httpd_config.listen_fd. 0, or -1 with the reason in err, which names the
+ * address ("cannot listen on 127.0.0.1:8080: Address already in use ..."). */
+int httpd_listen(const char *listen, int *fd, char *err, size_t errlen);
+
+/* Start serving (binding cfg->listen unless cfg->listen_fd is given). 0 or
+ * -1 with a reason in err. */
 int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen);
 /* New TLS credentials (PEM texts, as in httpd_config) for the connections
  * that open from now on; open ones keep theirs. A server started with
@@ -139,6 +148,10 @@ void httpd_stop(httpd *h, unsigned grace_ms);
 /* --- request accessors (valid during the handler) --- */
 const char *httpd_method(const httpd_req *req);
 const char *httpd_path(const httpd_req *req);         /* raw path, as sent (still encoded), no query */
+/* The route's label in the access log and the metrics, one scheme for
+ * both programs: the method and the path as the OpenAPI documents write
+ * it ("GET /v1/health", "PUT /v1/kv/{key}" for the pattern
+ * "/v1/kv/{key...}"); "unmatched" when no route matched. */
 const char *httpd_route_name(const httpd_req *req);
 /* The raw query (what follows '?', still encoded), or NULL. */
 const char *httpd_query_string(const httpd_req *req);

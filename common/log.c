@@ -155,6 +155,28 @@ void log_msg(log_level level, const char *fmt, ...)
     emit(line, n);
 }
 
+void log_startup_error(const char *prog, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (atomic_load(&json_format)) {
+        emit_json(LOG_ERROR, msg, NULL);
+        return;
+    }
+    char line[1200];
+    int n = snprintf(line, sizeof line, "%s: %s\n", prog, msg);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line) { /* cut: still one line */
+        n = (int)sizeof line - 1;
+        line[n - 1] = '\n';
+    }
+    emit(line, (size_t)n);
+}
+
 void log_access(const char *method, const char *path, const char *route, unsigned status,
                 double ms, size_t bytes, const char *request_id)
 {

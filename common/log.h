@@ -36,6 +36,12 @@ int log_level_parse(const char *name, log_level *out);
 
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why a program cannot start (it exits next), whatever the level: the
+ * line "prog: message" in the text format, an error line in the JSON one
+ * (so that with --log-format json every line it writes parses). */
+void log_startup_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* One access-log line (level info): text "access GET /path 200 1.234ms 56B
  * route=… id=…", or in JSON the fields method, path, route, status,
  * duration_ms, bytes, request_id. */

@@ -25,17 +25,14 @@
 #define RAFT_ADMIN_WAIT_MS 10000
 
 /* The routes, for a program's table: every one goes to a handler of the
- * program's that finds its raft host and calls raft_admin_serve (the
- * names are the routes' metrics labels; the lead route is told apart by
- * it). */
-#define RAFT_ADMIN_ROUTE_LEAD "leader_move"
+ * program's that finds its raft host and calls raft_admin_serve (which
+ * tells the lead route apart by its label, httpd_route_name). */
+#define RAFT_ADMIN_ROUTE_LEAD "POST /v1/leader"
 #define RAFT_ADMIN_ROUTES(fn)                                                                   \
-    {.method = "GET", .pattern = "/v1/members", .handler = (fn), .name = "members"},            \
-    {.method = "POST", .pattern = "/v1/members", .handler = (fn), .name = "member_add"},        \
-    {.method = "DELETE", .pattern = "/v1/members/{id}", .handler = (fn),                        \
-     .name = "member_remove"},                                                                  \
-    {.method = "POST", .pattern = "/v1/leader", .handler = (fn),                                \
-     .name = RAFT_ADMIN_ROUTE_LEAD}
+    {.method = "GET", .pattern = "/v1/members", .handler = (fn)},                               \
+    {.method = "POST", .pattern = "/v1/members", .handler = (fn)},                              \
+    {.method = "DELETE", .pattern = "/v1/members/{id}", .handler = (fn)},                       \
+    {.method = "POST", .pattern = "/v1/leader", .handler = (fn)}
 
 /* Serve one of those routes on h. */
 void raft_admin_serve(httpd_req *req, raft_host *h);

@@ -744,7 +744,8 @@ static int loop_setup(raft_host *h)
     }
     char why[200];
     if (raft_transport_init(&h->transport, &h->loop, &(raft_transport_config){
-            .address = me->raft, .peers = h->peers, .npeers = h->cfg.npeers,
+            .address = me->raft, .listen_fd = h->cfg.listen_fd, .peers = h->peers,
+            .npeers = h->cfg.npeers,
             .tls = h->cfg.peer_tls, .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics},
             why, sizeof why) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft transport: %s", why);

@@ -52,6 +52,8 @@ typedef struct {
                                       * installs the image instead of replaying the log */
     uint64_t max_entry_bytes;        /* the largest entry a member proposes (0: 64 MiB) */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
+    int listen_fd;                   /* > 0: this member's raft address, bound already
+                                      * (raft_transport_config.listen_fd); 0: bind it */
     struct metrics_registry *metrics;/* the transport's metrics; may be NULL */
     void (*serve)(void *arg);        /* on the loop thread (above) */
     void *arg;

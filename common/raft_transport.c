@@ -31,6 +31,7 @@
 #include <gnutls/x509.h>
 #include <uv.h>
 
+#include "listen_socket.h"
 #include "log.h"
 #include "raft_identity.h"
 #include "timeutil.h"
@@ -1074,26 +1075,42 @@ static int open_async(rt *r)
     return 0;
 }
 
-/* Listen on the member's address (from raft_transport_init on: probes are
- * answered before libraft runs). 0 or -1 with err. */
-static int start_listening(rt *r, char *err, size_t errlen)
+int raft_transport_listen(const char *address, int *fd, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     char host[INET_ADDRSTRLEN + 1];
-    int on = 1;
-    if (parse_address(r->address, &sa, host, sizeof host) != 0) {
-        snprintf(err, errlen, "not an IPv4 address:port: %.64s", r->address);
+    if (parse_address(address, &sa, host, sizeof host) != 0) {
+        snprintf(err, errlen, "not an IPv4 address:port: %.64s", address);
         return -1;
     }
+    if ((*fd = listen_socket((struct sockaddr *)&sa, sizeof sa)) < 0) {
+        snprintf(err, errlen, "cannot listen on %.64s: %s%s", address, strerror(errno),
+                 errno == EADDRINUSE ? " (another program has this port)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Listen on the member's address (from raft_transport_init on: probes are
+ * answered before libraft runs), on a copy of given_fd when the program
+ * bound it already (> 0). 0 or -1 with err. */
+static int start_listening(rt *r, int given_fd, char *err, size_t errlen)
+{
     if (pipe2(r->wake, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot set up the listener");
         return -1;
     }
-    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (r->lfd < 0 || setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-        bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(r->lfd, 64) != 0 ||
-        pthread_create(&r->listener, NULL, listen_main, r) != 0) {
-        snprintf(err, errlen, "listen on %.64s: %s", r->address, strerror(errno));
+    if (given_fd > 0) {
+        if ((r->lfd = fcntl(given_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+            snprintf(err, errlen, "listen on %.64s: %s", r->address, strerror(errno));
+            return -1;
+        }
+    } else if (raft_transport_listen(r->address, &r->lfd, err, errlen) != 0) {
+        r->lfd = -1;
+        return -1;
+    }
+    if (pthread_create(&r->listener, NULL, listen_main, r) != 0) {
+        snprintf(err, errlen, "listen on %.64s: cannot start a thread", r->address);
         return -1;
     }
     r->listening = true;
@@ -1233,7 +1250,8 @@ int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
         r->m_open_out = metrics_series_get(g, "out", NULL);
     }
     t->impl = r;
-    if (strlen(cfg->address) >= sizeof r->address || start_listening(r, err, errlen) != 0) {
+    if (strlen(cfg->address) >= sizeof r->address ||
+        start_listening(r, cfg->listen_fd, err, errlen) != 0) {
         if (strlen(cfg->address) >= sizeof r->address)
             snprintf(err, errlen, "address too long: %.64s", cfg->address);
         raft_transport_free(t);

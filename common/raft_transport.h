@@ -75,12 +75,21 @@
 
 typedef struct {
     const char *address;        /* this member's (--raft-peers); listened on from init */
+    int listen_fd;              /* > 0: a socket raft_transport_listen made for address,
+                                   listened on (a copy: the caller closes its own);
+                                   0: init binds address itself */
     const raft_peer *peers;     /* who may connect, and at which address */
     size_t npeers;
     tls_server *tls;            /* peer credentials (not owned); NULL: plain TCP */
     raft_frame_limits limits;   /* 0 fields: raft_frame defaults */
     metrics_registry *metrics;  /* may be NULL */
 } raft_transport_config;
+
+/* Bind and listen on a member's raft address (IPv4 "host:port") now, before
+ * the program opens its data (listen_socket.h): *fd (> 2, the caller's)
+ * goes to raft_transport_config.listen_fd. 0, or -1 with a reason that
+ * names the address. */
+int raft_transport_listen(const char *address, int *fd, char *err, size_t errlen);
 
 /* Set t up (on the loop thread of loop). 0, or -1 with a reason. */
 int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,

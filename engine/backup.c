@@ -37,8 +37,9 @@ static int join(char *out, size_t cap, const char *dir, const char *name)
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* Copy src to a new file dst, whole, and fsync it. 0 or -1 (logged). */
-static int copy_file(const char *src, const char *dst, char *buf, uint64_t *bytes)
+/* Copy src to a new file dst, whole, and fsync it. 0 or -1 (logged to lg). */
+static int copy_file(const pc_logger *lg, const char *src, const char *dst, char *buf,
+                     uint64_t *bytes)
 {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -62,7 +63,7 @@ static int copy_file(const char *src, const char *dst, char *buf, uint64_t *byte
     if (rc == 0 && fsync(out) != 0)
         rc = -1;
     if (rc != 0)
-        fprintf(stderr, "engine: copying %s to %s: %s\n", src, dst, strerror(errno));
+        pc_logf(lg, PC_LOG_ERROR, "engine: copying %s to %s: %s", src, dst, strerror(errno));
     if (in >= 0)
         close(in);
     if (out >= 0 && close(out) != 0)
@@ -97,18 +98,18 @@ static int remove_backup(const char *dest)
 
 /* Remove what a failed backup made, so that nothing under the backup dir
  * looks like a backup that is not one. */
-static void remove_partial(const char *dest)
+static void remove_partial(pc_engine *e, const char *dest)
 {
     if (remove_backup(dest) != 0)
-        fprintf(stderr, "engine: backup: cannot remove the partial copy %s: %s\n", dest,
-                strerror(errno));
+        pc_log(e, PC_LOG_ERROR, "backup: cannot remove the partial copy %s: %s", dest,
+               strerror(errno));
 }
 
-pc_rc pc_backup_remove(const char *backup)
+pc_rc pc_backup_remove(pc_engine *e, const char *backup)
 {
     if (remove_backup(backup) == 0)
         return PC_OK;
-    fprintf(stderr, "engine: backup: cannot remove %s: %s\n", backup, strerror(errno));
+    pc_log(e, PC_LOG_ERROR, "backup: cannot remove %s: %s", backup, strerror(errno));
     return PC_ERROR;
 }
 
@@ -154,13 +155,13 @@ static pc_rc copy_store(pc_engine *e, const char *dest, pc_backup_hook hook, voi
     pc_rc rc = mark_backup(e);
     int ret;
     if (rc != PC_OK) {
-        fprintf(stderr, "engine: backup: cannot write its meta row (%s)\n", pc_rc_name(rc));
+        pc_log(e, PC_LOG_ERROR, "backup: cannot write its meta row (%s)", pc_rc_name(rc));
         return rc;
     }
     if ((ret = e->conn->open_session(e->conn, NULL, NULL, &ws)) != 0 ||
         (ret = ws->checkpoint(ws, NULL)) != 0 ||
         (ret = ws->open_cursor(ws, "backup:", NULL, NULL, &c)) != 0) {
-        fprintf(stderr, "engine: backup: %s\n", wiredtiger_strerror(ret));
+        pc_log(e, PC_LOG_ERROR, "backup: %s", wiredtiger_strerror(ret));
         rc = PC_ERROR;
         goto done;
     }
@@ -168,13 +169,14 @@ static pc_rc copy_store(pc_engine *e, const char *dest, pc_backup_hook hook, voi
         const char *name;
         char src[4096], dst[4096];
         if ((ret = c->get_key(c, &name)) != 0 || join(src, sizeof src, home, name) != 0 ||
-            join(dst, sizeof dst, dest, name) != 0 || copy_file(src, dst, buf, &st->bytes) != 0)
+            join(dst, sizeof dst, dest, name) != 0 ||
+            copy_file(&e->log, src, dst, buf, &st->bytes) != 0)
             rc = PC_ERROR;
         else if (st->files++ == 0 && hook != NULL && hook(arg) != 0)
             rc = PC_ERROR;
     }
     if (rc == PC_OK && ret != WT_NOTFOUND) {
-        fprintf(stderr, "engine: backup cursor: %s\n", wiredtiger_strerror(ret));
+        pc_log(e, PC_LOG_ERROR, "backup cursor: %s", wiredtiger_strerror(ret));
         rc = PC_ERROR;
     }
     if (rc == PC_OK && sync_dir(dest) != 0)
@@ -199,37 +201,41 @@ pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_hook hook, void *arg,
     char *buf = NULL;
     if (mkdir(dest, 0700) != 0) {
         int err = errno;
-        fprintf(stderr, "engine: backup: cannot make %s: %s\n", dest, strerror(err));
+        pc_log(e, PC_LOG_ERROR, "backup: cannot make %s: %s", dest, strerror(err));
         rc = err == EEXIST ? PC_INVALID : PC_ERROR;
     } else {
         buf = malloc(COPY_BUF);
         rc = buf == NULL ? PC_NOMEM : copy_store(e, dest, hook, arg, buf, st);
         if (rc != PC_OK)
-            remove_partial(dest);
+            remove_partial(e, dest);
     }
     free(buf);
     atomic_store(&e->backup_running, false);
     return rc;
 }
 
-pc_rc pc_restore(const char *backup, const char *dir)
+pc_rc pc_restore(const char *backup, const pc_engine_config *cfg)
 {
+    const pc_logger lg = {cfg->log, cfg->log_arg};
+    const char *dir = cfg->dir;
     DIR *d = opendir(backup);
     if (d == NULL) {
-        fprintf(stderr, "engine: restore: cannot read %s: %s\n", backup, strerror(errno));
+        pc_logf(&lg, PC_LOG_ERROR, "engine: restore: cannot read %s: %s", backup,
+                strerror(errno));
         return PC_INVALID;
     }
     char wt[4096];
     struct stat sb;
     /* A backup has WiredTiger's metadata; an empty or foreign dir does not. */
     if (join(wt, sizeof wt, backup, "WiredTiger") != 0 || stat(wt, &sb) != 0) {
-        fprintf(stderr, "engine: restore: %s is not a backup (no WiredTiger file)\n", backup);
+        pc_logf(&lg, PC_LOG_ERROR, "engine: restore: %s is not a backup (no WiredTiger file)",
+                backup);
         closedir(d);
         return PC_INVALID;
     }
     if (mkdir(dir, 0700) != 0) {
-        fprintf(stderr, "engine: restore: cannot make %s (it must not exist yet): %s\n", dir,
-                strerror(errno));
+        pc_logf(&lg, PC_LOG_ERROR, "engine: restore: cannot make %s (it must not exist yet): %s",
+                dir, strerror(errno));
         closedir(d);
         return PC_INVALID;
     }
@@ -243,7 +249,7 @@ pc_rc pc_restore(const char *backup, const char *dir)
         if (join(src, sizeof src, backup, de->d_name) != 0 ||
             join(dst, sizeof dst, dir, de->d_name) != 0 || stat(src, &sb) != 0)
             rc = PC_ERROR;
-        else if (S_ISREG(sb.st_mode) && copy_file(src, dst, buf, &st.bytes) != 0)
+        else if (S_ISREG(sb.st_mode) && copy_file(&lg, src, dst, buf, &st.bytes) != 0)
             rc = PC_ERROR;
     }
     closedir(d);

@@ -67,6 +67,14 @@ typedef struct pc_session pc_session;
  * once. If it returns, the failing call returns PC_PANIC. */
 typedef void (*pc_fatal_fn)(void *arg, const char *what);
 
+/* The engine's messages: WiredTiger's own (its errors, and its
+ * informational messages) and the engine's ("engine: ..."), one line each
+ * without the line end. The owner writes them to its log, in its format;
+ * called on any thread, WiredTiger's included, so it must be thread-safe
+ * and must not call the engine. */
+typedef enum { PC_LOG_INFO = 1, PC_LOG_WARN = 2, PC_LOG_ERROR = 3 } pc_log_level;
+typedef void (*pc_log_fn)(void *arg, pc_log_level level, const char *msg);
+
 typedef struct {
     const char *dir;          /* data directory; created if missing */
     int sync;                 /* 1: pc_sync fsyncs the log; 0: it only writes it to the OS */
@@ -74,6 +82,8 @@ typedef struct {
     int checkpoint_secs;      /* checkpoint period; 0: 60 s */
     pc_fatal_fn on_fatal;     /* NULL: failures are only returned (PC_PANIC) */
     void *fatal_arg;
+    pc_log_fn log;            /* NULL: messages go to stderr as they are */
+    void *log_arg;
 } pc_engine_config;
 
 pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);
@@ -102,11 +112,12 @@ pc_rc pc_backup(pc_engine *e, const char *dest, pc_backup_hook hook, void *arg,
 /* Remove a backup pc_backup made (its files, then its directory): the
  * service's retention. PC_OK, or PC_ERROR (the reason logged; the store is
  * not affected). */
-pc_rc pc_backup_remove(const char *backup);
+pc_rc pc_backup_remove(pc_engine *e, const char *backup);
 
-/* Make a data directory dir (it must not exist) from a backup: open it
- * with pc_engine_open afterwards. PC_INVALID when backup is not one. */
-pc_rc pc_restore(const char *backup, const char *dir);
+/* Make the data directory cfg->dir (it must not exist) from a backup:
+ * open it with pc_engine_open(cfg) afterwards; messages go to cfg->log.
+ * PC_INVALID when backup is not one. */
+pc_rc pc_restore(const char *backup, const pc_engine_config *cfg);
 
 pc_rc pc_session_open(pc_engine *e, pc_session **out);
 void pc_session_close(pc_session *s);

@@ -22,14 +22,28 @@
 typedef struct pc_memlocks pc_memlocks;
 typedef struct pc_latch_table pc_latch_table;
 
+/* ---- log.c: the engine's messages go to its owner's log ---- */
+typedef struct {
+    pc_log_fn fn;                 /* NULL: stderr */
+    void *arg;
+} pc_logger;
+/* One message through lg (NULL, or no fn: a line on stderr). */
+void pc_logf(const pc_logger *lg, pc_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The engine's own messages, "engine: " and the text; e may be NULL. */
+#define pc_log(e, level, ...) \
+    pc_logf((e) != NULL ? &(e)->log : NULL, (level), "engine: " __VA_ARGS__)
+
 #define PC_SLOTS_N 2048           /* session slots (ts_floor.c): more than WiredTiger's session_max */
 
 struct pc_engine {
     WT_CONNECTION *conn;
     int sync;
 
+    pc_logger log;                /* where messages go (log.c) */
+
     /* Fatal storage failures (fatal.c). */
-    WT_EVENT_HANDLER events;      /* passed to wiredtiger_open: sees panics */
+    WT_EVENT_HANDLER events;      /* passed to wiredtiger_open: its messages, panics */
     pc_fatal_fn on_fatal;
     void *fatal_arg;
     atomic_bool failed;           /* reported once */
@@ -155,7 +169,8 @@ pc_rc pc_ts_floor_load(pc_session *s);
 
 /* ---- fatal.c: failures only a restart recovers from ---- */
 
-/* Set the hook and the WiredTiger event handler (before wiredtiger_open). */
+/* Set the hook and the WiredTiger event handler (before wiredtiger_open);
+ * the handler sends WiredTiger's messages to e->log. */
 void pc_fatal_init(pc_engine *e, pc_fatal_fn fn, void *arg);
 /* Is this WiredTiger return a failure of the store itself (WT_PANIC, a
  * failed disk write)? */
@@ -261,7 +276,8 @@ pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value,
                  uint64_t *commit_ts);
 
 /* Argument checks shared by prewrite and one_pc (prewrite.c). */
-pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n);
+pc_rc pc_check_mutations(const pc_engine *e, const pc_txn_meta *t, const pc_mutation *m,
+                         size_t n);
 
 /* Roll back one key inside the caller's transaction (rollback.c). */
 pc_rc pc_rollback_key(pc_session *s, pc_slice key, uint64_t start_ts);

@@ -50,7 +50,6 @@ pc_rc pc_latch_table_new(pc_latch_table **out)
     for (size_t i = 0; i < STRIPES; i++) {
         if (pthread_mutex_init(&t->stripes[i].mu, NULL) != 0 ||
             pthread_cond_init(&t->stripes[i].cv, NULL) != 0) {
-            fprintf(stderr, "engine: cannot create the latch table\n");
             /* Those made so far: a failed init leaves nothing to destroy. */
             for (size_t j = 0; j < i; j++) {
                 pthread_mutex_destroy(&t->stripes[j].mu);

@@ -58,8 +58,9 @@ static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
             return PC_OK;
         if (!wait)
             return try_add(s->latches, want);
-        fprintf(stderr, "engine: an action needs latches its session does not hold: latch "
-                        "all its keys at once, or release the earlier ones (DESIGN §4.10)\n");
+        pc_log(s->e, PC_LOG_ERROR,
+               "an action needs latches its session does not hold: latch all its keys at "
+               "once, or release the earlier ones (DESIGN §4.10)");
         return PC_INVALID;
     }
     pc_latches *g = malloc(sizeof(*g));

@@ -17,7 +17,7 @@ pc_rc pc_lock_load(pc_session *s, pc_slice key, pc_lock_rec *r)
     if (rc != PC_OK)
         return rc;
     if (pc_lock_decode(v.data, v.size, r) != PC_OK) {
-        fprintf(stderr, "engine: corrupt lock record (%zu bytes)\n", v.size);
+        pc_log(s->e, PC_LOG_ERROR, "corrupt lock record (%zu bytes)", v.size);
         return PC_ERROR;
     }
     return PC_OK;
@@ -46,7 +46,7 @@ pc_rc pc_cursor_write_rec(pc_session *s, WT_CURSOR *c, pc_write_rec *r)
     if (ret != 0)
         return pc_wt_error(s, ret, "get_value");
     if (pc_write_decode(v.data, v.size, r) != PC_OK) {
-        fprintf(stderr, "engine: corrupt write record (%zu bytes)\n", v.size);
+        pc_log(s->e, PC_LOG_ERROR, "corrupt write record (%zu bytes)", v.size);
         return PC_ERROR;
     }
     return PC_OK;
@@ -108,7 +108,7 @@ pc_rc pc_read_at(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64
             size_t dklen = pc_vkey(vk, key.data, key.len, r.start_ts);
             if ((rc = pc_cursor_get(s, s->data, vk, dklen, &v)) != PC_OK) {
                 if (rc == PC_NOT_FOUND)
-                    fprintf(stderr, "engine: write record without its data\n");
+                    pc_log(s->e, PC_LOG_ERROR, "write record without its data");
                 return PC_ERROR;
             }
             return pc_buf_append(value, v.data, v.size);

@@ -105,7 +105,7 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
 
     if (blind)
         t.start_ts = 1; /* for the argument checks only */
-    pc_rc rc = pc_check_mutations(txn ? &t : NULL, m, n);
+    pc_rc rc = pc_check_mutations(s->e, txn ? &t : NULL, m, n);
     if (rc != PC_OK || ts_fn == NULL)
         return PC_INVALID;
     t.start_ts = txn->start_ts;
@@ -167,8 +167,9 @@ void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_ra
     for (size_t i = 0; i < n; i++) {
         pc_txn_meta check = {.start_ts = 1, .primary = w[i]->n ? w[i]->m[0].key : (pc_slice){0}};
         w[i]->commit_ts = 0;
-        w[i]->rc = w[i]->n == 0 || ts_fn == NULL ? PC_INVALID
-                                                  : pc_check_mutations(&check, w[i]->m, w[i]->n);
+        w[i]->rc = w[i]->n == 0 || ts_fn == NULL
+                       ? PC_INVALID
+                       : pc_check_mutations(s->e, &check, w[i]->m, w[i]->n);
     }
     latch_blind(s, w, n);
     for (size_t i = 0; i < n; i++) {

@@ -23,12 +23,14 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     *out = NULL;
     if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0')
         return PC_INVALID;
+    const pc_logger lg = {cfg->log, cfg->log_arg};
     if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "engine: cannot create %s: %s\n", cfg->dir, strerror(errno));
+        pc_logf(&lg, PC_LOG_ERROR, "engine: cannot create %s: %s", cfg->dir, strerror(errno));
         return PC_ERROR;
     }
     if ((e = calloc(1, sizeof(*e))) == NULL)
         return PC_NOMEM;
+    e->log = lg;
     e->sync = cfg->sync;
     pc_fatal_init(e, cfg->on_fatal, cfg->fatal_arg);
     pthread_mutex_init(&e->sync_mu, NULL);
@@ -40,6 +42,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
         goto nomem;
     pc_rc made = pc_latch_table_new(&e->latches);
     if (made != PC_OK) {
+        pc_log(e, PC_LOG_ERROR, "cannot create the latch table");
         pc_engine_close(e);
         return made;
     }
@@ -57,22 +60,22 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
              cfg->cache_size ? cfg->cache_size : "128MB",
              cfg->checkpoint_secs > 0 ? cfg->checkpoint_secs : 60);
     if ((ret = wiredtiger_open(cfg->dir, &e->events, conf, &e->conn)) != 0) {
-        fprintf(stderr, "engine: wiredtiger_open %s: %s\n", cfg->dir, wiredtiger_strerror(ret));
+        pc_log(e, PC_LOG_ERROR, "wiredtiger_open %s: %s", cfg->dir, wiredtiger_strerror(ret));
         goto fail;
     }
     if ((ret = e->conn->open_session(e->conn, NULL, NULL, &ws)) != 0) {
-        fprintf(stderr, "engine: open_session: %s\n", wiredtiger_strerror(ret));
+        pc_log(e, PC_LOG_ERROR, "open_session: %s", wiredtiger_strerror(ret));
         goto fail;
     }
     for (size_t i = 0; i < PC_NTABLES; i++) {
         if ((ret = ws->create(ws, pc_tables[i], TABLE_FORMAT)) != 0) {
-            fprintf(stderr, "engine: create %s: %s\n", pc_tables[i], wiredtiger_strerror(ret));
+            pc_log(e, PC_LOG_ERROR, "create %s: %s", pc_tables[i], wiredtiger_strerror(ret));
             goto fail;
         }
     }
     if ((ret = ws->close(ws, NULL)) != 0) {
         ws = NULL;
-        fprintf(stderr, "engine: session close: %s\n", wiredtiger_strerror(ret));
+        pc_log(e, PC_LOG_ERROR, "session close: %s", wiredtiger_strerror(ret));
         goto fail;
     }
     pc_session *boot;
@@ -84,7 +87,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
         pc_session_close(boot);
     }
     if (rc != PC_OK) {
-        fprintf(stderr, "engine: cannot read the stored GC safe point and highest timestamp\n");
+        pc_log(e, PC_LOG_ERROR, "cannot read the stored GC safe point and highest timestamp");
         pc_engine_close(e);
         return rc;
     }
@@ -108,7 +111,7 @@ void pc_engine_close(pc_engine *e)
     if (e->conn != NULL) {
         int ret = e->conn->close(e->conn, NULL);
         if (ret != 0)
-            fprintf(stderr, "engine: close: %s\n", wiredtiger_strerror(ret));
+            pc_log(e, PC_LOG_ERROR, "close: %s", wiredtiger_strerror(ret));
     }
     pc_memlocks_free(e->memlocks);
     pc_latch_table_free(e->latches);

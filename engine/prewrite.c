@@ -130,7 +130,7 @@ static int cmp_slice_ptr(const void *a, const void *b)
  * propose mode its writes go to the batch, not to the store, so a second
  * mutation of a key would be checked against the store as if the first had
  * not happened. Keys in increasing order (the service's) cost one pass. */
-static pc_rc check_distinct(const pc_mutation *m, size_t n)
+static pc_rc check_distinct(const pc_engine *e, const pc_mutation *m, size_t n)
 {
     size_t i = 1;
     while (i < n && pc_key_cmp(m[i - 1].key.data, m[i - 1].key.len, m[i].key.data,
@@ -150,12 +150,13 @@ static pc_rc check_distinct(const pc_mutation *m, size_t n)
             rc = PC_INVALID;
     free(v);
     if (rc != PC_OK)
-        fprintf(stderr, "engine: invalid mutations: a key is given twice in one action\n");
+        pc_log(e, PC_LOG_ERROR, "invalid mutations: a key is given twice in one action");
     return rc;
 }
 
 /* Shared argument checks of prewrite and one_pc. */
-pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n)
+pc_rc pc_check_mutations(const pc_engine *e, const pc_txn_meta *t, const pc_mutation *m,
+                         size_t n)
 {
     if (t == NULL || t->start_ts == 0 || !pc_key_ok(t->primary) ||
         t->owner.len > PC_OWNER_MAX || (m == NULL && n > 0))
@@ -166,14 +167,14 @@ pc_rc pc_check_mutations(const pc_txn_meta *t, const pc_mutation *m, size_t n)
         if (m[i].op == PC_OP_PUT && m[i].value.data == NULL && m[i].value.len > 0)
             return PC_INVALID;
     }
-    return check_distinct(m, n);
+    return check_distinct(e, m, n);
 }
 
 pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, size_t n,
                   pc_conflict *conflict)
 {
     prewrite_args a = {txn, m, n, conflict};
-    pc_rc rc = pc_check_mutations(txn, m, n);
+    pc_rc rc = pc_check_mutations(s->e, txn, m, n);
 
     if (rc != PC_OK || (rc = pc_latch_mutations(s, m, n)) != PC_OK)
         return rc;

@@ -65,7 +65,7 @@ pc_rc pc_wt_error(pc_session *s, int ret, const char *what)
     if (ret == ENOMEM)
         return PC_NOMEM;
     const char *why = s && s->wt ? s->wt->strerror(s->wt, ret) : wiredtiger_strerror(ret);
-    fprintf(stderr, "engine: %s: %s\n", what, why);
+    pc_log(s != NULL ? s->e : NULL, PC_LOG_ERROR, "%s: %s", what, why);
     if (s != NULL && pc_wt_fatal(ret)) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s: %s", what, why);
@@ -126,7 +126,7 @@ void pc_session_close(pc_session *s)
     /* Closing the session closes its cursors. */
     int ret = s->wt->close(s->wt, NULL);
     if (ret != 0)
-        fprintf(stderr, "engine: session close: %s\n", wiredtiger_strerror(ret));
+        pc_log(s->e, PC_LOG_ERROR, "session close: %s", wiredtiger_strerror(ret));
     pc_buf_free(&s->scratch);
     pc_slot_give_back(s);
     free(s);
@@ -166,7 +166,7 @@ pc_rc pc_slot_take(pc_session *s)
     }
     pthread_mutex_unlock(&e->slot_mu);
     if (rc != PC_OK)
-        fprintf(stderr, "engine: more than %d sessions\n", PC_SLOTS);
+        pc_log(e, PC_LOG_ERROR, "more than %d sessions", PC_SLOTS);
     return rc;
 }
 
@@ -297,7 +297,7 @@ pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg)
             return rc;
         retry_pause(attempt);
     }
-    fprintf(stderr, "engine: transaction kept conflicting, giving up\n");
+    pc_log(s->e, PC_LOG_ERROR, "transaction kept conflicting, giving up");
     return PC_ERROR;
 }
 
@@ -350,7 +350,7 @@ static pc_rc propose_write(pc_session *s, WT_CURSOR *c, const void *k, size_t kl
 {
     int t = batch_table(s, c);
     if (t < 0) {
-        fprintf(stderr, "engine: a meta row cannot be proposed yet (DESIGN §4.10)\n");
+        pc_log(s->e, PC_LOG_ERROR, "a meta row cannot be proposed yet (DESIGN §4.10)");
         return PC_INVALID;
     }
     return del ? pc_batch_del(s->propose, t, k, klen) : pc_batch_put(s->propose, t, k, klen, v, vlen);

@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "raft_host.h"
 #include "raft_node.h"
+#include "raft_transport.h"
 #include "peer_tls.h"
 #include "routes.h"
 #include "signals.h"
@@ -76,39 +77,39 @@ int main(int argc, char **argv)
     struct sockaddr_storage ss;
     socklen_t sslen;
     if (httpd_parse_listen(listen, &ss, &sslen, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: --listen: %s\n", PROG, err);
+        log_startup_error(PROG, "--listen: %s", err);
         return 2;
     }
     if (!data_dir || !*data_dir) {
-        fprintf(stderr, "%s: --data-dir must not be empty\n", PROG);
+        log_startup_error(PROG, "--data-dir must not be empty");
         return 2;
     }
     raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir,
                              .election_ms = (unsigned)election_ms,
                              .heartbeat_ms = (unsigned)heartbeat_ms, .min_ts = min_ts};
     if (raft_host_check_timeouts(rcfg.election_ms, rcfg.heartbeat_ms, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         return 2;
     }
     if (raft_id != 0 &&
         (raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
                                sizeof err) != 0 ||
          raft_peers_set_initial(rcfg.peers, rcfg.npeers, raft_initial, err, sizeof err) != 0)) {
-        fprintf(stderr, "%s: --raft-peers/--raft-urls: %s\n", PROG, err);
+        log_startup_error(PROG, "--raft-peers/--raft-urls: %s", err);
         return 2;
     }
     if (raft_id == 0 && (raft_peers[0] != '\0' || raft_urls[0] != '\0')) {
-        fprintf(stderr, "%s: --raft-peers and --raft-urls need --raft-id\n", PROG);
+        log_startup_error(PROG, "--raft-peers and --raft-urls need --raft-id");
         return 2;
     }
     if (raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id, &rcfg.peer_tls,
                                       err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         return 2;
     }
     tls_pem tls;
     if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         tls_server_free(rcfg.peer_tls);
         return 2;
     }
@@ -125,9 +126,9 @@ int main(int argc, char **argv)
     uint64_t nofile = fd_limit_raise();
     unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)max_conns, 16);
     if (conns == 0) {
-        fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
-                "and at least 16 for connections\n",
-                PROG, (unsigned long long)nofile, reserve);
+        log_startup_error(PROG, "only %llu files may be open (ulimit -n); it needs %u for "
+                          "itself and at least 16 for connections",
+                          (unsigned long long)nofile, reserve);
         tls_pem_free(&tls);
         tls_server_free(rcfg.peer_tls);
         return 1;
@@ -140,13 +141,21 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
-    int rc = 1;
+    int rc = 1, http_fd = -1, raft_fd = -1;
     httpd *server = NULL;
     oracle_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     if (token_file[0] != '\0' && token_load(token_file, &ctx.auth, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         rc = 2;
+        goto done;
+    }
+    /* The ports before the data (listen_socket.h): on a busy port the
+     * oracle stops here, before it opens or locks its state or raft log. */
+    const raft_peer *me = raft_id != 0 ? raft_peers_find(rcfg.peers, rcfg.npeers, rcfg.id) : NULL;
+    if (httpd_listen(listen, &http_fd, err, sizeof err) != 0 ||
+        (me != NULL && raft_transport_listen(me->raft, &raft_fd, err, sizeof err) != 0)) {
+        log_startup_error(PROG, "%s", err);
         goto done;
     }
     ctx.metrics = metrics_registry_new();
@@ -156,9 +165,12 @@ int main(int argc, char **argv)
     }
     if (raft_id != 0) {
         /* A member of a Raft group: the mark is the group's (raft_node.h). */
-        if (raft_node_start(&rcfg, ctx.metrics, &ctx.raft, err, sizeof err) != 0) {
-            log_error("cannot start: %s", err);
-            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+        rcfg.listen_fd = raft_fd;
+        int started = raft_node_start(&rcfg, ctx.metrics, &ctx.raft, err, sizeof err);
+        close(raft_fd); /* the transport listens on a copy */
+        raft_fd = -1;
+        if (started != 0) {
+            log_startup_error(PROG, "cannot start: %s", err);
             goto done;
         }
         log_info("oracle: raft member %llu of %zu, data in %s, election timeout %u ms, "
@@ -167,13 +179,11 @@ int main(int argc, char **argv)
                  rcfg.heartbeat_ms);
     } else {
         if (tso_open(data_dir, ctx.metrics, &ctx.tso, err, sizeof err) != 0) {
-            log_error("cannot start: %s", err);
-            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+            log_startup_error(PROG, "cannot start: %s", err);
             goto done;
         }
         if (min_ts > 0 && tso_raise(ctx.tso, min_ts, err, sizeof err) != TSO_OK) {
-            log_error("cannot start: %s", err);
-            fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+            log_startup_error(PROG, "cannot start: %s", err);
             goto done;
         }
         log_info("oracle: data dir %s, persisted high-water mark %llu: timestamps start at %llu",
@@ -185,6 +195,7 @@ int main(int argc, char **argv)
     size_t nroutes;
     httpd_config cfg = {
         .listen = listen,
+        .listen_fd = http_fd,
         .threads = (unsigned)threads,
         .max_connections = conns,
         .max_per_ip = (unsigned)per_ip,
@@ -201,9 +212,11 @@ int main(int argc, char **argv)
         .tls_client_ca = tls.client_ca,
     };
     cfg.nroutes = nroutes;
-    if (httpd_start(&cfg, &server, err, sizeof err) != 0) {
-        log_error("cannot start: %s", err);
-        fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+    int started = httpd_start(&cfg, &server, err, sizeof err);
+    close(http_fd); /* the server serves from a copy */
+    http_fd = -1;
+    if (started != 0) {
+        log_startup_error(PROG, "cannot start: %s", err);
         goto done;
     }
     log_info("oracle: listening on %s (port %u, %s)", listen, (unsigned)httpd_port(server),
@@ -223,6 +236,10 @@ int main(int argc, char **argv)
                  (unsigned long long)tso_last(ctx.tso) + 1);
     rc = 0;
 done:
+    if (http_fd >= 0)
+        close(http_fd);
+    if (raft_fd >= 0)
+        close(raft_fd);
     httpd_stop(server, 0);
     raft_node_stop(ctx.raft);
     tls_server_free(rcfg.peer_tls);

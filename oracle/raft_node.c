@@ -299,7 +299,8 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         .snapshot_threshold = 1024, .snapshot_trailing = 128, .serve = serve, .arg = n,
         /* The oracle's entries: its 16-byte command, libraft's barriers and
          * configurations (a few hundred bytes for RAFT_PEERS_MAX members). */
-        .max_entry_bytes = 4096, .peer_tls = cfg->peer_tls, .metrics = m,
+        .max_entry_bytes = 4096, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
+        .metrics = m,
     };
     if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
         pthread_cond_destroy(&n->cv);

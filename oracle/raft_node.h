@@ -36,6 +36,7 @@ typedef struct {
     unsigned election_ms;            /* 0: 1000 */
     unsigned heartbeat_ms;           /* 0: 100 */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
+    int listen_fd;                   /* > 0: the raft port, bound already (raft_host.h) */
     uint64_t min_ts;                 /* --min-timestamp: a leader raises the mark to it first */
 } raft_node_config;
 

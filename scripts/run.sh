@@ -10,7 +10,8 @@
 # Exit status: 0 after a stop asked for (both programs stopped cleanly);
 # 1 when a program could not start (its port is taken, its data dir is in
 # use by another run, ...), or the exit status of a program that ended by
-# itself (70: a storage failure, docs/DESIGN.md §4.7).
+# itself (70: a storage failure, docs/DESIGN.md §4.7). Through `make run`,
+# make reports a non-zero status as "run] Error N" and exits 2 itself.
 set -u
 cd "$(dirname "$0")/.."
 BIN="${PERCOLATOR_BIN_DIR:-bin}"

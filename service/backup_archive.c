@@ -36,6 +36,7 @@ typedef struct {
 } member;
 
 typedef struct {
+    pc_engine *engine;
     char dir[4200];
     member *files;
     size_t nfiles;
@@ -52,7 +53,7 @@ static void archive_free(archive *a)
 {
     if (a->fd >= 0)
         close(a->fd);
-    if (a->dir[0] != '\0' && pc_backup_remove(a->dir) != PC_OK)
+    if (a->dir[0] != '\0' && pc_backup_remove(a->engine, a->dir) != PC_OK)
         log_warn("backup archive: cannot remove %s; remove it by hand", a->dir);
     free(a->files);
     free(a);
@@ -178,6 +179,7 @@ void h_backup_archive(httpd_req *req, void *ctx)
         return;
     }
     a->fd = -1;
+    a->engine = s->engine;
     a->mtime = (uint64_t)time(NULL);
     a->sent_ms = time_mono_ms();
     char dir[4200];
@@ -215,7 +217,7 @@ void backup_archive_cleanup(const svc *s)
         char path[4200 + 260];
         if (strncmp(names[i]->d_name, STREAM_PREFIX, strlen(STREAM_PREFIX)) == 0) {
             snprintf(path, sizeof path, "%s/%s", s->cfg.data_dir, names[i]->d_name);
-            if (pc_backup_remove(path) == PC_OK)
+            if (pc_backup_remove(s->engine, path) == PC_OK)
                 log_info("backup archive: removed %s, left by an earlier run", path);
         }
         free(names[i]);

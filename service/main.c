@@ -27,6 +27,7 @@
 #include "log.h"
 #include "peer_tls.h"
 #include "raft_host.h"
+#include "raft_transport.h"
 #include "service.h"
 #include "write_batch.h"
 #include "sessions.h"
@@ -276,18 +277,18 @@ int main(int argc, char **argv)
     struct sockaddr_storage ss;
     socklen_t sslen;
     if (httpd_parse_listen(c->listen, &ss, &sslen, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: --listen: %s\n", PROG, err);
+        log_startup_error(PROG, "--listen: %s", err);
         return 2;
     }
     bool all_https = false;
     if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle, &all_https)) {
-        fprintf(stderr, "%s: --data-dir must not be empty and --oracle must be an http:// or "
-                "https:// URL (or several, comma-separated)\n", PROG);
+        log_startup_error(PROG, "--data-dir must not be empty and --oracle must be an http:// "
+                          "or https:// URL (or several, comma-separated)");
         return 2;
     }
     if (client_tls_ok("oracle", &otls, all_https, err, sizeof err) != 0 ||
         client_tls_ok("forward", &ftls, true, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         return 2;
     }
     raft_group_config rcfg = {.id = (unsigned)c->raft_id};
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
     if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0 ||
         (c->raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id,
                                           &rcfg.peer_tls, err, sizeof err) != 0)) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         return 2;
     }
     /* A worker holds a request until it is answered: in a group that is a
@@ -306,7 +307,7 @@ int main(int argc, char **argv)
         c->threads = c->raft_id != 0 ? 64 : 32;
     tls_pem tls;
     if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         tls_server_free(rcfg.peer_tls);
         return 2;
     }
@@ -318,9 +319,9 @@ int main(int argc, char **argv)
     uint64_t nofile = fd_limit_raise();
     unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)c->max_connections, 16);
     if (conns == 0) {
-        fprintf(stderr, "%s: only %llu files may be open (ulimit -n); it needs %u for itself "
-                "and its storage and at least 16 for connections\n",
-                PROG, (unsigned long long)nofile, reserve);
+        log_startup_error(PROG, "only %llu files may be open (ulimit -n); it needs %u for "
+                          "itself and its storage and at least 16 for connections",
+                          (unsigned long long)nofile, reserve);
         tls_pem_free(&tls);
         tls_server_free(rcfg.peer_tls);
         return 1;
@@ -333,7 +334,7 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
-    int rc = 1;
+    int rc = 1, http_fd = -1, raft_fd = -1;
     httpd *server = NULL;
     janitor *jan = NULL;
     httpd_route *routes = NULL;
@@ -346,8 +347,18 @@ int main(int argc, char **argv)
          token_load(c->auth_token_file, &s->auth, err, sizeof err) != 0) ||
         (c->oracle_token_file[0] != '\0' &&
          token_load(c->oracle_token_file, &oracle_token, err, sizeof err) != 0)) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        log_startup_error(PROG, "%s", err);
         rc = 2;
+        goto done;
+    }
+    /* The ports before the data (listen_socket.h): a copy started by
+     * mistake on a busy port stops here, before it opens, locks or
+     * recovers a store, or touches its raft log. */
+    const raft_peer *me =
+        c->raft_id != 0 ? raft_peers_find(rcfg.peers, rcfg.npeers, rcfg.id) : NULL;
+    if (httpd_listen(c->listen, &http_fd, err, sizeof err) != 0 ||
+        (me != NULL && raft_transport_listen(me->raft, &raft_fd, err, sizeof err) != 0)) {
+        log_startup_error(PROG, "%s", err);
         goto done;
     }
     s->openapi = read_file(c->openapi_file, 4 << 20, &s->openapi_len);
@@ -376,24 +387,23 @@ int main(int argc, char **argv)
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
     pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache,
-                             .on_fatal = svc_engine_fatal};
+                             .on_fatal = svc_engine_fatal, .log = svc_engine_log};
     if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: --backup-dir %s: %s\n", PROG, c->backup_dir, strerror(errno));
+        log_startup_error(PROG, "--backup-dir %s: %s", c->backup_dir, strerror(errno));
         rc = 2;
         goto done;
     }
     if (c->restore_from[0] != '\0') {
-        if (pc_restore(c->restore_from, c->data_dir) != PC_OK) {
-            fprintf(stderr, "%s: cannot restore %s from %s (see the log above)\n", PROG,
-                    c->data_dir, c->restore_from);
+        if (pc_restore(c->restore_from, &ecfg) != PC_OK) {
+            log_startup_error(PROG, "cannot restore %s from %s (see the log above)",
+                              c->data_dir, c->restore_from);
             rc = 2;
             goto done;
         }
         log_info("restored %s from the backup %s", c->data_dir, c->restore_from);
     }
     if (pc_engine_open(&ecfg, &s->engine) != PC_OK) {
-        fprintf(stderr, "%s: cannot open the store in %s (see the log above)\n", PROG,
-                c->data_dir);
+        log_startup_error(PROG, "cannot open the store in %s (see the log above)", c->data_dir);
         goto done;
     }
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
@@ -415,14 +425,14 @@ int main(int argc, char **argv)
     if (boot != NULL && c->restore_from[0] != '\0' && c->raft_id != 0) {
         /* A group made from a backup is a new group (DESIGN 7.3). */
         if (pc_applied_new_group(boot) != PC_OK) {
-            fprintf(stderr, "%s: cannot reset the restored store's Raft index\n", PROG);
+            log_startup_error(PROG, "cannot reset the restored store's Raft index");
             goto done;
         }
         log_info("the restored store starts a new Raft group: its applied index is reset");
     }
     backup_archive_cleanup(s);
     if (boot == NULL || !observers_load(s, boot)) {
-        fprintf(stderr, "%s: cannot load the observers (see the log above)\n", PROG);
+        log_startup_error(PROG, "cannot load the observers (see the log above)");
         goto done;
     }
 
@@ -433,14 +443,18 @@ int main(int argc, char **argv)
         rcfg.snapshot_entries = (unsigned)c->raft_snapshot_entries;
         rcfg.restored = c->restore_from[0] != '\0';
         rcfg.apply_failed = svc_storage_failed;
-        if (raft_group_start(&rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: raft: %s\n", PROG, err);
+        rcfg.listen_fd = raft_fd;
+        int started = raft_group_start(&rcfg, s->metrics, &s->raft, err, sizeof err);
+        close(raft_fd); /* the transport listens on a copy */
+        raft_fd = -1;
+        if (started != 0) {
+            log_startup_error(PROG, "raft: %s", err);
             goto done;
         }
         log_info("service: raft member %u of %zu, log in %s, election timeout %u ms, heartbeat "
                  "%u ms", rcfg.id, rcfg.npeers, rcfg.dir, rcfg.election_ms, rcfg.heartbeat_ms);
         if ((s->fwd = svc_forwarder_start(s, &ftls, err, sizeof err)) == NULL) {
-            fprintf(stderr, "%s: %s\n", PROG, err);
+            log_startup_error(PROG, "%s", err);
             goto done;
         }
     }
@@ -461,6 +475,7 @@ int main(int argc, char **argv)
             routes[n++] = groups[g][i];
     httpd_config hc = {
         .listen = c->listen,
+        .listen_fd = http_fd,
         .threads = (unsigned)c->threads,
         .max_connections = conns,
         .max_per_ip = (unsigned)c->max_conns_per_ip,
@@ -488,9 +503,11 @@ int main(int argc, char **argv)
         log_error("cannot start the janitor");
         goto done;
     }
-    if (httpd_start(&hc, &server, err, sizeof err) != 0) {
-        log_error("cannot start: %s", err);
-        fprintf(stderr, "%s: cannot start: %s\n", PROG, err);
+    int started = httpd_start(&hc, &server, err, sizeof err);
+    close(http_fd); /* the server serves from a copy */
+    http_fd = -1;
+    if (started != 0) {
+        log_startup_error(PROG, "cannot start: %s", err);
         goto done;
     }
     log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u, %s)",
@@ -510,6 +527,10 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     forward_stop(s->fwd); /* answers what it holds: httpd_stop waits for those */
+    if (http_fd >= 0)
+        close(http_fd);
+    if (raft_fd >= 0)
+        close(raft_fd);
     httpd_stop(server, 0);
     forward_free(s->fwd);
     write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */

@@ -574,7 +574,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
          * a data row and its lock or write record) or batches joined up to
          * ENTRY_JOIN_MAX. */
         .max_entry_bytes = 2 * (uint64_t)HTTPD_DEFAULT_MAX_BODY + (1u << 20),
-        .peer_tls = cfg->peer_tls, .metrics = m,
+        .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd, .metrics = m,
     };
     if (raft_host_start(&hc, &g->host, err, errlen) != 0)
         goto fail;

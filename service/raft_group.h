@@ -41,6 +41,7 @@ typedef struct {
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
+    int listen_fd;                   /* > 0: the raft port, bound already (raft_host.h) */
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);
 } raft_group_config;

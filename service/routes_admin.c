@@ -57,7 +57,7 @@ static void prune_backups(const svc *s)
         if ((uint64_t)(n - i) > s->cfg.backup_keep &&
             (size_t)snprintf(path, sizeof path, "%s/%s", s->cfg.backup_dir,
                              names[i]->d_name) < sizeof path &&
-            pc_backup_remove(path) == PC_OK)
+            pc_backup_remove(s->engine, path) == PC_OK)
             log_info("backup %s removed (--backup-keep %llu)", path,
                      (unsigned long long)s->cfg.backup_keep);
         free(names[i]);
@@ -113,7 +113,7 @@ static void h_backup(httpd_req *req, void *ctx)
 }
 
 const httpd_route admin_routes[] = {
-    {.method = "POST", .pattern = "/v1/admin/backup", .handler = h_backup, .name = "backup"},
+    {.method = "POST", .pattern = "/v1/admin/backup", .handler = h_backup},
     {.method = "GET", .pattern = "/v1/admin/backup", .handler = h_backup_archive,
      .blocking = true},
 };

@@ -225,14 +225,13 @@ const httpd_route kv_routes[] = {
     /* A scan asks the oracle and may wait on locks: off the event threads.
      * Latest point reads stay on them (the hot path, f_get); whatever may
      * wait goes to a worker (h_get). */
-    {.method = "GET", .pattern = "/v1/kv", .handler = h_scan, .name = "kv_scan", .blocking = true},
-    {.method = "GET", .pattern = "/v1/kv/{key...}", .handler = h_get,
-     .name = "kv_get", .blocking = true, .fast = f_get},
+    {.method = "GET", .pattern = "/v1/kv", .handler = h_scan, .blocking = true},
+    {.method = "GET", .pattern = "/v1/kv/{key...}", .handler = h_get, .blocking = true,
+     .fast = f_get},
     /* Blind writes go from the event thread to the committer (f_*); the
      * rest run on a worker (h_*). */
-    {.method = "PUT", .pattern = "/v1/kv/{key...}", .handler = h_put, .name = "kv_put", .fast = f_put},
-    {.method = "DELETE", .pattern = "/v1/kv/{key...}", .handler = h_delete,
-     .name = "kv_delete", .fast = f_delete},
-    {.method = "POST", .pattern = "/v1/txn", .handler = h_txn, .name = "txn_oneshot"},
+    {.method = "PUT", .pattern = "/v1/kv/{key...}", .handler = h_put, .fast = f_put},
+    {.method = "DELETE", .pattern = "/v1/kv/{key...}", .handler = h_delete, .fast = f_delete},
+    {.method = "POST", .pattern = "/v1/txn", .handler = h_txn},
 };
 const size_t kv_routes_n = sizeof(kv_routes) / sizeof(kv_routes[0]);

@@ -134,12 +134,9 @@ static void h_claim(httpd_req *req, void *ctx)
 }
 
 const httpd_route observer_routes[] = {
-    {.method = "GET", .pattern = "/v1/observers", .handler = h_list,
-     .name = "observers_list", .blocking = true},
-    {.method = "PUT", .pattern = "/v1/observers/{name}", .handler = h_put, .name = "observer_put"},
-    {.method = "DELETE", .pattern = "/v1/observers/{name}", .handler = h_delete,
-     .name = "observer_delete"},
-    {.method = "POST", .pattern = "/v1/observers/{name}/claim", .handler = h_claim,
-     .name = "observer_claim"},
+    {.method = "GET", .pattern = "/v1/observers", .handler = h_list, .blocking = true},
+    {.method = "PUT", .pattern = "/v1/observers/{name}", .handler = h_put},
+    {.method = "DELETE", .pattern = "/v1/observers/{name}", .handler = h_delete},
+    {.method = "POST", .pattern = "/v1/observers/{name}/claim", .handler = h_claim},
 };
 const size_t observer_routes_n = sizeof(observer_routes) / sizeof(observer_routes[0]);

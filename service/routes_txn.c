@@ -494,25 +494,19 @@ static void h_keepalive(httpd_req *req, void *ctx)
 }
 
 const httpd_route txn_routes[] = {
-    {.method = "POST", .pattern = "/v1/txns", .handler = h_begin, .name = "begin"},
+    {.method = "POST", .pattern = "/v1/txns", .handler = h_begin},
     /* Session reads wait for the session (a commit may hold it): off the
      * event threads. */
-    {.method = "GET", .pattern = "/v1/txns/{id}", .handler = h_status,
-     .name = "txn_status", .blocking = true},
-    {.method = "DELETE", .pattern = "/v1/txns/{id}", .handler = h_rollback, .name = "txn_delete"},
+    {.method = "GET", .pattern = "/v1/txns/{id}", .handler = h_status, .blocking = true},
+    {.method = "DELETE", .pattern = "/v1/txns/{id}", .handler = h_rollback},
     {.method = "GET", .pattern = "/v1/txns/{id}/keys/{key...}", .handler = h_get_key,
-     .name = "txn_get", .blocking = true},
-    {.method = "PUT", .pattern = "/v1/txns/{id}/keys/{key...}", .handler = h_put_key,
-     .name = "txn_put"},
-    {.method = "DELETE", .pattern = "/v1/txns/{id}/keys/{key...}", .handler = h_delete_key,
-     .name = "txn_delete_key"},
-    {.method = "POST", .pattern = "/v1/txns/{id}/batch", .handler = h_batch, .name = "txn_batch"},
-    {.method = "GET", .pattern = "/v1/txns/{id}/scan", .handler = h_scan,
-     .name = "txn_scan", .blocking = true},
-    {.method = "POST", .pattern = "/v1/txns/{id}/commit", .handler = h_commit, .name = "commit"},
-    {.method = "POST", .pattern = "/v1/txns/{id}/rollback", .handler = h_rollback,
-     .name = "rollback"},
-    {.method = "POST", .pattern = "/v1/txns/{id}/keepalive", .handler = h_keepalive,
-     .name = "keepalive"},
+     .blocking = true},
+    {.method = "PUT", .pattern = "/v1/txns/{id}/keys/{key...}", .handler = h_put_key},
+    {.method = "DELETE", .pattern = "/v1/txns/{id}/keys/{key...}", .handler = h_delete_key},
+    {.method = "POST", .pattern = "/v1/txns/{id}/batch", .handler = h_batch},
+    {.method = "GET", .pattern = "/v1/txns/{id}/scan", .handler = h_scan, .blocking = true},
+    {.method = "POST", .pattern = "/v1/txns/{id}/commit", .handler = h_commit},
+    {.method = "POST", .pattern = "/v1/txns/{id}/rollback", .handler = h_rollback},
+    {.method = "POST", .pattern = "/v1/txns/{id}/keepalive", .handler = h_keepalive},
 };
 const size_t txn_routes_n = sizeof(txn_routes) / sizeof(txn_routes[0]);

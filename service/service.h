@@ -125,6 +125,9 @@ _Noreturn void svc_storage_failed(const char *what, pc_rc rc);
 /* The engine's on_fatal hook (WiredTiger panicked, a disk write failed):
  * svc_storage_failed, from whatever thread saw it. */
 _Noreturn void svc_engine_fatal(void *arg, const char *what);
+/* The engine's log hook: WiredTiger's messages and the engine's own go
+ * to the service's log, in its --log-format. */
+void svc_engine_log(void *arg, pc_log_level level, const char *msg);
 
 /* Timestamps no transaction may use (DESIGN §4.8): at or below the
  * store's highest timestamp (the oracle lost its state), or this close to

@@ -122,6 +122,15 @@ void svc_engine_fatal(void *arg, const char *what)
     svc_storage_failed(what, PC_PANIC);
 }
 
+void svc_engine_log(void *arg, pc_log_level level, const char *msg)
+{
+    (void)arg;
+    log_msg(level == PC_LOG_ERROR  ? LOG_ERROR
+            : level == PC_LOG_WARN ? LOG_WARN
+                                   : LOG_INFO,
+            "%s", msg);
+}
+
 /* Record why the oracle's answer is (not) used; a change is logged once,
  * loudly: an oracle behind the store needs an operator. */
 static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)

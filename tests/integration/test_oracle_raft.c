@@ -3,7 +3,8 @@
  * group on 127.0.0.1 (docs/DESIGN.md §7):
  *
  *  - one leader; a follower answers 307 to it (or 503 not_leader while it
- *    knows of none); health reports role, leader, term and the mark;
+ *    knows of none); health reports role, leader, term and the mark, in
+ *    the form the README shows;
  *  - 8 clients take timestamps while the leader is killed (kill -9) ten
  *    times and a follower twice, each restarted: every timestamp is unique,
  *    each client's are increasing, and real-time order holds (a request
@@ -28,6 +29,7 @@
 
 #include "bank.h"
 #include "raft_member.h"
+#include "readme.h"
 #include "testlib.h"
 #include "timeutil.h"
 
@@ -483,6 +485,15 @@ static void the_service_commits_through_a_follower(void **state)
         assert_int_equal(json_object_get(j, "term") != NULL, with);
         assert_int_equal(json_object_get(j, "hwm") != NULL, with);
         assert_int_equal(json_object_get(j, "applied_index") != NULL, with);
+        if (with) { /* the README shows a member's health, as it is */
+            json_t *doc = tl_readme_example("127.0.0.1:8091/v1/health");
+            char why[300];
+            assert_non_null(doc);
+            if (!tl_json_same_shape(doc, j, why, sizeof why))
+                fail_msg("README's example of a member's /v1/health: %s (the answer: %s)", why,
+                         h.body);
+            json_decref(doc);
+        }
         json_decref(j);
         tl_resp_free(&h);
     }

@@ -10,8 +10,9 @@
  *    Retry-After and no Location, /metrics carries percolator_raft_*;
  *  - in a whole group, a follower passes every /v1 request on to the
  *    leader and relays its answer (writes, reads, a session begun there,
- *    membership), never a request passed on already; the leader answers an unknown session
- *    410 txn_expired; once both followers are killed, a write on the
+ *    membership), never a request passed on already; the leader answers
+ *    an unknown session 410 txn_expired; a follower's health has what the
+ *    README shows; once both followers are killed, a write on the
  *    leader is 503 raft_unavailable (or not_leader, had it stepped down
  *    already) with Retry-After;
  *  - the election timeout and heartbeat flags: a bad pair refused, and a
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "raft_member.h"
+#include "readme.h"
 #include "svc_group.h"
 #include "testlib.h"
 #include "timeutil.h"
@@ -204,6 +206,13 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "leader"), "id")),
                      l + 1);
+    /* The README shows a member's health as it is. */
+    json_t *doc = tl_readme_example("127.0.0.1:8081/v1/health");
+    char why[300];
+    assert_non_null(doc);
+    if (!tl_json_same_shape(doc, j, why, sizeof why))
+        fail_msg("README's example of a member's /v1/health: %s (the answer: %s)", why, r.body);
+    json_decref(doc);
     json_decref(j);
     tl_resp_free(&r);
 
