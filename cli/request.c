@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +114,31 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* The leader a follower passed the last request on to
+ * (X-Percolator-Leader), "" when it came from the member asked. */
+static char leader_seen[512];
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    (void)ud;
+    size_t len = size * n;
+    static const char name[] = "X-Percolator-Leader:";
+    size_t nl = sizeof name - 1;
+    if (len > nl && strncasecmp(p, name, nl) == 0) {
+        const char *v = p + nl;
+        size_t vl = len - nl;
+        while (vl > 0 && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
+        if (vl < sizeof leader_seen) {
+            memcpy(leader_seen, v, vl);
+            leader_seen[vl] = '\0';
+        }
+    }
+    return len;
+}
+
 /* Set every option of one attempt; 0 or -1. */
 static int setup(const char *method, const char *url, const char *body, long timeout_ms,
                  struct curl_slist *headers, cli_reply *r)
@@ -125,6 +151,7 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r->body) != CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, sink != NULL ? 0L : timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
@@ -167,6 +194,7 @@ static CURLcode attempt(const char *method, const char *url, const char *body, l
     r->status = 0;
     r->errmsg[0] = '\0';
     *sent = false;
+    leader_seen[0] = '\0';
     /* A download starts over in an empty file at each try. */
     if (sink != NULL && (fflush(sink) != 0 || ftruncate(fileno(sink), 0) != 0 ||
                          fseeko(sink, 0, SEEK_SET) != 0)) {
@@ -272,6 +300,14 @@ void cli_request(const char *method, const char *path, const char *body, long ex
                              (r->status == 503 && (strcmp(code, "not_leader") == 0 || read));
             if (!elsewhere) {
                 current = i;
+                /* Answered through a follower: ask the leader itself next
+                 * time, when it is one of the endpoints (one hop less). */
+                for (size_t k = 0; leader_seen[0] != '\0' && k < nendpoints; k++)
+                    if (strcmp(endpoints[k], leader_seen) == 0)
+                        current = k;
+                if (opts->verbose && leader_seen[0] != '\0')
+                    fprintf(stderr, "percolator:   passed on to the leader at %s%s\n",
+                            leader_seen, current != i ? " (asked directly from now on)" : "");
                 r->maybe_applied = !read && ((cc != CURLE_OK && sent) ||
                                              (r->status == 503 &&
                                               strcmp(code, "raft_unavailable") == 0));

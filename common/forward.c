@@ -132,6 +132,7 @@ static void answer(forwarder *f, job *j, CURLcode rc)
         relay_header(req, "Location", j->location);
         relay_header(req, "WWW-Authenticate", j->www_auth);
         relay_header(req, "Allow", j->allow);
+        relay_header(req, FORWARD_LEADER_HEADER, j->target);
         if (j->reply.len == 0 && j->content_type[0] == '\0')
             httpd_reply_empty(req, (unsigned)status);
         else

@@ -23,6 +23,9 @@
 /* The request header that marks a forwarded request: its receiver serves
  * it or refuses it, never passes it on again (no loops). */
 #define FORWARD_HEADER "X-Percolator-Forwarded-By"
+/* The reply header that names the leader a relayed answer came from: a
+ * client that knows that member may ask it directly next time. */
+#define FORWARD_LEADER_HEADER "X-Percolator-Leader"
 
 typedef struct forwarder forwarder;
 

@@ -161,8 +161,23 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     assert_int_equal(call(&g, f, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, 5000, &r, &j), 200);
     assert_string_equal(json_string_value(json_object_get(j, "value")), "via-f");
     assert_null(tl_resp_header(&r, "Location", loc, sizeof loc));
+    /* The relayed answer names the leader it came from. */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[l]);
+    assert_non_null(tl_resp_header(&r, "X-Percolator-Leader", loc, sizeof loc));
+    assert_string_equal(loc, url);
     json_decref(j);
     tl_resp_free(&r);
+    /* The CLI given the follower first learns the leader from it. */
+    char eps[600];
+    snprintf(eps, sizeof eps, "http://127.0.0.1:%d,%s", g.http[f], url);
+    const char *get_args[] = {"--endpoints", eps, "--verbose", "get", "a/b", NULL};
+    tl_run_result cr;
+    assert_int_equal(tl_run("percolator", get_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(cr.status, 0);
+    assert_string_equal(cr.out, "via-f\n");
+    if (strstr(cr.err, "asked directly from now on") == NULL)
+        fail_msg("the CLI did not take the leader from the answer: %s", cr.err);
+    tl_run_free(&cr);
     assert_int_equal(call(&g, f, "GET", "/v1/kv/nope?encoding=text", NULL, 5000, &r, &j), 404);
     assert_string_equal(error_code(j), "not_found");
     json_decref(j);
@@ -231,8 +246,8 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
 
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[f]);
     assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
-    /* The follower counts what it relayed: the eight requests above. */
-    assert_int_equal(tl_metric(r.body, "percolator_forwarded_requests_total{outcome=\"relayed\"}"), 8);
+    /* The follower counts what it relayed: the nine requests above. */
+    assert_int_equal(tl_metric(r.body, "percolator_forwarded_requests_total{outcome=\"relayed\"}"), 9);
     tl_resp_free(&r);
 
     /* The leader: a session it did not begin is gone (410, not 404). */
