@@ -12,6 +12,7 @@
  *   txn.c      txn, watch-claim
  *   members.c  member list|add|remove|lead (a Raft group's membership)
  *   backup.c   backup save|restore (an archive of the store, taken home)
+ *   status.c   status (what each endpoint says of itself)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -95,6 +96,11 @@ void cli_request(const char *method, const char *path, const char *body, long ex
  * takes its time). */
 void cli_download(const char *path, FILE *out, cli_reply *r);
 void cli_reply_free(cli_reply *r);
+/* The endpoints given, and one GET sent to endpoint i alone (no failover,
+ * no retry): for what each member says of itself. */
+size_t cli_endpoint_count(void);
+const char *cli_endpoint(size_t i);
+void cli_request_one(size_t i, const char *path, cli_reply *r);
 /* The exit code for a reply that is not the success the caller wanted,
  * with the reason on stderr ("percolator: 409 write_conflict: ..."). */
 int cli_fail(const cli_reply *r);
@@ -123,5 +129,7 @@ int cli_watch_claim(const cli_opts *o);
 int cli_member(const cli_opts *o);
 /* --- backup.c --- */
 int cli_backup(const cli_opts *o);
+/* --- status.c --- */
+int cli_status(const cli_opts *o);
 
 #endif

@@ -19,7 +19,7 @@
 
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
-       C_BACKUP = 128, C_ALL = 255 };
+       C_BACKUP = 128, C_STATUS = 256, C_ALL = 511 };
 
 typedef struct command {
     const char *name;
@@ -37,6 +37,7 @@ static const command commands[] = {
     {"watch-claim", C_WATCH, 1, 1, cli_watch_claim},
     {"member", C_MEMBER, 1, 2, cli_member},
     {"backup", C_BACKUP, 2, 2, cli_backup},
+    {"status", C_STATUS, 0, 0, cli_status},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -102,6 +103,9 @@ static const char usage_text[] =
     "  member remove ID           remove member ID (refused if the rest would lack a quorum)\n"
     "  member lead ID             hand the lead to voter ID\n"
     "                             (member: any member of the service's or the oracle's group)\n"
+    "  status                     what each of --endpoints says of itself (its /v1/health):\n"
+    "                             STATUS, ROLE, MEMBERSHIP, LEADER, TERM, APPLIED; exit 4\n"
+    "                             if one does not answer\n"
     "  backup save FILE           a fresh backup of the store, streamed from the service (the\n"
     "                             leader of a group) into FILE, a tar archive, checked whole\n"
     "                             before it is named FILE\n"
@@ -288,7 +292,7 @@ static int run(int argc, char **argv, cli_opts *o)
         rc = usage_error("wrong number of arguments for %s", c->name);
     else if (c->bit == C_SCAN && o->prefix && (o->start || o->end))
         rc = usage_error("--prefix %s cannot be combined with --start or --end", o->prefix);
-    else if (c->bit != C_SCAN && c->bit != C_TXN && pos[1][0] == '\0')
+    else if (c->bit != C_SCAN && c->bit != C_TXN && c->min_args > 0 && pos[1][0] == '\0')
         rc = usage_error("%s needs a non-empty key or name", c->name);
     for (size_t i = 0; c && rc == EXIT_OK && i < NOPTIONS; i++)
         if (seen[i] && !(options[i].cmds & c->bit))

@@ -329,6 +329,32 @@ void cli_request(const char *method, const char *path, const char *body, long ex
         r->json = json_loadb(r->body.data, r->body.len, JSON_ALLOW_NUL, NULL);
 }
 
+size_t cli_endpoint_count(void)
+{
+    return nendpoints;
+}
+
+const char *cli_endpoint(size_t i)
+{
+    return i < nendpoints ? endpoints[i] : NULL;
+}
+
+void cli_request_one(size_t i, const char *path, cli_reply *r)
+{
+    buf url = BUF_INIT;
+    bool sent;
+    memset(r, 0, sizeof *r);
+    if (i >= nendpoints || buf_puts(&url, endpoints[i]) != 0 || buf_puts(&url, path) != 0) {
+        snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
+        buf_free(&url);
+        return;
+    }
+    attempt("GET", url.data, NULL, opts->timeout_ms, r, &sent);
+    buf_free(&url);
+    if (r->status != 0 && r->body.len > 0)
+        r->json = json_loadb(r->body.data, r->body.len, JSON_ALLOW_NUL, NULL);
+}
+
 void cli_download(const char *path, FILE *out, cli_reply *r)
 {
     sink = out;

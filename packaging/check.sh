@@ -163,13 +163,14 @@ while IFS='|' read -r line want; do
     got=$(complete "$line")
     [ "$got" = "$want" ] || fail "completion of '$line': got '$got', want '$want'"
 done <<EOF
-percolator |backup del get member put scan txn watch-claim
+percolator |backup del get member put scan status txn watch-claim
 percolator g|get
 percolator --json member |add lead list remove
 percolator member r|remove
 percolator --endpoint http://127.0.0.1:8080 member l|lead list
 percolator member list |
 percolator backup |restore save
+percolator backup restore f --d|--dir
 percolator get k |
 percolator --|$G
 percolator get k --|--base64 --endpoint --endpoints --help --json --retries --timeout-ms --token-file --ts --verbose --version

@@ -178,6 +178,30 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     if (strstr(cr.err, "asked directly from now on") == NULL)
         fail_msg("the CLI did not take the leader from the answer: %s", cr.err);
     tl_run_free(&cr);
+    /* `percolator status`: a line per endpoint, one leader, the followers
+     * naming it; an endpoint that does not answer makes it exit 4. */
+    char all[700], one_dead[760];
+    snprintf(all, sizeof all, "http://127.0.0.1:%d,http://127.0.0.1:%d,http://127.0.0.1:%d",
+             g.http[0], g.http[1], g.http[2]);
+    const char *st_args[] = {"--endpoints", all, "status", NULL};
+    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(cr.status, 0);
+    int lines = 0, leaders = 0, following = 0;
+    for (char *line = strtok(cr.out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        lines++;
+        leaders += strstr(line, " leader ") != NULL;
+        following += strstr(line, " follower ") != NULL && strstr(line, url) != NULL;
+    }
+    assert_int_equal(lines, 1 + NODES);
+    assert_int_equal(leaders, 1);
+    assert_int_equal(following, NODES - 1);
+    tl_run_free(&cr);
+    snprintf(one_dead, sizeof one_dead, "%s,http://127.0.0.1:%d", all, tl_free_port());
+    st_args[1] = one_dead;
+    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(cr.status, 4);
+    assert_non_null(strstr(cr.out, "unreachable"));
+    tl_run_free(&cr);
     assert_int_equal(call(&g, f, "GET", "/v1/kv/nope?encoding=text", NULL, 5000, &r, &j), 404);
     assert_string_equal(error_code(j), "not_found");
     json_decref(j);
