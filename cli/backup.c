@@ -53,8 +53,15 @@ static int walk(FILE *f, const char *file, const char *dir, unsigned *files)
             fprintf(stderr, "percolator: %s: %s\n", file, why);
             goto out;
         }
-        if (k == 0)
+        if (k == 0) { /* the first end block: the second must follow */
+            if (fread(h, 1, TAR_BLOCK, f) != TAR_BLOCK ||
+                tar_parse(h, name, &size, &why) != 0) {
+                fprintf(stderr, "percolator: %s: the archive's end is not two zero blocks "
+                        "(cut short?)\n", file);
+                goto out;
+            }
             break;
+        }
         metadata |= strcmp(name, "WiredTiger") == 0;
         int out = -1;
         if (dir != NULL) {
@@ -134,7 +141,9 @@ static int save(const cli_opts *o, const char *file)
     }
     FILE *f = fopen(part, "w+xe");
     if (f == NULL) {
-        fprintf(stderr, "percolator: cannot create %s: %s\n", part, strerror(errno));
+        fprintf(stderr, "percolator: cannot create %s: %s%s\n", part, strerror(errno),
+                errno == EEXIST ? " (left by a save that did not finish, or another save "
+                                  "under way: remove it if none is)" : "");
         return EXIT_USAGE;
     }
     cli_reply r;

@@ -156,8 +156,9 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
     /* A download may take long; it fails when no byte came for the
-     * timeout (the server's copy before the first byte included). */
-    long idle_s = timeout_ms / 1000 > 0 ? timeout_ms / 1000 : 1;
+     * timeout, and at least 10 minutes: the server copies the whole store
+     * before it sends the first byte. */
+    long idle_s = timeout_ms / 1000 > 600 ? timeout_ms / 1000 : 600;
     if (sink != NULL && (curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
                          curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK))
         return -1;

@@ -34,6 +34,7 @@ typedef struct job {
     char *url;
     char *target;
     bool read_only;                 /* GET or HEAD: never applied, however it ends */
+    bool sent;                      /* any byte of it left (CURLINFO_REQUEST_SIZE) */
     size_t max_reply;
     buf reply;
     bool too_big;
@@ -45,6 +46,7 @@ typedef struct job {
 
 struct forwarder {
     forward_config cfg;
+    char self[64];                  /* cfg.self, copied: the caller's may not last */
     CURLM *multi;
     pthread_t thread;
     bool started;
@@ -53,7 +55,7 @@ struct forwarder {
     bool stopping;
     job *active;                    /* in multi (the thread's alone) */
     _Atomic uint64_t give_up_at;    /* forward_drain: monotonic ms (0: never) */
-    metrics_series *m_ok, *m_unreachable, *m_lost;
+    metrics_series *m_ok, *m_unreachable, *m_lost, *m_received;
 };
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
@@ -144,10 +146,12 @@ static void answer(forwarder *f, job *j, CURLcode rc)
         httpd_reply_error(req, 502, "bad_gateway", NULL,
                           "the leader's reply is over %zu bytes, more than a member relays",
                           j->max_reply);
-    } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-               j->read_only) {
-        /* Nothing was sent (no connection), or nothing could have been
-         * changed (a read): the client may simply ask again. */
+    } else if (!j->sent || j->read_only) {
+        /* Nothing was sent, or nothing could have been changed (a read):
+         * the client may simply ask again. Not "could not connect": libcurl
+         * sends a request again on a new connection when a kept-alive one
+         * died before any answer, and a refused second connect says
+         * nothing of the first send. */
         metrics_inc(f->m_unreachable, 1);
         httpd_add_header(req, "Retry-After", "1");
         httpd_reply_error(req, 503, "not_leader", json_pack("{s:i}", "retry_after_ms", 1000),
@@ -236,9 +240,9 @@ static job *job_new(forwarder *f, httpd_req *req, const char *target)
               /* The leader's answer is relayed as it is, a 307 included. */
               curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK;
-    if (ok && strcmp(method, "HEAD") == 0)
-        ok = curl_easy_setopt(e, CURLOPT_NOBODY, 1L) == CURLE_OK;
-    else if (ok && strcmp(method, "GET") != 0)
+    /* A HEAD goes as a GET: the body relayed gives MHD the leader's
+     * Content-Length, and MHD sends no body to a HEAD. */
+    if (ok && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         ok = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method) == CURLE_OK;
     if (ok && (body_len > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0))
         /* The body stays with the request, which outlives the job. */
@@ -284,6 +288,11 @@ void forward_request(forwarder *f, httpd_req *req, const char *target)
 /* Take a finished (or given up) job out of multi and answer it. */
 static void finish(forwarder *f, job *j, CURLcode rc)
 {
+    long request_bytes = 1; /* unknown counts as sent */
+    if (curl_easy_getinfo(j->easy, CURLINFO_REQUEST_SIZE, &request_bytes) == CURLE_OK)
+        j->sent = request_bytes > 0;
+    else
+        j->sent = true;
     job **pp = &f->active;
     while (*pp != NULL && *pp != j)
         pp = &(*pp)->next;
@@ -367,6 +376,8 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     f->cfg = *cfg;
+    snprintf(f->self, sizeof f->self, "%s", cfg->self != NULL && cfg->self[0] ? cfg->self : "?");
+    f->cfg.self = f->self;
     pthread_mutex_init(&f->mu, NULL);
     long conns = cfg->max_conns ? (long)cfg->max_conns : 64;
     if ((f->multi = curl_multi_init()) == NULL ||
@@ -385,6 +396,9 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen)
         f->m_ok = metrics_series_get(fam, "relayed", NULL);
         f->m_unreachable = metrics_series_get(fam, "unreachable", NULL);
         f->m_lost = metrics_series_get(fam, "lost", NULL);
+        f->m_received = metrics_counter1(cfg->metrics,
+                                         "percolator_forwarded_requests_received_total",
+                                         "requests another member passed on to this one");
     }
     if (pthread_create(&f->thread, NULL, run, f) != 0) {
         snprintf(err, errlen, "cannot start the forwarding thread");
@@ -393,6 +407,12 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen)
     }
     f->started = true;
     return f;
+}
+
+void forward_note_received(forwarder *f)
+{
+    if (f != NULL)
+        metrics_inc(f->m_received, 1);
 }
 
 void forward_drain(forwarder *f, unsigned ms)

@@ -56,6 +56,10 @@ forwarder *forward_start(const forward_config *cfg, char *err, size_t errlen);
  * the request, or replies 503 when it cannot. */
 void forward_request(forwarder *f, httpd_req *req, const char *target);
 
+/* Count a request that came passed on by another member (it carries
+ * FORWARD_HEADER): percolator_forwarded_requests_received_total. */
+void forward_note_received(forwarder *f);
+
 /* A graceful stop is coming: what is still in flight in ms from now is
  * given up (503), so that the stop is not held by a slow leader. */
 void forward_drain(forwarder *f, unsigned ms);

@@ -123,6 +123,8 @@ int tar_parse(const unsigned char in[TAR_BLOCK], char name[TAR_NAME_MAX + 1], ui
                 goto bad_size;
         if ((in[124] & 0x7f) != 0)
             goto bad_size;
+        if (v > TAR_SIZE_MAX)
+            goto bad_size;
         *size = v;
         return 1;
     }

@@ -15,6 +15,7 @@
 
 #define TAR_BLOCK 512
 #define TAR_NAME_MAX 99     /* a name's bytes, without its NUL */
+#define TAR_SIZE_MAX ((uint64_t)1 << 62) /* larger is refused: no sum can wrap */
 
 /* The header of a regular file `name` (1..TAR_NAME_MAX bytes, no '/')
  * with `size` bytes, mode 0600, modified at `mtime` (seconds). 0, or -1

@@ -105,10 +105,13 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
         return false;
     raft_group_status st;
     raft_group_get_status(s->raft, &st);
-    if (strcmp(st.role, "leader") == 0)
-        return false; /* a leader still waiting for its first barrier answers 503 itself */
-    out->code = "not_leader";
     const char *by = httpd_header(req, FORWARD_HEADER);
+    if (strcmp(st.role, "leader") == 0) {
+        if (by != NULL)
+            forward_note_received(s->fwd);
+        return false; /* a leader still waiting for its first barrier answers 503 itself */
+    }
+    out->code = "not_leader";
     if (by != NULL) {
         snprintf(out->message, sizeof out->message,
                  "this member (%u) was passed the request by %.64s as the leader, but does "
@@ -117,7 +120,8 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
         snprintf(out->location, sizeof out->location, "%s", st.leader_http);
         /* A backup archive is as big as the store: not held in memory to
          * be relayed, the client is sent to the leader for it (307). */
-        out->forward = strcmp(httpd_method(req), "GET") != 0 ||
+        out->forward = (strcmp(httpd_method(req), "GET") != 0 &&
+                        strcmp(httpd_method(req), "HEAD") != 0) ||
                        strcmp(httpd_path(req), "/v1/admin/backup") != 0;
         if (!out->forward)
             snprintf(out->message, sizeof out->message,

@@ -273,6 +273,12 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     /* The follower counts what it relayed: the nine requests above. */
     assert_int_equal(tl_metric(r.body, "percolator_forwarded_requests_total{outcome=\"relayed\"}"), 9);
     tl_resp_free(&r);
+    /* ... and the leader got them marked as passed on (the mark that keeps
+     * a member that lost the lead from passing one on again). */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[l]);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_true(tl_metric(r.body, "percolator_forwarded_requests_received_total") >= 9);
+    tl_resp_free(&r);
 
     /* The leader: a session it did not begin is gone (410, not 404). */
     assert_int_equal(call(&g, l, "POST", "/v1/txns/no-such-txn/commit", NULL, 5000, &r, &j),

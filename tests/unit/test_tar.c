@@ -66,6 +66,12 @@ static void bad_headers_are_refused(void **state)
     const char *why;
     assert_int_equal(tar_parse(zero, name, &size, &why), 0); /* the end */
 
+    /* A size so large that padding it would wrap: refused. */
+    assert_int_equal(tar_header(h, "WiredTiger", UINT64_MAX, 0), 0);
+    why = NULL;
+    assert_int_equal(tar_parse(h, name, &size, &why), -1);
+    assert_non_null(strstr(why, "size"));
+
     assert_int_equal(tar_header(h, "data.wt", 10, 0), 0);
     h[0] = 'D'; /* the checksum no longer holds */
     why = NULL;
