@@ -284,7 +284,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     wait_acked(before + 50); /* the store went on */
     atomic_store(&stop, true);
     pthread_join(w, NULL);
-    assert_true(stream_copies_gone(5000));
+    assert_true(stream_copies_gone(30000));
 
     /* The route as any HTTP client sees it (and the spec check): a tar
      * archive, as long as it says, whose first member is a file. */
@@ -298,7 +298,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     assert_true(hr.len > 1024 && hr.len % 512 == 0);
     assert_string_equal(hr.body + 257, "ustar");
     tl_resp_free(&hr);
-    assert_true(stream_copies_gone(5000));
+    assert_true(stream_copies_gone(30000));
 
     /* tar reads it: WiredTiger's metadata and the tables are in it. */
     const char *list[] = {"-tf", file, NULL};
@@ -433,15 +433,18 @@ static void a_second_backup_while_one_runs_answers_409(void **state)
 {
     (void)state;
     char backups[700];
-    /* The failpoint holds every backup 5 s after its first file. */
-    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=sleep:5000");
+    /* The failpoint holds every backup 15 s after its first file: long
+     * enough that the second request comes meanwhile on a loaded machine. */
+    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=sleep:15000");
     json_decref(tl_must(&ST, "PUT", "/v1/kv/k", "{\"value\":\"v\"}", 200));
 
     async_call first = {0, NULL, false};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, backup_main, &first), 0);
-    /* Its directory appears once it runs; it is then held for 5 s. */
-    for (int i = 0; i < 1000 && count_entries(backups, "backup-") == 0; i++)
+    /* Its directory appears once it runs (within 60 s, however loaded the
+     * machine); it is then held for 15 s. */
+    for (uint64_t t0 = time_mono_ms();
+         count_entries(backups, "backup-") == 0 && time_mono_ms() - t0 < 60000;)
         time_sleep_ms(10);
     assert_int_equal(count_entries(backups, "backup-"), 1);
 
