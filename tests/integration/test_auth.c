@@ -46,7 +46,7 @@ static int service_with_token_file(tl_stack *st, const char *path)
     snprintf(log, sizeof log, "%s/other.log", st->dir);
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    int rc = tl_wait_exit(pid, 5000);
+    int rc = tl_wait_exit(pid, TL_STOP_MS);
     if (rc == -1) {
         tl_stop(pid, 5000);
         return 0;
@@ -197,7 +197,7 @@ static void oracle_with_token(tl_stack *st, const char *path)
                           path, NULL};
     st->oracle.pid = tl_spawn("percolator-oracle", args, NULL, st->oracle.log);
     assert_true(st->oracle.pid > 0);
-    assert_int_equal(tl_wait_health(st->oracle.url, st->oracle.pid, 15000), 0);
+    assert_int_equal(tl_wait_health(st->oracle.url, st->oracle.pid, TL_START_MS), 0);
 }
 
 static long oracle_post(tl_stack *st, const char *header)

@@ -195,7 +195,7 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
                           "--restore-from", backup, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    if (tl_wait_health(url, pid, 30000) != 0)
+    if (tl_wait_health(url, pid, TL_START_MS) != 0)
         tl_dump_file(log);
 
     long st;
@@ -236,11 +236,11 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "backup_unavailable"));
     tl_resp_free(&r);
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
 
     /* A restore never writes over a data dir. */
     pid = tl_spawn("percolator-service", args, NULL, log);
-    assert_int_equal(tl_wait_exit(pid, 15000), 2);
+    assert_int_equal(tl_wait_exit(pid, TL_STOP_MS), 2);
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
@@ -346,7 +346,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", ST.oracle.url, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    if (tl_wait_health(url, pid, 30000) != 0)
+    if (tl_wait_health(url, pid, TL_START_MS) != 0)
         tl_dump_file(log);
     for (int i = 0; i < before; i++) {
         char key[32];
@@ -361,7 +361,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     }
     print_message("restored from the archive: all %d writes acknowledged before the save\n",
                   before);
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 

@@ -30,7 +30,7 @@ static int run_to_end(const char *prog, const char *const args[], const char *ou
 {
     pid_t pid = tl_spawn(prog, args, NULL, out);
     assert_true(pid > 0);
-    return tl_wait_exit(pid, 20000);
+    return tl_wait_exit(pid, TL_STOP_MS);
 }
 
 static void both_programs_tell_their_version(void **state)
@@ -205,11 +205,11 @@ static void make_run_fails_loudly(void **state)
     assert_true(first > 0);
     char url[96];
     snprintf(url, sizeof url, "http://%s", service);
-    assert_int_equal(tl_wait_health(url, first, 30000), 0);
+    assert_int_equal(tl_wait_health(url, first, TL_START_MS), 0);
 
     /* The same ports: refused before anything starts. */
     pid_t second = tl_spawn("/bin/bash", args, env, log2);
-    assert_int_equal(tl_wait_exit(second, 20000), 1);
+    assert_int_equal(tl_wait_exit(second, TL_STOP_MS), 1);
     char *text = tl_read_file(log2, NULL);
     assert_non_null(strstr(text, "already answers"));
     free(text);
@@ -220,13 +220,13 @@ static void make_run_fails_loudly(void **state)
     snprintf(env_s2, sizeof env_s2, "SERVICE_LISTEN=127.0.0.1:%d", tl_free_port());
     const char *env2[] = {env_o2, env_s2, env_d, NULL};
     second = tl_spawn("/bin/bash", args, env2, log2);
-    assert_int_equal(tl_wait_exit(second, 20000), 1);
+    assert_int_equal(tl_wait_exit(second, TL_STOP_MS), 1);
     text = tl_read_file(log2, NULL);
     assert_non_null(strstr(text, "the oracle did not start"));
     assert_non_null(strstr(text, "LOCK"));
     free(text);
 
-    assert_int_equal(tl_stop(first, 20000), 0);
+    assert_int_equal(tl_stop(first, TL_STOP_MS), 0);
     tl_rmtree(dir);
     free(dir);
 }

@@ -71,7 +71,7 @@ static void node_start(group *g, int i)
     assert_true(g->pid[i] > 0);
     char url[64];
     node_url(g, i, url, sizeof url);
-    assert_int_equal(tl_wait_health(url, g->pid[i], 15000), 0);
+    assert_int_equal(tl_wait_health(url, g->pid[i], TL_START_MS), 0);
 }
 
 /* A group of n members in --raft-peers (NODES, up to MAX_NODES), the
@@ -118,7 +118,7 @@ static void group_stop(group *g)
 {
     for (int i = 0; i < g->n; i++)
         if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 15000), 0);
+            assert_int_equal(tl_stop(g->pid[i], TL_STOP_MS), 0);
     tl_rmtree(g->dir);
     free(g->dir);
 }
@@ -497,7 +497,7 @@ static void the_service_commits_through_a_follower(void **state)
                           "--oracle-token-file", g.token, NULL};
     pid_t svc = tl_spawn("percolator-service", args, NULL, log);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    assert_int_equal(tl_wait_health(url, svc, 20000), 0);
+    assert_int_equal(tl_wait_health(url, svc, TL_START_MS), 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/k", port);
     tl_resp r;
     assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", 5000, &r),
@@ -506,7 +506,7 @@ static void the_service_commits_through_a_follower(void **state)
         tl_dump_file(log);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
-    assert_int_equal(tl_stop(svc, 15000), 0);
+    assert_int_equal(tl_stop(svc, TL_STOP_MS), 0);
     group_stop(&g);
 }
 
@@ -658,7 +658,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     const char *args[] = {"--listen", listen, "--data-dir", st.svc.data, "--oracle", oracles,
                           NULL};
     st.svc.pid = tl_spawn("percolator-service", args, NULL, st.svc.log);
-    assert_int_equal(tl_wait_health(st.svc.url, st.svc.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(st.svc.url, st.svc.pid, TL_START_MS), 0);
     char body[1024] = "{\"writes\":[";
     for (int i = 0; i < ACCOUNTS; i++)
         snprintf(body + strlen(body), sizeof body - strlen(body),
@@ -721,7 +721,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
                   (unsigned long long)resumed_ms[0], (unsigned long long)resumed_ms[1],
                   (unsigned long long)resumed_ms[2]);
     assert_int_equal(total, ACCOUNTS * 100);
-    assert_int_equal(tl_stop(st.svc.pid, 15000), 0);
+    assert_int_equal(tl_stop(st.svc.pid, TL_STOP_MS), 0);
     group_stop(&g);
 }
 
@@ -1002,7 +1002,7 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
         if (l == m - 1) /* a member about to go leads: hand the lead on first */
             assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", "{\"id\":1}"), 200);
         assert_int_equal(admin_at_leader(&g, "DELETE", path, NULL), 200);
-        assert_int_equal(tl_stop(g.pid[m - 1], 15000), 0);
+        assert_int_equal(tl_stop(g.pid[m - 1], TL_STOP_MS), 0);
         g.pid[m - 1] = 0;
     }
     assert_true(group_is(&g, 3, 0, 4, 10000));

@@ -97,7 +97,7 @@ static void crash_at(const char *point, bool by_reader)
     }
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
     assert_int_equal(tl_try_call(&st, "POST", path, NULL, NULL), 0); /* no answer: it died */
-    assert_int_equal(tl_wait_exit(st.svc.pid, 10000), 128 + SIGKILL);
+    assert_int_equal(tl_wait_exit(st.svc.pid, TL_STOP_MS), 128 + SIGKILL);
     st.svc.pid = 0;
 
     /* Restart without it. */

@@ -165,7 +165,7 @@ static void a_retried_commit_is_whole_after_a_crash(void **state)
     json_decref(tl_must(&st, "PUT", path, "{\"value\":\"3\"}", 409)); /* a stays out */
     oracle_up(&st, odir, oport);
     assert_int_equal(txn_commit(&st, id, NULL), 0); /* killed at the commit point */
-    assert_int_equal(tl_wait_exit(st.svc.pid, 10000), 128 + SIGKILL);
+    assert_int_equal(tl_wait_exit(st.svc.pid, TL_STOP_MS), 128 + SIGKILL);
     st.svc.pid = 0;
     st.svc.nenv = 0;
     assert_int_equal(tl_service_start(&st), 0);
@@ -578,7 +578,7 @@ static void a_failed_flush_stops_the_service_without_an_answer(void **state)
     assert_int_equal(tl_service_start(&st), 0);
     /* No answer at all (not a 500 that the store may later contradict). */
     assert_int_equal(tl_try_call(&st, "PUT", "/v1/kv/f", "{\"value\":\"after\"}", NULL), 0);
-    assert_int_equal(tl_wait_exit(st.svc.pid, 10000), 70);
+    assert_int_equal(tl_wait_exit(st.svc.pid, TL_STOP_MS), 70);
     st.svc.pid = 0;
     char *log = tl_read_file(st.svc.log, NULL);
     assert_non_null(log);

@@ -149,7 +149,7 @@ void tl_group_start_with(tl_svc_group *g, const char *tag, int started, const ch
         if (i == started)
             return;
         for (int k = 0; k < i; k++) {
-            tl_stop(g->pid[k], 20000);
+            tl_stop(g->pid[k], TL_STOP_MS);
             g->pid[k] = 0;
         }
         if (!busy || attempt == 2)
@@ -166,12 +166,12 @@ void tl_group_stop(tl_svc_group *g)
 {
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 20000), 0);
+            assert_int_equal(tl_stop(g->pid[i], TL_STOP_MS), 0);
     if (g->noracles == 1)
         assert_int_equal(tl_oracle_stop(&g->oracle), 0);
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (g->opid[i] > 0)
-            assert_int_equal(tl_stop(g->opid[i], 20000), 0);
+            assert_int_equal(tl_stop(g->opid[i], TL_STOP_MS), 0);
     tl_rmtree(g->dir);
     free(g->dir);
     g->dir = NULL;
