@@ -63,7 +63,7 @@ static long get_with(tl_stack *st, const char *path, const char *header)
     char url[256];
     snprintf(url, sizeof url, "%s%s", st->svc.url, path);
     tl_resp r;
-    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, header, 5000, &r), 0);
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, header, TL_REQUEST_MS, &r), 0);
     long status = r.status;
     tl_resp_free(&r);
     return status;
@@ -205,7 +205,7 @@ static long oracle_post(tl_stack *st, const char *header)
     char url[128];
     snprintf(url, sizeof url, "%s/v1/timestamps?count=1", st->oracle.url);
     tl_resp r;
-    assert_int_equal(tl_http_with("POST", url, NULL, 0, NULL, header, 5000, &r), 0);
+    assert_int_equal(tl_http_with("POST", url, NULL, 0, NULL, header, TL_REQUEST_MS, &r), 0);
     long status = r.status;
     tl_resp_free(&r);
     return status;

@@ -112,7 +112,7 @@ static json_t *get(const char *base, const char *path, long *status)
     char url[256];
     snprintf(url, sizeof url, "%s%s", base, path);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     *status = r.status;
     json_t *j = json_loadb(r.body, r.len, 0, NULL);
     tl_resp_free(&r);
@@ -232,7 +232,7 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     char post[96];
     snprintf(post, sizeof post, "%s/v1/admin/backup", url);
     tl_resp r;
-    assert_int_equal(tl_http("POST", post, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("POST", post, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "backup_unavailable"));
     tl_resp_free(&r);
@@ -302,7 +302,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
 
     /* tar reads it: WiredTiger's metadata and the tables are in it. */
     const char *list[] = {"-tf", file, NULL};
-    assert_int_equal(tl_run("/bin/tar", list, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("/bin/tar", list, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "WiredTiger\n"));
     assert_non_null(strstr(r.out, "data.wt\n"));

@@ -76,7 +76,7 @@ static void json_logs_access_log_and_request_ids(void **state)
     tl_resp_free(&r);
     /* Without one, or with one that may not go into a header or a log
      * line as it is: one of ours. */
-    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "X-Request-Id: bad id\"", 5000, &r),
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "X-Request-Id: bad id\"", TL_REQUEST_MS, &r),
                      0);
     assert_int_equal(r.status, 200);
     header_of(&r, "X-Request-Id", id, sizeof id);
@@ -133,7 +133,7 @@ static double metric_of(const char *base, const char *name)
     char url[128];
     snprintf(url, sizeof url, "%s/metrics", base);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     double v = tl_metric(r.body, name);
     tl_resp_free(&r);

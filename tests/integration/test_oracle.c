@@ -39,7 +39,7 @@ static json_t *call(fixture *f, const char *method, const char *path, long *stat
     char url[512];
     snprintf(url, sizeof url, "%s%s", f->o.url, path);
     tl_resp r;
-    assert_int_equal(tl_http(method, url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http(method, url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     *status = r.status;
     json_t *j = json_loadb(r.body, r.len, 0, NULL);
     tl_resp_free(&r);
@@ -127,7 +127,7 @@ static void test_bad_requests_get_json_errors(void **state)
     char url[256];
     snprintf(url, sizeof url, "%s/v1/timestamps", f->o.url);
     tl_resp r;
-    assert_int_equal(tl_http("POST", url, "x", 1, "text/plain", 5000, &r), 0);
+    assert_int_equal(tl_http("POST", url, "x", 1, "text/plain", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 415);
     j = json_loads(r.body, 0, NULL);
     assert_error(j, "unsupported_media_type");
@@ -175,7 +175,7 @@ static void test_health_and_metrics(void **state)
     char url[256];
     snprintf(url, sizeof url, "%s/metrics", f->o.url);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     char ct[128];
     assert_non_null(tl_resp_header(&r, "Content-Type", ct, sizeof ct));

@@ -157,7 +157,7 @@ static json_int_t take_timestamps(group *g, int i, unsigned count)
     char url[128];
     tl_resp r;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=%u", g->http[i], count);
-    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *j = json_loads(r.body, 0, NULL);
     json_int_t first = json_integer_value(json_object_get(j, "first"));
@@ -182,7 +182,7 @@ static void a_follower_points_at_the_leader(void **state)
      * then it answers 503 not_leader. */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[f]);
     for (int tries = 0;; tries++) {
-        assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+        assert_int_equal(tl_http("POST", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
         if (r.status != 503 || tries == 100)
             break;
         assert_non_null(strstr(r.body, "not_leader"));
@@ -473,7 +473,7 @@ static void the_service_commits_through_a_follower(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
     for (int with = 0; with < 2; with++) {
         tl_resp h;
-        assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, with ? auth : NULL, 5000, &h), 0);
+        assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, with ? auth : NULL, TL_REQUEST_MS, &h), 0);
         assert_int_equal(h.status, 200);
         json_t *j = json_loads(h.body, 0, NULL);
         assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
@@ -500,7 +500,7 @@ static void the_service_commits_through_a_follower(void **state)
     assert_int_equal(tl_wait_health(url, svc, TL_START_MS), 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/k", port);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", 5000, &r),
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", TL_REQUEST_MS, &r),
                      0);
     if (r.status != 200)
         tl_dump_file(log);
@@ -860,7 +860,7 @@ static void members_are_listed_moved_removed_and_added(void **state)
         snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g.http[f]);
         const char *args[] = {"--endpoint", ep, "member", "list", NULL};
         tl_run_result rr;
-        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 15000, &rr), 0);
+        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &rr), 0);
         assert_int_equal(rr.status, 0);
         assert_non_null(strstr(rr.out, "voter"));
         tl_run_free(&rr);
@@ -926,12 +926,12 @@ static void members_are_listed_moved_removed_and_added(void **state)
     tl_resp r;
     char url[128];
     snprintf(url, sizeof url, "%s/v1/members", e->o.url);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "not_in_a_group"));
     tl_resp_free(&r);
     snprintf(url, sizeof url, "%s/v1/ready", e->o.url); /* alone, ready once it serves */
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
     tl_oracle_env_free(e);

@@ -47,7 +47,7 @@ static int teardown(void **state)
 static int run(const char *prog, const char *const args[], char *err, size_t errlen)
 {
     tl_run_result r;
-    assert_int_equal(tl_run(prog, args, NULL, NULL, 0, 20000, &r), 0);
+    assert_int_equal(tl_run(prog, args, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     snprintf(err, errlen, "%s", r.err ? r.err : "");
     int status = r.status;
     tl_run_free(&r);

@@ -718,7 +718,7 @@ static void auth_token_is_required(void **state)
     char url[128];
     snprintf(url, sizeof(url), "%s/metrics", ST.svc.url);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 401);
     tl_resp_free(&r);
     /* The right token opens every route; a wrong one none. */

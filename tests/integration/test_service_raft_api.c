@@ -121,7 +121,7 @@ static void a_member_without_a_leader_answers_503_not_leader(void **state)
     /* Not under /v1: served by any member. */
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[0]);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 2000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_true(tl_metric(r.body, "percolator_raft_term") >= 0);
     assert_true(tl_metric(r.body, "percolator_raft_applied_index") >= 0);
@@ -221,7 +221,7 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     tl_resp_free(&r);
 
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[f]);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     /* The follower counts what it relayed: the eight requests above. */
     assert_int_equal(tl_metric(r.body, "percolator_forwarded_requests_total{outcome=\"relayed\"}"), 8);
     tl_resp_free(&r);

@@ -238,10 +238,10 @@ static void https_service(void **state)
     char url[160], plain[160];
     snprintf(url, sizeof url, "%s/v1/kv/greeting", s.url);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"hello\"}", 17, "application/json", 10000, &r), 0);
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"hello\"}", 17, "application/json", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "\"value\":\"hello\""));
     tl_resp_free(&r);
@@ -338,7 +338,7 @@ static long put(const prog *s, const char *key)
     char url[160];
     snprintf(url, sizeof url, "%s/v1/kv/%s", s->url, key);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"v\"}", 13, "application/json", 15000, &r), 0);
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"v\"}", 13, "application/json", TL_REQUEST_MS, &r), 0);
     long status = r.status;
     tl_resp_free(&r);
     return status;
@@ -366,7 +366,7 @@ static void service_commits_through_an_https_oracle(void **state)
     snprintf(url, sizeof url, "%s/v1/txn", s.url);
     static const char txn[] = "{\"writes\":[{\"key\":\"b\",\"value\":\"1\"},{\"key\":\"c\",\"value\":\"2\"}]}";
     tl_resp r;
-    assert_int_equal(tl_http("POST", url, txn, sizeof txn - 1, "application/json", 15000, &r), 0);
+    assert_int_equal(tl_http("POST", url, txn, sizeof txn - 1, "application/json", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "\"commit_ts\""));
     tl_resp_free(&r);
