@@ -112,7 +112,7 @@ static json_t *get(const char *base, const char *path, long *status)
     char url[256];
     snprintf(url, sizeof url, "%s%s", base, path);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     *status = r.status;
     json_t *j = json_loadb(r.body, r.len, 0, NULL);
     tl_resp_free(&r);
@@ -195,7 +195,7 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
                           "--restore-from", backup, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    if (tl_wait_health(url, pid, 30000) != 0)
+    if (tl_wait_health(url, pid, TL_START_MS) != 0)
         tl_dump_file(log);
 
     long st;
@@ -232,15 +232,15 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     char post[96];
     snprintf(post, sizeof post, "%s/v1/admin/backup", url);
     tl_resp r;
-    assert_int_equal(tl_http("POST", post, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("POST", post, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "backup_unavailable"));
     tl_resp_free(&r);
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
 
     /* A restore never writes over a data dir. */
     pid = tl_spawn("percolator-service", args, NULL, log);
-    assert_int_equal(tl_wait_exit(pid, 15000), 2);
+    assert_int_equal(tl_wait_exit(pid, TL_STOP_MS), 2);
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
@@ -284,7 +284,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     wait_acked(before + 50); /* the store went on */
     atomic_store(&stop, true);
     pthread_join(w, NULL);
-    assert_true(stream_copies_gone(5000));
+    assert_true(stream_copies_gone(30000));
 
     /* The route as any HTTP client sees it (and the spec check): a tar
      * archive, as long as it says, whose first member is a file. */
@@ -298,11 +298,11 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     assert_true(hr.len > 1024 && hr.len % 512 == 0);
     assert_string_equal(hr.body + 257, "ustar");
     tl_resp_free(&hr);
-    assert_true(stream_copies_gone(5000));
+    assert_true(stream_copies_gone(30000));
 
     /* tar reads it: WiredTiger's metadata and the tables are in it. */
     const char *list[] = {"-tf", file, NULL};
-    assert_int_equal(tl_run("/bin/tar", list, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("/bin/tar", list, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "WiredTiger\n"));
     assert_non_null(strstr(r.out, "data.wt\n"));
@@ -346,7 +346,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", ST.oracle.url, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    if (tl_wait_health(url, pid, 30000) != 0)
+    if (tl_wait_health(url, pid, TL_START_MS) != 0)
         tl_dump_file(log);
     for (int i = 0; i < before; i++) {
         char key[32];
@@ -361,7 +361,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     }
     print_message("restored from the archive: all %d writes acknowledged before the save\n",
                   before);
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
     assert_int_equal(tl_stack_stop(&ST), 0);
 }
 
@@ -433,15 +433,18 @@ static void a_second_backup_while_one_runs_answers_409(void **state)
 {
     (void)state;
     char backups[700];
-    /* The failpoint holds every backup 5 s after its first file. */
-    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=sleep:5000");
+    /* The failpoint holds every backup 15 s after its first file: long
+     * enough that the second request comes meanwhile on a loaded machine. */
+    start_with_backups(backups, sizeof backups, "PERCOLATOR_FAILPOINT=backup_copy=sleep:15000");
     json_decref(tl_must(&ST, "PUT", "/v1/kv/k", "{\"value\":\"v\"}", 200));
 
     async_call first = {0, NULL, false};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, backup_main, &first), 0);
-    /* Its directory appears once it runs; it is then held for 5 s. */
-    for (int i = 0; i < 1000 && count_entries(backups, "backup-") == 0; i++)
+    /* Its directory appears once it runs (within 60 s, however loaded the
+     * machine); it is then held for 15 s. */
+    for (uint64_t t0 = time_mono_ms();
+         count_entries(backups, "backup-") == 0 && time_mono_ms() - t0 < 60000;)
         time_sleep_ms(10);
     assert_int_equal(count_entries(backups, "backup-"), 1);
 

@@ -243,14 +243,14 @@ static void unreachable_endpoint_is_exit_4(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d", tl_free_port());
     const char *args[] = {"--endpoint", url, "--retries", "2", "get", "k", NULL};
     tl_run_result r;
-    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     assert_non_null(strstr(r.err, "cannot reach"));
     expect(&r, 4, "");
     /* PERCOLATOR_ENDPOINT is the default endpoint */
     char env[96];
     snprintf(env, sizeof env, "PERCOLATOR_ENDPOINT=%s", url);
     const char *env_args[] = {"get", "k", NULL}, *envs[] = {env, NULL};
-    assert_int_equal(tl_run("percolator", env_args, envs, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", env_args, envs, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 4, "");
 }
 
@@ -272,19 +272,19 @@ static void token_required(void **state)
 
     const char *no_token[] = {"--endpoint", st.svc.url, "put", "k", "v", NULL};
     tl_run_result r;
-    assert_int_equal(tl_run("percolator", no_token, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", no_token, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     assert_non_null(strstr(r.err, "401 unauthorized"));
     expect(&r, 6, "");
     const char *with[] = {"--endpoint", st.svc.url, "--token-file", tok, "put", "k", "v", NULL};
-    assert_int_equal(tl_run("percolator", with, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", with, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 0, NULL);
     char env[700];
     snprintf(env, sizeof env, "PERCOLATOR_TOKEN_FILE=%s", tok);
     const char *get[] = {"--endpoint", st.svc.url, "get", "k", NULL}, *envs[] = {env, NULL};
-    assert_int_equal(tl_run("percolator", get, envs, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", get, envs, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 0, "v\n");
     const char *badf[] = {"--endpoint", st.svc.url, "--token-file", bad, "get", "k", NULL};
-    assert_int_equal(tl_run("percolator", badf, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", badf, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 2, "");
 
     assert_int_equal(tl_stack_stop(&st), 0);
@@ -346,13 +346,13 @@ static void conflict_is_exit_3(void **state)
      * the latest committed version.) */
     const char *scan[] = {"--endpoint", st.svc.url, "scan", "--prefix", "lock", NULL};
     tl_run_result r;
-    assert_int_equal(tl_run("percolator", scan, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", scan, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     if (strstr(r.err, "409 key_locked") == NULL)
         fprintf(stderr, "scan: exit %d, stderr [%s]\n", r.status, r.err);
     assert_non_null(strstr(r.err, "409 key_locked"));
     expect(&r, 3, "");
     const char *put[] = {"--endpoint", st.svc.url, "put", "locked", "w", NULL};
-    assert_int_equal(tl_run("percolator", put, NULL, NULL, 0, 30000, &r), 0);
+    assert_int_equal(tl_run("percolator", put, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     if (strstr(r.err, "409 key_locked") == NULL)
         fprintf(stderr, "put: exit %d, stderr [%s]\n", r.status, r.err);
     assert_non_null(strstr(r.err, "409 key_locked"));

@@ -41,7 +41,7 @@ static int run_to_end(const char *prog, const char *const args[], const char *ou
 {
     pid_t pid = tl_spawn(prog, args, NULL, out);
     assert_true(pid > 0);
-    return tl_wait_exit(pid, 20000);
+    return tl_wait_exit(pid, TL_STOP_MS);
 }
 
 static void both_programs_tell_their_version(void **state)
@@ -87,7 +87,7 @@ static void json_logs_access_log_and_request_ids(void **state)
     tl_resp_free(&r);
     /* Without one, or with one that may not go into a header or a log
      * line as it is: one of ours. */
-    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "X-Request-Id: bad id\"", 5000, &r),
+    assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "X-Request-Id: bad id\"", TL_REQUEST_MS, &r),
                      0);
     assert_int_equal(r.status, 200);
     header_of(&r, "X-Request-Id", id, sizeof id);
@@ -151,7 +151,7 @@ static double metric_of(const char *base, const char *name)
     char url[128];
     snprintf(url, sizeof url, "%s/metrics", base);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     double v = tl_metric(r.body, name);
     tl_resp_free(&r);
@@ -380,11 +380,11 @@ static void make_run_fails_loudly(void **state)
     assert_true(first > 0);
     char url[96];
     snprintf(url, sizeof url, "http://%s", service);
-    assert_int_equal(tl_wait_health(url, first, 30000), 0);
+    assert_int_equal(tl_wait_health(url, first, TL_START_MS), 0);
 
     /* The same ports: refused before anything starts. */
     pid_t second = tl_spawn("/bin/bash", args, env, log2);
-    assert_int_equal(tl_wait_exit(second, 20000), 1);
+    assert_int_equal(tl_wait_exit(second, TL_STOP_MS), 1);
     char *text = tl_read_file(log2, NULL);
     assert_non_null(strstr(text, "already answers"));
     free(text);
@@ -407,13 +407,13 @@ static void make_run_fails_loudly(void **state)
     snprintf(env_s2, sizeof env_s2, "SERVICE_LISTEN=127.0.0.1:%d", tl_free_port());
     const char *env2[] = {env_o2, env_s2, env_d, NULL};
     second = tl_spawn("/bin/bash", args, env2, log2);
-    assert_int_equal(tl_wait_exit(second, 20000), 1);
+    assert_int_equal(tl_wait_exit(second, TL_STOP_MS), 1);
     text = tl_read_file(log2, NULL);
     assert_non_null(strstr(text, "the oracle did not start"));
     assert_non_null(strstr(text, "LOCK"));
     free(text);
 
-    assert_int_equal(tl_stop(first, 20000), 0);
+    assert_int_equal(tl_stop(first, TL_STOP_MS), 0);
     tl_rmtree(dir);
     free(dir);
 }

@@ -39,7 +39,7 @@ static json_t *call(fixture *f, const char *method, const char *path, long *stat
     char url[512];
     snprintf(url, sizeof url, "%s%s", f->o.url, path);
     tl_resp r;
-    assert_int_equal(tl_http(method, url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http(method, url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     *status = r.status;
     json_t *j = json_loadb(r.body, r.len, 0, NULL);
     tl_resp_free(&r);
@@ -127,7 +127,7 @@ static void test_bad_requests_get_json_errors(void **state)
     char url[256];
     snprintf(url, sizeof url, "%s/v1/timestamps", f->o.url);
     tl_resp r;
-    assert_int_equal(tl_http("POST", url, "x", 1, "text/plain", 5000, &r), 0);
+    assert_int_equal(tl_http("POST", url, "x", 1, "text/plain", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 415);
     j = json_loads(r.body, 0, NULL);
     assert_error(j, "unsupported_media_type");
@@ -175,7 +175,7 @@ static void test_health_and_metrics(void **state)
     char url[256];
     snprintf(url, sizeof url, "%s/metrics", f->o.url);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     char ct[128];
     assert_non_null(tl_resp_header(&r, "Content-Type", ct, sizeof ct));
@@ -234,7 +234,7 @@ static int start_expect_exit(fixture *f, char *log, size_t loglen)
     const char *args[] = {"--listen", listen, "--data-dir", f->data, NULL};
     pid_t pid = tl_spawn("percolator-oracle", args, NULL, logpath);
     assert_true(pid > 0);
-    int rc = tl_wait_exit(pid, 15000);
+    int rc = tl_wait_exit(pid, TL_STOP_MS);
     if (rc == -1)
         tl_stop(pid, 1000);
     char *text = tl_read_file(logpath, NULL);
@@ -338,7 +338,7 @@ static void test_flags_help_env_and_errors(void **state)
 
     const char *help[] = {"--help", NULL};
     pid_t pid = tl_spawn("percolator-oracle", help, NULL, logpath);
-    assert_int_equal(tl_wait_exit(pid, 10000), 0);
+    assert_int_equal(tl_wait_exit(pid, TL_STOP_MS), 0);
     char *text = tl_read_file(logpath, NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "--listen"));
@@ -355,7 +355,7 @@ static void test_flags_help_env_and_errors(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unlink(logpath);
         pid = tl_spawn("percolator-oracle", bad[i], NULL, logpath);
-        int rc = tl_wait_exit(pid, 10000);
+        int rc = tl_wait_exit(pid, TL_STOP_MS);
         if (rc != 2)
             fail_msg("%s: exit %d, want 2", bad[i][0], rc);
         text = tl_read_file(logpath, NULL);
@@ -368,7 +368,7 @@ static void test_flags_help_env_and_errors(void **state)
     unlink(logpath);
     const char *envbad[] = {"PERCOLATOR_THREADS=many", NULL};
     pid = tl_spawn("percolator-oracle", NULL, envbad, logpath);
-    assert_int_equal(tl_wait_exit(pid, 10000), 2);
+    assert_int_equal(tl_wait_exit(pid, TL_STOP_MS), 2);
 
     /* The environment twins work, and a flag wins over its twin. */
     int port = tl_free_port();
@@ -378,8 +378,8 @@ static void test_flags_help_env_and_errors(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     const char *env[] = {envlisten, envdir, NULL};
     pid = tl_spawn("percolator-oracle", NULL, env, logpath);
-    assert_int_equal(tl_wait_health(url, pid, 15000), 0);
-    assert_int_equal(tl_stop(pid, 10000), 0);
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
 
     int port2 = tl_free_port();
     char listen2[64];
@@ -387,8 +387,8 @@ static void test_flags_help_env_and_errors(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port2);
     const char *args[] = {"--listen", listen2, NULL};
     pid = tl_spawn("percolator-oracle", args, env, logpath);
-    assert_int_equal(tl_wait_health(url, pid, 15000), 0);
-    assert_int_equal(tl_stop(pid, 10000), 0);
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
 }
 
 /* Keep-alive: many requests over one client connection use one TCP

@@ -73,7 +73,7 @@ static void node_start(group *g, int i)
     assert_true(g->pid[i] > 0);
     char url[64];
     node_url(g, i, url, sizeof url);
-    assert_int_equal(tl_wait_health(url, g->pid[i], 15000), 0);
+    assert_int_equal(tl_wait_health(url, g->pid[i], TL_START_MS), 0);
 }
 
 /* A group of n members in --raft-peers (NODES, up to MAX_NODES), the
@@ -120,7 +120,7 @@ static void group_stop(group *g)
 {
     for (int i = 0; i < g->n; i++)
         if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 15000), 0);
+            assert_int_equal(tl_stop(g->pid[i], TL_STOP_MS), 0);
     tl_rmtree(g->dir);
     free(g->dir);
 }
@@ -159,7 +159,7 @@ static json_int_t take_timestamps(group *g, int i, unsigned count)
     char url[128];
     tl_resp r;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=%u", g->http[i], count);
-    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("POST", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *j = json_loads(r.body, 0, NULL);
     json_int_t first = json_integer_value(json_object_get(j, "first"));
@@ -184,7 +184,7 @@ static void a_follower_points_at_the_leader(void **state)
      * then it answers 503 not_leader. */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/timestamps?count=5", g.http[f]);
     for (int tries = 0;; tries++) {
-        assert_int_equal(tl_http("POST", url, NULL, 0, NULL, 5000, &r), 0);
+        assert_int_equal(tl_http("POST", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
         if (r.status != 503 || tries == 100)
             break;
         assert_non_null(strstr(r.body, "not_leader"));
@@ -475,7 +475,7 @@ static void the_service_commits_through_a_follower(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
     for (int with = 0; with < 2; with++) {
         tl_resp h;
-        assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, with ? auth : NULL, 5000, &h), 0);
+        assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, with ? auth : NULL, TL_REQUEST_MS, &h), 0);
         assert_int_equal(h.status, 200);
         json_t *j = json_loads(h.body, 0, NULL);
         assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
@@ -508,16 +508,16 @@ static void the_service_commits_through_a_follower(void **state)
                           "--oracle-token-file", g.token, NULL};
     pid_t svc = tl_spawn("percolator-service", args, NULL, log);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    assert_int_equal(tl_wait_health(url, svc, 20000), 0);
+    assert_int_equal(tl_wait_health(url, svc, TL_START_MS), 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/k", port);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", 5000, &r),
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"1\"}", 13, "application/json", TL_REQUEST_MS, &r),
                      0);
     if (r.status != 200)
         tl_dump_file(log);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
-    assert_int_equal(tl_stop(svc, 15000), 0);
+    assert_int_equal(tl_stop(svc, TL_STOP_MS), 0);
     group_stop(&g);
 }
 
@@ -669,7 +669,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     const char *args[] = {"--listen", listen, "--data-dir", st.svc.data, "--oracle", oracles,
                           NULL};
     st.svc.pid = tl_spawn("percolator-service", args, NULL, st.svc.log);
-    assert_int_equal(tl_wait_health(st.svc.url, st.svc.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(st.svc.url, st.svc.pid, TL_START_MS), 0);
     char body[1024] = "{\"writes\":[";
     for (int i = 0; i < ACCOUNTS; i++)
         snprintf(body + strlen(body), sizeof body - strlen(body),
@@ -732,7 +732,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
                   (unsigned long long)resumed_ms[0], (unsigned long long)resumed_ms[1],
                   (unsigned long long)resumed_ms[2]);
     assert_int_equal(total, ACCOUNTS * 100);
-    assert_int_equal(tl_stop(st.svc.pid, 15000), 0);
+    assert_int_equal(tl_stop(st.svc.pid, TL_STOP_MS), 0);
     group_stop(&g);
 }
 
@@ -871,7 +871,7 @@ static void members_are_listed_moved_removed_and_added(void **state)
         snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g.http[f]);
         const char *args[] = {"--endpoint", ep, "member", "list", NULL};
         tl_run_result rr;
-        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 15000, &rr), 0);
+        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &rr), 0);
         assert_int_equal(rr.status, 0);
         assert_non_null(strstr(rr.out, "voter"));
         tl_run_free(&rr);
@@ -937,12 +937,12 @@ static void members_are_listed_moved_removed_and_added(void **state)
     tl_resp r;
     char url[128];
     snprintf(url, sizeof url, "%s/v1/members", e->o.url);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 409);
     assert_non_null(strstr(r.body, "not_in_a_group"));
     tl_resp_free(&r);
     snprintf(url, sizeof url, "%s/v1/ready", e->o.url); /* alone, ready once it serves */
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
     tl_oracle_env_free(e);
@@ -1013,7 +1013,7 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
         if (l == m - 1) /* a member about to go leads: hand the lead on first */
             assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", "{\"id\":1}"), 200);
         assert_int_equal(admin_at_leader(&g, "DELETE", path, NULL), 200);
-        assert_int_equal(tl_stop(g.pid[m - 1], 15000), 0);
+        assert_int_equal(tl_stop(g.pid[m - 1], TL_STOP_MS), 0);
         g.pid[m - 1] = 0;
     }
     assert_true(group_is(&g, 3, 0, 4, 10000));

@@ -47,7 +47,7 @@ static int teardown(void **state)
 static int run(const char *prog, const char *const args[], char *err, size_t errlen)
 {
     tl_run_result r;
-    assert_int_equal(tl_run(prog, args, NULL, NULL, 0, 20000, &r), 0);
+    assert_int_equal(tl_run(prog, args, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     snprintf(err, errlen, "%s", r.err ? r.err : "");
     int status = r.status;
     tl_run_free(&r);
@@ -162,12 +162,12 @@ static void sighup_reloads_the_peer_files(void **state)
                           "--peer-trusted-ca-file", PC.ca, NULL};
     pid_t pid = tl_spawn("percolator-oracle", args, NULL, log);
     assert_true(pid > 0);
-    assert_int_equal(tl_wait_health(url, pid, 20000), 0);
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0);
 
     assert_int_equal(tl_write_file(cert, "not a certificate\n", 18), 0);
     assert_int_equal(kill(pid, SIGHUP), 0);
     assert_true(log_says(log, "raft peer tls: SIGHUP: the certificate in use stays"));
-    assert_int_equal(tl_wait_health(url, pid, 5000), 0); /* still serving */
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0); /* still serving */
 
     pem = tl_read_file(PC.cert[0], &n);
     assert_non_null(pem);
@@ -175,7 +175,7 @@ static void sighup_reloads_the_peer_files(void **state)
     free(pem);
     assert_int_equal(kill(pid, SIGHUP), 0);
     assert_true(log_says(log, "raft peer tls: SIGHUP: new peer connections get the certificate"));
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
     tl_rmtree(tmp);
     free(tmp);
 }

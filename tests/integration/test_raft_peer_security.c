@@ -99,7 +99,7 @@ static int member_try_start(group *g, int i)
     assert_true(g->pid[i] > 0);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
-    if (tl_wait_health(url, g->pid[i], 15000) != 0) {
+    if (tl_wait_health(url, g->pid[i], TL_START_MS) != 0) {
         tl_stop(g->pid[i], 2000);
         g->pid[i] = 0;
         return -1;
@@ -150,7 +150,7 @@ static int teardown(void **state)
 {
     group *g = *state;
     for (int i = 0; i < NODES; i++)
-        if (g->pid[i] > 0 && tl_stop(g->pid[i], 15000) != 0)
+        if (g->pid[i] > 0 && tl_stop(g->pid[i], TL_STOP_MS) != 0)
             tl_dump_file(g->log[i]);
     if (g->dir) {
         tl_rmtree(g->dir);
@@ -1141,7 +1141,7 @@ static int fz_heal(fz_run *z, const char *when)
         double r = metric_of(g->http[i], FZ_REFUSED), d = metric_of(g->http[i], FZ_DROPPED);
         m->refused += r > 0 ? r : 0;
         m->dropped += d > 0 ? d : 0;
-        int st = tl_stop(g->pid[i], 15000);
+        int st = tl_stop(g->pid[i], TL_STOP_MS);
         g->pid[i] = 0;
         if (st == 70 && stopped_for_libraft(g, i)) {
             z->exits70++; /* it stopped by itself meanwhile */
@@ -1352,7 +1352,7 @@ static void svc_cleanup(void)
         return;
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (s->pid[i] > 0)
-            tl_stop(s->pid[i], 15000);
+            tl_stop(s->pid[i], TL_STOP_MS);
     if (s->noracles == 1 && s->oracle.pid > 0)
         tl_oracle_stop(&s->oracle);
     if (s->dir != NULL) {

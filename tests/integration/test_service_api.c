@@ -580,33 +580,46 @@ static void bad_input_gets_4xx(void **state)
 static void an_expired_lease_answers_410(void **state)
 {
     (void)state;
-    char id[64], path[256];
-    begin(id, sizeof(id), "{\"lease_ttl_ms\":200}");
-    snprintf(path, sizeof(path), "/v1/txns/%s/keys/exp", id);
-    assert_null(expect("PUT", path, "{\"value\":\"v\"}", 204));
-    usleep(600 * 1000);
+    char id[64], path[256], body[64];
+    /* A short lease, but long enough for the PUT to land in it: a loaded
+     * machine may take longer between two requests than the lease, so
+     * the lease doubles until it does (the PUT answers 410 until then). */
+    unsigned ttl = 200;
+    long put = 0;
+    for (; ttl <= 51200 && put != 204; ttl *= 2) {
+        snprintf(body, sizeof(body), "{\"lease_ttl_ms\":%u}", ttl);
+        begin(id, sizeof(id), body);
+        snprintf(path, sizeof(path), "/v1/txns/%s/keys/exp", id);
+        put = tl_try_call(&ST, "PUT", path, "{\"value\":\"v\"}", NULL);
+        assert_true(put == 204 || put == 410);
+    }
+    assert_int_equal(put, 204);
+    ttl /= 2;
+    time_sleep_ms(3 * ttl); /* untouched for three leases */
     expect_error_free("GET", path, NULL, 410, "txn_expired");
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
     expect_error_free("POST", path, NULL, 410, "txn_expired");
     expect_error_free("GET", "/v1/kv/exp", NULL, 404, "not_found");
-    /* Requests renew the lease: a session touched every 100 ms lives on. */
-    begin(id, sizeof(id), "{\"lease_ttl_ms\":300}");
+    /* Requests renew the lease: a session touched every 500 ms lives on
+     * past twice its lease of 2 s (a lease long enough that a loaded
+     * machine does not let it run out between two touches). */
+    begin(id, sizeof(id), "{\"lease_ttl_ms\":2000}");
     snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", id);
-    for (int i = 0; i < 6; i++) {
-        usleep(100 * 1000);
+    for (int i = 0; i < 8; i++) {
+        usleep(500 * 1000);
         json_decref(expect("POST", path, NULL, 200));
     }
 }
 
 /* GET /v1/ready until it answers want (it asks the oracle at most once a
- * second), at most 10 s. */
+ * second), at most 60 s (a loaded machine may take a while). */
 static void wait_ready(long want)
 {
     long status = 0;
-    for (int i = 0; i < 100 && status != want; i++) {
-        if (i > 0)
-            time_sleep_ms(100);
+    for (uint64_t t0 = time_mono_ms(); status != want && time_mono_ms() - t0 < 60000;) {
         json_decref(tl_call(&ST, "GET", "/v1/ready", NULL, &status));
+        if (status != want)
+            time_sleep_ms(100);
     }
     assert_int_equal(status, want);
 }
@@ -705,7 +718,7 @@ static void auth_token_is_required(void **state)
     char url[128];
     snprintf(url, sizeof(url), "%s/metrics", ST.svc.url);
     tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 401);
     tl_resp_free(&r);
     /* The right token opens every route; a wrong one none. */

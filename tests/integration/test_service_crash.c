@@ -97,7 +97,7 @@ static void crash_at(const char *point, bool by_reader)
     }
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", id);
     assert_int_equal(tl_try_call(&st, "POST", path, NULL, NULL), 0); /* no answer: it died */
-    assert_int_equal(tl_wait_exit(st.svc.pid, 10000), 128 + SIGKILL);
+    assert_int_equal(tl_wait_exit(st.svc.pid, TL_STOP_MS), 128 + SIGKILL);
     st.svc.pid = 0;
 
     /* Restart without it. */
@@ -254,7 +254,9 @@ static void bank_survives_repeated_kill9(void **state)
 static void a_paused_service_gives_sessions_one_more_ttl(void **state)
 {
     (void)state;
-    const char *extra[] = {"--lease-ttl-ms", "1000", "--janitor-interval-ms", "100", NULL};
+    /* Leases of 3 s: long enough that a loaded machine gets a's requests
+     * in before its lease (or its extra one after the pause) runs out. */
+    const char *extra[] = {"--lease-ttl-ms", "3000", "--janitor-interval-ms", "100", NULL};
     tl_stack st;
     char a[64], b[64], path[160];
     assert_int_equal(tl_stack_start(&st, extra), 0);
@@ -269,7 +271,7 @@ static void a_paused_service_gives_sessions_one_more_ttl(void **state)
 
     /* Stopped for 2.5 leases: no client could renew meanwhile. */
     assert_int_equal(kill(st.svc.pid, SIGSTOP), 0);
-    time_sleep_ms(2500);
+    time_sleep_ms(7500);
     assert_int_equal(kill(st.svc.pid, SIGCONT), 0);
 
     /* a renews right away: it lives, and commits. */
@@ -278,7 +280,7 @@ static void a_paused_service_gives_sessions_one_more_ttl(void **state)
     snprintf(path, sizeof(path), "/v1/txns/%s/commit", a);
     json_decref(tl_must(&st, "POST", path, NULL, 200));
     /* b does not renew within the extra TTL: then it expires. */
-    time_sleep_ms(1000 + 1500);
+    time_sleep_ms(3000 + 4500);
     snprintf(path, sizeof(path), "/v1/txns/%s/keepalive", b);
     json_decref(tl_must(&st, "POST", path, NULL, 410));
     assert_int_equal(tl_stack_stop(&st), 0);

@@ -172,7 +172,7 @@ static void fill_restart_and_read_back(void **state, const workload *w)
     assert_true(acked < MAX_WRITES);  /* and then was full */
     /* The failure stops the process (exit 70, SVC_EXIT_STORAGE), instead of
      * a process that answers 500 to everything while health says ok. */
-    int rc = tl_wait_exit(d->st.svc.pid, 15000);
+    int rc = tl_wait_exit(d->st.svc.pid, TL_STOP_MS);
     if (rc != 70) {
         tl_dump_file(d->st.svc.log);
         fail_msg("the service did not exit 70 after the disk filled (wait: %d)", rc);

@@ -75,6 +75,11 @@
 
 typedef tl_svc_group group;
 
+/* One request's bound where an answer is expected: far past what a
+ * loaded machine takes (a CPU hog beside `make test`, a sanitizer build);
+ * it only decides how long a broken group takes to fail. */
+#define REQ_MS 30000
+
 static void node_start(group *g, int i)
 {
     tl_group_member_start(g, i);
@@ -120,7 +125,7 @@ typedef tl_raft_view member_view;
 
 static bool member_health(const group *g, int i, member_view *v)
 {
-    return tl_raft_health(g->http[i], 2000, v);
+    return tl_raft_health(g->http[i], REQ_MS, v);
 }
 
 static int leader_but(group *g, int skip, int ms)
@@ -196,7 +201,7 @@ static void begin_session(group *g, char *id, size_t len)
 static long locks_on(group *g, int i)
 {
     json_t *j;
-    if (call_on(g, i, "GET", "/v1/locks?limit=1000", NULL, 5000, &j) != 200) {
+    if (call_on(g, i, "GET", "/v1/locks?limit=1000", NULL, REQ_MS, &j) != 200) {
         json_decref(j);
         return -1;
     }
@@ -220,12 +225,12 @@ static void failover_keeps_every_acknowledged_write(void **state)
 
     /* A write through the leader, one through a follower (passed on to
      * the leader, no redirect). */
-    assert_int_equal(call_on(&g, l, "PUT", "/v1/kv/via-leader", "{\"value\":\"L\"}", 5000, NULL),
+    assert_int_equal(call_on(&g, l, "PUT", "/v1/kv/via-leader", "{\"value\":\"L\"}", REQ_MS, NULL),
                      200);
     char url[128], loc[256];
     tl_resp r;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/via-follower", g.http[f]);
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"F\"}", 13, "application/json", 5000, &r),
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"F\"}", 13, "application/json", REQ_MS, &r),
                      0);
     assert_int_equal(r.status, 200);
     assert_null(tl_resp_header(&r, "Location", loc, sizeof loc));
@@ -237,7 +242,7 @@ static void failover_keeps_every_acknowledged_write(void **state)
     char sid[128], path[256];
     begin_session(&g, sid, sizeof sid);
     snprintf(path, sizeof path, "/v1/txns/%s/keys/in-session", sid);
-    assert_int_equal(call_on(&g, l, "PUT", path, "{\"value\":\"S\"}", 5000, NULL), 204);
+    assert_int_equal(call_on(&g, l, "PUT", path, "{\"value\":\"S\"}", REQ_MS, NULL), 204);
 
     /* A two-phase commit that stops after its prewrites (the failpoint). */
     char big[128];
@@ -249,10 +254,14 @@ static void failover_keeps_every_acknowledged_write(void **state)
                               k ? "," : "", k);
     snprintf(body + n, sizeof body - n, "]}");
     snprintf(path, sizeof path, "/v1/txns/%s/batch", big);
-    assert_int_equal(call_on(&g, l, "POST", path, body, 5000, NULL), 200);
+    assert_int_equal(call_on(&g, l, "POST", path, body, REQ_MS, NULL), 200);
     snprintf(path, sizeof path, "/v1/txns/%s/commit", big);
     assert_int_equal(call_on(&g, l, "POST", path, NULL, 1500, NULL), 0); /* held there */
-    long held = locks_on(&g, l);
+    /* Its prewrites all land (a loaded machine may take a while). */
+    long held = 0;
+    for (uint64_t t0 = time_mono_ms(); time_mono_ms() - t0 < 60000; time_sleep_ms(100))
+        if ((held = locks_on(&g, l)) >= BIG_TXN_KEYS)
+            break;
     assert_int_equal(held, BIG_TXN_KEYS);
 
     /* Kill the leader; another leads within a bounded wait. */
@@ -271,7 +280,7 @@ static void failover_keeps_every_acknowledged_write(void **state)
     /* The old leader's session is gone. */
     json_t *j;
     snprintf(path, sizeof path, "/v1/txns/%s/commit", sid);
-    assert_int_equal(call_on(&g, l2, "POST", path, NULL, 5000, &j), 410);
+    assert_int_equal(call_on(&g, l2, "POST", path, NULL, REQ_MS, &j), 410);
     assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
                         "txn_expired");
     json_decref(j);
@@ -598,7 +607,7 @@ static double metric_on(group *g, int i, const char *name)
     double v = -1;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g->http[i]);
     snprintf(pat, sizeof pat, "\n%s ", name);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, REQ_MS, &r), 0);
     const char *p = r.body != NULL ? strstr(r.body, pat) : NULL;
     if (p != NULL)
         v = strtod(p + strlen(pat), NULL);
@@ -669,7 +678,7 @@ static long read_at(group *g, int i, const char *key, double ts, char *value, si
     char path[128];
     json_t *j = NULL;
     snprintf(path, sizeof path, "/v1/kv/%s?ts=%.0f", key, ts);
-    long st = call_on(g, i, "GET", path, NULL, 5000, &j);
+    long st = call_on(g, i, "GET", path, NULL, REQ_MS, &j);
     if (st == 200) {
         snprintf(value, cap, "%s", json_string_value(json_object_get(j, "value")));
     } else if (st == 400) {
@@ -833,7 +842,7 @@ static void same_as_group(group *g, int i, int n)
     const char *args[] = {"--listen", listen, "--data-dir", dir, "--oracle", g->oracle_urls, NULL};
     pid_t pid = tl_spawn("percolator-service", args, NULL, log);
     assert_true(pid > 0);
-    assert_int_equal(tl_wait_health(url, pid, 20000), 0);
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0);
     for (int k = 0; k < n; k++) {
         char path[64], full[160];
         json_t *j = NULL;
@@ -842,7 +851,7 @@ static void same_as_group(group *g, int i, int n)
         const char *want = json_string_value(json_object_get(j, "value"));
         tl_resp r;
         snprintf(full, sizeof full, "%s%s", url, path);
-        assert_int_equal(tl_http("GET", full, NULL, 0, NULL, 5000, &r), 0);
+        assert_int_equal(tl_http("GET", full, NULL, 0, NULL, REQ_MS, &r), 0);
         assert_int_equal(r.status, 200);
         json_t *mine = json_loads(r.body, 0, NULL);
         assert_string_equal(json_string_value(json_object_get(mine, "value")), want);
@@ -850,7 +859,7 @@ static void same_as_group(group *g, int i, int n)
         json_decref(j);
         tl_resp_free(&r);
     }
-    assert_int_equal(tl_stop(pid, 15000), 0);
+    assert_int_equal(tl_stop(pid, TL_STOP_MS), 0);
 }
 
 static void a_wiped_member_catches_up_by_snapshot(void **state)
@@ -869,7 +878,7 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
     }
     /* A follower stops and loses its data dir (store and raft log). */
     int w = (l + 1) % NODES;
-    assert_int_equal(tl_stop(g.pid[w], 15000), 0);
+    assert_int_equal(tl_stop(g.pid[w], TL_STOP_MS), 0);
     g.pid[w] = 0;
     char dir[600];
     snprintf(dir, sizeof dir, "%s/n%d", g.dir, w + 1);
@@ -895,7 +904,7 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
         tl_resp r;
         char m[96];
         snprintf(m, sizeof m, "%s/metrics", url);
-        assert_int_equal(tl_http("GET", m, NULL, 0, NULL, 5000, &r), 0);
+        assert_int_equal(tl_http("GET", m, NULL, 0, NULL, REQ_MS, &r), 0);
         const char *p = strstr(r.body, "\npercolator_raft_snapshot_installs_total ");
         assert_non_null(p);
         installs = strtod(p + strlen("\npercolator_raft_snapshot_installs_total "), NULL);
@@ -906,7 +915,7 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
     assert_true(back.applied >= lead.applied);
     assert_true(installs >= 1);
     /* Its store, read alone, holds what the group holds. */
-    assert_int_equal(tl_stop(g.pid[w], 15000), 0);
+    assert_int_equal(tl_stop(g.pid[w], TL_STOP_MS), 0);
     g.pid[w] = 0;
     same_as_group(&g, w, 120);
     group_stop(&g);
@@ -974,7 +983,7 @@ typedef struct {
     group *g;
     int to, id;
     atomic_bool *stop;
-    unsigned ok;
+    _Atomic unsigned ok;
 } load_writer;
 
 static void *load_main(void *arg)
@@ -1028,7 +1037,7 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
     tl_resp r;
     double installs = -1;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[w]);
-    if (tl_http("GET", url, NULL, 0, NULL, 5000, &r) == 0 && r.status == 200)
+    if (tl_http("GET", url, NULL, 0, NULL, REQ_MS, &r) == 0 && r.status == 200)
         installs = tl_metric(r.body, "percolator_raft_snapshot_installs_total");
     tl_resp_free(&r);
     printf("# wiped follower under writes: a voter again %llu ms after its restart (applied "
@@ -1042,14 +1051,22 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
         before += lw[i].ok;
     assert_int_equal(tl_kill9(g.pid[f]), 0);
     g.pid[f] = 0;
-    time_sleep_ms(3000);
-    for (int i = 0; i < CLIENTS; i++)
-        after += lw[i].ok;
+    /* Writes acknowledged after the kill (waited for, not a fixed 3 s
+     * that a loaded machine can spend on a few slow ones). */
+    uint64_t t1 = time_mono_ms();
+    do {
+        time_sleep_ms(100);
+        after = 0;
+        for (int i = 0; i < CLIENTS; i++)
+            after += atomic_load(&lw[i].ok);
+    } while (after <= before && time_mono_ms() - t1 < 60000);
+    uint64_t waited = time_mono_ms() - t1;
     put(&g, "after-second-failure", "x");
     atomic_store(&stop, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
-    printf("# then the other follower killed: %u writes in the next 3 s\n", after - before);
+    printf("# then the other follower killed: a write acknowledged %llu ms later\n",
+           (unsigned long long)waited);
     assert_true(after > before);
     must_read(&g, "after-second-failure", "x");
     group_stop(&g);

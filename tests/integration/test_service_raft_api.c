@@ -123,7 +123,7 @@ static void a_member_without_a_leader_answers_503_not_leader(void **state)
     /* Not under /v1: served by any member. */
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[0]);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 2000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_true(tl_metric(r.body, "percolator_raft_term") >= 0);
     assert_true(tl_metric(r.body, "percolator_raft_applied_index") >= 0);
@@ -149,16 +149,16 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     /* A follower passes every /v1 request on to the leader and relays the
      * answer: a write through it, read back at the leader; a miss, with
      * its path escapes and query intact. */
-    assert_int_equal(call(&g, f, "PUT", "/v1/kv/a%2Fb", "{\"value\":\"via-f\"}", 5000, &r, &j),
+    assert_int_equal(call(&g, f, "PUT", "/v1/kv/a%2Fb", "{\"value\":\"via-f\"}", TL_REQUEST_MS, &r, &j),
                      200);
     assert_true(json_integer_value(json_object_get(j, "commit_ts")) > 0);
     json_decref(j);
     tl_resp_free(&r);
-    assert_int_equal(call(&g, l, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, l, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, TL_REQUEST_MS, &r, &j), 200);
     assert_string_equal(json_string_value(json_object_get(j, "value")), "via-f");
     json_decref(j);
     tl_resp_free(&r);
-    assert_int_equal(call(&g, f, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, f, "GET", "/v1/kv/a%2Fb?encoding=text", NULL, TL_REQUEST_MS, &r, &j), 200);
     assert_string_equal(json_string_value(json_object_get(j, "value")), "via-f");
     assert_null(tl_resp_header(&r, "Location", loc, sizeof loc));
     /* The relayed answer names the leader it came from. */
@@ -172,7 +172,7 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     snprintf(eps, sizeof eps, "http://127.0.0.1:%d,%s", g.http[f], url);
     const char *get_args[] = {"--endpoints", eps, "--verbose", "get", "a/b", NULL};
     tl_run_result cr;
-    assert_int_equal(tl_run("percolator", get_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(tl_run("percolator", get_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
     assert_int_equal(cr.status, 0);
     assert_string_equal(cr.out, "via-f\n");
     if (strstr(cr.err, "asked directly from now on") == NULL)
@@ -184,7 +184,7 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     snprintf(all, sizeof all, "http://127.0.0.1:%d,http://127.0.0.1:%d,http://127.0.0.1:%d",
              g.http[0], g.http[1], g.http[2]);
     const char *st_args[] = {"--endpoints", all, "status", NULL};
-    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
     assert_int_equal(cr.status, 0);
     int lines = 0, leaders = 0, following = 0;
     for (char *line = strtok(cr.out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
@@ -198,32 +198,32 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     tl_run_free(&cr);
     snprintf(one_dead, sizeof one_dead, "%s,http://127.0.0.1:%d", all, tl_free_port());
     st_args[1] = one_dead;
-    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, 30000, &cr), 0);
+    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
     assert_int_equal(cr.status, 4);
     assert_non_null(strstr(cr.out, "unreachable"));
     tl_run_free(&cr);
-    assert_int_equal(call(&g, f, "GET", "/v1/kv/nope?encoding=text", NULL, 5000, &r, &j), 404);
+    assert_int_equal(call(&g, f, "GET", "/v1/kv/nope?encoding=text", NULL, TL_REQUEST_MS, &r, &j), 404);
     assert_string_equal(error_code(j), "not_found");
     json_decref(j);
     tl_resp_free(&r);
 
     /* A session begun through the follower keeps working through it. */
-    assert_int_equal(call(&g, f, "POST", "/v1/txns", NULL, 5000, &r, &j), 201);
+    assert_int_equal(call(&g, f, "POST", "/v1/txns", NULL, TL_REQUEST_MS, &r, &j), 201);
     const char *id = json_string_value(json_object_get(j, "id"));
     assert_non_null(id);
     char path[256];
     snprintf(path, sizeof path, "/v1/txns/%s/keys/s1", id);
     json_t *txn = j;
     tl_resp_free(&r);
-    assert_int_equal(call(&g, f, "PUT", path, "{\"value\":\"in-session\"}", 5000, &r, &j), 204);
+    assert_int_equal(call(&g, f, "PUT", path, "{\"value\":\"in-session\"}", TL_REQUEST_MS, &r, &j), 204);
     json_decref(j);
     tl_resp_free(&r);
     snprintf(path, sizeof path, "/v1/txns/%s/commit", id);
-    assert_int_equal(call(&g, f, "POST", path, NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, f, "POST", path, NULL, TL_REQUEST_MS, &r, &j), 200);
     json_decref(j);
     tl_resp_free(&r);
     json_decref(txn);
-    assert_int_equal(call(&g, l, "GET", "/v1/kv/s1?encoding=text", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, l, "GET", "/v1/kv/s1?encoding=text", NULL, TL_REQUEST_MS, &r, &j), 200);
     assert_string_equal(json_string_value(json_object_get(j, "value")), "in-session");
     json_decref(j);
     tl_resp_free(&r);
@@ -231,17 +231,17 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     /* A request already passed on once is never passed on again. */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/a", g.http[f]);
     assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, "X-Percolator-Forwarded-By: member 9",
-                                  5000, &r), 0);
+                                  TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 503);
     assert_non_null(strstr(r.body, "not_leader"));
     assert_non_null(tl_resp_header(&r, "Retry-After", loc, sizeof loc));
     tl_resp_free(&r);
 
     /* Health and readiness are the follower's own. */
-    assert_int_equal(call(&g, f, "GET", "/v1/ready", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, f, "GET", "/v1/ready", NULL, TL_REQUEST_MS, &r, &j), 200);
     json_decref(j);
     tl_resp_free(&r);
-    assert_int_equal(call(&g, f, "GET", "/v1/health", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, f, "GET", "/v1/health", NULL, TL_REQUEST_MS, &r, &j), 200);
     assert_string_equal(json_string_value(json_object_get(j, "role")), "follower");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "leader"), "id")),
                      l + 1);
@@ -258,35 +258,35 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     /* Membership through the follower too: the leader's list, every
      * member a voter; a change it cannot make is the leader's 409
      * (common/raft_admin.h), relayed. */
-    assert_int_equal(call(&g, f, "GET", "/v1/members", NULL, 5000, &r, &j), 200);
+    assert_int_equal(call(&g, f, "GET", "/v1/members", NULL, TL_REQUEST_MS, &r, &j), 200);
     assert_int_equal(json_array_size(json_object_get(j, "members")), NODES);
     assert_int_equal(json_integer_value(json_object_get(j, "leader")), l + 1);
     json_decref(j);
     tl_resp_free(&r);
-    assert_int_equal(call(&g, f, "POST", "/v1/members", "{\"id\":1}", 5000, &r, &j), 409);
+    assert_int_equal(call(&g, f, "POST", "/v1/members", "{\"id\":1}", TL_REQUEST_MS, &r, &j), 409);
     assert_string_equal(error_code(j), "membership_refused");
     json_decref(j);
     tl_resp_free(&r);
 
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[f]);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     /* The follower counts what it relayed: the nine requests above. */
     assert_int_equal(tl_metric(r.body, "percolator_forwarded_requests_total{outcome=\"relayed\"}"), 9);
     tl_resp_free(&r);
     /* ... and the leader got them marked as passed on (the mark that keeps
      * a member that lost the lead from passing one on again). */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[l]);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_true(tl_metric(r.body, "percolator_forwarded_requests_received_total") >= 9);
     tl_resp_free(&r);
 
     /* The leader: a session it did not begin is gone (410, not 404). */
-    assert_int_equal(call(&g, l, "POST", "/v1/txns/no-such-txn/commit", NULL, 5000, &r, &j),
+    assert_int_equal(call(&g, l, "POST", "/v1/txns/no-such-txn/commit", NULL, TL_REQUEST_MS, &r, &j),
                      410);
     assert_string_equal(error_code(j), "txn_expired");
     json_decref(j);
     tl_resp_free(&r);
-    assert_int_equal(call(&g, l, "PUT", "/v1/kv/k", "{\"value\":\"1\"}", 5000, &r, &j), 200);
+    assert_int_equal(call(&g, l, "PUT", "/v1/kv/k", "{\"value\":\"1\"}", TL_REQUEST_MS, &r, &j), 200);
     json_decref(j);
     tl_resp_free(&r);
 

@@ -72,7 +72,7 @@ static void a_follower_whose_disk_fills_stops(void **state)
 
     /* The follower stops; its data dir becomes a small, empty tmpfs; it
      * starts again and catches up (an image, then the log) into it. */
-    assert_int_equal(tl_stop(g.pid[f], 15000), 0);
+    assert_int_equal(tl_stop(g.pid[f], TL_STOP_MS), 0);
     g.pid[f] = 0;
     snprintf(mounted, sizeof mounted, "%s/n%d", g.dir, f + 1);
     assert_int_equal(tl_rmtree(mounted), 0);
@@ -109,7 +109,7 @@ static void a_follower_whose_disk_fills_stops(void **state)
         }
     }
     if (status < 0)
-        status = tl_wait_exit(g.pid[f], 30000);
+        status = tl_wait_exit(g.pid[f], TL_STOP_MS);
     free(value);
     print_message("follower %d: exit status %d after %d acknowledged writes; its health "
                   "reported ok with its applied index stuck for at most %llu ms\n",

@@ -199,9 +199,10 @@ static void writes_arriving_together_share_one_round(void **state)
     const char *no_gc[] = {"--gc-retention-ms", "0", NULL}; /* GC asks the oracle too */
 
     assert_int_equal(tl_stack_start(&st, no_gc), 0);
-    /* The committer waits 300 ms before it takes a round: the writes sent
-     * meanwhile pile up and go together. */
-    restart_with_failpoint(&st, "write_batch_round=sleep:300");
+    /* The committer waits 2 s before it takes a round: the writes sent
+     * meanwhile pile up and go together (2 s: sixteen clients started at
+     * once may take a while to send on a loaded machine). */
+    restart_with_failpoint(&st, "write_batch_round=sleep:2000");
     double oracle0 = tl_service_metric(&st, "percolator_oracle_client_requests_total{result=\"ok\"}");
     put_together(&st, p, TOGETHER);
     for (int i = 0; i < TOGETHER; i++)
@@ -213,7 +214,7 @@ static void writes_arriving_together_share_one_round(void **state)
                   oracle);
     assert_int_equal((int)taken, TOGETHER);
     /* The first write may start a round alone before the others arrive;
-     * the rest wait the 300 ms and go together. */
+     * the rest wait the 2 s and go together. */
     assert_true(rounds >= 1 && rounds <= 3);
     assert_true(oracle <= rounds);
     /* Consecutive timestamps within a round: one oracle range each. */
@@ -230,10 +231,33 @@ static void writes_arriving_together_share_one_round(void **state)
 
 /* ---- SIGTERM while writes wait in the committer ---- */
 
+/* SIGTERM once the committer sleeps with the eight writes in (the
+ * failpoint's log line, and their eight connections open besides the
+ * metrics request), however long a loaded machine takes to get there. */
 static void *stop_soon(void *arg)
 {
     tl_stack *st = arg;
-    time_sleep_ms(400);
+    bool asleep = false;
+    double open = 0;
+    for (uint64_t t0 = time_mono_ms(); time_mono_ms() - t0 < 60000; time_sleep_ms(10)) {
+        if (!asleep) {
+            char *log = tl_read_file(st->svc.log, NULL);
+            asleep = log != NULL && strstr(log, "failpoint write_batch_round: sleeping") != NULL;
+            free(log);
+        }
+        if (asleep) { /* no cmocka assertion on this thread */
+            char url[128];
+            tl_resp r;
+            snprintf(url, sizeof url, "%s/metrics", st->svc.url);
+            if (tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r) == 0 && r.status == 200)
+                open = tl_metric(r.body, "percolator_http_connections_open");
+            tl_resp_free(&r);
+            if (open >= 9)
+                break;
+        }
+    }
+    if (!asleep || open < 9)
+        return (void *)(intptr_t)-2;
     return (void *)(intptr_t)tl_service_stop(st);
 }
 
@@ -246,9 +270,10 @@ static void stop_answers_the_writes_it_holds(void **state)
     void *rc;
 
     assert_int_equal(tl_stack_start(&st, NULL), 0);
-    restart_with_failpoint(&st, "write_batch_round=sleep:1500");
-    /* The writes reach the committer, which sleeps 1.5 s before it takes
-     * them; the stop begins 0.4 s in. */
+    restart_with_failpoint(&st, "write_batch_round=sleep:3000");
+    /* The writes reach the committer, which sleeps 3 s before it takes
+     * them (two such rounds stay within the service's 10 s of grace);
+     * the stop begins meanwhile (stop_soon). */
     assert_int_equal(pthread_create(&stopper, NULL, stop_soon, &st), 0);
     put_together(&st, p, 8);
     assert_int_equal(pthread_join(stopper, &rc), 0);

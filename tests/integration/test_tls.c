@@ -160,7 +160,7 @@ static void call_when_open(const char *method, const char *url, pid_t pid, tl_re
 static void stop(prog *p)
 {
     if (p->pid > 0) {
-        int rc = tl_stop(p->pid, 20000);
+        int rc = tl_stop(p->pid, TL_STOP_MS);
         if (rc != 0)
             tl_dump_file(p->log);
         assert_int_equal(rc, 0);
@@ -230,18 +230,18 @@ static void https_service(void **state)
     start(&o, "oracle", false, NULL);
     const char *flags[] = {"--oracle", o.url, "--tls-cert-file", in_dir("server.crt"),
                            "--tls-key-file", in_dir("server.key"), NULL};
-    assert_int_equal(tl_wait_health(o.url, o.pid, 15000), 0);
+    assert_int_equal(tl_wait_health(o.url, o.pid, TL_START_MS), 0);
     start(&s, "service", true, flags);
     tl_http_tls(in_dir("ca.crt"), NULL, NULL);
-    assert_int_equal(tl_wait_health(s.url, s.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(s.url, s.pid, TL_START_MS), 0);
 
     char url[160], plain[160];
     snprintf(url, sizeof url, "%s/v1/kv/greeting", s.url);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"hello\"}", 17, "application/json", 10000, &r), 0);
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"hello\"}", 17, "application/json", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     tl_resp_free(&r);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "\"value\":\"hello\""));
     tl_resp_free(&r);
@@ -298,13 +298,13 @@ static void client_certificates_required(void **state)
     (void)state;
     prog o, s;
     start(&o, "oracle", false, NULL);
-    assert_int_equal(tl_wait_health(o.url, o.pid, 15000), 0);
+    assert_int_equal(tl_wait_health(o.url, o.pid, TL_START_MS), 0);
     const char *flags[] = {"--oracle", o.url, "--tls-cert-file", in_dir("server.crt"),
                            "--tls-key-file", in_dir("server.key"), "--tls-client-ca-file",
                            in_dir("ca.crt"), NULL};
     start(&s, "service", true, flags);
     tl_http_tls(in_dir("ca.crt"), in_dir("client.crt"), in_dir("client.key"));
-    assert_int_equal(tl_wait_health(s.url, s.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(s.url, s.pid, TL_START_MS), 0);
 
     char health[160], kv[160];
     snprintf(health, sizeof health, "%s/v1/health", s.url);
@@ -338,7 +338,7 @@ static long put(const prog *s, const char *key)
     char url[160];
     snprintf(url, sizeof url, "%s/v1/kv/%s", s->url, key);
     tl_resp r;
-    assert_int_equal(tl_http("PUT", url, "{\"value\":\"v\"}", 13, "application/json", 15000, &r), 0);
+    assert_int_equal(tl_http("PUT", url, "{\"value\":\"v\"}", 13, "application/json", TL_REQUEST_MS, &r), 0);
     long status = r.status;
     tl_resp_free(&r);
     return status;
@@ -352,7 +352,7 @@ static void service_commits_through_an_https_oracle(void **state)
                             in_dir("server.key"), "--tls-client-ca-file", in_dir("ca.crt"), NULL};
     start(&o, "oracle", true, oflags);
     tl_http_tls(in_dir("ca.crt"), in_dir("client.crt"), in_dir("client.key"));
-    assert_int_equal(tl_wait_health(o.url, o.pid, 15000), 0);
+    assert_int_equal(tl_wait_health(o.url, o.pid, TL_START_MS), 0);
 
     /* Mutual TLS both ways: the service trusts the oracle's CA and shows
      * its client certificate. Plain HTTP towards the service's clients. */
@@ -360,13 +360,13 @@ static void service_commits_through_an_https_oracle(void **state)
                             "--oracle-cert-file", in_dir("client.crt"), "--oracle-key-file",
                             in_dir("client.key"), "--oracle-timeout-ms", "2000", NULL};
     start(&s, "service", false, sflags);
-    assert_int_equal(tl_wait_health(s.url, s.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(s.url, s.pid, TL_START_MS), 0);
     assert_int_equal(put(&s, "a"), 200);
     char url[160];
     snprintf(url, sizeof url, "%s/v1/txn", s.url);
     static const char txn[] = "{\"writes\":[{\"key\":\"b\",\"value\":\"1\"},{\"key\":\"c\",\"value\":\"2\"}]}";
     tl_resp r;
-    assert_int_equal(tl_http("POST", url, txn, sizeof txn - 1, "application/json", 15000, &r), 0);
+    assert_int_equal(tl_http("POST", url, txn, sizeof txn - 1, "application/json", TL_REQUEST_MS, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "\"commit_ts\""));
     tl_resp_free(&r);
@@ -376,7 +376,7 @@ static void service_commits_through_an_https_oracle(void **state)
     const char *nocert[] = {"--oracle", o.url, "--oracle-ca-file", in_dir("ca.crt"),
                             "--oracle-timeout-ms", "1000", NULL};
     start(&s, "service", false, nocert);
-    assert_int_equal(tl_wait_health(s.url, s.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(s.url, s.pid, TL_START_MS), 0);
     assert_int_equal(put(&s, "d"), 503);
     stop(&s);
 
@@ -385,7 +385,7 @@ static void service_commits_through_an_https_oracle(void **state)
                              "--oracle-cert-file", in_dir("client.crt"), "--oracle-key-file",
                              in_dir("client.key"), "--oracle-timeout-ms", "1000", NULL};
     start(&s, "service", false, wrongca);
-    assert_int_equal(tl_wait_health(s.url, s.pid, 20000), 0);
+    assert_int_equal(tl_wait_health(s.url, s.pid, TL_START_MS), 0);
     assert_int_equal(put(&s, "e"), 503);
     char *log = tl_read_file(s.log, NULL);
     assert_non_null(log);
@@ -401,7 +401,7 @@ static void refused(const char *name, const char *const flags[], const char *wan
 {
     prog p;
     start(&p, name, true, flags);
-    int rc = tl_wait_exit(p.pid, 15000);
+    int rc = tl_wait_exit(p.pid, TL_STOP_MS);
     char *log = tl_read_file(p.log, NULL);
     if (rc != 2 || log == NULL || strstr(log, want) == NULL)
         fprintf(stderr, "percolator-%s exited %d, expected 2 and '%s'; output:\n%s\n", name, rc,
@@ -478,7 +478,7 @@ static void sighup_reloads_the_certificate(void **state)
                                NULL, NULL, NULL};
         if (i == 0) {
             start(&o, "oracle", false, NULL); /* the service's, plain */
-            assert_int_equal(tl_wait_health(o.url, o.pid, 15000), 0);
+            assert_int_equal(tl_wait_health(o.url, o.pid, TL_START_MS), 0);
             flags[6] = "--oracle";
             flags[7] = o.url;
         }
@@ -486,7 +486,7 @@ static void sighup_reloads_the_certificate(void **state)
         char url[160];
         snprintf(url, sizeof url, "%s/v1/health", p.url);
         tl_http_tls(in_dir("ca.crt"), in_dir("client.crt"), in_dir("client.key"));
-        assert_int_equal(tl_wait_health(p.url, p.pid, 20000), 0);
+        assert_int_equal(tl_wait_health(p.url, p.pid, TL_START_MS), 0);
         tl_http_tls(in_dir("otherca.crt"), in_dir("stranger.crt"), in_dir("stranger.key"));
         assert_int_equal(get(url, NULL), 0);
 

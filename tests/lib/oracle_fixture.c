@@ -24,7 +24,7 @@ int tl_oracle_start(tl_oracle *o, const char *data_dir, int port)
     o->pid = tl_spawn("percolator-oracle", args, NULL, o->log);
     if (o->pid <= 0)
         return -1;
-    if (tl_wait_health(o->url, o->pid, 15000) != 0) {
+    if (tl_wait_health(o->url, o->pid, TL_START_MS) != 0) {
         fprintf(stderr, "testlib: oracle did not become healthy on %s\n", o->url);
         tl_dump_file(o->log);
         tl_stop(o->pid, 2000);
@@ -38,7 +38,7 @@ int tl_oracle_stop(tl_oracle *o)
 {
     if (o->pid <= 0)
         return -1;
-    int rc = tl_stop(o->pid, 15000);
+    int rc = tl_stop(o->pid, TL_STOP_MS);
     o->pid = 0;
     if (rc != 0) {
         /* Not a clean stop: the log says why. */
@@ -54,7 +54,7 @@ int tl_oracle_next(const tl_oracle *o, unsigned n, uint64_t *first)
     snprintf(url, sizeof url, "%s/v1/timestamps?count=%u", o->url, n);
     tl_resp r;
     int rc = -1;
-    if (tl_http("POST", url, NULL, 0, NULL, 5000, &r) == 0 && r.status == 200) {
+    if (tl_http("POST", url, NULL, 0, NULL, TL_REQUEST_MS, &r) == 0 && r.status == 200) {
         json_t *j = json_loads(r.body, 0, NULL);
         json_t *f = json_object_get(j, "first");
         json_t *c = json_object_get(j, "count");

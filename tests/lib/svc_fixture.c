@@ -37,7 +37,7 @@ int tl_service_start(tl_stack *st)
     envp[s->nenv < 4 ? s->nenv : 4] = NULL;
     s->pid = tl_spawn("percolator-service", (const char *const *)argv, envp, s->log);
 
-    if (s->pid <= 0 || tl_wait_health(s->url, s->pid, 20000) != 0) {
+    if (s->pid <= 0 || tl_wait_health(s->url, s->pid, TL_START_MS) != 0) {
         fprintf(stderr, "percolator-service did not become healthy; its log:\n");
         tl_dump_file(s->log);
         return -1;
@@ -47,7 +47,7 @@ int tl_service_start(tl_stack *st)
 
 int tl_service_stop(tl_stack *st)
 {
-    int rc = tl_stop(st->svc.pid, 20000);
+    int rc = tl_stop(st->svc.pid, TL_STOP_MS);
     st->svc.pid = 0;
     if (rc != 0) {
         fprintf(stderr, "percolator-service exited with %d; its log:\n", rc);
@@ -93,7 +93,7 @@ void tl_call_raw(tl_stack *st, const char *method, const char *path, const void 
 {
     char url[8192 + 128];
     snprintf(url, sizeof(url), "%s%s", st->svc.url, path);
-    if (tl_http(method, url, body, len, content_type, 30000, out) != 0) {
+    if (tl_http(method, url, body, len, content_type, TL_REQUEST_MS, out) != 0) {
         fprintf(stderr, "no reply to %s %s\n", method, path);
         abort();
     }
@@ -120,7 +120,7 @@ long tl_try_call(tl_stack *st, const char *method, const char *path, const char 
     if (out)
         *out = NULL;
     if (tl_http(method, url, body, body ? strlen(body) : 0, body ? "application/json" : NULL,
-                20000, &r) != 0) {
+                TL_REQUEST_MS, &r) != 0) {
         tl_resp_free(&r);
         return 0;
     }
@@ -170,7 +170,7 @@ double tl_service_metric(tl_stack *st, const char *name)
     char url[128];
     tl_resp r;
     snprintf(url, sizeof(url), "%s/metrics", st->svc.url);
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 10000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
     double v = tl_metric(r.body, name);
     tl_resp_free(&r);
     return v < 0 ? 0 : v;

@@ -35,7 +35,7 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     g->pid[i] = tl_spawn("percolator-service", args, env, log);
     assert_true(g->pid[i] > 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
-    if (tl_wait_health(url, g->pid[i], 20000) == 0)
+    if (tl_wait_health(url, g->pid[i], TL_START_MS) == 0)
         return 0;
     tl_stop(g->pid[i], 5000); /* it may have exited already */
     g->pid[i] = 0;
@@ -96,7 +96,7 @@ static void oracle_group_start(tl_svc_group *g)
         g->opid[i] = tl_spawn("percolator-oracle", args, NULL, log);
         assert_true(g->opid[i] > 0);
         snprintf(url, sizeof url, "http://127.0.0.1:%d", g->ohttp[i]);
-        if (tl_wait_health(url, g->opid[i], 15000) != 0) {
+        if (tl_wait_health(url, g->opid[i], TL_START_MS) != 0) {
             tl_dump_file(log);
             fail_msg("oracle member %d did not start", i + 1);
         }
@@ -149,7 +149,7 @@ void tl_group_start_with(tl_svc_group *g, const char *tag, int started, const ch
         if (i == started)
             return;
         for (int k = 0; k < i; k++) {
-            tl_stop(g->pid[k], 20000);
+            tl_stop(g->pid[k], TL_STOP_MS);
             g->pid[k] = 0;
         }
         if (!busy || attempt == 2)
@@ -166,12 +166,12 @@ void tl_group_stop(tl_svc_group *g)
 {
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (g->pid[i] > 0)
-            assert_int_equal(tl_stop(g->pid[i], 20000), 0);
+            assert_int_equal(tl_stop(g->pid[i], TL_STOP_MS), 0);
     if (g->noracles == 1)
         assert_int_equal(tl_oracle_stop(&g->oracle), 0);
     for (int i = 0; i < TL_GROUP_NODES; i++)
         if (g->opid[i] > 0)
-            assert_int_equal(tl_stop(g->opid[i], 20000), 0);
+            assert_int_equal(tl_stop(g->opid[i], TL_STOP_MS), 0);
     tl_rmtree(g->dir);
     free(g->dir);
     g->dir = NULL;

@@ -18,6 +18,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Bounds for the fixtures' waits. They are generous on purpose: `make
+ * test` must pass on a loaded machine (a CPU hog beside it, a sanitizer
+ * build), and a bound only decides how long a broken program takes to
+ * fail, never whether a working one passes. A test that proves a time
+ * bound of the program's own sets and measures it itself. */
+#define TL_START_MS 60000   /* a program started until its health answers */
+#define TL_STOP_MS 60000    /* a graceful stop (SIGTERM) until it exits */
+#define TL_REQUEST_MS 60000 /* one request of a fixture helper */
+
 /* --- files and directories --- */
 /* Where the programs are: $PERCOLATOR_BIN_DIR, else "bin". */
 const char *tl_bin_dir(void);

@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,7 +23,23 @@
 #include "testlib.h"
 #include "timeutil.h"
 
-static _Atomic int slow_done;
+/* A request's time bound for this test's clients: generous, so that a
+ * loaded machine (a CPU hog beside `make test`) cannot make one time out;
+ * a server that works answers in milliseconds anyway. */
+#define CLIENT_MS 30000
+
+/* Wait (bounded, 60 s) until *flag is set; false if it never was. */
+static bool await_flag(_Atomic int *flag)
+{
+    for (uint64_t t0 = time_mono_ms(); !atomic_load(flag);) {
+        if (time_mono_ms() - t0 > 60000)
+            return false;
+        time_sleep_ms(5);
+    }
+    return true;
+}
+
+static _Atomic int slow_started, slow_done;
 
 /* GET /v1/things/{id}/keys/{key}: echoes what it was given. */
 static void h_echo(httpd_req *req, void *ctx)
@@ -84,6 +101,7 @@ static void h_text(httpd_req *req, void *ctx)
 static void h_slow(httpd_req *req, void *ctx)
 {
     (void)ctx;
+    atomic_store(&slow_started, 1);
     time_sleep_ms(400);
     atomic_store(&slow_done, 1);
     httpd_reply_empty(req, 204);
@@ -99,7 +117,7 @@ static void h_deferred_worker(httpd_req *req, void *ctx)
     httpd_reply_json(req, 200, json_pack("{s:s}", "where", "worker"));
 }
 
-static _Atomic int deferred_done;
+static _Atomic int deferred_started, deferred_done;
 
 static void *deferred_thread(void *arg)
 {
@@ -131,6 +149,7 @@ static void f_deferred(httpd_req *req, void *ctx)
     assert_false(httpd_defer(req)); /* once only */
     assert_int_equal(pthread_create(&t, NULL, deferred_thread, req), 0);
     pthread_detach(t);
+    atomic_store(&deferred_started, 1);
 }
 
 static const httpd_route routes[] = {
@@ -188,7 +207,7 @@ static void test_authorize_refuses_before_the_handler(void **state)
      * closed connection, and may lose the 401 to the kernel's reset:
      * test_service_limits checks that case on a raw socket.) */
     assert_int_equal(tl_http_with("POST", url, body, big, "application/json",
-                                  "Expect: 100-continue", 5000, &r), 0);
+                                  "Expect: 100-continue", CLIENT_MS, &r), 0);
     assert_int_equal(r.status, 401);
     char v[64];
     assert_non_null(tl_resp_header(&r, "WWW-Authenticate", v, sizeof v));
@@ -196,13 +215,13 @@ static void test_authorize_refuses_before_the_handler(void **state)
     assert_non_null(strstr(r.body, "send X-Key: yes"));
     tl_resp_free(&r);
     assert_int_equal(atomic_load(&posts_run), 0); /* the handler never ran */
-    assert_int_equal(tl_http_with("POST", url, "{}", 2, "application/json", "X-Key: yes", 5000,
-                                  &r), 0);
+    assert_int_equal(tl_http_with("POST", url, "{}", 2, "application/json", "X-Key: yes",
+                                  CLIENT_MS, &r), 0);
     assert_int_equal(r.status, 204);
     tl_resp_free(&r);
     assert_int_equal(atomic_load(&posts_run), 1);
     snprintf(url, sizeof url, "http://127.0.0.1:%u/open", httpd_port(h));
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, 5000, &r), 0);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, CLIENT_MS, &r), 0);
     assert_int_equal(r.status, 200); /* public: no key needed */
     tl_resp_free(&r);
     free(body);
@@ -247,7 +266,7 @@ static json_t *req(fixture *f, const char *method, const char *path, const char 
     char url[1024];
     snprintf(url, sizeof url, "%s%s", f->base, path);
     tl_resp r;
-    assert_int_equal(tl_http(method, url, body, body ? strlen(body) : 0, ctype, 5000, &r), 0);
+    assert_int_equal(tl_http(method, url, body, body ? strlen(body) : 0, ctype, CLIENT_MS, &r), 0);
     *status = r.status;
     json_t *j = json_loadb(r.body, r.len, JSON_ALLOW_NUL, NULL);
     if (keep)
@@ -452,7 +471,7 @@ static void *slow_client(void *arg)
     tl_resp r;
     char url[128];
     snprintf(url, sizeof url, "%s/v1/slow", f->base);
-    tl_http("POST", url, NULL, 0, NULL, 5000, &r);
+    tl_http("POST", url, NULL, 0, NULL, CLIENT_MS, &r);
     st = r.status;
     tl_resp_free(&r);
     return (void *)(intptr_t)st;
@@ -461,11 +480,14 @@ static void *slow_client(void *arg)
 static void test_stop_finishes_requests_in_flight(void **state)
 {
     fixture *f = *state;
+    atomic_store(&slow_started, 0);
     atomic_store(&slow_done, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, slow_client, f), 0);
-    time_sleep_ms(150); /* let the request reach the handler */
-    httpd_stop(f->h, 5000);
+    /* The stop must come while the handler runs (it sleeps 400 ms): wait
+     * until it has started, however long a loaded machine takes. */
+    assert_true(await_flag(&slow_started));
+    httpd_stop(f->h, CLIENT_MS);
     f->h = NULL;
     assert_int_equal(atomic_load(&slow_done), 1);
     void *st;
@@ -500,7 +522,7 @@ static void *deferred_client(void *arg)
     tl_resp r;
     char url[128];
     snprintf(url, sizeof url, "%s/v1/deferred?mode=defer", f->base);
-    tl_http("POST", url, NULL, 0, NULL, 5000, &r);
+    tl_http("POST", url, NULL, 0, NULL, CLIENT_MS, &r);
     long st = r.status;
     tl_resp_free(&r);
     return (void *)(intptr_t)st;
@@ -509,10 +531,13 @@ static void *deferred_client(void *arg)
 static void test_stop_waits_for_deferred_requests(void **state)
 {
     fixture *f = *state;
+    atomic_store(&deferred_started, 0);
     atomic_store(&deferred_done, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, deferred_client, f), 0);
-    time_sleep_ms(100); /* deferred by now; its thread answers at 300 ms */
+    /* Stop once the request is deferred (its thread answers 300 ms later),
+     * not after a fixed nap a loaded machine can outlast. */
+    assert_true(await_flag(&deferred_started));
     /* No grace at all: the deferred request still comes back first (MHD
      * must not stop with a connection suspended). */
     httpd_stop(f->h, 0);
@@ -523,12 +548,45 @@ static void test_stop_waits_for_deferred_requests(void **state)
     assert_int_equal((intptr_t)st, 202);
 }
 
-/* Send raw bytes, get the raw reply (the connection is closed by the
- * request's "Connection: close" or by the server). */
+/* Is reply (NUL-terminated) one whole answer: its headers and the
+ * Content-Length bytes of body after them (none to a HEAD)? */
+static bool whole_reply(const char *reply, size_t len, bool head)
+{
+    const char *end = strstr(reply, "\r\n\r\n");
+    if (end == NULL)
+        return false;
+    const char *te = strcasestr(reply, "\r\nTransfer-Encoding: chunked");
+    if (te != NULL && te < end && !head)
+        return len >= 5 && strcmp(reply + len - 5, "0\r\n\r\n") == 0;
+    const char *cl = strcasestr(reply, "\r\nContent-Length:");
+    size_t want = cl != NULL && cl < end && !head ? strtoul(cl + 17, NULL, 10) : 0;
+    return len >= (size_t)(end + 4 - reply) + want;
+}
+
+/* Send raw bytes, get the raw reply: read until it is whole or the server
+ * closes the connection (not until a timeout, which a loaded machine
+ * could reach first, or which would make every answer cost its length). */
 static int raw(fixture *f, const char *req, char *out, size_t cap)
 {
-    unsigned port = httpd_port(f->h);
-    assert_true(tl_raw_exchange((int)port, req, strlen(req), out, cap, 3000) > 0);
+    int fd = tl_dial(NULL, httpd_port(f->h));
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    size_t got = 0;
+    uint64_t t0 = time_mono_ms();
+    out[0] = '\0';
+    while (got + 1 < cap && !whole_reply(out, got, strncmp(req, "HEAD ", 5) == 0) &&
+           time_mono_ms() - t0 < CLIENT_MS) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        out[got] = '\0';
+    }
+    close(fd);
+    assert_true(got > 0);
     return tl_raw_status(out);
 }
 
@@ -634,13 +692,27 @@ static void test_stop_does_not_wait_for_stalled_bodies(void **state)
                                    "application/json\r\nContent-Length: 100\r\n\r\n{\"a\":";
         assert_int_equal(send(fds[i], half, sizeof half - 1, MSG_NOSIGNAL), (ssize_t)sizeof half - 1);
     }
-    time_sleep_ms(200); /* let the server read the headers and the first bytes */
+    /* The server has the three connections (a loaded machine may take a
+     * while to accept them), then a moment to read what they sent. */
+    double open = 0;
+    for (uint64_t t = time_mono_ms(); time_mono_ms() - t < 60000; time_sleep_ms(10)) {
+        buf out = BUF_INIT;
+        assert_int_equal(metrics_render(f->m, &out), 0);
+        open = tl_metric(out.data, "percolator_http_connections_open");
+        buf_free(&out);
+        if (open == 3)
+            break;
+    }
+    assert_true(open == 3);
+    time_sleep_ms(200);
+    /* A grace far longer than any stop takes, even on a loaded machine:
+     * a stop that waited for the stalled bodies would take all of it. */
     uint64_t t0 = time_mono_ms();
-    httpd_stop(f->h, 6000);
+    httpd_stop(f->h, 60000);
     f->h = NULL;
     uint64_t took = time_mono_ms() - t0;
     fprintf(stderr, "stop with 3 stalled bodies took %llu ms\n", (unsigned long long)took);
-    assert_true(took < 5000); /* not the grace period: nothing was being answered */
+    assert_true(took < 30000); /* not the grace period: nothing was being answered */
     for (int i = 0; i < 3; i++)
         close(fds[i]);
 }
