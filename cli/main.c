@@ -35,7 +35,7 @@ static const command commands[] = {
     {"scan", C_SCAN, 0, 0, cli_scan},
     {"txn", C_TXN, 0, 1, cli_txn},
     {"watch-claim", C_WATCH, 1, 1, cli_watch_claim},
-    {"member", C_MEMBER, 1, 2, cli_member},
+    {"member", C_MEMBER, 1, 4, cli_member},
     {"backup", C_BACKUP, 2, 2, cli_backup},
     {"status", C_STATUS, 0, 0, cli_status},
 };
@@ -98,8 +98,10 @@ static const char usage_text[] =
     "                             (--no-ack: roll it back, so the change stays pending)\n"
     "  member list                the Raft group's members as its leader sees them (ID,\n"
     "                             RAFT-ID, ADDRESS, ROLE, LEADER, MATCH-INDEX, LAG, ANSWERS)\n"
-    "  member add ID              add member ID (one of --raft-peers, started) as a spare,\n"
-    "                             promoted to voter once caught up\n"
+    "  member add ID [HOST:PORT [URL]]\n"
+    "                             add member ID (started) as a spare, promoted to voter once\n"
+    "                             caught up; HOST:PORT, its raft address, and URL, its HTTP\n"
+    "                             URL, when no member's --raft-peers/--raft-urls give them\n"
     "  member remove ID           remove member ID (refused if the rest would lack a quorum)\n"
     "  member lead ID             hand the lead to voter ID\n"
     "                             (member: any member of the service's or the oracle's group)\n"

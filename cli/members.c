@@ -75,9 +75,15 @@ int cli_member(const cli_opts *o)
                 "--help)\n", what);
         return EXIT_USAGE;
     }
-    if (list != (o->nargs == 1)) {
+    bool add = strcmp(what, "add") == 0;
+    /* add ID [HOST:PORT [URL]]: a member on an address no --raft-peers
+     * gives (etcdctl member add --peer-urls); the others take one number. */
+    if (list ? o->nargs != 1 : o->nargs < 2 || o->nargs > (add ? 4 : 2)) {
         fprintf(stderr, "percolator: member %s takes %s (percolator --help)\n", what,
-                list ? "no argument" : "a member number");
+                list  ? "no argument"
+                : add ? "a member number, and its raft address and URL when no --raft-peers "
+                        "gives them"
+                      : "a member number");
         return EXIT_USAGE;
     }
     unsigned id = list ? 0 : member_number(o->args[1]);
@@ -86,9 +92,21 @@ int cli_member(const cli_opts *o)
                 o->args[1]);
         return EXIT_USAGE;
     }
-    char path[64], body[48];
-    const char *method = "POST", *send = body;
-    snprintf(body, sizeof body, "{\"id\":%u}", id);
+    char path[64], *body = NULL;
+    const char *method = "POST", *send;
+    json_t *req = json_pack("{s:i}", "id", (int)id);
+    if (req != NULL && add && o->nargs > 2)
+        json_object_set_new(req, "address", json_string(o->args[2]));
+    if (req != NULL && add && o->nargs > 3)
+        json_object_set_new(req, "url", json_string(o->args[3]));
+    body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (body == NULL) {
+        fprintf(stderr, "percolator: member %s: out of memory, or an argument is not UTF-8\n",
+                what);
+        return EXIT_USAGE;
+    }
+    send = body;
     if (list) {
         method = "GET";
         send = NULL;
@@ -98,10 +116,11 @@ int cli_member(const cli_opts *o)
         send = NULL;
         snprintf(path, sizeof path, "/v1/members/%u", id);
     } else {
-        snprintf(path, sizeof path, strcmp(what, "add") == 0 ? "/v1/members" : "/v1/leader");
+        snprintf(path, sizeof path, add ? "/v1/members" : "/v1/leader");
     }
     cli_reply r;
     cli_request(method, path, send, 0, &r);
+    free(body);
     int rc;
     if (r.status != 200)
         rc = cli_fail(&r);

@@ -15,21 +15,18 @@
 static void not_leader(httpd_req *req, raft_host *h)
 {
     raft_host_view v;
-    size_t n;
-    const raft_peer *peers = raft_host_peers(h, &n);
-    const raft_peer *lp = NULL;
+    const raft_host_member *lp = NULL;
     raft_host_view_get(h, &v);
     for (size_t i = 0; i < v.n; i++)
-        for (size_t k = 0; k < n && v.members[i].leader; k++)
-            if (peers[k].id == v.members[i].member && peers[k].http[0] != '\0')
-                lp = &peers[k];
+        if (v.members[i].leader && v.members[i].url[0] != '\0')
+            lp = &v.members[i];
     if (lp != NULL) {
         char loc[RAFT_PEER_ADDR_MAX + 64];
-        snprintf(loc, sizeof loc, "%s%s", lp->http, httpd_path(req));
+        snprintf(loc, sizeof loc, "%s%s", lp->url, httpd_path(req));
         httpd_add_header(req, "Location", loc);
         httpd_reply_error(req, 307, "not_leader", NULL,
-                          "this member does not lead: the leader is member %u at %s", lp->id,
-                          lp->http);
+                          "this member does not lead: the leader is member %u at %s", lp->member,
+                          lp->url);
         return;
     }
     httpd_add_header(req, "Retry-After", "1");
@@ -48,8 +45,6 @@ static bool leads(raft_host *h)
 static void raft_admin_list(httpd_req *req, raft_host *h)
 {
     raft_host_view v;
-    size_t n;
-    const raft_peer *peers = raft_host_peers(h, &n);
     raft_host_view_get(h, &v);
     if (!v.leads) {
         not_leader(req, h);
@@ -59,10 +54,7 @@ static void raft_admin_list(httpd_req *req, raft_host *h)
     unsigned leader = 0;
     for (size_t i = 0; i < v.n && list != NULL; i++) {
         const raft_host_member *m = &v.members[i];
-        const char *url = "";
-        for (size_t k = 0; k < n; k++)
-            if (peers[k].id == m->member)
-                url = peers[k].http;
+        const char *url = m->url;
         if (m->leader)
             leader = m->member;
         uint64_t match = m->match_index < 0 ? 0 : (uint64_t)m->match_index;
@@ -83,22 +75,51 @@ static void raft_admin_list(httpd_req *req, raft_host *h)
                                (json_int_t)v.last_index));
 }
 
-/* The member a request names: {"id": N} in the body, or the path's {id}.
+/* Where a member to add is, when the body says: {"address": "HOST:PORT",
+ * "url": "http://..."} (the url optional). 0 (w->raft "" when not
+ * given), or -1 answered 400. */
+static int where_of_body(httpd_req *req, json_t *j, raft_peer *w)
+{
+    json_t *addr = json_object_get(j, "address"), *url = json_object_get(j, "url");
+    const char *why = NULL;
+    memset(w, 0, sizeof *w);
+    if (addr == NULL && url == NULL)
+        return 0;
+    if (!json_is_string(addr))
+        why = "\"address\" must be the member's raft address, HOST:PORT";
+    else if ((why = raft_peers_bad_address(json_string_value(addr))) == NULL &&
+             url != NULL && (!json_is_string(url) || !raft_peers_url_ok(json_string_value(url))))
+        why = "\"url\" must be the member's http:// or https:// URL (no spaces, under 128 "
+              "bytes)";
+    if (why != NULL) {
+        httpd_reply_error(req, 400, "bad_request", NULL, "%s", why);
+        return -1;
+    }
+    snprintf(w->raft, sizeof w->raft, "%s", json_string_value(addr));
+    if (url != NULL)
+        snprintf(w->http, sizeof w->http, "%s", json_string_value(url));
+    return 0;
+}
+
+/* The member a request names: {"id": N} in the body, or the path's {id};
+ * and for an add, where the member is when the body says (w).
  * 0 (answered 400) when missing or not a member number. */
-static unsigned member_of_body(httpd_req *req)
+static unsigned member_of_body(httpd_req *req, raft_peer *w)
 {
     json_t *j = httpd_body_json(req);
     if (j == NULL)
         return 0; /* httpd_body_json answered */
     json_t *id = json_object_get(j, "id");
     json_int_t v = json_is_integer(id) ? json_integer_value(id) : 0;
-    json_decref(j);
     if (v < 1 || v > 0xffffffffLL) {
+        json_decref(j);
         httpd_reply_error(req, 400, "bad_request", NULL,
                           "the body must be {\"id\": N}, N a member number (--raft-id) >= 1");
         return 0;
     }
-    return (unsigned)v;
+    int rc = w != NULL ? where_of_body(req, j, w) : 0;
+    json_decref(j);
+    return rc == 0 ? (unsigned)v : 0;
 }
 
 static unsigned member_of_path(httpd_req *req)
@@ -124,10 +145,12 @@ static unsigned member_of_path(httpd_req *req)
 }
 
 /* Run a change and answer its outcome. */
-static void change(httpd_req *req, raft_host *h, raft_host_op op, unsigned member)
+static void change(httpd_req *req, raft_host *h, raft_host_op op, unsigned member,
+                   const raft_peer *where)
 {
     char err[300];
-    raft_host_result r = raft_host_change(h, op, member, RAFT_ADMIN_WAIT_MS, err, sizeof err);
+    raft_host_result r = raft_host_change(h, op, member, where, RAFT_ADMIN_WAIT_MS, err,
+                                          sizeof err);
     switch (r) {
     case RAFT_HOST_DONE:
         break;
@@ -162,11 +185,11 @@ void raft_admin_serve(httpd_req *req, raft_host *h)
         return;
     }
     bool remove = strcmp(method, "DELETE") == 0;
-    unsigned m = remove ? member_of_path(req) : member_of_body(req);
+    bool lead = !remove && strcmp(route, RAFT_ADMIN_ROUTE_LEAD) == 0;
+    raft_peer where;
+    where.raft[0] = '\0';
+    unsigned m = remove ? member_of_path(req) : member_of_body(req, lead ? NULL : &where);
     if (m != 0)
-        change(req, h,
-               remove ? RAFT_HOST_REMOVE
-               : strcmp(route, RAFT_ADMIN_ROUTE_LEAD) == 0 ? RAFT_HOST_LEAD
-                                                           : RAFT_HOST_ADD,
-               m);
+        change(req, h, remove ? RAFT_HOST_REMOVE : lead ? RAFT_HOST_LEAD : RAFT_HOST_ADD, m,
+               where.raft[0] != '\0' ? &where : NULL);
 }

@@ -7,7 +7,10 @@
  *                                 of each member (lag, whether it answers)
  *   POST   /v1/members  {"id":N}  add a --raft-peers member that is in no
  *                                 configuration, as a spare; the leader
- *                                 promotes it once it has caught up
+ *                                 promotes it once it has caught up;
+ *                                 {"id":N,"address":"HOST:PORT","url":U}:
+ *                                 a member on an address no --raft-peers
+ *                                 gives (the configuration carries both)
  *   DELETE /v1/members/{id}       remove a member, unless the voters left
  *                                 that answer would be short of a quorum
  *   POST   /v1/leader   {"id":N}  hand the lead to a voter

@@ -57,6 +57,11 @@ struct raft_host {
     uint64_t change_tried_ms;
     bool first_image_pending;   /* image_first: until libraft took its first snapshot */
     uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
+    /* A member on an address of its own (not a --raft-peers one) whose old
+     * incarnation this leader removed: added back like a --raft-peers one
+     * (replace_incarnations), at this configuration address. */
+    raft_peer readd;
+    uint64_t readd_ms;
     pthread_t prober;           /* a joining member's hellos (prober_main) */
     bool prober_started;        /* loop thread */
     bool prober_done;           /* under mu */
@@ -77,6 +82,8 @@ struct raft_host {
     bool admin_pending, admin_running, admin_done;
     raft_host_op admin_op;
     unsigned admin_member;
+    raft_peer admin_where;      /* an add on an address of its own (admin_where.raft[0]) */
+    uint64_t admin_hello_until; /* loop thread: an add waits for the member's hello */
     raft_host_result admin_result;
     char admin_err[256];
     struct raft_change admin_change;   /* loop thread */
@@ -235,32 +242,38 @@ static void replace_incarnations(raft_host *h)
     uint64_t now = time_mono_ms();
     if (raft_state(r) != RAFT_LEADER || h->changing || now - h->change_tried_ms < 1000)
         return;
-    for (size_t i = 0; i < h->cfg.npeers; i++) {
-        const raft_peer *p = &h->peers[i];
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        const struct raft_server *s = &r->configuration.servers[i];
+        unsigned member = raft_member_of(s->id);
         uint64_t seen, at;
         bool state;
-        if (p->id == h->cfg.id ||
-            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state, &at))
-            continue;
-        const struct raft_server *s = server_of(r, p->id);
-        if (s == NULL || (s->id == seen && s->role == RAFT_VOTER) || (s->id != seen && state))
+        if (member == h->cfg.id ||
+            !raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state, &at) ||
+            (s->id == seen && s->role == RAFT_VOTER) || (s->id != seen && state))
             continue;
         int rv;
         h->change.data = h;
         h->change_tried_ms = now;
         if (s->id != seen) {
             log_info("%s raft: member %u came back as raft id %llu (it lost its data): "
-                     "removing raft id %llu from the group", h->cfg.kind, p->id, (unsigned long long)seen,
-                     (unsigned long long)s->id);
+                     "removing raft id %llu from the group", h->cfg.kind, member,
+                     (unsigned long long)seen, (unsigned long long)s->id);
+            raft_peer *p = raft_peers_find(h->peers, h->cfg.npeers, member);
+            const char *why;
+            if (p != NULL) {
+                h->removed_ms[p - h->peers] = now;
+            } else if (raft_peers_from_conf_address(s->address, &h->readd, &why) == 0) {
+                h->readd.id = member; /* not a --raft-peers member: remember where it is */
+                h->readd_ms = now;
+            }
             rv = raft_remove(r, &h->change, s->id, on_changed);
-            h->removed_ms[i] = now;
         } else {
             log_info("%s raft: promoting member %u (raft id %llu) to voter once it has caught "
-                     "up", h->cfg.kind, p->id, (unsigned long long)seen);
+                     "up", h->cfg.kind, member, (unsigned long long)seen);
             rv = raft_assign(r, &h->change, seen, RAFT_VOTER, on_changed);
         }
         if (rv != 0)
-            log_warn("%s raft: membership change for member %u: %s", h->cfg.kind, p->id,
+            log_warn("%s raft: membership change for member %u: %s", h->cfg.kind, member,
                      raft_errmsg(r));
         h->changing = rv == 0;
         return;
@@ -269,19 +282,24 @@ static void replace_incarnations(raft_host *h)
      * a hello since this leader last removed it: a replacement whose old
      * raft id was removed above, a member that joins later
      * (--raft-initial-members), or a removed one back on an empty dir. */
-    for (size_t i = 0; i < h->cfg.npeers; i++) {
-        const raft_peer *p = &h->peers[i];
+    for (size_t i = 0; i <= h->cfg.npeers; i++) {
+        const raft_peer *p = i < h->cfg.npeers ? &h->peers[i] : &h->readd;
+        uint64_t removed = i < h->cfg.npeers ? h->removed_ms[i] : h->readd_ms;
         uint64_t seen, at;
         bool state;
-        if (p->id == h->cfg.id || server_of(r, p->id) != NULL ||
+        if (p->id == 0 || p->id == h->cfg.id || server_of(r, p->id) != NULL ||
             !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state, &at) || state ||
-            at <= h->removed_ms[i])
+            at <= removed)
             continue;
         h->change.data = h;
         h->change_tried_ms = now;
+        char where[RAFT_PEER_CONF_ADDR_MAX];
+        raft_peers_conf_address(p, p == &h->readd, where, sizeof where);
         log_info("%s raft: adding member %u (raft id %llu) at %s as a spare", h->cfg.kind, p->id,
-                 (unsigned long long)seen, p->raft);
-        int rv = raft_add(r, &h->change, seen, p->raft, on_changed);
+                 (unsigned long long)seen, where);
+        int rv = raft_add(r, &h->change, seen, where, on_changed);
+        if (rv == 0 && p == &h->readd)
+            h->readd.id = 0;
         if (rv != 0)
             log_warn("%s raft: membership change for member %u: %s", h->cfg.kind, p->id,
                      raft_errmsg(r));
@@ -423,8 +441,74 @@ static const char *remove_keeps_quorum(raft_host *h, raft_id gone, char *why, si
     return NULL;
 }
 
+/* An operator's add (docs/DESIGN.md 7.3): a --raft-peers member at its
+ * address there, or another member at the address the operator gives
+ * (admin_where), which the configuration then carries with its URL. It
+ * waits up to SEEN_MS for the member's hello (a member just started may
+ * not have said it yet): wait_for_hello finishes it. */
+static void start_add(raft_host *h, unsigned member, const raft_peer *p,
+                      const struct raft_server *s)
+{
+    raft_peer *w = &h->admin_where;
+    if (s != NULL) {
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u is in the group already", member);
+        return;
+    }
+    if (p != NULL && w->raft[0] != '\0' && strcmp(w->raft, p->raft) != 0) {
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u is at %s by --raft-peers, not at %s",
+                     member, p->raft, w->raft);
+        return;
+    }
+    if (p == NULL && w->raft[0] == '\0') {
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u is not one of --raft-peers: give the "
+                     "address it listens on for raft (and its URL)", member);
+        return;
+    }
+    if (p != NULL)
+        *w = *p; /* where --raft-peers says; its URL comes from the flags */
+    else
+        w->id = member;
+    h->admin_hello_until = time_mono_ms() + SEEN_MS;
+}
+
+static void wait_for_hello(raft_host *h)
+{
+    if (h->admin_hello_until == 0)
+        return;
+    struct raft *r = &h->raft;
+    raft_peer *w = &h->admin_where;
+    uint64_t seen, at;
+    bool state;
+    if (!raft_transport_seen(&h->transport, w->id, SEEN_MS, &seen, &state, &at)) {
+        if (time_mono_ms() < h->admin_hello_until)
+            return;
+        h->admin_hello_until = 0;
+        admin_finish(h, RAFT_HOST_REFUSED, "member %u has not been heard from lately: start it "
+                     "(on an empty data dir, or its own) first, with --raft-peers listing the "
+                     "members and itself at %s", w->id, w->raft);
+        return;
+    }
+    h->admin_hello_until = 0;
+    if (raft_state(r) != RAFT_LEADER || h->changing || server_of(r, w->id) != NULL) {
+        admin_finish(h, RAFT_HOST_REFUSED, "the group changed meanwhile (a new leader, or "
+                     "another change): ask again");
+        return;
+    }
+    char where[RAFT_PEER_CONF_ADDR_MAX];
+    bool own = raft_peers_find(h->peers, h->cfg.npeers, w->id) == NULL;
+    raft_peers_conf_address(w, own, where, sizeof where);
+    log_info("%s raft: adding member %u (raft id %llu) at %s as a spare, as asked", h->cfg.kind,
+             w->id, (unsigned long long)seen, where);
+    h->admin_change.data = h;
+    if (raft_add(r, &h->admin_change, seen, where, on_admin_changed) != 0)
+        admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_errmsg(r));
+    else
+        h->changing = true;
+}
+
 static void serve_admin(raft_host *h)
 {
+    wait_for_hello(h);
     pthread_mutex_lock(&h->mu);
     bool go = h->admin_pending && !h->admin_running;
     raft_host_op op = h->admin_op;
@@ -450,30 +534,11 @@ static void serve_admin(raft_host *h)
     const struct raft_server *s = server_of(r, member);
     char why[200];
     const char *no;
-    uint64_t seen;
-    bool state;
     int rv = 0;
-    if (p == NULL) {
-        admin_finish(h, RAFT_HOST_REFUSED, "member %u is not one of --raft-peers", member);
-        return;
-    }
     switch (op) {
     case RAFT_HOST_ADD:
-        if (s != NULL) {
-            admin_finish(h, RAFT_HOST_REFUSED, "member %u is in the group already", member);
-            return;
-        }
-        uint64_t at;
-        if (!raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state, &at)) {
-            admin_finish(h, RAFT_HOST_REFUSED, "member %u has not been heard from lately: "
-                         "start it (on an empty data dir, or its own) first", member);
-            return;
-        }
-        log_info("%s raft: adding member %u (raft id %llu) at %s as a spare, as asked",
-                 h->cfg.kind, member, (unsigned long long)seen, p->raft);
-        h->admin_change.data = h;
-        rv = raft_add(r, &h->admin_change, seen, p->raft, on_admin_changed);
-        break;
+        start_add(h, member, p, s);
+        return;
     case RAFT_HOST_REMOVE:
         if (s == NULL) {
             admin_finish(h, RAFT_HOST_REFUSED, "member %u is not in the group", member);
@@ -492,7 +557,8 @@ static void serve_admin(raft_host *h)
                  (unsigned long long)s->id);
         h->admin_change.data = h;
         rv = raft_remove(r, &h->admin_change, s->id, on_admin_changed);
-        h->removed_ms[p - h->peers] = time_mono_ms();
+        if (p != NULL)
+            h->removed_ms[p - h->peers] = time_mono_ms();
         break;
     case RAFT_HOST_LEAD:
         if (s == NULL || s->role != RAFT_VOTER) {
@@ -536,7 +602,13 @@ static void refresh_view(raft_host *h)
         raft_host_member *m = &v.members[v.n++];
         m->member = raft_member_of(s->id);
         m->raft_id = s->id;
-        snprintf(m->address, sizeof m->address, "%s", s->address);
+        raft_peer where;
+        const char *why;
+        if (raft_peers_from_conf_address(s->address, &where, &why) != 0)
+            snprintf(where.raft, sizeof where.raft, "%.*s", (int)strcspn(s->address, " "),
+                     s->address);
+        snprintf(m->address, sizeof m->address, "%s", where.raft);
+        raft_host_member_url(h, m->member, m->url, sizeof m->url);
         m->role = role_name(s->role);
         m->leader = s->id == lid && raft_host_heard_lately(h, lid);
         m->match_index = -1;
@@ -1024,7 +1096,8 @@ static bool admin_wait(raft_host *h, bool *flag, bool want, uint64_t deadline)
 }
 
 raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member,
-                                  unsigned wait_ms, char *err, size_t errlen)
+                                  const raft_peer *where, unsigned wait_ms, char *err,
+                                  size_t errlen)
 {
     uint64_t deadline = time_mono_ms() + wait_ms;
     raft_host_result res = RAFT_HOST_TIMEOUT;
@@ -1039,6 +1112,9 @@ raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member
     h->admin_done = false;
     h->admin_op = op;
     h->admin_member = member;
+    memset(&h->admin_where, 0, sizeof h->admin_where);
+    if (where != NULL)
+        h->admin_where = *where;
     pthread_mutex_unlock(&h->mu);
     raft_host_wake(h);
     pthread_mutex_lock(&h->mu);
@@ -1060,4 +1136,19 @@ const raft_peer *raft_host_peers(const raft_host *h, size_t *n)
 {
     *n = h->cfg.npeers;
     return h->peers;
+}
+
+bool raft_host_member_url(raft_host *h, unsigned member, char *out, size_t len)
+{
+    const struct raft_server *s = h->raft_started ? server_of(&h->raft, member) : NULL;
+    const raft_peer *p = raft_peers_find(h->peers, h->cfg.npeers, member);
+    raft_peer where;
+    const char *why;
+    out[0] = '\0';
+    if (s != NULL && raft_peers_from_conf_address(s->address, &where, &why) == 0 &&
+        where.http[0] != '\0')
+        snprintf(out, len, "%s", where.http);
+    else if (p != NULL)
+        snprintf(out, len, "%s", p->http);
+    return out[0] != '\0';
 }

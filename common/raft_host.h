@@ -106,7 +106,8 @@ const char *raft_host_membership(raft_host *h);
 typedef struct {
     unsigned member;                 /* --raft-id */
     uint64_t raft_id;                /* with its incarnation */
-    char address[RAFT_PEER_ADDR_MAX];
+    char address[RAFT_PEER_ADDR_MAX];  /* its raft address */
+    char url[RAFT_PEER_ADDR_MAX];      /* its HTTP URL ("" if not known) */
     const char *role;                /* "voter", "spare", "standby" */
     bool leader;                     /* leads, and was heard from lately
                                         (raft_host_heard_lately) */
@@ -126,8 +127,8 @@ typedef struct {
 void raft_host_view_get(raft_host *h, raft_host_view *v);
 
 typedef enum {
-    RAFT_HOST_ADD,        /* a --raft-peers member in no configuration, as a spare (promoted
-                           * once caught up) */
+    RAFT_HOST_ADD,        /* a member in no configuration, as a spare (promoted once caught
+                           * up): a --raft-peers one, or one at an address given */
     RAFT_HOST_REMOVE,     /* a member, unless the rest would be short of a quorum */
     RAFT_HOST_LEAD,       /* hand leadership to a voter (raft_transfer) */
 } raft_host_op;
@@ -141,12 +142,21 @@ typedef enum {
 
 /* Run op on member on the loop and wait up to wait_ms for libraft's
  * outcome (any thread but the loop's; one at a time: a second one waits
- * for the first). err gets the reason for REFUSED and TIMEOUT. */
+ * for the first). where: for RAFT_HOST_ADD, where the member is (its raft
+ * address, and its URL) when --raft-peers does not say: the
+ * configuration then carries both to every member (raft_peers.h); NULL
+ * otherwise. err gets the reason for REFUSED and TIMEOUT. */
 raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member,
-                                  unsigned wait_ms, char *err, size_t errlen);
+                                  const raft_peer *where, unsigned wait_ms, char *err,
+                                  size_t errlen);
 
 /* The members as --raft-peers and --raft-urls give them. */
 const raft_peer *raft_host_peers(const raft_host *h, size_t *n);
+
+/* member's HTTP URL into out: the one its configuration address carries
+ * (a member added on an address of its own), else --raft-urls'. Whether
+ * one is known. Loop thread only. */
+bool raft_host_member_url(raft_host *h, unsigned member, char *out, size_t len);
 
 /* What the guard lowered so far (loop thread). */
 uint64_t raft_host_commits_lowered(const raft_host *h);

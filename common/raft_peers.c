@@ -1,6 +1,7 @@
 /*
  * raft_peers.c — see raft_peers.h.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,58 @@ static const char *bad_host_port(const char *addr)
     return NULL;
 }
 
+const char *raft_peers_bad_address(const char *addr)
+{
+    return strlen(addr) >= RAFT_PEER_ADDR_MAX ? "the address is too long" : bad_host_port(addr);
+}
+
+bool raft_peers_url_ok(const char *url)
+{
+    size_t len = strlen(url);
+    if (len >= RAFT_PEER_ADDR_MAX ||
+        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (url[i] <= ' ' || url[i] > '~')
+            return false;
+    return true;
+}
+
+void raft_peers_conf_address(const raft_peer *p, bool with_url, char *out, size_t len)
+{
+    if (with_url && p->http[0] != '\0')
+        snprintf(out, len, "%s %s", p->raft, p->http);
+    else
+        snprintf(out, len, "%s", p->raft);
+}
+
+int raft_peers_from_conf_address(const char *conf, raft_peer *p, const char **why)
+{
+    const char *space = strchr(conf, ' ');
+    size_t rlen = space != NULL ? (size_t)(space - conf) : strlen(conf);
+    if (rlen >= sizeof p->raft) {
+        *why = "the raft address is too long";
+        return -1;
+    }
+    memcpy(p->raft, conf, rlen);
+    p->raft[rlen] = '\0';
+    if ((*why = bad_host_port(p->raft)) != NULL)
+        return -1;
+    p->http[0] = '\0';
+    if (space == NULL)
+        return 0;
+    if (!raft_peers_url_ok(space + 1)) {
+        *why = "the URL after the raft address is not http:// or https:// (printable, no "
+               "space, under 128 bytes)";
+        return -1;
+    }
+    snprintf(p->http, sizeof p->http, "%s", space + 1);
+    return 0;
+}
+
 static int add_raft(peer_list *l, unsigned id, const char *addr, char *err, size_t errlen)
 {
-    const char *why = strlen(addr) >= RAFT_PEER_ADDR_MAX ? "the address is too long"
-                                                         : bad_host_port(addr);
+    const char *why = raft_peers_bad_address(addr);
     if (why == NULL && raft_peers_find(l->peers, *l->n, id) != NULL)
         why = "the id is given twice";
     if (why != NULL) {
@@ -97,8 +146,7 @@ static int add_raft(peer_list *l, unsigned id, const char *addr, char *err, size
 static int add_url(peer_list *l, unsigned id, const char *url, char *err, size_t errlen)
 {
     raft_peer *pr = raft_peers_find(l->peers, *l->n, id);
-    if (pr == NULL || strlen(url) >= RAFT_PEER_ADDR_MAX ||
-        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+    if (pr == NULL || !raft_peers_url_ok(url)) {
         snprintf(err, errlen, "%u=%s: not a member of --raft-peers, or not an http:// URL", id,
                  url);
         return -1;

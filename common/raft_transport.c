@@ -99,9 +99,16 @@ struct rt {
     /* What our hello says (raft_transport_set_self, _set_last_index). */
     atomic_uint_fast64_t my_cluster, my_raft_id, my_last_index;
     atomic_bool my_state;
-    /* The raft id each peer's hello last gave, and when (under mu). */
-    uint64_t seen_id[RAFT_PEERS_MAX], seen_ms[RAFT_PEERS_MAX];
-    bool seen_state[RAFT_PEERS_MAX];
+    bool loopback_only;         /* plain TCP because every member is on loopback: a member
+                                   added since must be there too */
+    /* The raft id each member's hello last gave, and when (under mu):
+     * --raft-peers members and members added since, the oldest note
+     * making room for a new one. */
+    struct {
+        unsigned member;
+        uint64_t raft_id, ms;
+        bool has_state;
+    } seen[RAFT_TRANSPORT_SEEN_MAX];
     atomic_uint_fast64_t last_other_log_ms;
     uv_async_t async;           /* threads -> loop: something to deliver or reap */
     bool async_open;
@@ -442,25 +449,61 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
+/* Where a member may be (docs/DESIGN.md 7.2, 7.3): a --raft-peers
+ * member only at its address there; a member added since on another
+ * address (its raft part: raft_peers_from_conf_address) at an IPv4
+ * address that no --raft-peers member has, on loopback when the group
+ * runs plain TCP because every member is. 0 with sa and host, or -1 with
+ * why. */
+static int member_address(const rt *r, unsigned member, const char *raft_addr,
+                          struct sockaddr_in *sa, char *host, size_t hostlen, const char **why)
+{
+    for (size_t i = 0; i < r->npeers; i++) {
+        bool same = strcmp(r->peers[i].raft, raft_addr) == 0;
+        if (r->peers[i].id == member && !same) {
+            *why = "the address is not the one --raft-peers gives the member";
+            return -1;
+        }
+        if (r->peers[i].id != member && same) {
+            *why = "the address is another member's";
+            return -1;
+        }
+    }
+    if (parse_address(raft_addr, sa, host, hostlen) != 0) {
+        *why = "the address is not an IPv4 HOST:PORT";
+        return -1;
+    }
+    if (r->loopback_only && (ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
+        *why = "the address is off loopback, and the group runs plain TCP";
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether a configuration (checked by raft_frame_configuration) is one
- * this group can have: every server one of --raft-peers (its member
- * number, any incarnation: raft_identity.h) at that member's address, no
- * member twice, at least one voter. Any other is forged: libraft would
- * adopt it, and connect where it says. */
+ * this group can have: at most RAFT_PEERS_MAX servers, each where it may
+ * be (member_address; any incarnation: raft_identity.h), no member
+ * twice, at least one voter. Any other is forged: libraft would adopt
+ * it, and connect where it says. */
 static bool conf_is_ours(const rt *r, const uint8_t *conf, size_t len)
 {
     raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
     size_t n = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
-    bool voter = false, used[RAFT_PEERS_MAX] = {false};
-    if (n == 0 || n > r->npeers)
+    bool voter = false;
+    if (n == 0 || n > RAFT_PEERS_MAX)
         return false;
     for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < r->npeers && r->peers[j].id != raft_member_of(sv[i].id))
-            j++;
-        if (j == r->npeers || used[j] || strcmp(r->peers[j].raft, sv[i].address) != 0)
+        raft_peer p;
+        struct sockaddr_in sa;
+        char host[INET_ADDRSTRLEN + 1];
+        const char *why;
+        unsigned member = raft_member_of(sv[i].id);
+        if (raft_peers_from_conf_address(sv[i].address, &p, &why) != 0 ||
+            member_address(r, member, p.raft, &sa, host, sizeof host, &why) != 0)
             return false;
-        used[j] = true;
+        for (size_t k = 0; k < i; k++)
+            if (raft_member_of(sv[k].id) == member)
+                return false;
         voter = voter || sv[i].role == RAFT_VOTER;
     }
     return voter;
@@ -657,24 +700,21 @@ static int read_handshake(conn *c, uint8_t *buf, size_t cap, size_t *have, size_
     return -1;
 }
 
-/* The member the handshake claims must be one of ours, at its configured
- * address, and (with TLS) that address's host in its certificate. */
+/* The member the handshake claims must be another member, at an address
+ * it may have (member_address), and (with TLS) named by its certificate. */
 static bool identity_ok(conn *c)
 {
     rt *r = c->r;
     char host[INET_ADDRSTRLEN + 1];
     struct sockaddr_in sa;
-    const raft_peer *p = NULL;
-    for (size_t i = 0; i < r->npeers; i++)
-        if (r->peers[i].id == raft_member_of(c->id))
-            p = &r->peers[i];
-    if (p == NULL || raft_member_of(c->id) == raft_member_of(r->id)) {
-        refuse(c, REFUSED_IDENTITY, "the handshake claims a member id that is not a peer");
+    const char *why;
+    if (raft_member_of(c->id) == raft_member_of(r->id)) {
+        refuse(c, REFUSED_IDENTITY, "the handshake claims this member's own id");
         return false;
     }
-    if (strcmp(p->raft, c->address) != 0 ||
-        parse_address(p->raft, &sa, host, sizeof host) != 0) {
-        refuse(c, REFUSED_IDENTITY, "the handshake's address is not the member's");
+    if (member_address(r, raft_member_of(c->id), c->address, &sa, host, sizeof host, &why) !=
+        0) {
+        refuse(c, REFUSED_IDENTITY, why);
         return false;
     }
     if (c->tls != NULL && !cert_names_member(c->tls, c->id, host)) {
@@ -738,32 +778,55 @@ static size_t peer_index(const rt *r, unsigned member)
     return i;
 }
 
-/* Remember the raft id a peer's hello gave (raft_transport_seen): only
+/* Under mu: member's note in r->seen, or the slot for a new one (a free
+ * one, else the oldest). */
+static size_t seen_slot(rt *r, unsigned member)
+{
+    size_t pick = 0;
+    for (size_t i = 0; i < RAFT_TRANSPORT_SEEN_MAX; i++) {
+        if (r->seen[i].member == member)
+            return i;
+        if (r->seen[i].ms < r->seen[pick].ms)
+            pick = i;
+    }
+    return pick;
+}
+
+/* Remember the raft id a member's hello gave (raft_transport_seen): only
  * from a member of this group (one still deciding says nothing yet). */
 static void note_seen(rt *r, const hello *h)
 {
-    size_t i = peer_index(r, raft_member_of(h->raft_id));
     uint64_t mine = atomic_load(&r->my_cluster);
-    if (i == r->npeers || mine == 0 || h->cluster != mine)
+    if (mine == 0 || h->cluster != mine)
         return;
+    unsigned member = raft_member_of(h->raft_id);
     pthread_mutex_lock(&r->mu);
-    r->seen_id[i] = h->raft_id;
-    r->seen_state[i] = h->has_state;
-    r->seen_ms[i] = time_mono_ms();
+    size_t i = seen_slot(r, member);
+    r->seen[i].member = member;
+    r->seen[i].raft_id = h->raft_id;
+    r->seen[i].has_state = h->has_state;
+    r->seen[i].ms = time_mono_ms();
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Accepted: the hello's member must be a peer other than us, named by its
- * certificate (the same rule as the handshake's, identity_ok). */
+/* Accepted: the hello's member must be another member, named by its
+ * certificate at its --raft-peers host; one added since on another
+ * address (docs/DESIGN.md 7.3), whose hello says no address, at the host
+ * it connects from (or by its DNS name, cert_names_member). */
 static bool hello_identity_ok(conn *c, const hello *h)
 {
     rt *r = c->r;
-    size_t i = peer_index(r, raft_member_of(h->raft_id));
+    unsigned member = raft_member_of(h->raft_id);
+    size_t i = peer_index(r, member);
     char host[INET_ADDRSTRLEN + 1];
     struct sockaddr_in sa;
-    if (i == r->npeers || raft_member_of(h->raft_id) == raft_member_of(r->id) ||
-        parse_address(r->peers[i].raft, &sa, host, sizeof host) != 0) {
-        refuse(c, REFUSED_IDENTITY, "a hello from a member id that is not a peer");
+    if (member == raft_member_of(r->id)) {
+        refuse(c, REFUSED_IDENTITY, "a hello that claims this member's own id");
+        return false;
+    }
+    if (i < r->npeers ? parse_address(r->peers[i].raft, &sa, host, sizeof host) != 0
+                      : snprintf(host, sizeof host, "%s", c->from) >= (int)sizeof host) {
+        refuse(c, REFUSED_IDENTITY, "a hello from a member without a usable address");
         return false;
     }
     if (c->tls != NULL && !cert_names_member(c->tls, h->raft_id, host)) {
@@ -879,8 +942,12 @@ static void *out_main(void *arg)
     char host[INET_ADDRSTRLEN + 1];
     const char *why;
     bool ok = false;
-    if (parse_address(c->address, &sa, host, sizeof host) != 0 ||
-        dial(c, &sa, RAFT_TRANSPORT_HANDSHAKE_MS) != 0)
+    if (member_address(r, raft_member_of(c->id), c->address, &sa, host, sizeof host, &why) !=
+        0) {
+        refuse(c, REFUSED_IDENTITY, why);
+        goto done;
+    }
+    if (dial(c, &sa, RAFT_TRANSPORT_HANDSHAKE_MS) != 0)
         goto done;
     set_timeouts(c->fd, RAFT_TRANSPORT_HANDSHAKE_MS);
     tune_tcp(c->fd);
@@ -1143,7 +1210,9 @@ static int t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, r
         return RAFT_NOCONNECTION;
     }
     c->id = id;
-    snprintf(c->address, sizeof c->address, "%s", address);
+    /* A member added on an address of its own has its URL after the raft
+     * address in the configuration (raft_peers.h): dial the raft part. */
+    snprintf(c->address, sizeof c->address, "%.*s", (int)strcspn(address, " "), address);
     c->req = req;
     c->cb = cb;
     if (conn_start(r, c, out_main) != 0) {
@@ -1232,6 +1301,7 @@ int raft_transport_init(struct raft_uv_transport *t, struct uv_loop_s *loop,
     memcpy(r->peers, cfg->peers, cfg->npeers * sizeof r->peers[0]);
     r->npeers = cfg->npeers;
     r->tls = cfg->tls;
+    r->loopback_only = cfg->tls == NULL && raft_transport_plain_allowed(r->peers, r->npeers);
     snprintf(r->address, sizeof r->address, "%s", cfg->address);
     atomic_store(&r->my_last_index, UINT64_MAX);
     r->lim = raft_frame_limits_or_default(&cfg->limits);
@@ -1353,14 +1423,13 @@ bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t 
                          uint64_t *raft_id, bool *has_state, uint64_t *at_ms)
 {
     rt *r = t->impl;
-    size_t i = peer_index(r, member);
-    if (i == r->npeers)
-        return false;
     pthread_mutex_lock(&r->mu);
-    bool fresh = r->seen_ms[i] != 0 && time_mono_ms() - r->seen_ms[i] <= max_age_ms;
-    *raft_id = r->seen_id[i];
-    *has_state = r->seen_state[i];
-    *at_ms = r->seen_ms[i];
+    size_t i = seen_slot(r, member);
+    bool known = r->seen[i].member == member && r->seen[i].ms != 0;
+    bool fresh = known && time_mono_ms() - r->seen[i].ms <= max_age_ms;
+    *raft_id = known ? r->seen[i].raft_id : 0;
+    *has_state = known && r->seen[i].has_state;
+    *at_ms = known ? r->seen[i].ms : 0;
     pthread_mutex_unlock(&r->mu);
     return fresh;
 }

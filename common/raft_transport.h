@@ -20,10 +20,14 @@
  * --raft-peers address (fixed addresses), or the DNS name
  * "raft-member-<id>" (containers, whose addresses change; give each group
  * its own CA then, or a member of one group could stand for the member of
- * that id in another). Accepting, the claimed member id must be a
- * configured peer and the claimed address its configured address, and the
- * certificate must name that member; connecting, the server's certificate
- * must name the member dialled.
+ * that id in another). Accepting, a --raft-peers member must claim its
+ * address there; a member added since on another address (the
+ * configuration in the log carries it, docs/DESIGN.md 7.3) an IPv4
+ * address no --raft-peers member has (on loopback when the group runs
+ * plain TCP because every member is); the certificate must name the
+ * member at the claimed address. Connecting, the server's certificate
+ * must name the member dialled, and a --raft-peers member is dialled
+ * only at its address there.
  *
  * Hello: before libraft's handshake both sides send a 32-byte hello of
  * ours (the group's id, the sender's raft id, whether it has state, its
@@ -68,6 +72,8 @@
  * stranger cannot hold more of them than this. */
 #define RAFT_TRANSPORT_MAX_HANDSHAKES 16
 #define RAFT_TRANSPORT_MAX_HANDSHAKES_PER_ADDR 4
+/* Members whose last hello is remembered (raft_transport_seen). */
+#define RAFT_TRANSPORT_SEEN_MAX 16
 /* A TLS and libraft handshake must be done within this (ms). */
 #define RAFT_TRANSPORT_HANDSHAKE_MS 5000
 /* A peer that takes no byte for this long is cut off (ms). */
@@ -78,7 +84,7 @@ typedef struct {
     int listen_fd;              /* > 0: a socket raft_transport_listen made for address,
                                    listened on (a copy: the caller closes its own);
                                    0: init binds address itself */
-    const raft_peer *peers;     /* who may connect, and at which address */
+    const raft_peer *peers;     /* --raft-peers: where those members are (others may join) */
     size_t npeers;
     tls_server *tls;            /* peer credentials (not owned); NULL: plain TCP */
     raft_frame_limits limits;   /* 0 fields: raft_frame defaults */

@@ -61,11 +61,6 @@ struct raft_node {
 
 /* ---- parsing (common/raft_peers.c) ---- */
 
-static raft_node_peer *peer_by_id(raft_node_config *cfg, unsigned id)
-{
-    return raft_peers_find(cfg->peers, cfg->npeers, id);
-}
-
 int raft_node_parse_peers(const char *peers, const char *urls, raft_node_config *cfg, char *err,
                           size_t errlen)
 {
@@ -94,13 +89,15 @@ static void refresh_status(raft_node *n)
     raft_leader(R(n), &id, &addr);
     int st = raft_state(R(n));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
-    raft_node_peer *lp = id ? peer_by_id(&n->cfg, raft_member_of(id)) : NULL;
+    char lurl[RAFT_PEER_ADDR_MAX] = "";
+    if (id != 0 && raft_host_heard_lately(n->host, id))
+        raft_host_member_url(n->host, raft_member_of(id), lurl, sizeof lurl);
     raft_host_log_changes(n->host, "oracle");
 
     pthread_mutex_lock(&n->mu);
     n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     n->status.leader_id = raft_member_of(id);
-    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lp && raft_host_heard_lately(n->host, id) ? lp->http : "");
+    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lurl);
     n->status.term = R(n)->current_term;
     n->status.hwm = n->state.hwm;
     n->status.applied_index = raft_last_applied(R(n));

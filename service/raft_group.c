@@ -185,11 +185,6 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
 /* ---- the loop thread ---- */
 
-static raft_peer *peer_by_id(raft_group *g, unsigned id)
-{
-    return raft_peers_find(g->cfg.peers, g->cfg.npeers, id);
-}
-
 static void refresh_status(raft_group *g)
 {
     raft_id id = 0;
@@ -197,7 +192,9 @@ static void refresh_status(raft_group *g)
     raft_leader(R(g), &id, &addr);
     int st = raft_state(R(g));
     static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
-    raft_peer *lp = id ? peer_by_id(g, raft_member_of(id)) : NULL;
+    char lurl[RAFT_PEER_ADDR_MAX] = "";
+    if (id != 0 && raft_host_heard_lately(g->host, id))
+        raft_host_member_url(g->host, raft_member_of(id), lurl, sizeof lurl);
     uint64_t term = R(g)->current_term;
     raft_host_log_changes(g->host, "service");
     bool ready = st == RAFT_LEADER && g->ready_term == term;
@@ -214,7 +211,7 @@ static void refresh_status(raft_group *g)
     pthread_mutex_lock(&g->mu);
     g->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
     g->status.leader_id = raft_member_of(id);
-    snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lp && raft_host_heard_lately(g->host, id) ? lp->http : "");
+    snprintf(g->status.leader_http, sizeof(g->status.leader_http), "%s", lurl);
     g->status.term = term;
     g->status.commit_index = R(g)->commit_index;
     g->status.applied_index = raft_last_applied(R(g));

@@ -46,6 +46,9 @@ typedef struct {
     char peers[256], urls[256];
     char token[600];         /* the members' --auth-token-file, "" for none */
     const char *extra[7];    /* more flags for every member, NULL-ended */
+    /* A member on an address no other member's flags give (DESIGN 7.3):
+     * its own --raft-peers and --raft-urls ("" : the group's). */
+    char own_peers[MAX_NODES][320], own_urls[MAX_NODES][320];
 } group;
 
 static void node_url(const group *g, int i, char *out, size_t len)
@@ -60,9 +63,15 @@ static void node_start(group *g, int i)
     snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
+    bool own = g->own_peers[i][0] != '\0';
     const char *args[24] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
-                            "--raft-peers", g->peers, "--raft-urls", g->urls, NULL};
+                            "--raft-peers", own ? g->own_peers[i] : g->peers,
+                            "--raft-urls", own ? g->own_urls[i] : g->urls, NULL};
     int n = 10;
+    if (own) { /* it joins: the group's first members bootstrapped it */
+        args[n++] = "--raft-initial-members";
+        args[n++] = "1,2,3";
+    }
     if (g->token[0]) {
         args[n++] = "--auth-token-file";
         args[n++] = g->token;
@@ -1057,6 +1066,158 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
     run_free(r);
 }
 
+/* Member i (index >= NODES) on an address of its own: 127.0.1.(i+1) and
+ * fresh ports, flags listing the three first members and the ones added
+ * before it; no other member's flags name it. */
+static void new_machine(group *g, int i)
+{
+    g->http[i] = tl_free_port();
+    g->raft[i] = tl_free_port();
+    g->n = i + 1;
+    snprintf(g->own_peers[i], sizeof g->own_peers[i], "%s", g->peers);
+    snprintf(g->own_urls[i], sizeof g->own_urls[i], "%s", g->urls);
+    for (int k = NODES; k <= i; k++) {
+        size_t lp = strlen(g->own_peers[i]), lu = strlen(g->own_urls[i]);
+        snprintf(g->own_peers[i] + lp, sizeof g->own_peers[i] - lp, ",%d=127.0.1.%d:%d", k + 1,
+                 k + 1, g->raft[k]);
+        snprintf(g->own_urls[i] + lu, sizeof g->own_urls[i] - lu, ",%d=http://127.0.0.1:%d",
+                 k + 1, g->http[k]);
+    }
+    node_start(g, i);
+}
+
+/* The operator's add of member i at its own address and URL: over HTTP,
+ * or with the CLI (`percolator member add ID HOST:PORT URL`, through
+ * member `via`, which may not lead) as an operator would. 200 or the
+ * status; the CLI's exit status 0 counts as 200. */
+static long add_new_machine(group *g, int i, int via)
+{
+    char id[16], addr[48], url[48], ep[48];
+    snprintf(id, sizeof id, "%d", i + 1);
+    snprintf(addr, sizeof addr, "127.0.1.%d:%d", i + 1, g->raft[i]);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
+    if (via < 0) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"id\":%s,\"address\":\"%s\",\"url\":\"%s\"}", id,
+                 addr, url);
+        return admin_at_leader(g, "POST", "/v1/members", body);
+    }
+    node_url(g, via, ep, sizeof ep);
+    const char *args[] = {"--endpoint", ep, "--retries", "5", "member", "add", id, addr, url,
+                          NULL};
+    tl_run_result rr;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &rr), 0);
+    int st = rr.status;
+    if (st != 0)
+        print_message("percolator member add: exit %d: %s%s\n", st, rr.out, rr.err);
+    else
+        assert_non_null(strstr(rr.out, "added as a spare"));
+    tl_run_free(&rr);
+    return st == 0 ? 200 : st;
+}
+
+/* A dead machine replaced by one on an address no member's flags give,
+ * with no member restarted (issue #23; etcd's "member add --peer-urls"):
+ * under clients taking timestamps a follower dies for good, member 4
+ * starts on 127.0.1.4 and the operator adds it with its address and URL;
+ * then the same with the leader (member 5). The configuration in the log
+ * carries the new addresses and URLs: a follower sends clients to a
+ * leader that is one of the new members, and a first member restarted
+ * with its old flags (which name neither) finds them in its log and
+ * serves again. No timestamp is handed out twice. */
+static void a_new_machine_on_a_new_address_takes_a_dead_ones_place(void **state)
+{
+    (void)state;
+    group g;
+    run *r = run_new();
+    group_start(&g, false);
+    r->g = &g;
+    assert_true(group_is(&g, 3, 0, 0, 20000));
+    pthread_t th[CLIENTS];
+    client_arg args[CLIENTS];
+    clients_start(r, th, args);
+    /* A bad address is refused before anything changes. */
+    json_t *j = NULL;
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    assert_int_equal(admin(&g, l, "POST", "/v1/members",
+                           "{\"id\":4,\"address\":\"127.0.1.4\"}", &j), 400);
+    json_decref(j);
+    int survivor = -1;
+    for (int round = 0; round < 2; round++) {
+        int fresh = NODES + round, dead = -1;
+        l = leader_of(&g, 15000);
+        assert_true(l >= 0);
+        for (int i = 0; i < g.n && dead < 0; i++)
+            if (g.pid[i] > 0 && (round == 0 ? i != l : i == l))
+                dead = i; /* round 0: a follower; round 1: the leader (member 4 may lead) */
+        assert_true(dead >= 0);
+        uint64_t t0 = time_mono_ms();
+        assert_int_equal(tl_kill9(g.pid[dead]), 0);
+        g.pid[dead] = 0;
+        new_machine(&g, fresh);
+        assert_true(leader_but(&g, dead, 20000) >= 0);
+        int via = -1; /* round 0 over HTTP; round 1 with the CLI through a live member */
+        for (int i = 0; round == 1 && i < g.n && via < 0; i++)
+            if (g.pid[i] > 0 && i != fresh)
+                via = i;
+        assert_int_equal(add_new_machine(&g, fresh, via), 200);
+        assert_true(tl_raft_membership_is(g.http[fresh], "voter", 30000));
+        char path[32];
+        snprintf(path, sizeof path, "/v1/members/%d", dead + 1);
+        assert_int_equal(admin_at_leader(&g, "DELETE", path, NULL), 200);
+        assert_true(group_is(&g, 3, fresh + 1, dead + 1, 20000));
+        print_message("round %d: member %d (%s) died; member %d on 127.0.1.%d took its place in "
+                      "%llu ms\n", round, dead + 1, round == 0 ? "a follower" : "the leader",
+                      fresh + 1, fresh + 1, (unsigned long long)(time_mono_ms() - t0));
+    }
+    for (int i = 0; i < NODES; i++)
+        if (g.pid[i] > 0)
+            survivor = i;
+    assert_true(survivor >= 0);
+    /* The list names the new members with their URLs. */
+    l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    assert_int_equal(admin(&g, l, "GET", "/v1/members", NULL, &j), 200);
+    char *txt = json_dumps(j, 0);
+    json_decref(j);
+    char want[64];
+    snprintf(want, sizeof want, "\"url\": \"http://127.0.0.1:%d\"", g.http[NODES + 1]);
+    if (txt == NULL || strstr(txt, want) == NULL)
+        fail_msg("GET /v1/members does not give member 5's URL: %s", txt ? txt : "?");
+    free(txt);
+    /* The lead on a new member: the first member left sends clients there
+     * (the URL from the configuration, not from its flags). */
+    char body[32];
+    snprintf(body, sizeof body, "{\"id\":%d}", NODES + 2);
+    assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", body), 200);
+    member_view v = {0};
+    uint64_t until = time_mono_ms() + 10000; /* the old leader may say so a tick longer */
+    while (!(member_health(&g, NODES + 1, &v) && v.leader) && time_mono_ms() < until)
+        time_sleep_ms(50);
+    assert_true(v.leader);
+    /* The first member left restarts with its old flags, which name
+     * neither new member: its log does, and it serves again. */
+    assert_int_equal(tl_stop(g.pid[survivor], TL_STOP_MS), 0);
+    g.pid[survivor] = 0;
+    node_start(&g, survivor);
+    assert_true(tl_raft_membership_is(g.http[survivor], "voter", 20000));
+    uint64_t first = 0;
+    long st = 0;
+    uint64_t end = time_mono_ms() + 20000;
+    while ((st = ask(r, survivor, 1, &first)) != 200 && time_mono_ms() < end)
+        time_sleep_ms(100);
+    assert_int_equal(st, 200);
+    atomic_store(&r->stop, 1);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    print_message("%zu requests\n", r->n);
+    assert_true(r->n > 100);
+    check_takes(r->takes, r->n);
+    group_stop(&g);
+    run_free(r);
+}
+
 /* ---- a member that lost its data (docs/DESIGN.md 7.3) ---- */
 
 /* The sequence that lost acknowledged timestamps before member
@@ -1132,6 +1293,7 @@ int main(void)
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(members_are_listed_moved_removed_and_added),
         cmocka_unit_test(a_group_grows_shrinks_and_replaces_members_under_load),
+        cmocka_unit_test(a_new_machine_on_a_new_address_takes_a_dead_ones_place),
         cmocka_unit_test(the_service_commits_through_a_follower),
         cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
         cmocka_unit_test(the_election_timeout_is_the_flags),

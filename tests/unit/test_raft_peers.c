@@ -87,6 +87,39 @@ static void test_bad_lists_are_refused(void **state)
     assert_int_equal(parse("1=a:1", "1=ftp://b:2", 1), -1);
 }
 
+/* A member on an address of its own carries its URL in the configuration
+ * (raft_peers.h): composed and split back; what does not split is refused. */
+static void test_configuration_addresses(void **state)
+{
+    (void)state;
+    raft_peer p = {.id = 4}, q;
+    const char *why;
+    char conf[RAFT_PEER_CONF_ADDR_MAX];
+    snprintf(p.raft, sizeof p.raft, "10.0.0.4:9001");
+    snprintf(p.http, sizeof p.http, "https://10.0.0.4:8080");
+    raft_peers_conf_address(&p, true, conf, sizeof conf);
+    assert_string_equal(conf, "10.0.0.4:9001 https://10.0.0.4:8080");
+    assert_int_equal(raft_peers_from_conf_address(conf, &q, &why), 0);
+    assert_string_equal(q.raft, "10.0.0.4:9001");
+    assert_string_equal(q.http, "https://10.0.0.4:8080");
+    raft_peers_conf_address(&p, false, conf, sizeof conf); /* a --raft-peers member's */
+    assert_string_equal(conf, "10.0.0.4:9001");
+    assert_int_equal(raft_peers_from_conf_address(conf, &q, &why), 0);
+    assert_string_equal(q.http, "");
+    const char *bad[] = {"10.0.0.4", "10.0.0.4:0 http://x", "10.0.0.4:9001 ftp://x",
+                         "10.0.0.4:9001 http://a b", "10.0.0.4:9001 ", ":9001 http://x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(raft_peers_from_conf_address(bad[i], &q, &why), -1);
+    char longest[300];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    assert_int_equal(raft_peers_from_conf_address(longest, &q, &why), -1);
+    assert_true(raft_peers_url_ok("http://127.0.0.1:8080"));
+    assert_false(raft_peers_url_ok("http://127.0.0.1:8080\n"));
+    assert_non_null(raft_peers_bad_address("10.0.0.4:65536"));
+    assert_null(raft_peers_bad_address("10.0.0.4:65535"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -94,6 +127,7 @@ int main(void)
         cmocka_unit_test(test_ports_outside_1_to_65535_are_refused),
         cmocka_unit_test(test_bad_ports_and_hosts_are_refused),
         cmocka_unit_test(test_bad_lists_are_refused),
+        cmocka_unit_test(test_configuration_addresses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
