@@ -88,13 +88,22 @@ static void node_start(group *g, int i)
 /* Members with a fast janitor; hold_2pc: the after_prewrites failpoint
  * holds a two-phase commit after its prewrites (test 1 kills the leader
  * meanwhile). */
-/* Over oracles percolator-oracle processes: 1, or 3 as a Raft group. */
+/* n members in --raft-peers, the first `started` started, over oracles
+ * percolator-oracle processes: 1, or 3 as a Raft group. */
+static void group_start_n(group *g, int n, int started, const char *env,
+                          const char *const extra[], int oracles)
+{
+    const char *flags[12] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
+    for (int k = 0, f = 4; extra != NULL && extra[k] != NULL; k++) {
+        assert_true(f < 11);
+        flags[f++] = extra[k];
+    }
+    tl_group_start_n(g, "service-raft", n, started, env, flags, oracles);
+}
+
 static void group_start_over(group *g, const char *env, const char *const extra[], int oracles)
 {
-    const char *flags[8] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
-    for (int k = 0, n = 4; extra != NULL && extra[k] != NULL && n < 7; k++)
-        flags[n++] = extra[k];
-    tl_group_start_with(g, "service-raft", NODES, env, flags, oracles);
+    group_start_n(g, NODES, NODES, env, extra, oracles);
 }
 
 static void group_start_env(group *g, const char *env, const char *const extra[])
@@ -153,7 +162,7 @@ static long call_any(group *g, const char *method, const char *path, const char 
     uint64_t end = time_mono_ms() + (uint64_t)ms;
     long st = 0;
     for (int k = 0;; k++) {
-        int i = k % NODES;
+        int i = k % g->n;
         if (g->pid[i] > 0) {
             st = call_on(g, i, method, path, body, 5000, out);
             if (st != 0 && st != 503)
@@ -317,7 +326,8 @@ typedef struct {
     int client;
     atomic_bool *stop;
     int acked[MAX_TRANSFERS];
-    int nacked, tried;
+    atomic_int nacked;      /* read by the test while the client runs */
+    int tried;
 } bank_client;
 
 /* One transfer: read both accounts, then a compare-and-set write of both
@@ -346,7 +356,7 @@ static long transfer(group *g, int from, int to, const char *marker)
              "{\"key\":\"acct-%d\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"x\"}]}",
              from, ca, to, cb, from, fa - amount, to, tb + amount, marker);
     /* Not retried: a 503 or a lost answer may have committed. */
-    for (int i = 0; i < NODES; i++) {
+    for (int i = 0; i < g->n; i++) {
         if (g->pid[i] <= 0)
             continue;
         return call_on(g, i, "POST", "/v1/txn", body, 10000, NULL);
@@ -364,10 +374,115 @@ static void *bank_main(void *arg)
         char marker[64];
         snprintf(marker, sizeof marker, "mark-%d-%d", c->client, t);
         c->tried++;
-        if (transfer(c->g, from, to, marker) == 200)
-            c->acked[c->nacked++] = t;
+        if (transfer(c->g, from, to, marker) == 200) {
+            c->acked[atomic_load(&c->nacked)] = t;
+            atomic_fetch_add(&c->nacked, 1);
+        }
     }
     return NULL;
+}
+
+/* ACCOUNTS accounts of 100 each. */
+static void bank_open(group *g)
+{
+    for (int a = 0; a < ACCOUNTS; a++) {
+        char key[32];
+        snprintf(key, sizeof key, "acct-%d", a);
+        put(g, key, "100");
+    }
+}
+
+/* CLIENTS bank clients on the group until *stop. */
+static void bank_start(group *g, bank_client *bank, pthread_t *t, atomic_bool *stop)
+{
+    for (int c = 0; c < CLIENTS; c++) {
+        bank[c] = (bank_client){.g = g, .client = c, .stop = stop};
+        assert_int_equal(pthread_create(&t[c], NULL, bank_main, &bank[c]), 0);
+    }
+}
+
+/* keys (a JSON array, taken) read in one read-only transaction (one
+ * snapshot) through any member: its reads, for the caller to free. */
+static json_t *read_all(group *g, json_t *keys)
+{
+    json_t *req = json_pack("{s:o}", "reads", keys);
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    json_t *j = NULL;
+    assert_int_equal(call_any(g, "POST", "/v1/txn", body, 20000, &j), 200);
+    free(body);
+    json_t *reads = json_incref(json_object_get(j, "reads"));
+    json_decref(j);
+    return reads;
+}
+
+/* The total of the accounts, read in one snapshot. */
+static long bank_total(group *g)
+{
+    json_t *keys = json_array(), *reads, *r;
+    for (int a = 0; a < ACCOUNTS; a++)
+        json_array_append_new(keys, json_sprintf("acct-%d", a));
+    reads = read_all(g, keys);
+    assert_int_equal(json_array_size(reads), ACCOUNTS);
+    long total = 0;
+    size_t i;
+    json_array_foreach(reads, i, r) {
+        assert_true(json_is_true(json_object_get(r, "found")));
+        total += strtol(json_string_value(json_object_get(r, "value")), NULL, 10);
+    }
+    json_decref(reads);
+    return total;
+}
+
+#define MARKS_AT_ONCE 200 /* markers read in one transaction */
+
+/* Join the clients (*stop set); the money is conserved (one snapshot's
+ * total) and every acknowledged transfer's marker is there. Printed;
+ * how many were acknowledged. */
+static int bank_check(group *g, bank_client *bank, pthread_t *t)
+{
+    int acked = 0, tried = 0;
+    for (int c = 0; c < CLIENTS; c++)
+        pthread_join(t[c], NULL);
+    long total = bank_total(g);
+    for (int c = 0; c < CLIENTS; c++) {
+        tried += bank[c].tried;
+        int n = atomic_load(&bank[c].nacked);
+        for (int from = 0; from < n; from += MARKS_AT_ONCE) {
+            int upto = from + MARKS_AT_ONCE < n ? from + MARKS_AT_ONCE : n;
+            json_t *keys = json_array(), *reads, *r;
+            for (int k = from; k < upto; k++)
+                json_array_append_new(keys, json_sprintf("mark-%d-%d", c, bank[c].acked[k]));
+            reads = read_all(g, keys);
+            assert_int_equal(json_array_size(reads), upto - from);
+            size_t i;
+            json_array_foreach(reads, i, r)
+                if (!json_is_true(json_object_get(r, "found")))
+                    fail_msg("acknowledged transfer %d of client %d is lost",
+                             bank[c].acked[from + (int)i], c);
+            json_decref(reads);
+        }
+        acked += n;
+    }
+    printf("# bank: %d of %d transfers acknowledged, all there, total %ld (in one snapshot)\n",
+           acked, tried, total);
+    assert_int_equal(total, ACCOUNTS * 100);
+    assert_true(acked > 0);
+    return acked;
+}
+
+/* No lock outlives its owner: within a lease (10 s) and janitor rounds
+ * the leader lists none. */
+static void no_lock_left(group *g)
+{
+    int l = leader_but(g, -1, 15000);
+    assert_true(l >= 0);
+    uint64_t end = time_mono_ms() + 20000;
+    long left;
+    while ((left = locks_on(g, l)) != 0 && time_mono_ms() < end)
+        time_sleep_ms(200);
+    printf("# locks left: %ld\n", left);
+    assert_int_equal(left, 0);
 }
 
 /* The SI clients' calls: to one member, following its redirect; a member
@@ -386,11 +501,11 @@ static long si_call(void *ctx, const char *method, const char *path, const char 
                     json_t **out)
 {
     si_client *c = ctx;
-    for (int k = 0; k < NODES && c->g->pid[c->member] <= 0; k++)
-        c->member = (c->member + 1) % NODES;
+    for (int k = 0; k < c->g->n && c->g->pid[c->member] <= 0; k++)
+        c->member = (c->member + 1) % c->g->n;
     long st = call_on(c->g, c->member, method, path, body, 8000, out);
     if (st == 0 || st == 503)
-        c->member = (c->member + 1) % NODES;
+        c->member = (c->member + 1) % c->g->n;
     return st;
 }
 
@@ -462,19 +577,12 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     const char *extra[] = {"--one-pc", "off", NULL};
     group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 15000) >= 0);
-    for (int a = 0; a < ACCOUNTS; a++) {
-        char key[32];
-        snprintf(key, sizeof key, "acct-%d", a);
-        put(&g, key, "100");
-    }
+    bank_open(&g);
     atomic_bool stop = false;
     static bank_client bank[CLIENTS];
     si_client si[SI_CLIENTS];
     pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    for (int c = 0; c < CLIENTS; c++) {
-        bank[c] = (bank_client){.g = &g, .client = c, .stop = &stop};
-        assert_int_equal(pthread_create(&bt[c], NULL, bank_main, &bank[c]), 0);
-    }
+    bank_start(&g, bank, bt, &stop);
     si_history *h = si_clients_start(&g, si, st, &stop);
     /* LEADER_KILLS kills of the leader, and a follower after every third. */
     uint64_t took[LEADER_KILLS];
@@ -494,8 +602,6 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     }
     time_sleep_ms(1000);
     atomic_store(&stop, true);
-    for (int c = 0; c < CLIENTS; c++)
-        pthread_join(bt[c], NULL);
     unsigned si_committed = si_clients_join(si, st);
     qsort(took, LEADER_KILLS, sizeof(took[0]), cmp_u64);
     printf("# %d leader kills, %d follower kills: from a leader's kill -9 to the next write "
@@ -504,29 +610,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
            (unsigned long long)took[LEADER_KILLS - 1]);
 
     /* Money is conserved; every acknowledged transfer is there. */
-    long total = 0;
-    for (int a = 0; a < ACCOUNTS; a++) {
-        char path[64];
-        json_t *j;
-        snprintf(path, sizeof path, "/v1/kv/acct-%d", a);
-        assert_int_equal(call_any(&g, "GET", path, NULL, 15000, &j), 200);
-        total += strtol(json_string_value(json_object_get(j, "value")), NULL, 10);
-        json_decref(j);
-    }
-    int acked = 0, tried = 0;
-    for (int c = 0; c < CLIENTS; c++) {
-        tried += bank[c].tried;
-        for (int k = 0; k < bank[c].nacked; k++) {
-            char path[64];
-            snprintf(path, sizeof path, "/v1/kv/mark-%d-%d", c, bank[c].acked[k]);
-            if (call_any(&g, "GET", path, NULL, 15000, NULL) != 200)
-                fail_msg("acknowledged transfer %d of client %d is lost", bank[c].acked[k], c);
-            acked++;
-        }
-    }
-    printf("# bank: %d of %d transfers acknowledged, all there, total %ld\n", acked, tried, total);
-    assert_int_equal(total, ACCOUNTS * 100);
-    assert_true(acked > 0);
+    bank_check(&g, bank, bt);
 
     /* Every snapshot read exact, no refused commit seen, no lost update. */
     si_report r = si_check(h);
@@ -538,14 +622,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     assert_true(r.committed > 0);
     si_free(h);
 
-    /* No lock outlives its owner: within a lease (10 s) and janitor rounds. */
-    int l = leader_but(&g, -1, 15000);
-    assert_true(l >= 0);
-    uint64_t end = time_mono_ms() + 20000;
-    long left;
-    while ((left = locks_on(&g, l)) != 0 && time_mono_ms() < end)
-        time_sleep_ms(200);
-    assert_int_equal(left, 0);
+    no_lock_left(&g);
     group_stop(&g);
 }
 
