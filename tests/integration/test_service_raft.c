@@ -44,7 +44,14 @@
  *    holds what the group holds;
  *  - a leader cut off by iptables (its raft port) acknowledges nothing
  *    more, the others elect a leader and go on, and after healing it
- *    follows and catches up.
+ *    follows and catches up;
+ *  - five members in --raft-peers, three bootstrapping, under the bank
+ *    (every commit two-phase): members 4 and 5 join and are promoted (3
+ *    to 5 voters), the lead moves to one of them, both are removed (3
+ *    again); a follower, then the leader, is killed for good and a new
+ *    member on an empty dir takes its place (the dead one removed): the
+ *    total is conserved in one snapshot, every acknowledged transfer is
+ *    there, no lock is left; each step's time printed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,13 +95,22 @@ static void node_start(group *g, int i)
 /* Members with a fast janitor; hold_2pc: the after_prewrites failpoint
  * holds a two-phase commit after its prewrites (test 1 kills the leader
  * meanwhile). */
-/* Over oracles percolator-oracle processes: 1, or 3 as a Raft group. */
+/* n members in --raft-peers, the first `started` started, over oracles
+ * percolator-oracle processes: 1, or 3 as a Raft group. */
+static void group_start_n(group *g, int n, int started, const char *env,
+                          const char *const extra[], int oracles)
+{
+    const char *flags[12] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
+    for (int k = 0, f = 4; extra != NULL && extra[k] != NULL; k++) {
+        assert_true(f < 11);
+        flags[f++] = extra[k];
+    }
+    tl_group_start_n(g, "service-raft", n, started, env, flags, oracles);
+}
+
 static void group_start_over(group *g, const char *env, const char *const extra[], int oracles)
 {
-    const char *flags[8] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
-    for (int k = 0, n = 4; extra != NULL && extra[k] != NULL && n < 7; k++)
-        flags[n++] = extra[k];
-    tl_group_start_with(g, "service-raft", NODES, env, flags, oracles);
+    group_start_n(g, NODES, NODES, env, extra, oracles);
 }
 
 static void group_start_env(group *g, const char *env, const char *const extra[])
@@ -153,7 +169,7 @@ static long call_any(group *g, const char *method, const char *path, const char 
     uint64_t end = time_mono_ms() + (uint64_t)ms;
     long st = 0;
     for (int k = 0;; k++) {
-        int i = k % NODES;
+        int i = k % g->n;
         if (g->pid[i] > 0) {
             st = call_on(g, i, method, path, body, 5000, out);
             if (st != 0 && st != 503)
@@ -317,7 +333,8 @@ typedef struct {
     int client;
     atomic_bool *stop;
     int acked[MAX_TRANSFERS];
-    int nacked, tried;
+    atomic_int nacked;      /* read by the test while the client runs */
+    int tried;
 } bank_client;
 
 /* One transfer: read both accounts, then a compare-and-set write of both
@@ -346,7 +363,7 @@ static long transfer(group *g, int from, int to, const char *marker)
              "{\"key\":\"acct-%d\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"x\"}]}",
              from, ca, to, cb, from, fa - amount, to, tb + amount, marker);
     /* Not retried: a 503 or a lost answer may have committed. */
-    for (int i = 0; i < NODES; i++) {
+    for (int i = 0; i < g->n; i++) {
         if (g->pid[i] <= 0)
             continue;
         return call_on(g, i, "POST", "/v1/txn", body, 10000, NULL);
@@ -364,10 +381,134 @@ static void *bank_main(void *arg)
         char marker[64];
         snprintf(marker, sizeof marker, "mark-%d-%d", c->client, t);
         c->tried++;
-        if (transfer(c->g, from, to, marker) == 200)
-            c->acked[c->nacked++] = t;
+        if (transfer(c->g, from, to, marker) == 200) {
+            c->acked[atomic_load(&c->nacked)] = t;
+            atomic_fetch_add(&c->nacked, 1);
+        }
     }
     return NULL;
+}
+
+/* ACCOUNTS accounts of 100 each. */
+static void bank_open(group *g)
+{
+    for (int a = 0; a < ACCOUNTS; a++) {
+        char key[32];
+        snprintf(key, sizeof key, "acct-%d", a);
+        put(g, key, "100");
+    }
+}
+
+/* CLIENTS bank clients on the group until *stop. */
+static void bank_start(group *g, bank_client *bank, pthread_t *t, atomic_bool *stop)
+{
+    for (int c = 0; c < CLIENTS; c++) {
+        bank[c] = (bank_client){.g = g, .client = c, .stop = stop};
+        assert_int_equal(pthread_create(&t[c], NULL, bank_main, &bank[c]), 0);
+    }
+}
+
+/* Transfers acknowledged so far, every client's. */
+static int bank_acked(bank_client *bank)
+{
+    int n = 0;
+    for (int c = 0; c < CLIENTS; c++)
+        n += atomic_load(&bank[c].nacked);
+    return n;
+}
+
+/* Wait up to ms until a transfer is acknowledged after `since` were (the
+ * group takes writes again); false if none is. */
+static bool bank_goes_on(bank_client *bank, int since, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    while (bank_acked(bank) <= since && time_mono_ms() < end)
+        time_sleep_ms(50);
+    return bank_acked(bank) > since;
+}
+
+/* keys (a JSON array, taken) read in one read-only transaction (one
+ * snapshot) through any member: its reads, for the caller to free. */
+static json_t *read_all(group *g, json_t *keys)
+{
+    json_t *req = json_pack("{s:o}", "reads", keys);
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    json_t *j = NULL;
+    assert_int_equal(call_any(g, "POST", "/v1/txn", body, 20000, &j), 200);
+    free(body);
+    json_t *reads = json_incref(json_object_get(j, "reads"));
+    json_decref(j);
+    return reads;
+}
+
+/* The total of the accounts, read in one snapshot. */
+static long bank_total(group *g)
+{
+    json_t *keys = json_array(), *reads, *r;
+    for (int a = 0; a < ACCOUNTS; a++)
+        json_array_append_new(keys, json_sprintf("acct-%d", a));
+    reads = read_all(g, keys);
+    assert_int_equal(json_array_size(reads), ACCOUNTS);
+    long total = 0;
+    size_t i;
+    json_array_foreach(reads, i, r) {
+        assert_true(json_is_true(json_object_get(r, "found")));
+        total += strtol(json_string_value(json_object_get(r, "value")), NULL, 10);
+    }
+    json_decref(reads);
+    return total;
+}
+
+#define MARKS_AT_ONCE 200 /* markers read in one transaction */
+
+/* Join the clients (*stop set); the money is conserved (one snapshot's
+ * total) and every acknowledged transfer's marker is there. Printed;
+ * how many were acknowledged. */
+static int bank_check(group *g, bank_client *bank, pthread_t *t)
+{
+    int acked = 0, tried = 0;
+    for (int c = 0; c < CLIENTS; c++)
+        pthread_join(t[c], NULL);
+    long total = bank_total(g);
+    for (int c = 0; c < CLIENTS; c++) {
+        tried += bank[c].tried;
+        int n = atomic_load(&bank[c].nacked);
+        for (int from = 0; from < n; from += MARKS_AT_ONCE) {
+            int upto = from + MARKS_AT_ONCE < n ? from + MARKS_AT_ONCE : n;
+            json_t *keys = json_array(), *reads, *r;
+            for (int k = from; k < upto; k++)
+                json_array_append_new(keys, json_sprintf("mark-%d-%d", c, bank[c].acked[k]));
+            reads = read_all(g, keys);
+            assert_int_equal(json_array_size(reads), upto - from);
+            size_t i;
+            json_array_foreach(reads, i, r)
+                if (!json_is_true(json_object_get(r, "found")))
+                    fail_msg("acknowledged transfer %d of client %d is lost",
+                             bank[c].acked[from + (int)i], c);
+            json_decref(reads);
+        }
+        acked += n;
+    }
+    printf("# bank: %d of %d transfers acknowledged, all there, total %ld (in one snapshot)\n",
+           acked, tried, total);
+    assert_int_equal(total, ACCOUNTS * 100);
+    assert_true(acked > 0);
+    return acked;
+}
+
+/* No lock outlives its owner: within a lease (10 s) and janitor rounds
+ * the leader lists none. */
+static void no_lock_left(group *g)
+{
+    int l = leader_but(g, -1, 15000);
+    assert_true(l >= 0);
+    uint64_t end = time_mono_ms() + 20000;
+    long left;
+    while ((left = locks_on(g, l)) != 0 && time_mono_ms() < end)
+        time_sleep_ms(200);
+    printf("# locks left: %ld\n", left);
+    assert_int_equal(left, 0);
 }
 
 /* The SI clients' calls: to one member, following its redirect; a member
@@ -386,11 +527,11 @@ static long si_call(void *ctx, const char *method, const char *path, const char 
                     json_t **out)
 {
     si_client *c = ctx;
-    for (int k = 0; k < NODES && c->g->pid[c->member] <= 0; k++)
-        c->member = (c->member + 1) % NODES;
+    for (int k = 0; k < c->g->n && c->g->pid[c->member] <= 0; k++)
+        c->member = (c->member + 1) % c->g->n;
     long st = call_on(c->g, c->member, method, path, body, 8000, out);
     if (st == 0 || st == 503)
-        c->member = (c->member + 1) % NODES;
+        c->member = (c->member + 1) % c->g->n;
     return st;
 }
 
@@ -462,19 +603,12 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     const char *extra[] = {"--one-pc", "off", NULL};
     group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 15000) >= 0);
-    for (int a = 0; a < ACCOUNTS; a++) {
-        char key[32];
-        snprintf(key, sizeof key, "acct-%d", a);
-        put(&g, key, "100");
-    }
+    bank_open(&g);
     atomic_bool stop = false;
     static bank_client bank[CLIENTS];
     si_client si[SI_CLIENTS];
     pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    for (int c = 0; c < CLIENTS; c++) {
-        bank[c] = (bank_client){.g = &g, .client = c, .stop = &stop};
-        assert_int_equal(pthread_create(&bt[c], NULL, bank_main, &bank[c]), 0);
-    }
+    bank_start(&g, bank, bt, &stop);
     si_history *h = si_clients_start(&g, si, st, &stop);
     /* LEADER_KILLS kills of the leader, and a follower after every third. */
     uint64_t took[LEADER_KILLS];
@@ -494,8 +628,6 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     }
     time_sleep_ms(1000);
     atomic_store(&stop, true);
-    for (int c = 0; c < CLIENTS; c++)
-        pthread_join(bt[c], NULL);
     unsigned si_committed = si_clients_join(si, st);
     qsort(took, LEADER_KILLS, sizeof(took[0]), cmp_u64);
     printf("# %d leader kills, %d follower kills: from a leader's kill -9 to the next write "
@@ -504,29 +636,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
            (unsigned long long)took[LEADER_KILLS - 1]);
 
     /* Money is conserved; every acknowledged transfer is there. */
-    long total = 0;
-    for (int a = 0; a < ACCOUNTS; a++) {
-        char path[64];
-        json_t *j;
-        snprintf(path, sizeof path, "/v1/kv/acct-%d", a);
-        assert_int_equal(call_any(&g, "GET", path, NULL, 15000, &j), 200);
-        total += strtol(json_string_value(json_object_get(j, "value")), NULL, 10);
-        json_decref(j);
-    }
-    int acked = 0, tried = 0;
-    for (int c = 0; c < CLIENTS; c++) {
-        tried += bank[c].tried;
-        for (int k = 0; k < bank[c].nacked; k++) {
-            char path[64];
-            snprintf(path, sizeof path, "/v1/kv/mark-%d-%d", c, bank[c].acked[k]);
-            if (call_any(&g, "GET", path, NULL, 15000, NULL) != 200)
-                fail_msg("acknowledged transfer %d of client %d is lost", bank[c].acked[k], c);
-            acked++;
-        }
-    }
-    printf("# bank: %d of %d transfers acknowledged, all there, total %ld\n", acked, tried, total);
-    assert_int_equal(total, ACCOUNTS * 100);
-    assert_true(acked > 0);
+    bank_check(&g, bank, bt);
 
     /* Every snapshot read exact, no refused commit seen, no lost update. */
     si_report r = si_check(h);
@@ -538,14 +648,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     assert_true(r.committed > 0);
     si_free(h);
 
-    /* No lock outlives its owner: within a lease (10 s) and janitor rounds. */
-    int l = leader_but(&g, -1, 15000);
-    assert_true(l >= 0);
-    uint64_t end = time_mono_ms() + 20000;
-    long left;
-    while ((left = locks_on(&g, l)) != 0 && time_mono_ms() < end)
-        time_sleep_ms(200);
-    assert_int_equal(left, 0);
+    no_lock_left(&g);
     group_stop(&g);
 }
 
@@ -1503,6 +1606,173 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     group_stop(&g);
 }
 
+/* ---- members grown, shrunk and replaced under the bank (issue #23) ---- */
+
+/* Wait up to ms until the leader lists `want` members, every one a voter,
+ * member `must` (0: any) among them and member `gone` (0: none) not. */
+static bool group_is(group *g, int want, int must, int gone, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    do {
+        int l = leader_but(g, -1, 5000);
+        json_t *j = NULL;
+        if (l >= 0 && call_on(g, l, "GET", "/v1/members", NULL, 5000, &j) == 200) {
+            json_t *list = json_object_get(j, "members"), *m;
+            size_t k;
+            int voters = 0;
+            bool has_must = must == 0, has_gone = false;
+            json_array_foreach(list, k, m) {
+                int id = (int)json_integer_value(json_object_get(m, "id"));
+                voters += strcmp(json_string_value(json_object_get(m, "role")), "voter") == 0;
+                has_must = has_must || id == must;
+                has_gone = has_gone || id == gone;
+            }
+            bool ok = (int)json_array_size(list) == want && voters == want && has_must &&
+                      !has_gone;
+            json_decref(j);
+            if (ok)
+                return true;
+        } else {
+            json_decref(j);
+        }
+        time_sleep_ms(200);
+    } while (time_mono_ms() < end);
+    return false;
+}
+
+/* method path (body) at the leader, asked again for up to 20 s while it
+ * answers 503 (no leader known yet), 409 (another change still
+ * committing, or a member not yet heard from) or nothing: what an
+ * operator's retry does. The last status; each refusal's reason printed. */
+static long admin_at_leader(group *g, const char *method, const char *path, const char *body)
+{
+    long st = 0;
+    uint64_t until = time_mono_ms() + 20000;
+    for (;;) {
+        json_t *j = NULL;
+        int l = leader_but(g, -1, 10000);
+        st = l >= 0 ? call_on(g, l, method, path, body, 15000, &j) : 0;
+        if (st != 200) {
+            char *txt = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+            printf("# %s %s at member %d: %ld %s\n", method, path, l + 1, st, txt ? txt : "");
+            free(txt);
+        }
+        json_decref(j);
+        if ((st != 0 && st != 409 && st != 503) || time_mono_ms() >= until)
+            return st;
+        time_sleep_ms(300);
+    }
+}
+
+/* Member m (1-based) out of the group: the lead handed to another live
+ * member first if m leads, then DELETE /v1/members/m. */
+static void remove_member(group *g, int m)
+{
+    char path[32], body[32];
+    int l = leader_but(g, -1, 15000);
+    assert_true(l >= 0);
+    if (l == m - 1) {
+        int to = -1;
+        for (int i = 0; i < g->n && to < 0; i++)
+            if (i != l && g->pid[i] > 0)
+                to = i;
+        snprintf(body, sizeof body, "{\"id\":%d}", to + 1);
+        assert_int_equal(admin_at_leader(g, "POST", "/v1/leader", body), 200);
+    }
+    snprintf(path, sizeof path, "/v1/members/%d", m);
+    assert_int_equal(admin_at_leader(g, "DELETE", path, NULL), 200);
+}
+
+/* Five members in --raft-peers, the first three bootstrap
+ * (--raft-initial-members), every commit two-phase. Under the bank:
+ * members 4 and 5 start and the leader adds and promotes them (3 to 5);
+ * the lead moves to member 5; they are removed (member 5 hands the lead
+ * away first) and stopped (back to 3); a follower is killed for good,
+ * a new member (member 4 on its own address, an empty data dir) joins and
+ * the dead one is removed; then the same with the leader (member 5 in its
+ * place). The money is conserved, every acknowledged transfer is there,
+ * the bank goes on after each step, no lock is left; the times printed. */
+static void members_are_replaced_and_grown_under_the_bank(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--one-pc", "off", "--raft-initial-members", "1,2,3", NULL};
+    group_start_n(&g, TL_GROUP_MAX, NODES, NULL, extra, 1);
+    assert_true(group_is(&g, 3, 0, 4, 30000));
+    bank_open(&g);
+    atomic_bool stop = false;
+    static bank_client bank[CLIENTS];
+    pthread_t bt[CLIENTS];
+    bank_start(&g, bank, bt, &stop);
+    assert_true(bank_goes_on(bank, 0, 30000));
+
+    /* 3 to 5: members 4 and 5 start on empty dirs; the leader adds them. */
+    uint64_t t0 = time_mono_ms();
+    node_start(&g, 3);
+    node_start(&g, 4);
+    assert_true(group_is(&g, 5, 5, 0, 30000));
+    uint64_t grown = time_mono_ms() - t0;
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+
+    /* The lead moves to a new member (so that its removal below hands the
+     * lead away first). */
+    assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", "{\"id\":5}"), 200);
+    assert_int_equal(leader_but(&g, -1, 15000), 4);
+
+    /* 5 to 3: removed by the operator, then stopped. */
+    t0 = time_mono_ms();
+    for (int m = 5; m >= 4; m--) {
+        remove_member(&g, m);
+        assert_int_equal(tl_stop(g.pid[m - 1], TL_STOP_MS), 0);
+        g.pid[m - 1] = 0;
+    }
+    assert_true(group_is(&g, 3, 0, 4, 20000));
+    uint64_t shrunk = time_mono_ms() - t0;
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+
+    /* A follower dies for good, then the leader: each time a new machine
+     * (a member not in the group, on its own address, an empty dir) joins,
+     * and the dead one is removed. */
+    uint64_t replaced[2], voter_after[2];
+    for (int round = 0; round < 2; round++) {
+        int l = leader_but(&g, -1, 15000);
+        assert_true(l >= 0);
+        int dead = -1, fresh = round == 0 ? 3 : 4;
+        for (int i = 0; i < g.n && dead < 0; i++)
+            if (g.pid[i] > 0 && (round == 0 ? i != l : i == l))
+                dead = i;
+        assert_true(dead >= 0);
+        t0 = time_mono_ms();
+        kill_member(&g, dead);
+        char data[640];
+        snprintf(data, sizeof data, "%s/n%d", g.dir, fresh + 1);
+        assert_int_equal(tl_rmtree(data), 0);
+        uint64_t t1 = time_mono_ms();
+        node_start(&g, fresh);
+        /* Four in the configuration, one dead: a quorum of three answers. */
+        assert_true(group_is(&g, 4, fresh + 1, 0, 30000));
+        voter_after[round] = time_mono_ms() - t1;
+        char path[32];
+        snprintf(path, sizeof path, "/v1/members/%d", dead + 1);
+        assert_int_equal(admin_at_leader(&g, "DELETE", path, NULL), 200);
+        assert_true(group_is(&g, 3, fresh + 1, dead + 1, 20000));
+        replaced[round] = time_mono_ms() - t0;
+        assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+        printf("# round %d: member %d (%s) killed; member %d a voter %llu ms after its start; "
+               "replaced %llu ms after the kill\n", round, dead + 1,
+               round == 0 ? "a follower" : "the leader", fresh + 1,
+               (unsigned long long)voter_after[round], (unsigned long long)replaced[round]);
+    }
+    atomic_store(&stop, true);
+    printf("# grown from 3 to 5 voters in %llu ms, shrunk to 3 in %llu ms; a follower replaced "
+           "in %llu ms, the leader in %llu ms\n", (unsigned long long)grown,
+           (unsigned long long)shrunk, (unsigned long long)replaced[0],
+           (unsigned long long)replaced[1]);
+    bank_check(&g, bank, bt);
+    no_lock_left(&g);
+    group_stop(&g);
+}
+
 int main(void)
 {
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
@@ -1523,6 +1793,7 @@ int main(void)
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),
         cmocka_unit_test(writes_through_a_follower_survive_leader_kills),
         cmocka_unit_test(the_cli_fails_over_across_leader_kills),
+        cmocka_unit_test(members_are_replaced_and_grown_under_the_bank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * svc_group.h — three percolator-service members as a Raft group over one
  * percolator-oracle, or over three as a Raft group of their own, on
  * 127.0.0.1 with free ports and a temp dir, for the integration tests of
- * the replicated service (test_service_raft, test_service_raft_api).
+ * the replicated service (test_service_raft, test_service_raft_api); or
+ * up to five members in --raft-peers, for a group that grows.
  */
 #ifndef PC_TL_SVC_GROUP_H
 #define PC_TL_SVC_GROUP_H
@@ -13,6 +14,7 @@
 #include "testlib.h"
 
 #define TL_GROUP_NODES 3
+#define TL_GROUP_MAX 5 /* members in --raft-peers at most */
 
 typedef struct {
     char *dir;
@@ -21,21 +23,27 @@ typedef struct {
     pid_t opid[TL_GROUP_NODES];     /* its members (0: not running) */
     int ohttp[TL_GROUP_NODES];
     char oracle_urls[256];          /* the members' --oracle */
-    int http[TL_GROUP_NODES], raft[TL_GROUP_NODES];
-    pid_t pid[TL_GROUP_NODES];      /* 0: not running */
+    int n;                          /* members in --raft-peers: TL_GROUP_NODES, or up
+                                       to TL_GROUP_MAX */
+    int http[TL_GROUP_MAX], raft[TL_GROUP_MAX];
+    pid_t pid[TL_GROUP_MAX];        /* 0: not running */
     char peers[256], urls[256];
     const char *env;                /* one "K=V" for every member, or NULL */
-    const char *extra[8];           /* more flags for every member, NULL-ended */
+    const char *extra[12];          /* more flags for every member, NULL-ended */
 } tl_svc_group;
 
 /* The oracle, every member's addresses, and members 0..started-1 started
- * (each waited for). env and extra (NULL-ended, at most 7) as above. */
+ * (each waited for). env and extra (NULL-ended, at most 11) as above. */
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
                     const char *const extra[]);
 /* The same over oracles oracles (1, or 3 as a Raft group: the members get
  * --oracle URL1,URL2,URL3 and follow its leader). */
 void tl_group_start_with(tl_svc_group *g, const char *tag, int started, const char *env,
                          const char *const extra[], int oracles);
+/* The same with n members (up to TL_GROUP_MAX) in --raft-peers and
+ * --raft-urls, of which the first `started` are started. */
+void tl_group_start_n(tl_svc_group *g, const char *tag, int n, int started, const char *env,
+                      const char *const extra[], int oracles);
 /* (Re)start member i on its data dir; waits until it answers health. */
 void tl_group_member_start(tl_svc_group *g, int i);
 /* Stop every running member and the oracle (each must exit 0); remove the dir. */
