@@ -328,5 +328,11 @@ void raft_io_guard_init(raft_io_guard *g, struct raft_io *inner)
     g->io.snapshot_get = g_snapshot_get;
     g->io.time = g_time;
     g->io.random = g_random;
-    g->io.async_work = inner->version >= 2 && inner->async_work != NULL ? g_async_work : NULL;
+    /* libraft 0.15's raft_uv_init says version 1 but does fill async_work,
+     * the one field version 2 adds (src/uv.c); libraft takes asynchronous
+     * snapshots only from a version 2 io with it: this one is, when the
+     * inner io has it (the service's images, docs/DESIGN.md §4.10). */
+    g->io.async_work = inner->async_work != NULL ? g_async_work : NULL;
+    if (g->io.async_work != NULL && g->io.version < 2)
+        g->io.version = 2;
 }

@@ -184,6 +184,18 @@ pc_rc pc_applied_new_group(pc_session *s);
  * Raft snapshot); *applied (may be NULL) gets the index. Not in propose
  * mode (PC_INVALID). */
 pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied);
+/* The same image in steps, so that taking it holds up no apply (a Raft
+ * snapshot taken while batches go on being applied: docs/DESIGN.md
+ * §4.10). pc_image_pin, where no batch is applied meanwhile (the applying
+ * thread), begins a snapshot transaction on s, a session of its own, and
+ * reads the applied index (*applied) and the highest timestamp: the image
+ * is of that state. pc_image_fill then reads every row into out (emptied
+ * first) on any one thread while other sessions apply; pc_image_unpin ends
+ * the transaction (also after a failed fill). PC_INVALID: pinned twice,
+ * filled unpinned, or in propose mode. */
+pc_rc pc_image_pin(pc_session *s, uint64_t *applied);
+pc_rc pc_image_fill(pc_session *s, pc_buf *out);
+pc_rc pc_image_unpin(pc_session *s);
 /* Replace those tables by an image and record its index as the last
  * applied, in one transaction; skipped when this store already applied
  * that index or beyond (its state is newer). PC_INVALID: not an image. */

@@ -36,28 +36,80 @@ static pc_rc image_table(pc_session *s, WT_CURSOR *c, int table, pc_buf *out)
 
 #define INDEX_LEN 8
 
-static pc_rc take_body(pc_session *s, void *arg)
+/* The rows, the highest timestamp (max_ts) and the safe point, read in
+ * s's transaction, after the applied index (already read) in out. */
+static pc_rc image_rows(pc_session *s, uint64_t applied, uint64_t max_ts, pc_buf *out)
 {
-    take_args *a = arg;
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
     pc_buf batch = {0};
-    a->out->len = 0; /* a retried transaction starts over */
-    pc_rc rc = pc_read_applied(s, a->applied);
+    pc_rc rc = PC_OK;
     for (int t = 0; t < 4 && rc == PC_OK; t++)
         rc = image_table(s, tables[t], t, &batch);
     if (rc == PC_OK)
-        rc = pc_batch_raise_ts(&batch, pc_store_max_ts(s->e));
+        rc = pc_batch_raise_ts(&batch, max_ts);
     uint64_t safe_point = 0;
     if (rc == PC_OK)
         rc = pc_read_safe_point(s, &safe_point);
     if (rc == PC_OK && safe_point > 0)
         rc = pc_batch_raise_safe_point(&batch, safe_point);
     uint8_t index[INDEX_LEN];
-    pc_put_be64(index, *a->applied);
-    if (rc == PC_OK && (pc_buf_append(a->out, index, INDEX_LEN) != PC_OK ||
-                        pc_buf_append(a->out, batch.data, batch.len) != PC_OK))
+    pc_put_be64(index, applied);
+    if (rc == PC_OK && (pc_buf_append(out, index, INDEX_LEN) != PC_OK ||
+                        pc_buf_append(out, batch.data, batch.len) != PC_OK))
         rc = PC_NOMEM;
     pc_buf_free(&batch);
+    return rc;
+}
+
+static pc_rc take_body(pc_session *s, void *arg)
+{
+    take_args *a = arg;
+    a->out->len = 0; /* a retried transaction starts over */
+    pc_rc rc = pc_read_applied(s, a->applied);
+    return rc == PC_OK ? image_rows(s, *a->applied, pc_store_max_ts(s->e), a->out) : rc;
+}
+
+/* ---- an image in two steps ---- */
+
+pc_rc pc_image_pin(pc_session *s, uint64_t *applied)
+{
+    if (s->propose != NULL || s->pinned)
+        return PC_INVALID;
+    int ret = s->wt->begin_transaction(s->wt, "isolation=snapshot");
+    if (ret != 0)
+        return pc_wt_error(s, ret, "begin_transaction");
+    /* The first read takes the transaction's snapshot: the state after the
+     * last batch applied, since the caller applies none meanwhile. */
+    pc_rc rc = pc_read_applied(s, &s->pin_applied);
+    if (rc != PC_OK) {
+        (void)s->wt->rollback_transaction(s->wt, NULL);
+        return rc;
+    }
+    s->pin_max_ts = pc_store_max_ts(s->e); /* raised by applies only, which wait */
+    s->pinned = true;
+    *applied = s->pin_applied;
+    return PC_OK;
+}
+
+pc_rc pc_image_fill(pc_session *s, pc_buf *out)
+{
+    if (!s->pinned)
+        return PC_INVALID;
+    out->len = 0;
+    return image_rows(s, s->pin_applied, s->pin_max_ts, out);
+}
+
+pc_rc pc_image_unpin(pc_session *s)
+{
+    if (!s->pinned)
+        return PC_OK;
+    s->pinned = false;
+    int ret = s->wt->rollback_transaction(s->wt, NULL); /* it only read */
+    pc_rc rc = ret != 0 ? pc_wt_error(s, ret, "rollback_transaction") : PC_OK;
+    WT_CURSOR *all[] = {s->data, s->lock, s->write, s->notify, s->meta};
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && rc == PC_OK; i++)
+        if ((ret = all[i]->reset(all[i])) != 0)
+            rc = pc_wt_error(s, ret, "cursor reset");
     return rc;
 }
 

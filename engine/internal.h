@@ -89,6 +89,8 @@ struct pc_session {
     pc_buf *propose;              /* propose mode: writes go here (batch.c) */
     pc_latches *latches;          /* propose mode: held until the caller releases
                                      them (latch_session.c); NULL: none */
+    bool pinned;                  /* an image's transaction is open (image.c) */
+    uint64_t pin_applied, pin_max_ts;
 };
 
 /* ---- batch.c: appending to a write batch ---- */

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "raft_group.h"
 #include "raft_host.h"
+#include "timeutil.h"
 #include "raft_identity.h"
 
 /* One request thread's wait: for its batch to be applied, or for a read
@@ -59,6 +60,10 @@ struct raft_group {
     raft_host *host;            /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
     pc_session *apply_session;  /* loop thread only */
+    pc_session *image_session;  /* a snapshot's image: pinned on the loop thread, read on
+                                   libraft's worker (fsm_snapshot_async), one at a time */
+    pc_buf image;               /* the image being taken, owned until finalized */
+    struct raft_buffer image_buf;/* what libraft is given of it */
 
     pthread_mutex_t mu;
     rg_wait *queue, **queue_tail;
@@ -140,28 +145,63 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
 }
 
 /* A Raft snapshot is an image of the store (engine/image.c): every row of
- * the replicated tables and the applied index, read in one WiredTiger
- * snapshot on the loop thread, where nothing is being applied. */
+ * the replicated tables and the applied index, from one WiredTiger
+ * snapshot. Taken in three steps (libraft's fsm version 3) so that log
+ * compaction holds up neither applies nor heartbeats (issue #28: reads
+ * and writes stalled while the loop thread read the whole store):
+ * fsm_snapshot pins the store's state on the loop thread, where nothing
+ * is being applied (a snapshot transaction on image_session: cheap);
+ * fsm_snapshot_async reads every row on libraft's worker thread while the
+ * loop applies on; fsm_snapshot_finalize frees it on the loop thread once
+ * libraft wrote it (or gave up). */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
     raft_group *g = fsm->data;
-    pc_buf img = {0};
-    struct raft_buffer *b = raft_malloc(sizeof(*b));
-    pc_rc rc = b != NULL ? pc_image_take(g->apply_session, &img, NULL) : PC_NOMEM;
-    if (rc == PC_OK && (b->base = raft_malloc(img.len > 0 ? img.len : 1)) == NULL)
-        rc = PC_NOMEM;
+    uint64_t at = 0;
+    pc_rc rc = pc_image_pin(g->image_session, &at);
     if (rc != PC_OK) {
-        log_warn("service raft: no snapshot taken: cannot read the store's image (%d)", (int)rc);
-        raft_free(b);
-        pc_buf_free(&img);
-        return RAFT_NOMEM;
+        log_warn("service raft: no snapshot taken: cannot pin the store's state (%d)", (int)rc);
+        return RAFT_BUSY; /* libraft tries again at the next threshold */
     }
-    memcpy(b->base, img.data, img.len);
-    b->len = img.len;
-    pc_buf_free(&img);
+    *bufs = NULL;
+    *n = 0;
+    return 0;
+}
+
+/* libraft's worker thread: the pinned image's rows. */
+static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    raft_group *g = fsm->data;
+    uint64_t t0 = time_mono_ms();
+    struct raft_buffer *b = &g->image_buf;
+    pc_rc rc = pc_image_fill(g->image_session, &g->image);
+    pc_rc unpinned = pc_image_unpin(g->image_session); /* the rows are read: let go */
+    if (rc != PC_OK || unpinned != PC_OK) {
+        log_warn("service raft: no snapshot taken: cannot read the store's image (%d)",
+                 (int)(rc != PC_OK ? rc : unpinned));
+        pc_buf_free(&g->image);
+        return RAFT_IOERR;
+    }
+    b->base = g->image.data;
+    b->len = g->image.len;
     *bufs = b;
     *n = 1;
     metrics_inc(g->m_snapshots, 1);
+    log_info("service raft: an image of %zu bytes read in %llu ms, off the loop thread",
+             b->len, (unsigned long long)(time_mono_ms() - t0));
+    return 0;
+}
+
+/* The loop thread, once libraft is done with the snapshot (written, or
+ * given up at any step): what the steps above took is freed. */
+static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                 unsigned *n)
+{
+    raft_group *g = fsm->data;
+    (void)pc_image_unpin(g->image_session); /* pinned, if the worker never ran */
+    *bufs = NULL;
+    *n = 0;
+    pc_buf_free(&g->image);
     return 0;
 }
 
@@ -548,15 +588,18 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     g->status.role = "unavailable";
     pthread_mutex_init(&g->mu, NULL);
     init_metrics(g, m);
-    if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK) {
+    if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK ||
+        pc_session_open(cfg->engine, &g->image_session) != PC_OK) {
         snprintf(err, errlen, "cannot open a storage session for the raft applier");
         goto fail;
     }
     memset(&g->fsm, 0, sizeof(g->fsm));
-    g->fsm.version = 1;
+    g->fsm.version = 3;
     g->fsm.data = g;
     g->fsm.apply = fsm_apply;
     g->fsm.snapshot = fsm_snapshot;
+    g->fsm.snapshot_async = fsm_snapshot_async;
+    g->fsm.snapshot_finalize = fsm_snapshot_finalize;
     g->fsm.restore = fsm_restore;
     /* Log compaction: an image every snapshot_entries entries, keeping a
      * tenth of that behind it for members that lag a little. */
@@ -580,6 +623,8 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
 fail:
     if (g->apply_session != NULL)
         pc_session_close(g->apply_session);
+    if (g->image_session != NULL)
+        pc_session_close(g->image_session);
     pthread_mutex_destroy(&g->mu);
     free(g);
     return -1;
@@ -594,6 +639,8 @@ void raft_group_stop(raft_group *g)
     pthread_mutex_unlock(&g->mu);
     raft_host_stop(g->host);
     pc_session_close(g->apply_session);
+    pc_session_close(g->image_session); /* its transaction, if a snapshot never finished */
+    pc_buf_free(&g->image);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }

@@ -449,6 +449,46 @@ static void an_image_replaces_a_store_and_batches_follow_it(void **state)
     fx_free(c);
 }
 
+/* An image pinned at a moment is of that moment, however many batches
+ * are applied on other sessions before it is read (a Raft snapshot taken
+ * off the applying thread: docs/DESIGN.md §4.10): the same bytes as an
+ * image of a member that stopped there. */
+static void a_pinned_image_is_of_its_moment(void **state)
+{
+    trio *t = *state;
+    for (size_t i = 0; i < 6; i++)
+        step(t, script[i]);
+    pc_session *pin = NULL;
+    assert_int_equal(pc_session_open(t->leader->e, &pin), PC_OK);
+    uint64_t at = 0, index = 0;
+    assert_int_equal(pc_image_fill(pin, &t->last), PC_INVALID); /* not pinned */
+    assert_int_equal(pc_image_pin(pin, &at), PC_OK);
+    assert_int_equal(at, 6);
+    assert_int_equal(pc_image_pin(pin, &at), PC_INVALID); /* pinned already */
+    pc_buf want = {0}, img = {0};
+    assert_int_equal(pc_image_take(t->follower->s, &want, &index), PC_OK);
+    assert_int_equal(index, 6);
+    for (size_t i = 6; i < NSTEPS; i++) /* the leader's store moves on */
+        step(t, script[i]);
+    assert_int_equal(pc_image_fill(pin, &img), PC_OK);
+    assert_int_equal(img.len, want.len);
+    assert_memory_equal(img.data, want.data, want.len);
+    assert_int_equal(pc_image_unpin(pin), PC_OK);
+    assert_int_equal(pc_image_unpin(pin), PC_OK); /* once is enough */
+    /* Pinned again: now the newest state. */
+    assert_int_equal(pc_image_pin(pin, &at), PC_OK);
+    assert_int_equal(at, NSTEPS);
+    assert_int_equal(pc_image_fill(pin, &img), PC_OK);
+    assert_int_equal(pc_image_unpin(pin), PC_OK);
+    want.len = 0;
+    assert_int_equal(pc_image_take(t->leader->s, &want, &index), PC_OK);
+    assert_int_equal(img.len, want.len);
+    assert_memory_equal(img.data, want.data, want.len);
+    pc_session_close(pin);
+    pc_buf_free(&img);
+    pc_buf_free(&want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +498,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(joined_batches_apply_as_the_sequence, setup, teardown),
         cmocka_unit_test_setup_teardown(gc_proposed_in_parts_equals_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_pinned_image_is_of_its_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),
     };
