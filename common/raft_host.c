@@ -88,6 +88,8 @@ struct raft_host {
     char admin_err[256];
     struct raft_change admin_change;   /* loop thread */
     struct raft_transfer admin_transfer;
+    bool transfer_ended;        /* loop thread: finish_transfer answers it */
+    unsigned transfer_to;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
@@ -113,6 +115,7 @@ static void on_raft_closed(struct raft *r)
 static int start_raft(raft_host *h, int mode);
 static int setup_failed(raft_host *h, bool transport, bool io);
 static void serve_admin(raft_host *h);
+static void finish_transfer(raft_host *h);
 static void refresh_view(raft_host *h);
 static void tend_prober(raft_host *h, bool stopping);
 
@@ -147,6 +150,7 @@ static void on_wake(uv_async_t *a)
     if (h->raft_started) {
         serve_admin(h);
         h->cfg.serve(h->cfg.arg);
+        finish_transfer(h);
     }
     if (!stopping)
         return;
@@ -398,15 +402,29 @@ static void on_admin_changed(struct raft_change *req, int status)
         admin_finish(h, RAFT_HOST_REFUSED, "libraft: %s", raft_strerror(status));
 }
 
+/* The transfer ended: answered once the owner's serve ran after it
+ * (finish_transfer), so that what the owner reports (its role in health,
+ * readiness, where it sends clients) no longer says it leads when the
+ * operator hears that the lead moved. */
 static void on_admin_transferred(struct raft_transfer *req)
 {
     raft_host *h = req->data;
+    h->transfer_ended = true;
+    h->transfer_to = raft_member_of(req->id);
+    raft_host_wake(h);
+}
+
+static void finish_transfer(raft_host *h)
+{
+    if (!h->transfer_ended)
+        return;
+    h->transfer_ended = false;
     refresh_view(h);
     if (raft_state(&h->raft) != RAFT_LEADER) /* stepped down for it */
         admin_finish(h, RAFT_HOST_DONE, NULL);
     else
         admin_finish(h, RAFT_HOST_REFUSED, "member %u did not take the lead in time",
-                     raft_member_of(req->id));
+                     h->transfer_to);
 }
 
 /* Whether this leader heard from server i lately (within two election
@@ -645,6 +663,7 @@ static void on_tick(uv_timer_t *t)
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
     h->cfg.serve(h->cfg.arg);
+    finish_transfer(h);
 }
 
 /* What a peer's message may carry (raft_frame.h): libraft 0.15 sends a
@@ -868,6 +887,10 @@ static int start_raft(raft_host *h, int mode)
         h->first_image_pending = true;
     }
     raft_set_pre_vote(&h->raft, true);
+    /* A member that starts grants no vote for an election timeout, as a
+     * running one grants none while it hears from its leader: the oracle
+     * leader's lease rests on that (docs/DESIGN.md §7.4). */
+    raft_io_guard_hold_votes(&h->guard, h->cfg.election_ms ? h->cfg.election_ms : 1000);
     char err[300];
     if ((mode == START_BOOTSTRAP && (rv = bootstrap(h)) != 0) ||
         (rv = raft_start(&h->raft)) != 0) {

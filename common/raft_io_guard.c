@@ -124,6 +124,11 @@ static void note_heard(raft_io_guard *g, raft_id id)
     g->heard[at].ms = time_mono_ms();
 }
 
+void raft_io_guard_hold_votes(raft_io_guard *g, uint64_t ms)
+{
+    g->votes_held_until = time_mono_ms() + ms;
+}
+
 uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id)
 {
     for (size_t i = 0; i < sizeof g->heard / sizeof g->heard[0]; i++)
@@ -138,6 +143,11 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
     if (impossible(g->io.data, m)) {
         g->dropped++;
         drop(m);
+        return;
+    }
+    if (m->type == RAFT_IO_REQUEST_VOTE && g->votes_held_until != 0 &&
+        time_mono_ms() < g->votes_held_until) {
+        g->votes_held++;
         return;
     }
     note_heard(g, m->server_id);

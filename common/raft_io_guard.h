@@ -78,12 +78,23 @@ typedef struct raft_io_guard {
     uint64_t commits_lowered;
     uint64_t replies_lowered;
     uint64_t dropped;       /* messages no member sends, that libraft asserts on */
+    uint64_t votes_held_until; /* time_mono_ms(): no vote asked of this member counts
+                                  before it (raft_io_guard_hold_votes) */
+    uint64_t votes_held;    /* requests for votes dropped so */
 } raft_io_guard;
 
 /* Wrap inner: pass &g->io to raft_init, or swap it in for the io of an
  * already initialized raft (the fixture) before raft_start. g must stay
  * where it is until libraft closed it. */
 void raft_io_guard_init(raft_io_guard *g, struct raft_io *inner);
+
+/* Drop every request for a vote (or a pre-vote) that reaches this member
+ * within ms from now: a member that starts knows no leader, and libraft
+ * would grant at once a vote that a running member refuses while it
+ * hears from its leader. Holding them for an election timeout keeps the
+ * promise a leader's lease rests on (docs/DESIGN.md §7.4) across a
+ * restart. Dropping a message is always safe for Raft. */
+void raft_io_guard_hold_votes(raft_io_guard *g, uint64_t ms);
 
 /* When a message from raft id last passed to libraft (time_mono_ms), 0:
  * not lately. */

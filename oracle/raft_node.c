@@ -34,7 +34,15 @@ typedef struct ts_wait {
 typedef struct {
     struct raft_apply req;
     ts_wait *waits;
+    uint64_t wanted;          /* what the waits take; the rest of the command is a window */
+    uint64_t proposed_ms;     /* time_mono_ms() before raft_apply: a lease starts there */
+    raft_term term;
 } batch;
+
+/* Timestamps a command reserves beyond what waits for it: the window the
+ * leader hands out from without a Raft round while its lease holds
+ * (docs/DESIGN.md §7.4). Refilled when half of it is gone. */
+#define WINDOW 10000
 
 struct raft_node {
     raft_node_config cfg;
@@ -55,7 +63,15 @@ struct raft_node {
     raft_node_status status;  /* under mu, refreshed by the loop */
     char role[16];
 
-    metrics_series *m_commands, *m_batch, *m_lowered_commits, *m_lowered_replies;
+    /* The window and the lease (docs/DESIGN.md §7.4; loop thread only):
+     * [win_next, win_end] was reserved by a command this leader committed
+     * and is not handed out yet (empty when win_next > win_end); before
+     * lease_until (time_mono_ms) no other member can lead in lease_term. */
+    uint64_t win_next, win_end;
+    uint64_t lease_until, last_window_ms;
+    raft_term lease_term, no_lease_term;
+
+    metrics_series *m_commands, *m_batch, *m_lowered_commits, *m_lowered_replies, *m_window;
     uint64_t seen_lowered_commits, seen_lowered_replies; /* loop thread only */
 };
 
@@ -110,6 +126,7 @@ static void refresh_status(raft_node *n)
 }
 
 static void propose(raft_node *n);
+static uint64_t lease_ms(const raft_node *n);
 
 /* The command of a batch was applied (or failed): answer its requests. */
 static void on_applied(struct raft_apply *req, int status, void *result)
@@ -118,6 +135,18 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     raft_node *n = req->data;
     uint64_t first = status == 0 ? oracle_fsm_first(result) : 0;
     rn_rc rc = status != 0 ? RN_UNAVAILABLE : first == 0 ? RN_EXHAUSTED : RN_OK;
+    /* What the command reserved beyond its waits is the new window, and
+     * its commit the new lease. The old window's rest is dropped: it lies
+     * below what this command answered, and a request that comes after
+     * those answers must get more (real-time order). */
+    n->win_next = 1;
+    n->win_end = 0;
+    if (rc == RN_OK && b->term == R(n)->current_term && raft_state(R(n)) == RAFT_LEADER) {
+        n->win_next = first + b->wanted;
+        n->win_end = n->state.hwm;
+        n->lease_until = b->proposed_ms + lease_ms(n);
+        n->lease_term = b->term;
+    }
 
     if (status != 0)
         log_warn("oracle raft: a command failed: %s", raft_strerror(status));
@@ -163,72 +192,76 @@ static void fail_queued(raft_node *n, rn_rc rc)
     pthread_mutex_unlock(&n->mu);
 }
 
-/* Take every queued request into one command, if none is in flight.
- *
- * A leader's first entry in its term is a barrier, and no command goes
- * before it commits. Besides making sure every earlier command is applied,
- * it narrows a defect of libraft 0.15 (docs/DESIGN.md §7.1): a follower
- * that still holds a stale entry answers an empty AppendEntries with its
- * last stored index, and the leader may count it as holding its own entry
- * there. With one command in flight per leader, the entry such a false
- * count commits is usually this barrier, which hands out nothing; a stale
- * suffix of two entries can still let a command through (not closed here:
- * see §7.1). */
-static void propose(raft_node *n)
+/* How long a commit keeps other members from leading: a follower that
+ * took an entry resets its election timer, which runs at least the
+ * election timeout, and grants no vote while it knows a leader
+ * (libraft's recvRequestVote); four fifths of it leave room for clock
+ * rates and a loop iteration's delay (docs/DESIGN.md §7.4). */
+static uint64_t lease_ms(const raft_node *n)
 {
-    if (n->inflight != NULL || n->barrier_inflight)
-        return;
-    bool leader = raft_state(R(n)) == RAFT_LEADER;
-    if (leader && !n->stopping && n->ready_term != R(n)->current_term) {
-        n->barrier.data = n;
-        n->barrier_term = R(n)->current_term;
-        int rv = raft_barrier(R(n), &n->barrier, on_barrier);
-        if (rv == 0) {
-            n->barrier_inflight = true;
-            return; /* requests wait in the queue until it commits */
-        }
-        log_warn("oracle raft: cannot append the leader's barrier: %s", raft_strerror(rv));
-        fail_queued(n, RN_UNAVAILABLE);
-        return;
-    }
-    /* --min-timestamp: a leader first raises the group's mark to it (one
-     * command that answers nobody); requests wait behind it. Every leader
-     * does, so the floor holds whichever member leads. */
-    uint64_t raise = 0;
-    if (leader && !n->stopping && n->cfg.min_ts > n->state.hwm)
-        raise = n->cfg.min_ts - n->state.hwm;
-    pthread_mutex_lock(&n->mu);
-    ts_wait *ws = raise ? NULL : n->queue;
-    if (!raise) {
-        n->queue = NULL;
-        n->queue_tail = &n->queue;
-    }
-    if (ws == NULL && !raise) {
-        pthread_mutex_unlock(&n->mu);
-        return;
-    }
-    if (!leader || n->stopping) {
-        for (ts_wait *w = ws, *next; w != NULL; w = next) {
-            next = w->next;
-            finish(w, n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER, 0);
-        }
-        pthread_cond_broadcast(&n->cv);
-        pthread_mutex_unlock(&n->mu);
-        return;
-    }
-    uint64_t total = raise;
-    size_t k = 0;
-    for (ts_wait *w = ws; w != NULL; w = w->next, k++) {
-        total += w->count;
-        w->batched = true;
-    }
-    pthread_mutex_unlock(&n->mu);
+    unsigned e = n->cfg.election_ms ? n->cfg.election_ms : 1000;
+    return (uint64_t)e * 4 / 5;
+}
 
+/* Whether this leader may hand out from its window now. */
+static bool lease_holds(raft_node *n)
+{
+    struct raft *r = R(n);
+    return raft_state(r) == RAFT_LEADER && n->ready_term == r->current_term &&
+           n->lease_term == r->current_term && n->no_lease_term != r->current_term &&
+           r->transfer == NULL && time_mono_ms() < n->lease_until;
+}
+
+/* Answer queued requests from the window, in order, while the lease holds
+ * and the window has enough. */
+static void serve_window(raft_node *n)
+{
+    if (!lease_holds(n))
+        return;
+    size_t k = 0;
+    pthread_mutex_lock(&n->mu);
+    while (n->queue != NULL && n->win_next <= n->win_end &&
+           n->queue->count <= n->win_end - n->win_next + 1) {
+        ts_wait *w = n->queue;
+        n->queue = w->next;
+        finish(w, RN_OK, n->win_next);
+        n->win_next += w->count;
+        k++;
+    }
+    if (n->queue == NULL)
+        n->queue_tail = &n->queue;
+    if (k > 0)
+        pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    if (k > 0) {
+        n->last_window_ms = time_mono_ms();
+        metrics_inc(n->m_window, k);
+    }
+}
+
+/* A term changed hands, or this member stopped leading: its window and
+ * lease are gone (a new leader starts above every window: its barrier
+ * applies every command before it proposes). */
+static void drop_window(raft_node *n)
+{
+    n->win_next = 1;
+    n->win_end = 0;
+    n->lease_until = 0;
+}
+
+/* Propose one command: advance the mark by the requests' counts (waits,
+ * wanted) plus a window of `reserve`. */
+static void propose_command(raft_node *n, ts_wait *ws, size_t k, uint64_t wanted,
+                            uint64_t reserve)
+{
     batch *b = calloc(1, sizeof(*b));
     struct raft_buffer buf;
     int rv = RAFT_NOMEM;
-    if (b != NULL && oracle_fsm_command(total, &buf) == 0) {
+    if (b != NULL && oracle_fsm_command(wanted + reserve, &buf) == 0) {
         b->waits = ws;
+        b->wanted = wanted;
+        b->term = R(n)->current_term;
+        b->proposed_ms = time_mono_ms(); /* before the entry can reach anyone */
         b->req.data = n;
         if ((rv = raft_apply(R(n), &b->req, &buf, 1, on_applied)) != 0)
             raft_free(buf.base);
@@ -246,6 +279,92 @@ static void propose(raft_node *n)
     n->inflight = b;
     metrics_inc(n->m_commands, 1);
     metrics_observe(n->m_batch, (double)k);
+}
+
+/* The window to ask for beyond `wanted`: WINDOW, less near the end of the
+ * timestamps (ORACLE_FSM_MAX_TS). */
+static uint64_t reserve_for(const raft_node *n, uint64_t wanted)
+{
+    uint64_t left = ORACLE_FSM_MAX_TS - n->state.hwm;
+    return left > wanted ? (left - wanted < WINDOW ? left - wanted : WINDOW) : 0;
+}
+
+/* Answer what is queued: from the window while the lease holds, else in
+ * one command that also reserves the next window; a busy leader renews its
+ * lease and refills its window before either runs out.
+ *
+ * A leader's first entry in its term is a barrier, and no command goes
+ * before it commits. Besides making sure every earlier command is applied
+ * (so that the mark is above every window an earlier leader had), it
+ * narrows a defect of libraft 0.15 (docs/DESIGN.md §7.1): a follower
+ * that still holds a stale entry answers an empty AppendEntries with its
+ * last stored index, and the leader may count it as holding its own entry
+ * there. With one command in flight per leader, the entry such a false
+ * count commits is usually this barrier, which hands out nothing; a stale
+ * suffix of two entries can still let a command through (not closed here:
+ * see §7.1). */
+static void propose(raft_node *n)
+{
+    struct raft *r = R(n);
+    bool leader = raft_state(r) == RAFT_LEADER;
+    if (!leader || n->lease_term != r->current_term)
+        drop_window(n);
+    if (leader && r->transfer != NULL)
+        n->no_lease_term = r->current_term; /* its TimeoutNow may elect another at once */
+    if (n->barrier_inflight)
+        return;
+    if (leader && !n->stopping && n->ready_term != r->current_term) {
+        if (n->inflight != NULL)
+            return;
+        n->barrier.data = n;
+        n->barrier_term = r->current_term;
+        int rv = raft_barrier(r, &n->barrier, on_barrier);
+        if (rv == 0) {
+            n->barrier_inflight = true;
+            return; /* requests wait in the queue until it commits */
+        }
+        log_warn("oracle raft: cannot append the leader's barrier: %s", raft_strerror(rv));
+        fail_queued(n, RN_UNAVAILABLE);
+        return;
+    }
+    if (!leader || n->stopping) {
+        fail_queued(n, n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER);
+        return;
+    }
+    serve_window(n);
+    if (n->inflight != NULL)
+        return;
+    /* --min-timestamp: a leader first raises the group's mark to it (one
+     * command that answers nobody); requests wait behind it. Every leader
+     * does, so the floor holds whichever member leads. */
+    if (n->cfg.min_ts > n->state.hwm) {
+        propose_command(n, NULL, 0, n->cfg.min_ts - n->state.hwm, 0);
+        return;
+    }
+    pthread_mutex_lock(&n->mu);
+    ts_wait *ws = n->queue;
+    n->queue = NULL;
+    n->queue_tail = &n->queue;
+    uint64_t wanted = 0;
+    size_t k = 0;
+    for (ts_wait *w = ws; w != NULL; w = w->next, k++) {
+        wanted += w->count;
+        w->batched = true;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (ws != NULL) {
+        propose_command(n, ws, k, wanted, reserve_for(n, wanted));
+        return;
+    }
+    /* Nothing waits. A leader that handed out from its window lately renews
+     * its lease, and refills the window, once half of either is gone: its
+     * requests then never wait for a Raft round. */
+    uint64_t now = time_mono_ms(), lease = lease_ms(n);
+    bool busy = n->last_window_ms != 0 && now - n->last_window_ms < lease;
+    bool low = n->win_next > n->win_end || n->win_end - n->win_next + 1 < WINDOW / 2 ||
+               n->lease_until < now + lease / 2;
+    if (busy && low && n->no_lease_term != r->current_term && reserve_for(n, 0) > 0)
+        propose_command(n, NULL, 0, 0, reserve_for(n, 0));
 }
 
 /* The loop's work, every tick and whenever woken: refresh the status,
@@ -288,6 +407,9 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
             "what", NULL);
         n->m_lowered_commits = metrics_series_get(lowered, "leader_commit", NULL);
         n->m_lowered_replies = metrics_series_get(lowered, "reply_last_index", NULL);
+        n->m_window = metrics_counter1(m, "percolator_oracle_raft_window_requests_total",
+                                       "timestamp requests the leader answered from its "
+                                       "window under its lease, without a Raft round");
     }
     oracle_fsm_init(&n->fsm, &n->state);
     raft_host_config hc = {
