@@ -51,7 +51,13 @@
  *    again); a follower, then the leader, is killed for good and a new
  *    member on an empty dir takes its place (the dead one removed): the
  *    total is conserved in one snapshot, every acknowledged transfer is
- *    there, no lock is left; each step's time printed.
+ *    there, no lock is left; each step's time printed;
+ *  - a dead leader replaced by a new machine on an address no member's
+ *    flags give (member 4, raft on 127.0.2.4), under the bank: added with
+ *    `percolator member add 4 HOST:PORT URL` through a follower, the dead
+ *    one removed, the lead on member 4; a first member passes writes on to
+ *    it at the URL in the configuration (X-Percolator-Leader, health), and
+ *    the other, restarted with its old flags, follows it and catches up.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1683,6 +1689,20 @@ static void remove_member(group *g, int m)
     assert_int_equal(admin_at_leader(g, "DELETE", path, NULL), 200);
 }
 
+/* Wait up to ms until member i is the ready leader: the one that handed
+ * the lead over answers 200 once it no longer leads, but its health and
+ * readiness may say it does until its loop's next turn refreshes them. */
+static bool leads(group *g, int i, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    do {
+        if (leader_but(g, -1, 1000) == i)
+            return true;
+        time_sleep_ms(50);
+    } while (time_mono_ms() < end);
+    return false;
+}
+
 /* Five members in --raft-peers, the first three bootstrap
  * (--raft-initial-members), every commit two-phase. Under the bank:
  * members 4 and 5 start and the leader adds and promotes them (3 to 5);
@@ -1717,7 +1737,7 @@ static void members_are_replaced_and_grown_under_the_bank(void **state)
     /* The lead moves to a new member (so that its removal below hands the
      * lead away first). */
     assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", "{\"id\":5}"), 200);
-    assert_int_equal(leader_but(&g, -1, 15000), 4);
+    assert_true(leads(&g, 4, 15000));
 
     /* 5 to 3: removed by the operator, then stopped. */
     t0 = time_mono_ms();
@@ -1773,6 +1793,239 @@ static void members_are_replaced_and_grown_under_the_bank(void **state)
     group_stop(&g);
 }
 
+/* ---- a new machine on a new address (DESIGN 7.3) ---- */
+
+#define NEW_MACHINE NODES /* its index: member 4 */
+
+/* key on member i itself, no redirect followed (a follower passes the
+ * request on): PUT value, or GET when value is NULL (the value read into
+ * got). The status (0: no answer); via: the leader a follower passed the
+ * request to (X-Percolator-Leader; "" when the member served it). */
+static long kv_on(group *g, int i, const char *key, const char *value, char *got, size_t glen,
+                  char *via, size_t vlen)
+{
+    char url[160], body[160];
+    tl_resp r;
+    long st = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/%s", g->http[i], key);
+    snprintf(body, sizeof body, "{\"value\":\"%s\"}", value != NULL ? value : "");
+    via[0] = '\0';
+    if (got != NULL)
+        got[0] = '\0';
+    if (tl_http(value != NULL ? "PUT" : "GET", url, value != NULL ? body : NULL,
+                value != NULL ? strlen(body) : 0, value != NULL ? "application/json" : NULL,
+                REQ_MS, &r) == 0) {
+        st = r.status;
+        tl_resp_header(&r, "X-Percolator-Leader", via, vlen);
+        if (got != NULL && st == 200) {
+            json_t *j = json_loads(r.body, 0, NULL);
+            const char *v = json_string_value(json_object_get(j, "value"));
+            snprintf(got, glen, "%s", v != NULL ? v : "");
+            json_decref(j);
+        }
+    }
+    tl_resp_free(&r);
+    return st;
+}
+
+/* Wait up to ms until member i's /v1/health gives want as its leader's
+ * URL; false (what it gave printed) if it does not. */
+static bool names_leader_url(group *g, int i, const char *want, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    char url[128] = "";
+    do {
+        json_t *j = NULL;
+        url[0] = '\0';
+        if (call_on(g, i, "GET", "/v1/health", NULL, 5000, &j) == 200) {
+            json_t *l = json_object_get(j, "leader");
+            const char *u = json_string_value(json_object_get(l, "url"));
+            snprintf(url, sizeof url, "%s", u != NULL ? u : "");
+        }
+        json_decref(j);
+        if (strcmp(url, want) == 0)
+            return true;
+        time_sleep_ms(50);
+    } while (time_mono_ms() < end);
+    printf("# member %d names %s as its leader's URL, not %s\n", i + 1, url[0] ? url : "none",
+           want);
+    return false;
+}
+
+/* `percolator member add ID HOST:PORT URL` of new machine i through member
+ * via (a follower passes it on), as an operator would: the exit status (0:
+ * added as a spare); the output printed otherwise. */
+static int cli_member_add(group *g, int i, int via)
+{
+    char id[16], addr[48], url[48], ep[48];
+    snprintf(id, sizeof id, "%d", i + 1);
+    tl_group_raft_address(g, i, addr, sizeof addr);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->http[i]);
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g->http[via]);
+    const char *args[] = {"--endpoint", ep, "--retries", "5", "member", "add", id, addr, url,
+                          NULL};
+    tl_run_result rr;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 4 * REQ_MS, &rr), 0);
+    int st = rr.status;
+    if (st != 0)
+        printf("# percolator member add %s %s %s: exit %d: %s%s\n", id, addr, url, st, rr.out,
+               rr.err);
+    else
+        assert_non_null(strstr(rr.out, "added as a spare"));
+    tl_run_free(&rr);
+    return st;
+}
+
+/* The leader's list (asked through member via) gives member i's raft
+ * address and URL as the operator's add did. */
+static void listed_with_address(group *g, int via, int i, const char *addr, const char *url)
+{
+    json_t *j = NULL, *m;
+    size_t k;
+    bool found = false;
+    assert_int_equal(call_on(g, via, "GET", "/v1/members", NULL, REQ_MS, &j), 200);
+    json_array_foreach(json_object_get(j, "members"), k, m) {
+        if (json_integer_value(json_object_get(m, "id")) != i + 1)
+            continue;
+        found = true;
+        assert_string_equal(json_string_value(json_object_get(m, "address")), addr);
+        assert_string_equal(json_string_value(json_object_get(m, "url")), url);
+    }
+    json_decref(j);
+    assert_true(found);
+}
+
+/* Wait up to ms until member i has applied index `want`; false if not. */
+static bool applied_to(group *g, int i, int64_t want, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    member_view v = {0};
+    do {
+        if (member_health(g, i, &v) && v.applied >= want)
+            return true;
+        time_sleep_ms(100);
+    } while (time_mono_ms() < end);
+    printf("# member %d applied %lld, not %lld\n", i + 1, (long long)v.applied, (long long)want);
+    return false;
+}
+
+/* A dead machine replaced by one on an address no member's flags give,
+ * with no member restarted (DESIGN 7.3; etcd's member add --peer-urls), in
+ * the service group under the bank (every commit two-phase): the leader
+ * is killed for good; member 4, a new machine (raft on 127.0.2.4, an HTTP
+ * port no --raft-urls gives), starts with its own flags and is added with
+ * `percolator member add 4 HOST:PORT URL` through a follower; the dead one
+ * is removed and the lead moves to member 4. A first member, a follower
+ * now, passes writes on to member 4 at the URL in the configuration; the
+ * other, restarted with its old flags (which name no member 4), follows
+ * member 4, catches up and serves reads through it. The money is
+ * conserved, every acknowledged transfer is there, no lock is left; each
+ * step's time printed. */
+static void a_new_machine_on_a_new_address_takes_the_dead_leaders_place(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--one-pc", "off", NULL};
+    group_start_n(&g, NODES, NODES, NULL, extra, 1);
+    assert_true(group_is(&g, 3, 0, 0, 30000));
+    bank_open(&g);
+    atomic_bool stop = false;
+    static bank_client bank[CLIENTS];
+    pthread_t bt[CLIENTS];
+    bank_start(&g, bank, bt, &stop);
+    assert_true(bank_goes_on(bank, 0, 30000));
+
+    /* The leader dies for good; the two left elect one and go on. */
+    int dead = leader_but(&g, -1, 15000);
+    assert_true(dead >= 0);
+    uint64_t t0 = time_mono_ms();
+    kill_member(&g, dead);
+    int l = leader_but(&g, dead, 20000);
+    assert_true(l >= 0);
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+    uint64_t again = time_mono_ms() - t0;
+    int f = 3 - dead - l; /* the first member that follows */
+
+    /* Member 4 on its own address: no first member's flags name it. */
+    uint64_t t1 = time_mono_ms();
+    tl_group_new_machine(&g, NEW_MACHINE);
+    char addr[48], url4[48], via[128], got[64];
+    tl_group_raft_address(&g, NEW_MACHINE, addr, sizeof addr);
+    snprintf(url4, sizeof url4, "http://127.0.0.1:%d", g.http[NEW_MACHINE]);
+    assert_non_null(strstr(addr, "127.0.2.4:"));
+    assert_null(strstr(g.peers, "4="));
+    assert_null(strstr(g.urls, "4="));
+    assert_true(tl_raft_membership_is(g.http[NEW_MACHINE], "joining", 20000));
+    uint64_t joining = time_mono_ms() - t1;
+    uint64_t t2 = time_mono_ms();
+    assert_int_equal(cli_member_add(&g, NEW_MACHINE, f), 0);
+    assert_true(tl_raft_membership_is(g.http[NEW_MACHINE], "voter", 30000));
+    uint64_t voter = time_mono_ms() - t2;
+    char path[32];
+    snprintf(path, sizeof path, "/v1/members/%d", dead + 1);
+    assert_int_equal(admin_at_leader(&g, "DELETE", path, NULL), 200);
+    assert_true(group_is(&g, 3, NEW_MACHINE + 1, dead + 1, 20000));
+    uint64_t replaced = time_mono_ms() - t0;
+    listed_with_address(&g, f, NEW_MACHINE, addr, url4);
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+
+    /* The lead on member 4: the first member that follows passes writes on
+     * to it at the URL from the configuration, not from its flags. */
+    uint64_t t3 = time_mono_ms();
+    assert_int_equal(admin_at_leader(&g, "POST", "/v1/leader", "{\"id\":4}"), 200);
+    assert_true(leads(&g, NEW_MACHINE, 15000));
+    uint64_t moved = time_mono_ms() - t3;
+    assert_true(names_leader_url(&g, f, url4, 10000));
+    uint64_t t4 = time_mono_ms();
+    for (int k = 0; k < 10; k++) {
+        char key[32], value[16];
+        snprintf(key, sizeof key, "new-address-%d", k);
+        snprintf(value, sizeof value, "v%d", k);
+        assert_int_equal(kv_on(&g, f, key, value, NULL, 0, via, sizeof via), 200);
+        assert_string_equal(via, url4);
+    }
+    uint64_t writes = time_mono_ms() - t4;
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+
+    /* The other first member restarts with its old flags, which name no
+     * member 4: its log does. It misses a write meanwhile, then follows
+     * member 4, catches up and serves reads through it. */
+    int r = l;
+    uint64_t t5 = time_mono_ms();
+    assert_int_equal(tl_stop(g.pid[r], TL_STOP_MS), 0);
+    g.pid[r] = 0;
+    assert_int_equal(kv_on(&g, f, "while-down", "missed", NULL, 0, via, sizeof via), 200);
+    member_view lv;
+    assert_true(member_health(&g, NEW_MACHINE, &lv));
+    node_start(&g, r);
+    assert_true(tl_raft_membership_is(g.http[r], "voter", 30000));
+    assert_true(tl_group_knows_leader(&g, r, NEW_MACHINE, 20000));
+    assert_true(names_leader_url(&g, r, url4, 10000));
+    assert_true(applied_to(&g, r, lv.applied, 20000));
+    assert_int_equal(kv_on(&g, r, "while-down", NULL, got, sizeof got, via, sizeof via), 200);
+    assert_string_equal(got, "missed");
+    assert_string_equal(via, url4);
+    assert_int_equal(kv_on(&g, r, "new-address-9", NULL, got, sizeof got, via, sizeof via), 200);
+    assert_string_equal(got, "v9");
+    uint64_t back = time_mono_ms() - t5;
+    assert_true(group_is(&g, 3, r + 1, dead + 1, 20000));
+    assert_true(bank_goes_on(bank, bank_acked(bank), 30000));
+
+    atomic_store(&stop, true);
+    printf("# member %d (the leader) killed: writes again in %llu ms; member 4 on %s joining "
+           "%llu ms after its start, a voter %llu ms after the CLI's add through member %d; "
+           "replaced %llu ms after the kill\n", dead + 1, (unsigned long long)again, addr,
+           (unsigned long long)joining, (unsigned long long)voter, f + 1,
+           (unsigned long long)replaced);
+    printf("# the lead on member 4 in %llu ms; 10 writes through member %d passed on to %s in "
+           "%llu ms; member %d restarted with its old flags, following member 4 and caught up "
+           "in %llu ms\n", (unsigned long long)moved, f + 1, url4, (unsigned long long)writes,
+           r + 1, (unsigned long long)back);
+    bank_check(&g, bank, bt);
+    no_lock_left(&g);
+    group_stop(&g);
+}
+
 int main(void)
 {
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
@@ -1794,6 +2047,7 @@ int main(void)
         cmocka_unit_test(writes_through_a_follower_survive_leader_kills),
         cmocka_unit_test(the_cli_fails_over_across_leader_kills),
         cmocka_unit_test(members_are_replaced_and_grown_under_the_bank),
+        cmocka_unit_test(a_new_machine_on_a_new_address_takes_the_dead_leaders_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,11 +25,17 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
+    bool own = g->own_peers[i][0] != '\0';
     const char *args[28] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
-                            "--raft-id", id, "--raft-peers", g->peers, "--raft-urls", g->urls,
-                            NULL};
-    for (int k = 0, n = 12; k < 11 && g->extra[k] != NULL; k++)
+                            "--raft-id", id, "--raft-peers", own ? g->own_peers[i] : g->peers,
+                            "--raft-urls", own ? g->own_urls[i] : g->urls, NULL};
+    int n = 12;
+    for (int k = 0; k < 11 && g->extra[k] != NULL; k++)
         args[n++] = g->extra[k];
+    if (own && g->initial[0] != '\0') { /* it joins: the group's first members bootstrapped it */
+        args[n++] = "--raft-initial-members";
+        args[n++] = g->initial;
+    }
     const char *env[] = {g->env, NULL};
     *busy = false;
     g->pid[i] = tl_spawn("percolator-service", args, env, log);
@@ -52,6 +58,77 @@ void tl_group_member_start(tl_svc_group *g, int i)
     bool busy;
     if (member_try_start(g, i, &busy) != 0)
         fail_msg("member %d did not start%s", i + 1, busy ? " (its port was taken)" : "");
+}
+
+/* A new machine's raft address: 127.0.2.(i+1), a loopback address of its
+ * own (the --raft-peers members are all on 127.0.0.1). */
+static void new_address(const tl_svc_group *g, int i, char *out, size_t len)
+{
+    snprintf(out, len, "127.0.2.%d:%d", i + 1, g->raft[i]);
+}
+
+void tl_group_raft_address(const tl_svc_group *g, int i, char *out, size_t len)
+{
+    if (g->own_peers[i][0] != '\0')
+        new_address(g, i, out, len);
+    else
+        snprintf(out, len, "127.0.0.1:%d", g->raft[i]);
+}
+
+/* g->initial: the --raft-peers members (those before the first new
+ * machine), unless the group's flags say which bootstrapped it. */
+static void initial_members(tl_svc_group *g)
+{
+    g->initial[0] = '\0';
+    for (int k = 0; g->extra[k] != NULL; k++)
+        if (strcmp(g->extra[k], "--raft-initial-members") == 0)
+            return;
+    for (int k = 0; k < g->n && g->own_peers[k][0] == '\0'; k++)
+        snprintf(g->initial + strlen(g->initial), sizeof g->initial - strlen(g->initial),
+                 "%s%d", k ? "," : "", k + 1);
+}
+
+/* New machine i's own flags: the group's, the new machines before it,
+ * itself. */
+static void own_flags(tl_svc_group *g, int i)
+{
+    char p[sizeof g->own_peers[i]], u[sizeof g->own_urls[i]];
+    snprintf(p, sizeof p, "%s", g->peers);
+    snprintf(u, sizeof u, "%s", g->urls);
+    for (int k = 0; k <= i; k++) {
+        if (k < i && g->own_peers[k][0] == '\0')
+            continue; /* a --raft-peers member: in g->peers already */
+        char addr[48];
+        new_address(g, k, addr, sizeof addr);
+        snprintf(p + strlen(p), sizeof p - strlen(p), ",%d=%s", k + 1, addr);
+        snprintf(u + strlen(u), sizeof u - strlen(u), ",%d=http://127.0.0.1:%d", k + 1,
+                 g->http[k]);
+    }
+    memcpy(g->own_peers[i], p, sizeof p);
+    memcpy(g->own_urls[i], u, sizeof u);
+}
+
+void tl_group_new_machine(tl_svc_group *g, int i)
+{
+    assert_true(i == g->n && i < TL_GROUP_MAX);
+    initial_members(g);
+    g->n = i + 1;
+    /* As at the group's start, a port picked free may be taken before the
+     * member binds it: fresh ports and an empty dir, up to 3 times. */
+    for (int attempt = 0;; attempt++) {
+        bool busy;
+        char data[600];
+        g->http[i] = tl_free_port();
+        g->raft[i] = tl_free_port();
+        own_flags(g, i);
+        if (member_try_start(g, i, &busy) == 0)
+            return;
+        if (!busy || attempt == 2)
+            fail_msg("new machine %d did not start%s", i + 1,
+                     busy ? " (its port was taken)" : "");
+        snprintf(data, sizeof data, "%s/n%d", g->dir, i + 1);
+        tl_rmtree(data);
+    }
 }
 
 /* Every member's ports, picked afresh. */

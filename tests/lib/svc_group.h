@@ -3,7 +3,8 @@
  * percolator-oracle, or over three as a Raft group of their own, on
  * 127.0.0.1 with free ports and a temp dir, for the integration tests of
  * the replicated service (test_service_raft, test_service_raft_api); or
- * up to five members in --raft-peers, for a group that grows.
+ * up to five members in --raft-peers, for a group that grows; and new
+ * machines, members on an address no other member's flags give.
  */
 #ifndef PC_TL_SVC_GROUP_H
 #define PC_TL_SVC_GROUP_H
@@ -24,12 +25,16 @@ typedef struct {
     int ohttp[TL_GROUP_NODES];
     char oracle_urls[256];          /* the members' --oracle */
     int n;                          /* members in --raft-peers: TL_GROUP_NODES, or up
-                                       to TL_GROUP_MAX */
+                                       to TL_GROUP_MAX; then the new machines */
     int http[TL_GROUP_MAX], raft[TL_GROUP_MAX];
     pid_t pid[TL_GROUP_MAX];        /* 0: not running */
     char peers[256], urls[256];
     const char *env;                /* one "K=V" for every member, or NULL */
     const char *extra[12];          /* more flags for every member, NULL-ended */
+    /* A new machine's own --raft-peers and --raft-urls ("": the group's),
+     * and the members that bootstrapped the group, which it joins. */
+    char own_peers[TL_GROUP_MAX][320], own_urls[TL_GROUP_MAX][320];
+    char initial[32];
 } tl_svc_group;
 
 /* The oracle, every member's addresses, and members 0..started-1 started
@@ -46,6 +51,16 @@ void tl_group_start_n(tl_svc_group *g, const char *tag, int n, int started, cons
                       const char *const extra[], int oracles);
 /* (Re)start member i on its data dir; waits until it answers health. */
 void tl_group_member_start(tl_svc_group *g, int i);
+/* Member i (g->n, the next one) started as a new machine (DESIGN 7.3):
+ * raft on 127.0.2.(i+1), HTTP on 127.0.0.1, fresh ports and an empty data
+ * dir; its flags list the group's members, the new machines before it and
+ * itself, and --raft-initial-members the --raft-peers members (unless
+ * extra gives it), so it only joins. No other member's flags name it, and
+ * nothing adds it: that is the operator's (member add). g->n grows by one;
+ * tl_group_member_start restarts it with the same flags. */
+void tl_group_new_machine(tl_svc_group *g, int i);
+/* Member i's raft address, HOST:PORT, as its own flags give it. */
+void tl_group_raft_address(const tl_svc_group *g, int i, char *out, size_t len);
 /* Stop every running member and the oracle (each must exit 0); remove the dir. */
 void tl_group_stop(tl_svc_group *g);
 /* The running member other than skip (-1: none) that leads and is ready
