@@ -463,6 +463,42 @@ static void timestamps_stay_unique_through_failovers(void **state)
     run_free(r);
 }
 
+/* Under steady clients the leader answers from its window under its lease
+ * (DESIGN 7.4): most requests take no Raft round of their own, and the
+ * order checks hold as everywhere else. */
+static void a_busy_leader_answers_from_its_window(void **state)
+{
+    (void)state;
+    group g;
+    run *r = run_new();
+    group_start(&g, false);
+    r->g = &g;
+    int l = leader_of(&g, 10000);
+    assert_true(l >= 0);
+    pthread_t th[CLIENTS];
+    client_arg args[CLIENTS];
+    clients_start(r, th, args);
+    time_sleep_ms(3000);
+    atomic_store(&r->stop, 1);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    char url[96];
+    tl_resp resp;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[l]);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &resp), 0);
+    double window = tl_metric(resp.body, "percolator_oracle_raft_window_requests_total");
+    double commands = tl_metric(resp.body, "percolator_oracle_raft_commands_total");
+    tl_resp_free(&resp);
+    print_message("%zu requests; the leader answered %.0f from its window and proposed %.0f "
+                  "commands\n", r->n, window, commands);
+    assert_true(r->n > 100);
+    assert_true(window > 0);
+    assert_true(commands < window);
+    check_takes(r->takes, r->n);
+    group_stop(&g);
+    run_free(r);
+}
+
 /* The service pointed at a follower: its oracle client follows the 307. */
 static void the_service_commits_through_a_follower(void **state)
 {
@@ -1289,6 +1325,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_follower_points_at_the_leader),
         cmocka_unit_test(timestamps_stay_unique_through_failovers),
+        cmocka_unit_test(a_busy_leader_answers_from_its_window),
         cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(members_are_listed_moved_removed_and_added),
