@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "buf.h"
+#include "curl_peer.h"
 #include "forward.h"
 #include "log.h"
 #include "timeutil.h"
@@ -218,25 +219,17 @@ static job *job_new(forwarder *f, httpd_req *req, const char *target)
     j->headers = h;
 
     CURL *e = j->easy;
-    bool ok = curl_easy_setopt(e, CURLOPT_URL, j->url) == CURLE_OK &&
+    bool ok = curl_peer_connection(
+                  e, (long)(f->cfg.connect_timeout_ms ? f->cfg.connect_timeout_ms : 1000),
+                  (long)(f->cfg.timeout_ms ? f->cfg.timeout_ms : 30000)) == 0 &&
+              curl_easy_setopt(e, CURLOPT_URL, j->url) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_PRIVATE, j) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->headers) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_WRITEDATA, j) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_HEADERDATA, j) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_ERRORBUFFER, j->error) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                               (long)(f->cfg.connect_timeout_ms ? f->cfg.connect_timeout_ms
-                                                                : 1000)) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                               (long)(f->cfg.timeout_ms ? f->cfg.timeout_ms : 30000)) ==
-                  CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK &&
-              /* A member replaced under the same name has a new address. */
-              curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) == CURLE_OK &&
               /* The leader's answer is relayed as it is, a 307 included. */
               curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
               curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK;
@@ -249,13 +242,8 @@ static job *job_new(forwarder *f, httpd_req *req, const char *target)
         ok = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len) ==
                  CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POSTFIELDS, body) == CURLE_OK;
-    if (ok && f->cfg.ca_file != NULL)
-        ok = curl_easy_setopt(e, CURLOPT_CAINFO, f->cfg.ca_file) == CURLE_OK &&
-             curl_easy_setopt(e, CURLOPT_CAPATH, NULL) == CURLE_OK;
-    if (ok && f->cfg.cert_file != NULL)
-        ok = curl_easy_setopt(e, CURLOPT_SSLCERT, f->cfg.cert_file) == CURLE_OK;
-    if (ok && f->cfg.key_file != NULL)
-        ok = curl_easy_setopt(e, CURLOPT_SSLKEY, f->cfg.key_file) == CURLE_OK;
+    if (ok)
+        ok = curl_peer_tls(e, f->cfg.ca_file, f->cfg.cert_file, f->cfg.key_file) == 0;
     if (ok)
         return j;
 fail:

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "curl_peer.h"
 #include "log.h"
 #include "timeutil.h"
 
@@ -172,22 +173,13 @@ oc_client *oc_open(const char *base_url, int timeout_ms, metrics_registry *metri
     c->headers = h;
 
     CURL *e = c->curl;
-    if (curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+    if (curl_peer_connection(e, (long)c->timeout_ms, (long)c->timeout_ms) != 0 ||
         curl_easy_setopt(e, CURLOPT_POST, 1L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, "") != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, 0L) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->reply) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
-        /* Look the oracle's name up again on every new connection: a
-         * restarted oracle (a new container) may have a new address, and
-         * libcurl would otherwise keep the old one for 60 s. The open
-         * connection is reused meanwhile, so this costs nothing per call. */
-        curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) != CURLE_OK)
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->reply) != CURLE_OK)
         goto fail;
     atomic_init(&c->available, true);
     if (metrics)
@@ -207,11 +199,6 @@ fail:
     return NULL;
 }
 
-static bool given(const char *s)
-{
-    return s != NULL && s[0] != '\0';
-}
-
 int oc_set_tls(oc_client *c, const oc_tls *tls)
 {
     bool all_https = true;
@@ -224,20 +211,7 @@ int oc_set_tls(oc_client *c, const oc_tls *tls)
     if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, protocols) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, protocols) != CURLE_OK)
         return -1;
-    /* libcurl reads the files when it connects. A private CA is trusted
-     * alone, not the system's CAs beside it. */
-    if (given(tls->ca_file) && (curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca_file) != CURLE_OK ||
-                                curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK))
-        return -1;
-    if (given(tls->cert_file) &&
-        (curl_easy_setopt(e, CURLOPT_SSLCERT, tls->cert_file) != CURLE_OK ||
-         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK))
-        return -1;
-    if (given(tls->key_file) &&
-        (curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key_file) != CURLE_OK ||
-         curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM") != CURLE_OK))
-        return -1;
-    return 0;
+    return curl_peer_tls(e, tls->ca_file, tls->cert_file, tls->key_file);
 }
 
 /* Parse {"first":F,"count":N} and check it. OC_OK or OC_PROTOCOL. */
