@@ -191,6 +191,11 @@ int main(int argc, char **argv)
                  (unsigned long long)tso_persisted(ctx.tso) + 1);
     }
     oracle_ctx_init_metrics(&ctx);
+    ctx.raft_id = (unsigned)raft_id;
+    if ((ctx.size = store_size_start(data_dir, 1000)) == NULL) {
+        log_error("cannot start the data dir's size watch");
+        goto done;
+    }
 
     size_t nroutes;
     httpd_config cfg = {
@@ -241,6 +246,7 @@ done:
     if (raft_fd >= 0)
         close(raft_fd);
     httpd_stop(server, 0);
+    store_size_stop(ctx.size); /* after httpd_stop: health reads it */
     raft_node_stop(ctx.raft);
     tls_server_free(rcfg.peer_tls);
     tso_close(ctx.tso);

@@ -118,34 +118,44 @@ static void handle_timestamps(httpd_req *req, void *arg)
     reply_timestamps(req, ctx, first, count);
 }
 
+/* A member's health. Public: what an orchestrator or a client needs (up,
+ * role, where the leader is). The group's internals (its id, term,
+ * indexes, member ids) only with the token, when one is set
+ * (docs/DESIGN.md §7.2). */
+static json_t *member_health(oracle_ctx *ctx, bool full)
+{
+    raft_node_status st;
+    raft_node_get_status(ctx->raft, &st);
+    json_t *leader = st.leader_id == 0 ? json_null()
+                     : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                        st.leader_http)
+                            : json_pack("{s:s}", "url", st.leader_http);
+    json_t *h = json_pack("{s:s,s:s,s:s,s:o}", "status", "ok", "role", st.role,
+                          "membership", st.membership, "leader", leader);
+    if (h != NULL && full) {
+        json_object_set_new(h, "id", json_integer((json_int_t)ctx->raft_id));
+        json_object_set_new(h, "term", json_integer((json_int_t)st.term));
+        json_object_set_new(h, "hwm", json_integer((json_int_t)st.hwm));
+        json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
+    }
+    return h;
+}
+
 static void handle_health(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
-    if (ctx->raft != NULL) {
-        raft_node_status st;
-        raft_node_get_status(ctx->raft, &st);
-        /* Public: what an orchestrator or a client needs (up, role, where
-         * the leader is). The group's internals (term, indexes, member
-         * ids) only with the token, when one is set (docs/DESIGN.md §7.2). */
-        bool full = oracle_authorize(req, ctx) == NULL;
-        json_t *leader = st.leader_id == 0 ? json_null()
-                         : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
-                                            st.leader_http)
-                                : json_pack("{s:s}", "url", st.leader_http);
-        json_t *h = json_pack("{s:s,s:s,s:s,s:o}", "status", "ok", "role", st.role,
-                              "membership", st.membership, "leader", leader);
-        if (h != NULL && full) {
-            json_object_set_new(h, "term", json_integer((json_int_t)st.term));
-            json_object_set_new(h, "hwm", json_integer((json_int_t)st.hwm));
-            json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
-        }
-        httpd_reply_json(req, 200, h);
-        return;
-    }
-    json_t *j = json_pack("{s:s,s:I,s:I}", "status", "ok",
-                          "persisted_hwm", (json_int_t)tso_persisted(ctx->tso),
-                          "next_timestamp", (json_int_t)tso_last(ctx->tso) + 1);
-    httpd_reply_json(req, 200, j);
+    bool full = oracle_authorize(req, ctx) == NULL;
+    json_t *h = ctx->raft != NULL
+                    ? member_health(ctx, full)
+                    : json_pack("{s:s,s:I,s:I}", "status", "ok",
+                                "persisted_hwm", (json_int_t)tso_persisted(ctx->tso),
+                                "next_timestamp", (json_int_t)tso_last(ctx->tso) + 1);
+    /* The data dir's size as the size thread last found it (never a walk
+     * on this event thread); with the token, like the term. */
+    if (h != NULL && full && ctx->size != NULL)
+        json_object_set_new(h, "store_bytes",
+                            json_integer((json_int_t)store_size_bytes(ctx->size)));
+    httpd_reply_json(req, 200, h);
 }
 
 static void handle_metrics(httpd_req *req, void *arg)

@@ -15,11 +15,14 @@
 #include "metrics.h"
 #include "token.h"
 #include "raft_node.h"
+#include "store_size.h"
 #include "tso.h"
 
 typedef struct oracle_ctx {
     tso *tso;                       /* single node: the persisted mark */
     raft_node *raft;                /* a Raft group's member (tso is then NULL) */
+    unsigned raft_id;               /* its --raft-id (0: a single oracle) */
+    store_size *size;               /* the data dir's bytes on disk (/v1/health) */
     metrics_registry *metrics;
     metrics_series *m_timestamps;   /* timestamps handed out */
     metrics_series *m_requests;     /* successful POST /v1/timestamps */

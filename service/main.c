@@ -503,6 +503,11 @@ int main(int argc, char **argv)
         log_error("cannot start the janitor");
         goto done;
     }
+    /* After the raft log exists: its first figure counts it too. */
+    if ((s->size = store_size_start(c->data_dir, 1000)) == NULL) {
+        log_error("cannot start the data dir's size watch");
+        goto done;
+    }
     int started = httpd_start(&hc, &server, err, sizeof err);
     close(http_fd); /* the server serves from a copy */
     http_fd = -1;
@@ -535,6 +540,7 @@ done:
     forward_free(s->fwd);
     write_batch_stop(s->batch); /* after httpd_stop: deferred writes come back first */
     janitor_stop(jan);
+    store_size_stop(s->size); /* after httpd_stop: health reads it */
     raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
     tls_server_free(rcfg.peer_tls);
     svc_close_engine_sessions(s);

@@ -11,10 +11,10 @@
 #include "timeutil.h"
 
 /* A Raft member's view: its role, the leader it knows (null: none), its
- * term and the last entry applied to its store. Public: the role and the
- * leader's URL (what an orchestrator and a client need); the group's
- * internals (term, index, member ids) only with the token, when one is
- * set (docs/DESIGN.md §7.2). */
+ * own id, its term and the last entry applied to its store. Public: the
+ * role and the leader's URL (what an orchestrator and a client need); the
+ * group's internals (term, index, member ids) only with the token, when
+ * one is set (docs/DESIGN.md §7.2). */
 static void add_raft_health(json_t *h, svc *s, bool full)
 {
     raft_group_status st;
@@ -28,6 +28,7 @@ static void add_raft_health(json_t *h, svc *s, bool full)
     json_object_set_new(h, "leader", leader ? leader : json_null());
     if (!full)
         return;
+    json_object_set_new(h, "id", json_integer((json_int_t)s->cfg.raft_id));
     json_object_set_new(h, "term", json_integer((json_int_t)st.term));
     json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
 }
@@ -45,8 +46,13 @@ static void h_health(httpd_req *req, void *ctx)
     json_t *h = json_pack("{s:s,s:s,s:s,s:I}", "status", "ok", "oracle", oracle_state[why],
                           "run_id", s->run_id, "sessions_active",
                           (json_int_t)sessions_active(s->sessions));
+    bool full = svc_authorize(req, s) == NULL;
     if (h != NULL && svc_replicated(s))
-        add_raft_health(h, s, svc_authorize(req, s) == NULL);
+        add_raft_health(h, s, full);
+    /* The data dir's size, as the size thread last found it (never a
+     * walk here: this is an event thread); the token's, like the term. */
+    if (h != NULL && full && s->size != NULL)
+        json_object_set_new(h, "store_bytes", json_integer((json_int_t)store_size_bytes(s->size)));
     httpd_reply_json(req, 200, h);
 }
 

@@ -29,6 +29,7 @@
 #include "metrics.h"
 #include "oracle_client.h"
 #include "raft_group.h"
+#include "store_size.h"
 
 #define SVC_MAX_KEY 4096            /* DESIGN §2: keys are 1..4096 bytes */
 
@@ -80,6 +81,7 @@ typedef struct svc {
     metrics_registry *metrics;
     svc_metrics m;
     token auth;                     /* secret NULL: no auth */
+    store_size *size;               /* the data dir's bytes on disk (/v1/health) */
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */

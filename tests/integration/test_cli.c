@@ -254,6 +254,60 @@ static void unreachable_endpoint_is_exit_4(void **state)
     expect(&r, 4, "");
 }
 
+/* `percolator status` on a single service and its oracle: a row each,
+ * role "single", no Raft figures ("-"), and the data dir's size; with
+ * --json the health answers, store_bytes in each. */
+static void status_of_single_nodes(void **state)
+{
+    (void)state;
+    char eps[160];
+    snprintf(eps, sizeof eps, "%s,%s", stack.svc.url, stack.oracle.url);
+    const char *args[] = {"--endpoints", eps, "status", NULL};
+    tl_run_result r;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
+    assert_int_equal(r.status, 0);
+    char *save = NULL, *line = strtok_r(r.out, "\n", &save);
+    assert_non_null(line);
+    assert_true(strncmp(line, "ENDPOINT ", 9) == 0);
+    assert_non_null(strstr(line, " ID  STATUS  ROLE "));
+    assert_non_null(strstr(line, " TERM  APPLIED  LAG  STORE SIZE  LEADER"));
+    const char *urls[] = {stack.svc.url, stack.oracle.url};
+    for (int i = 0; i < 2; i++) {
+        line = strtok_r(NULL, "\n", &save);
+        assert_non_null(line);
+        char ep[64], id[8], st[16], role[16], mem[8], term[8], applied[8], lag[8], num[16],
+            unit[8], leader[8];
+        assert_int_equal(sscanf(line, "%63s %7s %15s %15s %7s %7s %7s %7s %15s %7s %7s", ep, id,
+                                st, role, mem, term, applied, lag, num, unit, leader),
+                         11);
+        assert_string_equal(ep, urls[i]);
+        assert_string_equal(st, "ok");
+        assert_string_equal(role, "single");
+        assert_string_equal(applied, "-");
+        assert_string_equal(lag, "-");
+        assert_true(atof(num) > 0);
+        assert_true(strcmp(unit, "B") == 0 || strcmp(unit, "KiB") == 0 ||
+                    strcmp(unit, "MiB") == 0 || strcmp(unit, "GiB") == 0);
+        assert_string_equal(leader, "-");
+    }
+    assert_null(strtok_r(NULL, "\n", &save));
+    tl_run_free(&r);
+
+    const char *json_args[] = {"--endpoints", eps, "--json", "status", NULL};
+    assert_int_equal(tl_run("percolator", json_args, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
+    assert_int_equal(r.status, 0);
+    json_t *list = json_loads(r.out, 0, NULL);
+    assert_int_equal(json_array_size(list), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *h = json_array_get(list, i);
+        assert_string_equal(json_string_value(json_object_get(h, "endpoint")), urls[i]);
+        assert_true(json_integer_value(json_object_get(h, "store_bytes")) > 0);
+        assert_null(json_object_get(h, "lag")); /* no leader among them */
+    }
+    json_decref(list);
+    tl_run_free(&r);
+}
+
 /* A service that asks for a token: without one exit 6 (401), with
  * --token-file or PERCOLATOR_TOKEN_FILE it works; a bad file is exit 2. */
 static void token_required(void **state)
@@ -283,6 +337,21 @@ static void token_required(void **state)
     const char *get[] = {"--endpoint", st.svc.url, "get", "k", NULL}, *envs[] = {env, NULL};
     assert_int_equal(tl_run("percolator", get, envs, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 0, "v\n");
+    /* status needs no token, but the store's size goes only with it. */
+    const char *status[] = {"--endpoint", st.svc.url, "--json", "status", NULL, NULL, NULL};
+    for (int with = 0; with < 2; with++) {
+        if (with) {
+            status[4] = "--token-file";
+            status[5] = tok;
+        }
+        assert_int_equal(tl_run("percolator", status, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
+        assert_int_equal(r.status, 0);
+        json_t *list = json_loads(r.out, 0, NULL);
+        json_t *size = json_object_get(json_array_get(list, 0), "store_bytes");
+        assert_int_equal(size != NULL, with);
+        json_decref(list);
+        tl_run_free(&r);
+    }
     const char *badf[] = {"--endpoint", st.svc.url, "--token-file", bad, "get", "k", NULL};
     assert_int_equal(tl_run("percolator", badf, NULL, NULL, 0, TL_REQUEST_MS, &r), 0);
     expect(&r, 2, "");
@@ -423,6 +492,7 @@ int main(void)
         cmocka_unit_test(txn_and_conditions),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(unreachable_endpoint_is_exit_4),
+        cmocka_unit_test(status_of_single_nodes),
         cmocka_unit_test(token_required),
         cmocka_unit_test(conflict_is_exit_3),
         cmocka_unit_test(watch_claim),

@@ -499,6 +499,63 @@ static void a_busy_leader_answers_from_its_window(void **state)
     run_free(r);
 }
 
+/* `percolator status` on an oracle group with a token: with --token-file
+ * a row per member with its id, one leader with LAG 0 and a store size
+ * each; without it the public part only, "-" for the rest. */
+static void status_of_the_oracles(group *g)
+{
+    char eps[200], ep[64];
+    eps[0] = '\0';
+    for (int i = 0; i < NODES; i++) {
+        node_url(g, i, ep, sizeof ep);
+        snprintf(eps + strlen(eps), sizeof eps - strlen(eps), "%s%s", i ? "," : "", ep);
+    }
+    for (int with = 0; with < 2; with++) {
+        const char *args[] = {"--endpoints", eps, "status", NULL, NULL, NULL};
+        if (with) {
+            args[3] = "--token-file";
+            args[4] = g->token;
+        }
+        tl_run_result rr;
+        assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &rr), 0);
+        if (rr.status != 0)
+            fail_msg("percolator status: exit %d\n%s%s", rr.status, rr.out, rr.err);
+        int row = -1, leaders = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(rr.out, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save), row++) {
+            if (row < 0)
+                continue; /* the header */
+            char e[64], id[16], st[16], role[16], mem[16], term[24], applied[24], lag[24],
+                size[16];
+            assert_int_equal(sscanf(line, "%63s %15s %15s %15s %15s %23s %23s %23s %15s", e, id,
+                                    st, role, mem, term, applied, lag, size),
+                             9);
+            node_url(g, row, ep, sizeof ep);
+            assert_string_equal(e, ep);
+            leaders += strcmp(role, "leader") == 0;
+            assert_true(strcmp(role, "leader") == 0 || strcmp(role, "follower") == 0);
+            if (!with) { /* id, term, applied, lag and size need the token */
+                assert_string_equal(id, "-");
+                assert_string_equal(applied, "-");
+                assert_string_equal(lag, "-");
+                assert_string_equal(size, "-");
+                continue;
+            }
+            assert_int_equal(atoi(id), row + 1);
+            assert_true(atoll(applied) > 0);
+            assert_true(strcmp(size, "-") != 0);
+            if (strcmp(role, "leader") == 0)
+                assert_string_equal(lag, "0");
+            else
+                assert_true(strcmp(lag, "-") != 0);
+        }
+        assert_int_equal(row, NODES);
+        assert_int_equal(leaders, 1);
+        tl_run_free(&rr);
+    }
+}
+
 /* The service pointed at a follower: its oracle client follows the 307. */
 static void the_service_commits_through_a_follower(void **state)
 {
@@ -530,6 +587,9 @@ static void the_service_commits_through_a_follower(void **state)
         assert_int_equal(json_object_get(j, "term") != NULL, with);
         assert_int_equal(json_object_get(j, "hwm") != NULL, with);
         assert_int_equal(json_object_get(j, "applied_index") != NULL, with);
+        assert_int_equal(json_integer_value(json_object_get(j, "id")), with ? f + 1 : 0);
+        /* Its data dir's size: the raft log at least (preallocated). */
+        assert_int_equal(json_integer_value(json_object_get(j, "store_bytes")) > 0, with);
         if (with) { /* the README shows a member's health, as it is */
             json_t *doc = tl_readme_example("127.0.0.1:8091/v1/health");
             char why[300];
@@ -542,6 +602,7 @@ static void the_service_commits_through_a_follower(void **state)
         json_decref(j);
         tl_resp_free(&h);
     }
+    status_of_the_oracles(&g);
     int port = tl_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(data, sizeof data, "%s/service", g.dir);

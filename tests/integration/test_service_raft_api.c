@@ -12,7 +12,10 @@
  *    leader and relays its answer (writes, reads, a session begun there,
  *    membership), never a request passed on already; the leader answers
  *    an unknown session 410 txn_expired; a follower's health has what the
- *    README shows; once both followers are killed, a write on the
+ *    README shows; `percolator status` gives each member's id, role, the
+ *    same applied index once the group is quiet, LAG 0 for the leader,
+ *    and a store size that grows with what is written; once both
+ *    followers are killed, a write on the
  *    leader is 503 raft_unavailable (or not_leader, had it stepped down
  *    already) with Retry-After;
  *  - the election timeout and heartbeat flags: a bad pair refused, and a
@@ -133,6 +136,151 @@ static void a_member_without_a_leader_answers_503_not_leader(void **state)
 
 /* ---- a whole group: redirects, sessions, a lost quorum ---- */
 
+/* One row of `percolator status`'s table (cli/status.c): the columns
+ * ENDPOINT ID STATUS ROLE MEMBERSHIP TERM APPLIED LAG STORE SIZE LEADER,
+ * the size two words ("216 MiB"). */
+typedef struct {
+    char endpoint[128], id[16], status[16], role[16], membership[16], term[24], applied[24],
+        lag[24], size[40], leader[128];
+} status_row;
+
+/* `percolator --endpoints eps status` (it must exit 0): its rows. */
+static int cli_status_rows(const char *eps, status_row *rows, int max)
+{
+    const char *args[] = {"--endpoints", eps, "status", NULL};
+    tl_run_result cr;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
+    if (cr.status != 0)
+        fail_msg("percolator status: exit %d\n%s%s", cr.status, cr.out, cr.err);
+    int n = -1;
+    char *save = NULL;
+    for (char *line = strtok_r(cr.out, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (n < 0) { /* the header */
+            assert_true(strncmp(line, "ENDPOINT", 8) == 0);
+            assert_non_null(strstr(line, " STORE SIZE "));
+            n = 0;
+            continue;
+        }
+        assert_true(n < max);
+        status_row *r = &rows[n++];
+        char num[16], unit[8];
+        if (sscanf(line, "%127s %15s %15s %15s %15s %23s %23s %23s %15s %7s %127s", r->endpoint,
+                   r->id, r->status, r->role, r->membership, r->term, r->applied, r->lag, num,
+                   unit, r->leader) != 11)
+            fail_msg("percolator status: a row that is not eleven words: %s", line);
+        snprintf(r->size, sizeof r->size, "%s %s", num, unit);
+    }
+    tl_run_free(&cr);
+    return n;
+}
+
+/* Member i's store_bytes, from its health (the group runs without a token). */
+static json_int_t store_bytes(group *g, int i)
+{
+    tl_resp r;
+    json_t *j;
+    assert_int_equal(call(g, i, "GET", "/v1/health", NULL, TL_REQUEST_MS, &r, &j), 200);
+    json_t *b = json_object_get(j, "store_bytes");
+    assert_true(json_is_integer(b));
+    json_int_t v = json_integer_value(b);
+    json_decref(j);
+    tl_resp_free(&r);
+    return v;
+}
+
+/* Wait up to ms until every row of `percolator status` shows the same
+ * APPLIED and LAG 0 (a follower applies an entry at the leader's next
+ * heartbeat); rows holds the last table. */
+static bool status_settles(const char *eps, status_row *rows, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    for (;;) {
+        assert_int_equal(cli_status_rows(eps, rows, NODES), NODES);
+        bool same = true;
+        for (int i = 0; i < NODES; i++)
+            same &= strcmp(rows[i].applied, rows[0].applied) == 0 &&
+                    strcmp(rows[i].lag, "0") == 0;
+        if (same || time_mono_ms() > end)
+            return same;
+        time_sleep_ms(200);
+    }
+}
+
+/* `percolator status` on the whole group (l leads, at leader_url): a row
+ * per member with its id, one leader with LAG 0, the followers naming it,
+ * every member at the same applied index once quiet, a store size; the
+ * sizes grow with 12 MiB written (a new Raft segment, WiredTiger's pages),
+ * in health's store_bytes as in the table; --json adds each row's lag. */
+static void status_shows_the_group(group *g, int l, const char *all, const char *leader_url)
+{
+    status_row rows[NODES];
+    assert_true(status_settles(all, rows, 20000));
+    for (int i = 0; i < NODES; i++) {
+        char id[16], ep[64];
+        snprintf(id, sizeof id, "%d", i + 1);
+        snprintf(ep, sizeof ep, "http://127.0.0.1:%d", g->http[i]);
+        assert_string_equal(rows[i].endpoint, ep);
+        assert_string_equal(rows[i].id, id);
+        assert_string_equal(rows[i].status, "ok");
+        assert_string_equal(rows[i].membership, "voter");
+        assert_string_equal(rows[i].role, i == l ? "leader" : "follower");
+        assert_string_equal(rows[i].term, rows[l].term);
+        assert_true(atoll(rows[i].applied) > 0);
+        assert_non_null(strstr(rows[i].size, "iB")); /* KiB, MiB...: more than 1 KiB */
+        if (i != l)
+            assert_string_equal(rows[i].leader, leader_url);
+    }
+
+    json_int_t before[NODES];
+    for (int i = 0; i < NODES; i++)
+        assert_true((before[i] = store_bytes(g, i)) > 0);
+    /* Through the CLI at the leader: its puts are not relayed by a
+     * follower (counted below), nor recorded as exchanges (12 MiB). */
+    size_t len = 512 * 1024;
+    char *value = malloc(len);
+    assert_non_null(value);
+    memset(value, 'v', len);
+    for (int k = 0; k < 24; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "big-%d", k);
+        const char *args[] = {"--endpoints", leader_url, "put", key, "-", NULL};
+        tl_run_result cr;
+        assert_int_equal(tl_run("percolator", args, NULL, value, len, TL_REQUEST_MS, &cr), 0);
+        if (cr.status != 0)
+            fail_msg("put %s: exit %d %s", key, cr.status, cr.err);
+        tl_run_free(&cr);
+    }
+    free(value);
+    /* The size is walked once a second: within a few of them, larger. */
+    uint64_t end = time_mono_ms() + 20000;
+    for (int i = 0; i < NODES; i++) {
+        json_int_t now;
+        while ((now = store_bytes(g, i)) <= before[i] && time_mono_ms() < end)
+            time_sleep_ms(200);
+        printf("# member %d: store_bytes %lld before 12 MiB of writes, %lld after\n", i + 1,
+               (long long)before[i], (long long)now);
+        assert_true(now > before[i]);
+    }
+    assert_true(status_settles(all, rows, 20000));
+
+    const char *json_args[] = {"--endpoints", all, "--json", "status", NULL};
+    tl_run_result cr;
+    assert_int_equal(tl_run("percolator", json_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
+    assert_int_equal(cr.status, 0);
+    json_t *list = json_loads(cr.out, 0, NULL);
+    assert_int_equal(json_array_size(list), NODES);
+    for (int i = 0; i < NODES; i++) {
+        json_t *m = json_array_get(list, (size_t)i);
+        assert_int_equal(json_integer_value(json_object_get(m, "id")), i + 1);
+        assert_true(json_integer_value(json_object_get(m, "store_bytes")) > before[i]);
+        assert_true(json_is_integer(json_object_get(m, "lag")));
+        assert_non_null(json_string_value(json_object_get(m, "endpoint")));
+    }
+    json_decref(list);
+    tl_run_free(&cr);
+}
+
 static void a_group_forwards_and_refuses_as_documented(void **state)
 {
     (void)state;
@@ -178,26 +326,14 @@ static void a_group_forwards_and_refuses_as_documented(void **state)
     if (strstr(cr.err, "asked directly from now on") == NULL)
         fail_msg("the CLI did not take the leader from the answer: %s", cr.err);
     tl_run_free(&cr);
-    /* `percolator status`: a line per endpoint, one leader, the followers
-     * naming it; an endpoint that does not answer makes it exit 4. */
+    /* `percolator status`: the table, and its store sizes growing with
+     * writes; an endpoint that does not answer makes it exit 4. */
     char all[700], one_dead[760];
     snprintf(all, sizeof all, "http://127.0.0.1:%d,http://127.0.0.1:%d,http://127.0.0.1:%d",
              g.http[0], g.http[1], g.http[2]);
-    const char *st_args[] = {"--endpoints", all, "status", NULL};
-    assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
-    assert_int_equal(cr.status, 0);
-    int lines = 0, leaders = 0, following = 0;
-    for (char *line = strtok(cr.out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        lines++;
-        leaders += strstr(line, " leader ") != NULL;
-        following += strstr(line, " follower ") != NULL && strstr(line, url) != NULL;
-    }
-    assert_int_equal(lines, 1 + NODES);
-    assert_int_equal(leaders, 1);
-    assert_int_equal(following, NODES - 1);
-    tl_run_free(&cr);
+    status_shows_the_group(&g, l, all, url);
     snprintf(one_dead, sizeof one_dead, "%s,http://127.0.0.1:%d", all, tl_free_port());
-    st_args[1] = one_dead;
+    const char *st_args[] = {"--endpoints", one_dead, "status", NULL};
     assert_int_equal(tl_run("percolator", st_args, NULL, NULL, 0, TL_REQUEST_MS, &cr), 0);
     assert_int_equal(cr.status, 4);
     assert_non_null(strstr(cr.out, "unreachable"));
