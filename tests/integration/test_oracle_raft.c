@@ -575,6 +575,17 @@ static void the_service_commits_through_a_follower(void **state)
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
     free(tok);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
+    /* The follower names the leader once it heard from it (its next tick
+     * after the election): wait for that, bounded. */
+    uint64_t until = time_mono_ms() + 15000;
+    for (bool named = false; !named && time_mono_ms() < until;) {
+        tl_resp h;
+        if (tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &h) == 0 && h.status == 200)
+            named = strstr(h.body, "\"url\"") != NULL;
+        tl_resp_free(&h);
+        if (!named)
+            time_sleep_ms(50);
+    }
     for (int with = 0; with < 2; with++) {
         tl_resp h;
         assert_int_equal(tl_http_with("GET", url, NULL, 0, NULL, with ? auth : NULL, TL_REQUEST_MS, &h), 0);
