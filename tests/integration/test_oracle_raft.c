@@ -576,14 +576,20 @@ static void the_service_commits_through_a_follower(void **state)
     free(tok);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", g.http[f]);
     /* The follower names the leader once it heard from it (its next tick
-     * after the election): wait for that, bounded. */
+     * after the election), and has measured its data dir (once a second):
+     * wait for both, bounded. */
     uint64_t until = time_mono_ms() + 15000;
-    for (bool named = false; !named && time_mono_ms() < until;) {
+    for (bool ready = false; !ready && time_mono_ms() < until;) {
         tl_resp h;
-        if (tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &h) == 0 && h.status == 200)
-            named = strstr(h.body, "\"url\"") != NULL;
+        if (tl_http_with("GET", url, NULL, 0, NULL, auth, TL_REQUEST_MS, &h) == 0 &&
+            h.status == 200) {
+            json_t *j = json_loads(h.body, 0, NULL);
+            ready = json_string_value(json_object_get(json_object_get(j, "leader"), "url")) &&
+                    json_integer_value(json_object_get(j, "store_bytes")) > 0;
+            json_decref(j);
+        }
         tl_resp_free(&h);
-        if (!named)
+        if (!ready)
             time_sleep_ms(50);
     }
     for (int with = 0; with < 2; with++) {
