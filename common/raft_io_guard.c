@@ -81,8 +81,20 @@ static bool impossible(const struct raft *r, const struct raft_message *m)
     if (term_of(m) > r->current_term + RAFT_GUARD_MAX_TERM_JUMP)
         return true;
     switch (m->type) {
-    case RAFT_IO_APPEND_ENTRIES: /* a second leader in the leader's own term */
-        return r->state == RAFT_LEADER && m->append_entries.term == r->current_term;
+    case RAFT_IO_APPEND_ENTRIES:
+        /* A second leader in the leader's own term; or entries that start
+         * inside this member's image. libraft reads the term of an index
+         * its image replaced as 0 ("no entry there"), appends the entries
+         * after its last one as if they began there, and its log no longer
+         * says which entry has which index (an assert in its
+         * replicationAppend; a NULL read in its entry reference table
+         * without asserts). A leader never sends them: it walks back only
+         * as far as the follower's commit index, and an image holds only
+         * committed entries; a stale message from before the image is
+         * already in it (DESIGN §7.2). */
+        return (r->state == RAFT_LEADER && m->append_entries.term == r->current_term) ||
+               (m->append_entries.n_entries > 0 &&
+                m->append_entries.prev_log_index < r->log.offset);
     case RAFT_IO_INSTALL_SNAPSHOT:
         return r->state == RAFT_LEADER && m->install_snapshot.term == r->current_term;
     case RAFT_IO_REQUEST_VOTE_RESULT:

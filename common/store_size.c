@@ -46,7 +46,10 @@ static void walk_fd(int fd, int depth, uint64_t *bytes, long *budget)
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
         if (S_ISREG(st.st_mode)) {
-            *bytes += (uint64_t)st.st_blocks * 512;
+            /* The blocks, as du counts them; a small file whose bytes a
+             * file system keeps in its inode (ext4's inline_data, btrfs)
+             * has none, and counts its length. */
+            *bytes += st.st_blocks > 0 ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
         } else if (S_ISDIR(st.st_mode) && depth < STORE_SIZE_MAX_DEPTH) {
             int sub = openat(dirfd(d), e->d_name,
                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
