@@ -54,6 +54,11 @@ struct raft_host {
     raft_member_identity me;    /* raft_identity.h */
     struct raft_change change;  /* the membership change in flight (loop thread) */
     bool changing;
+    /* The barrier of this leader's term (tend_barrier): no membership
+     * change before it committed (loop thread). */
+    struct raft_barrier term_barrier;
+    bool barrier_inflight;
+    raft_term barrier_term, ready_term;
     uint64_t change_tried_ms;
     bool first_image_pending;   /* image_first: until libraft took its first snapshot */
     uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
@@ -115,6 +120,7 @@ static void on_raft_closed(struct raft *r)
 static int start_raft(raft_host *h, int mode);
 static int setup_failed(raft_host *h, bool transport, bool io);
 static void serve_admin(raft_host *h);
+static bool term_ready(raft_host *h);
 static void finish_transfer(raft_host *h);
 static void refresh_view(raft_host *h);
 static void tend_prober(raft_host *h, bool stopping);
@@ -244,7 +250,7 @@ static void replace_incarnations(raft_host *h)
 {
     struct raft *r = &h->raft;
     uint64_t now = time_mono_ms();
-    if (raft_state(r) != RAFT_LEADER || h->changing || now - h->change_tried_ms < 1000)
+    if (!term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
         return;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         const struct raft_server *s = &r->configuration.servers[i];
@@ -312,6 +318,43 @@ static void replace_incarnations(raft_host *h)
     }
 }
 
+static void on_term_barrier(struct raft_barrier *req, int status)
+{
+    raft_host *h = req->data;
+    h->barrier_inflight = false;
+    if (status == 0)
+        h->ready_term = h->barrier_term;
+}
+
+/* A new leader's first entry is a barrier of its term, and it changes the
+ * membership only once that barrier committed (term_ready). Before it, the
+ * leader may not yet hold a configuration change another leader committed
+ * in a term between: a change it made on top of the older configuration
+ * could then let two majorities that do not overlap each commit at one
+ * index (the single-server change bug Ongaro reported on raft-dev in
+ * 2015; his fix is this rule, DESIGN §7.3). libraft 0.15 allows such a
+ * change, and also answers one committed when the leader merely applied
+ * an older configuration entry; tests/unit/test_raft_membership_fsm.c
+ * replays both without this rule and finds neither with it. */
+static void tend_barrier(raft_host *h)
+{
+    struct raft *r = &h->raft;
+    if (raft_state(r) != RAFT_LEADER || h->ready_term == r->current_term || h->barrier_inflight)
+        return;
+    h->term_barrier.data = h;
+    h->barrier_term = r->current_term;
+    int rv = raft_barrier(r, &h->term_barrier, on_term_barrier);
+    if (rv != 0)
+        log_warn("%s raft: the barrier of term %llu: %s (tried again on the next tick)",
+                 h->cfg.kind, (unsigned long long)r->current_term, raft_errmsg(r));
+    h->barrier_inflight = rv == 0;
+}
+
+static bool term_ready(raft_host *h)
+{
+    return raft_state(&h->raft) == RAFT_LEADER && h->ready_term == h->raft.current_term;
+}
+
 static bool stop_asked(raft_host *h)
 {
     pthread_mutex_lock(&h->mu);
@@ -320,16 +363,26 @@ static bool stop_asked(raft_host *h)
     return stopping;
 }
 
-/* A member in no configuration of its own (joining, or removed) says
- * hello to every member once a second: the leader adds a new incarnation
- * only on a recent hello (SEEN_MS), and an operator's add needs one too. */
+/* Whether this member says hello once a second (prober_main): while it is
+ * in no configuration of its own (joining, or removed), and while it is a
+ * spare. The leader adds a new incarnation and promotes a spare only on a
+ * recent hello (SEEN_MS), and an operator's add needs one too. A spare
+ * whose promotion failed (libraft gives up on one that stops answering
+ * for 5 s, or catches up too slowly) keeps its connections, which said
+ * their hellos long ago: without its own it would stay a spare. */
+static bool probes(const char *membership)
+{
+    return membership != NULL &&
+           (strcmp(membership, "joining") == 0 || strcmp(membership, "spare") == 0);
+}
+
+
 static void *prober_main(void *arg)
 {
     raft_host *h = arg;
     for (;;) {
         pthread_mutex_lock(&h->mu);
-        bool go = !h->stopping && h->membership != NULL &&
-                  strcmp(h->membership, "joining") == 0;
+        bool go = !h->stopping && probes(h->membership);
         if (!go)
             h->prober_done = true;
         pthread_mutex_unlock(&h->mu);
@@ -345,13 +398,12 @@ static void *prober_main(void *arg)
     }
 }
 
-/* Start the prober while this member is joining; reap it once it ended
- * (loop thread). stopping: join it, whatever it does. */
+/* Start the prober while this member is joining or a spare; reap it once
+ * it ended (loop thread). stopping: join it, whatever it does. */
 static void tend_prober(raft_host *h, bool stopping)
 {
     pthread_mutex_lock(&h->mu);
-    bool done = h->prober_done, joining = h->membership != NULL &&
-                                          strcmp(h->membership, "joining") == 0;
+    bool done = h->prober_done, joining = probes(h->membership);
     pthread_mutex_unlock(&h->mu);
     if (h->prober_started && (done || stopping)) {
         pthread_join(h->prober, NULL);
@@ -507,7 +559,7 @@ static void wait_for_hello(raft_host *h)
         return;
     }
     h->admin_hello_until = 0;
-    if (raft_state(r) != RAFT_LEADER || h->changing || server_of(r, w->id) != NULL) {
+    if (!term_ready(h) || h->changing || server_of(r, w->id) != NULL) {
         admin_finish(h, RAFT_HOST_REFUSED, "the group changed meanwhile (a new leader, or "
                      "another change): ask again");
         return;
@@ -527,10 +579,13 @@ static void wait_for_hello(raft_host *h)
 static void serve_admin(raft_host *h)
 {
     wait_for_hello(h);
+    /* A membership change waits for this leader's barrier (tend_barrier),
+     * within the caller's deadline; a transfer does not need it. */
+    bool ready = raft_state(&h->raft) != RAFT_LEADER || term_ready(h);
     pthread_mutex_lock(&h->mu);
-    bool go = h->admin_pending && !h->admin_running;
     raft_host_op op = h->admin_op;
     unsigned member = h->admin_member;
+    bool go = h->admin_pending && !h->admin_running && (ready || op == RAFT_HOST_LEAD);
     if (go) {
         h->admin_pending = false;
         h->admin_running = true;
@@ -655,6 +710,7 @@ static void on_tick(uv_timer_t *t)
     uint64_t last = raft_last_index(&h->raft);
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    tend_barrier(h);
     serve_admin(h);
     replace_incarnations(h);
     set_membership(h, membership_of(h));

@@ -62,31 +62,32 @@
  * its own link model; libraft's asserts are compiled out (Debian builds it
  * with NDEBUG), so depose's preconditions are checked here.
  *
- * Finding on the product's rules (test 4): libraft 0.15 lets a new leader
- * change the configuration before any entry of its term committed, and
- * raft_host.c's tick and operator changes do not wait for the leader's
- * barrier; two leaders each starting a different single-server change then
- * overwrite a committed entry and the oracle hands out timestamps twice
- * (Ongaro's single-server membership bug, raft-dev, 2015). The same early
- * changes make libraft answer a change "committed" when the leader merely
- * applied an older configuration entry (check_changes). The rule that
- * closes both, a leader changes the configuration only once its barrier
- * committed, runs with RAFT_MEMBERS_BARRIER_FIRST=1 (always in test 4b).
+ * The barrier rule (test 4): libraft 0.15 lets a new leader change the
+ * configuration before any entry of its term committed. When raft_host.c's
+ * tick and operator changes did so, two leaders each starting a different
+ * single-server change overwrote a committed entry and the oracle handed
+ * out timestamps twice (Ongaro's single-server membership bug, raft-dev,
+ * 2015; test 4a replays it without the rule); the same early changes made
+ * libraft answer a change "committed" when the leader merely applied an
+ * older configuration entry (check_changes). The product's rule, which
+ * closes both, is modelled in every test but 4a: a leader changes the
+ * configuration only once its barrier committed (raft_host.c
+ * tend_barrier). RAFT_MEMBERS_NO_BARRIER=1 runs tests 1-3 without it.
  *
  * libraft 0.15 defects met here, each explained where it is met: memory
  * errors on three paths of a synchronous I/O failure (avoided: the disk
  * fault layer fails only writes, and none on those paths); three defects
  * that can leave a healed group without a leader or with a stale
  * configuration (random runs: reported after every safety rule held, and
- * counted; single runs of seeds 1..1000, 5,000 steps: 11 such with the
- * product rule, 9 barrier-first, no other failure, no safety rule broken);
+ * counted; single runs of seeds 1..1000, 5,000 steps: 9 such with the
+ * barrier rule, 11 without it, no other failure, no safety rule broken);
  * and fixture artifacts, worked around (its truncation overtakes writes in
  * flight; its election timeouts are fixed numbers; depose writes through
  * every server's state union).
  *
  * Environment: RAFT_MEMBERS_SEED=<n> replays the random run (test 3),
- * RAFT_MEMBERS_STEPS=<n> sets its length, RAFT_MEMBERS_BARRIER_FIRST=1 the
- * barrier-first rule in tests 1-3. To see how a run went:
+ * RAFT_MEMBERS_STEPS=<n> sets its length, RAFT_MEMBERS_NO_BARRIER=1 drops
+ * the barrier rule in tests 1-3. To see how a run went:
  * RAFT_MEMBERS_TRACE=1 (every change, answer and restart),
  * RAFT_MEMBERS_WATCH=<index> (what each server holds there, step by step),
  * RAFT_MEMBERS_CONFCHECK=1 (a configuration not its log's last),
@@ -269,7 +270,8 @@ struct cluster {
     bool heard_state[M][M];
     uint64_t rng;
     const char *ctx;
-    bool barrier_first;  /* the fix: no change before this leader's barrier committed */
+    bool barrier_first;  /* the product's rule: no change before this leader's barrier committed */
+    bool rule_fixed;     /* test 4 chose the rule, not the environment */
     bool supervise;      /* restart stopped processes at restart_at */
     unsigned restart_ms; /* how long a supervisor takes after a shutdown */
     proposal *props;
@@ -1190,8 +1192,9 @@ static void start_group(cluster *c, unsigned n_boot, unsigned n_join, uint64_t s
     all_disks = c->disks;
     c->restart_ms = 1000;
     c->supervise = true;
-    const char *bf = getenv("RAFT_MEMBERS_BARRIER_FIRST");
-    c->barrier_first = c->barrier_first || (bf != NULL && strcmp(bf, "1") == 0);
+    const char *nb = getenv("RAFT_MEMBERS_NO_BARRIER");
+    if (!c->rule_fixed)
+        c->barrier_first = !(nb != NULL && strcmp(nb, "1") == 0);
     assert_int_equal(raft_fixture_initialize(&c->f), 0);
     for (unsigned i = 0; i < M; i++) {
         node *nd = &c->nodes[i];
@@ -1228,7 +1231,7 @@ static void start_group(cluster *c, unsigned n_boot, unsigned n_join, uint64_t s
     apply_links(c);
     raft_fixture_hook(&c->f, on_event);
     print_message("%s: seed %llu (incarnation ids), %s rule\n", ctx, ULL(seed),
-                  c->barrier_first ? "barrier-first" : "product");
+                  c->barrier_first ? "the product's barrier-first" : "the earlier no-barrier");
 }
 
 static int setup(void **state)
@@ -1370,7 +1373,7 @@ static int issue(cluster *c, unsigned L, int kind, raft_id id, bool admin)
     return rv;
 }
 
-/* The fix under test (RAFT_MEMBERS_BARRIER_FIRST, test 4): a leader changes
+/* The product's rule (raft_host.c term_ready; RAFT_MEMBERS_NO_BARRIER drops it): a leader changes
  * the configuration only once an entry of its own term committed. */
 static bool may_change(cluster *c, unsigned L)
 {
@@ -2386,9 +2389,9 @@ static bool new_leader_of_the_three(cluster *c, void *arg)
 static void barrier_schedule(cluster *c, bool barrier_first, const char *ctx)
 {
     c->barrier_first = barrier_first;
+    c->rule_fixed = true; /* not the environment's */
     c->record_only = !barrier_first;
     start_group(c, 4, 1, 4004, ctx);
-    c->barrier_first = barrier_first; /* not the environment's */
     assert_int_equal(leader(c), 0);
     commit_n(c, 3);
     int kind = CH_PROMOTE;
@@ -2463,23 +2466,25 @@ static void barrier_schedule(cluster *c, bool barrier_first, const char *ctx)
     }
 }
 
-/* 4a. FINDING: with the product's rules (a leader's tick and an operator's
- * request change the configuration whenever libraft allows, before the
- * leader's barrier committed), this schedule loses committed entries and
- * hands out a range of timestamps twice. The test passes when it does: it
- * documents why the rule of 4b is needed (common/raft_host.c
- * replace_incarnations and serve_admin should wait, as the oracle's
- * commands do, for the barrier of the leader's term). */
-static void a_change_before_the_leaders_barrier_loses_commits(void **state)
+/* 4a. Why the product has the rule of 4b: without it (a leader's tick and
+ * an operator's request changing the configuration whenever libraft
+ * allows, before the leader's barrier committed, as common/raft_host.c did
+ * until the rule), this schedule loses committed entries and hands out a
+ * range of timestamps twice. The test passes when it does: it shows the
+ * schedule reaches the hazard, so that 4b passing means the rule closes
+ * it. */
+static void without_the_barrier_rule_the_schedule_loses_commits(void **state)
 {
-    barrier_schedule(*state, false, "barrier schedule, product rule");
+    barrier_schedule(*state, false, "barrier schedule, no barrier rule");
 }
 
-/* 4b. The same schedule with the barrier-first rule: nothing committed is
- * lost, and the group converges on five voters. */
-static void with_the_barrier_first_the_schedule_keeps_every_commit(void **state)
+/* 4b. The same schedule under the product's rule (raft_host.c
+ * tend_barrier/term_ready: no membership change before the leader's
+ * barrier committed): nothing committed is lost, no false "committed"
+ * answer, and the group converges on five voters. */
+static void with_the_products_barrier_rule_the_schedule_keeps_every_commit(void **state)
 {
-    barrier_schedule(*state, true, "barrier schedule, barrier-first rule");
+    barrier_schedule(*state, true, "barrier schedule, the product's rule");
 }
 
 int main(void)
@@ -2490,10 +2495,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(random_membership_faults_keep_every_commit, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(a_change_before_the_leaders_barrier_loses_commits, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(with_the_barrier_first_the_schedule_keeps_every_commit,
+        cmocka_unit_test_setup_teardown(without_the_barrier_rule_the_schedule_loses_commits,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            with_the_products_barrier_rule_the_schedule_keeps_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests_name("raft membership under faults (fixture)", tests, NULL,
                                        NULL);
