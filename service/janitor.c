@@ -49,7 +49,6 @@ struct janitor {
     loop sweeper, collector;
     /* GC's clock: a timestamp and when it was taken. */
     uint64_t sample_ts, sample_ms, gc_last_ms;
-    uint64_t observers_term;   /* a Raft member: the term it loaded them in */
 };
 
 typedef struct {
@@ -211,11 +210,9 @@ static void collect_garbage(janitor *j, pc_session *ps)
 static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
 {
     svc *s = j->s;
-    /* A member that just became leader takes the observers' registrations
-     * from its store: they were applied here while another member led. */
-    uint64_t term = svc_leader_term(s);
-    if (term != 0 && term != j->observers_term && observers_load(s, ps))
-        j->observers_term = term;
+    /* A member that just became leader takes over the leader's state
+     * (the observers' registrations among it) before anything else. */
+    svc_take_over(s);
     size_t expired = sessions_reap(s->sessions, time_wall_ms());
     if (expired > 0) {
         metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);

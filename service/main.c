@@ -340,6 +340,7 @@ int main(int argc, char **argv)
     httpd_route *routes = NULL;
     token oracle_token = {NULL, 0};
     pthread_mutex_init(&s->es_mu, NULL);
+    pthread_mutex_init(&s->takeover_mu, NULL);
     failpoint_init();
     limit_malloc_arenas();
 
@@ -409,9 +410,9 @@ int main(int argc, char **argv)
     metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
     /* Every timestamp the store holds was handed out: snapshots up to it
      * are readable, and the oracle must answer above it (DESIGN §4.8). */
-    s->store_max_ts = pc_store_max_ts(s->engine);
-    atomic_store(&s->ts_seen, s->store_max_ts);
-    log_info("store: highest timestamp %llu", (unsigned long long)s->store_max_ts);
+    atomic_store(&s->store_max_ts, pc_store_max_ts(s->engine));
+    atomic_store(&s->ts_seen, pc_store_max_ts(s->engine));
+    log_info("store: highest timestamp %llu", (unsigned long long)atomic_load(&s->store_max_ts));
     if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL ||
         (oracle_token.secret != NULL && oc_set_token(s->oracle, oracle_token.secret) != 0)) {
         log_error("cannot start the oracle client");

@@ -174,7 +174,12 @@ bool observers_load(svc *s, pc_session *ps)
         pc_items_free(&it);
         return false;
     }
+    /* The store's registrations replace the ones in memory: one another
+     * leader removed is gone here too. */
     pthread_rwlock_wrlock(&s->obs->mu);
+    for (size_t i = 0; i < s->obs->n; i++)
+        free(s->obs->v[i].prefix);
+    s->obs->n = 0;
     for (size_t i = 0; i < it.n; i++) {
         char name[OBS_NAME_MAX + 1];
         size_t n = it.items[i].key.len - 1;

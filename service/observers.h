@@ -33,7 +33,9 @@ typedef struct obs_claim {
 observers *observers_new(void);
 void observers_free(observers *o);
 
-/* Load the registrations at start-up and tell the engine what to watch. */
+/* Load the registrations from the store, in place of those in memory, and
+ * tell the engine what to watch: at start-up, and on a member when it
+ * begins to lead (replica.c svc_take_over). */
 bool observers_load(svc *s, pc_session *ps);
 
 bool observers_name_ok(const char *name, size_t len);

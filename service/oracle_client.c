@@ -59,7 +59,8 @@ struct oc_client {
     struct curl_slist *headers;
     buf reply;
     int timeout_ms;
-    uint64_t last_ts;              /* highest timestamp received (leader only) */
+    _Atomic uint64_t last_ts;      /* highest timestamp received (written by the
+                                      batch leader only) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;             /* callers waiting for room in a full batch */
@@ -91,6 +92,7 @@ const char *oc_strerror(int err)
     case OC_UNAVAILABLE: return "timestamp oracle unavailable";
     case OC_PROTOCOL: return "unexpected reply from the timestamp oracle";
     case OC_NOMEM: return "out of memory";
+    case OC_BEHIND: return "the timestamp oracle went backwards (it lost its state)";
     }
     return "unknown error";
 }
@@ -214,7 +216,8 @@ int oc_set_tls(oc_client *c, const oc_tls *tls)
     return curl_peer_tls(e, tls->ca_file, tls->cert_file, tls->key_file);
 }
 
-/* Parse {"first":F,"count":N} and check it. OC_OK or OC_PROTOCOL. */
+/* Parse {"first":F,"count":N} and check it. OC_OK, OC_BEHIND (*first set)
+ * or OC_PROTOCOL. */
 static int parse_reply(oc_client *c, unsigned n, uint64_t *first)
 {
     json_error_t jerr;
@@ -234,9 +237,12 @@ static int parse_reply(oc_client *c, unsigned n, uint64_t *first)
     }
     if ((uint64_t)f <= c->last_ts) {
         /* The oracle went backwards (its state was lost or replaced):
-         * handing these out would break snapshot isolation. */
-        log_error("oracle client: oracle went backwards: first=%lld, already had %llu",
+         * handing these out would break snapshot isolation. The service
+         * logs it once (svc.c ts_verdict). */
+        log_debug("oracle client: oracle went backwards: first=%lld, already had %llu",
                   (long long)f, (unsigned long long)c->last_ts);
+        *first = (uint64_t)f;
+        rc = OC_BEHIND;
         goto done;
     }
     c->last_ts = (uint64_t)f + n - 1;
@@ -419,13 +425,18 @@ int oc_timestamps(oc_client *c, unsigned count, uint64_t *first)
     }
 
     int err = b->err;
-    if (err == OC_OK)
+    if (err == OC_OK || err == OC_BEHIND)
         *first = b->first + idx;
     if (--b->refs == 0)
         batch_free(b);
     pthread_mutex_unlock(&c->mu);
     metrics_observe(c->m_wait, (double)(time_mono_ns() - t0) / 1e9);
     return err;
+}
+
+uint64_t oc_highest(oc_client *c)
+{
+    return atomic_load(&c->last_ts);
 }
 
 int oc_timestamp(oc_client *c, uint64_t *ts)

@@ -28,7 +28,10 @@ enum {
     OC_OK = 0,
     OC_UNAVAILABLE = 1,   /* cannot reach the oracle, it timed out or answered 5xx */
     OC_PROTOCOL = 2,      /* the oracle answered something unexpected */
-    OC_NOMEM = 3
+    OC_NOMEM = 3,
+    OC_BEHIND = 4         /* the oracle answered at or below a timestamp it had handed
+                             out before (it lost its state): *first is its answer,
+                             oc_highest what it had handed out */
 };
 
 #define OC_MAX_BATCH 100000   /* the oracle's per-request limit */
@@ -71,6 +74,9 @@ int oc_timestamp(oc_client *c, uint64_t *ts);
 /* count (1..OC_MAX_BATCH) consecutive timestamps first..first+count-1, from
  * the same coalesced batches as oc_timestamp. */
 int oc_timestamps(oc_client *c, unsigned count, uint64_t *first);
+
+/* The highest timestamp the oracle has handed this client. */
+uint64_t oc_highest(oc_client *c);
 
 /* Whether the most recent oracle request succeeded (for health reports). */
 bool oc_available(oc_client *c);

@@ -38,8 +38,31 @@ void reply_committed(httpd_req *req, svc *s, uint64_t cts)
     httpd_reply_json(req, 200, json_pack("{s:I}", "commit_ts", (json_int_t)cts));
 }
 
+/* A member that begins to lead but could not take over the leader's
+ * state (svc_take_over): as a leader not ready yet, retried. */
+static void reply_not_taken_over(httpd_req *req)
+{
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, "not_leader", json_pack("{s:i}", "retry_after_ms", 1000),
+                      "this member has just begun to lead and could not yet take over the "
+                      "leader's state (see its log): retry");
+}
+
+bool reply_unless_taken_over(httpd_req *req, svc *s)
+{
+    if (svc_take_over(s))
+        return false;
+    svc_takeover_failed();
+    reply_not_taken_over(req);
+    return true;
+}
+
 void reply_oracle_unavailable(httpd_req *req, svc *s)
 {
+    if (svc_takeover_failed()) { /* svc_timestamps stopped before the oracle */
+        reply_not_taken_over(req);
+        return;
+    }
     uint64_t ts = atomic_load(&s->ts_refused);
     httpd_add_header(req, "Retry-After", "1");
     switch ((svc_ts_refusal)atomic_load(&s->ts_refusal)) {
@@ -47,10 +70,11 @@ void reply_oracle_unavailable(httpd_req *req, svc *s)
         httpd_reply_error(req, 503, "oracle_behind",
                           json_pack("{s:i,s:I,s:I}", "retry_after_ms", 1000, "oracle_ts",
                                     (json_int_t)ts, "store_max_ts",
-                                    (json_int_t)s->store_max_ts),
+                                    (json_int_t)atomic_load(&s->store_max_ts)),
                           "the timestamp oracle is behind the store: it handed out %llu, the "
                           "store holds timestamps up to %llu (the oracle lost its state)",
-                          (unsigned long long)ts, (unsigned long long)s->store_max_ts);
+                          (unsigned long long)ts,
+                          (unsigned long long)atomic_load(&s->store_max_ts));
         return;
     case SVC_TS_OUT_OF_RANGE:
         httpd_reply_error(req, 503, "oracle_out_of_range",

@@ -48,6 +48,8 @@ static void h_put(httpd_req *req, void *ctx)
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         goto out;
     }
+    if (reply_unless_taken_over(req, s))
+        goto out;
     pc_rc rc = observers_put(s, ps, name, prefix, plen, &created);
     if (rc == PC_INVALID) {
         httpd_reply_error(req, 400, "bad_request", NULL, "at most %d observers", OBS_MAX);
@@ -74,6 +76,8 @@ static void h_delete(httpd_req *req, void *ctx)
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         return;
     }
+    if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */
+        return;
     pc_rc rc = observers_delete(s, ps, name);
     if (rc == PC_OK)
         httpd_reply_empty(req, 204);
@@ -95,6 +99,8 @@ static void h_list(httpd_req *req, void *ctx)
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         return;
     }
+    if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */
+        return;
     json_t *list = observers_list(s, ps, enc);
     if (list == NULL)
         codec_reply_not_text(req);
@@ -120,6 +126,8 @@ static void h_claim(httpd_req *req, void *ctx)
         httpd_reply_error(req, 500, "internal", NULL, "no storage session");
         return;
     }
+    if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */
+        return;
     pc_rc rc = observers_claim(s, ps, name, wait_ms, enc, &t, &item, &no_observer);
     if (rc == PC_OK) {
         httpd_reply_json(req, 200, item);

@@ -88,7 +88,15 @@ typedef struct svc {
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
     _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
-    uint64_t store_max_ts;          /* the store's highest timestamp at start (DESIGN §4.8) */
+    /* The store's highest timestamp as the last refused oracle answer was
+     * compared with it (svc_timestamps; at start, the store's then;
+     * DESIGN §4.8): what a 503 oracle_behind names. */
+    _Atomic uint64_t store_max_ts;
+    /* The term whose leader-only state this member took over (replica.c
+     * svc_take_over; 0: none yet), and the lock its first request holds
+     * while it does. */
+    _Atomic uint64_t served_term;
+    pthread_mutex_t takeover_mu;
     /* The verdict on the oracle's latest answer, process-wide (what a 503
      * and /v1/health report; while it changes, a concurrent reply may
      * still give the previous reason). */
@@ -189,6 +197,15 @@ rg_rc svc_refusal(void);
 bool svc_leads(svc *s);
 /* The term this member leads in (0: it does not, or a single node). */
 uint64_t svc_leader_term(svc *s);
+/* On a member that leads in a term whose leader-only state it has not
+ * taken over yet, take it over now (the observers' registrations, the
+ * highest timestamp handed out: DESIGN §9), once per term, by the first
+ * request of the term (the others wait for it). true when there is
+ * nothing to take over or it is done; false when the registrations could
+ * not be read (logged). svc_timestamps calls it. */
+bool svc_take_over(svc *s);
+/* Whether the calling thread's last svc_take_over failed; forgets it. */
+bool svc_takeover_failed(void);
 /* httpd_config.elsewhere: a follower passes /v1 requests on to the
  * leader (httpd_config.forward: svc_forward), or answers 503 not_leader
  * while it knows of no leader it heard from lately. */

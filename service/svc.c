@@ -143,8 +143,8 @@ static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
         log_error("the timestamp oracle is behind the store: it handed out %llu, the store "
                   "holds timestamps up to %llu; it has lost its state. Refusing every "
                   "transaction until an oracle above %llu answers",
-                  (unsigned long long)first, (unsigned long long)s->store_max_ts,
-                  (unsigned long long)s->store_max_ts);
+                  (unsigned long long)first, (unsigned long long)atomic_load(&s->store_max_ts),
+                  (unsigned long long)atomic_load(&s->store_max_ts));
     else if (why == SVC_TS_OUT_OF_RANGE && was != SVC_TS_OUT_OF_RANGE)
         log_error("the timestamp oracle handed out %llu, at or above the limit %llu (2^53 - "
                   "2^32): refusing every transaction", (unsigned long long)first,
@@ -157,13 +157,34 @@ static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
 
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
-    if (oc_timestamps(s->oracle, count, first) != OC_OK)
+    /* A member that has just begun to lead hands out nothing before it
+     * took over the leader's state: every transaction, read or write,
+     * begins here. */
+    if (!svc_take_over(s))
+        return false;
+    /* The store's highest timestamp before the request: every timestamp
+     * the store holds was handed out before it, so an oracle that kept its
+     * state answers above it (the client sends a batch only after its
+     * members joined it). Read live, not at start: on a member the store
+     * grows by what other leaders committed, on any node by what this one
+     * did before the oracle lost its state. */
+    uint64_t floor = pc_store_max_ts(s->engine);
+    int rc = oc_timestamps(s->oracle, count, first);
+    if (rc == OC_BEHIND) {
+        /* Below what it handed this process before: the number to start a
+         * new oracle above (--min-timestamp) is the higher of the two. */
+        uint64_t had = oc_highest(s->oracle);
+        floor = had > floor ? had : floor;
+    } else if (rc != OC_OK) {
         return ts_verdict(s, SVC_TS_UNREACHABLE, 0);
+    }
     uint64_t last = *first + count - 1;
     /* Below the store's maximum, a transaction would conflict with (or
      * read around) versions from its own future. */
-    if (*first <= s->store_max_ts)
+    if (*first <= floor) {
+        atomic_store(&s->store_max_ts, floor);
         return ts_verdict(s, SVC_TS_BEHIND, *first);
+    }
     if (last >= SVC_TS_LIMIT)
         return ts_verdict(s, SVC_TS_OUT_OF_RANGE, *first);
     ts_verdict(s, SVC_TS_OK, *first);
