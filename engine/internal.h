@@ -12,6 +12,8 @@
 #include <wiredtiger.h>
 
 #include "engine.h"
+#include "engine_admin.h"
+#include "engine_replica.h"
 
 
 /* Encoded user key: escaped bytes plus a 2-byte terminator, then 8 bytes of

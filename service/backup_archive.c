@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine_admin.h"
 #include "log.h"
 #include "service.h"
 #include "tar.h"

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine_admin.h"
+#include "engine_replica.h"
 #include "failpoint.h"
 #include "fdlimit.h"
 #include "flags.h"
@@ -375,6 +377,7 @@ int main(int argc, char **argv)
         goto done;
     sessions_set_end_hook(s->sessions, observers_session_ended, s);
     s->on_commit = observers_wake;
+    s->take_over = svc_take_over;
     init_metrics(s);
     sessions_set_gauges(s->sessions,
                         metrics_gauge1(s->metrics, "percolator_sessions_open",

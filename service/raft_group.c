@@ -14,6 +14,7 @@
 
 #include <raft.h>
 
+#include "engine_replica.h"
 #include "httpd.h"
 #include "log.h"
 #include "raft_group.h"

@@ -2,7 +2,7 @@
  * raft_group.h — percolator-service as one member of a Raft group
  * (libraft 0.15: its on-disk log and TCP transport over libuv; docs/DESIGN.md
  * §9). The replicated state is the engine's store: every entry is a write
- * batch (engine.h, DESIGN §4.10), and every member applies the committed
+ * batch (engine_replica.h, DESIGN §4.10), and every member applies the committed
  * entries in log order with pc_apply_batch at the entry's Raft index, on an
  * engine session of its own. A failed apply stops the process (exit 70):
  * the member would otherwise drift from the others.

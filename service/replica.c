@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
+#include "engine_replica.h"
 #include "log.h"
-#include "observers.h"
 #include "service.h"
 
 #define PROPOSE_WAIT_MS 5000  /* while queued; once proposed libraft answers */
@@ -91,58 +91,6 @@ uint64_t svc_leader_term(svc *s)
     raft_group_status st;
     raft_group_get_status(s->raft, &st);
     return st.ready_term;
-}
-
-/* The first barrier of the term is applied (ready_term is set only then),
- * so the store holds every entry any earlier leader committed: what the
- * previous leader kept in memory is read back from it here, before this
- * member hands out its first timestamp of the term or lists or claims an
- * observer's changes.
- *  - The observers' registrations: where a commit writes a notify
- *    record. Committed under another leader, they were applied here but
- *    not loaded, and every change written before a later reload would
- *    have been missed for good.
- *  - The highest timestamp handed out (ts_seen, for reads at a given
- *    ts, svc_snapshot_begin): at least the store's highest.
- * The oracle's floor needs nothing here: svc_timestamps reads the store's
- * highest timestamp before every request. */
-static _Thread_local bool takeover_failed;
-
-bool svc_takeover_failed(void)
-{
-    bool failed = takeover_failed;
-    takeover_failed = false;
-    return failed;
-}
-
-bool svc_take_over(svc *s)
-{
-    uint64_t term = svc_leader_term(s);
-    if (term == 0 || atomic_load(&s->served_term) == term)
-        return true;
-    bool ok = true;
-    pthread_mutex_lock(&s->takeover_mu);
-    if (atomic_load(&s->served_term) != term) {
-        pc_session *ps = svc_engine_session(s);
-        uint64_t max = pc_store_max_ts(s->engine);
-        ok = ps != NULL && observers_load(s, ps);
-        if (ok) {
-            uint64_t seen = atomic_load(&s->ts_seen);
-            while (seen < max && !atomic_compare_exchange_weak(&s->ts_seen, &seen, max))
-                ;
-            atomic_store(&s->served_term, term);
-            log_info("service: leading in term %llu: the store's highest timestamp is %llu, "
-                     "the observers' registrations are loaded",
-                     (unsigned long long)term, (unsigned long long)max);
-        } else {
-            log_error("service: leading in term %llu, but the observers' registrations could "
-                      "not be read: no timestamp is handed out until they are",
-                      (unsigned long long)term);
-        }
-    }
-    pthread_mutex_unlock(&s->takeover_mu);
-    takeover_failed = !ok;
-    return ok;
 }
 
 /* Every /v1 request but health and readiness (public routes, which httpd

@@ -40,21 +40,12 @@ void reply_committed(httpd_req *req, svc *s, uint64_t cts)
 
 /* A member that begins to lead but could not take over the leader's
  * state (svc_take_over): as a leader not ready yet, retried. */
-static void reply_not_taken_over(httpd_req *req)
+void reply_not_taken_over(httpd_req *req)
 {
     httpd_add_header(req, "Retry-After", "1");
     httpd_reply_error(req, 503, "not_leader", json_pack("{s:i}", "retry_after_ms", 1000),
                       "this member has just begun to lead and could not yet take over the "
                       "leader's state (see its log): retry");
-}
-
-bool reply_unless_taken_over(httpd_req *req, svc *s)
-{
-    if (svc_take_over(s))
-        return false;
-    svc_takeover_failed();
-    reply_not_taken_over(req);
-    return true;
 }
 
 void reply_oracle_unavailable(httpd_req *req, svc *s)

@@ -14,9 +14,9 @@
 /* Answer an engine failure; c (may be NULL) names the key. */
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc);
 void reply_oracle_unavailable(httpd_req *req, svc *s);
-/* On a member that has just begun to lead, take over the leader's state
- * first (svc_take_over); true when it could not and a 503 was answered. */
-bool reply_unless_taken_over(httpd_req *req, svc *s);
+/* 503 not_leader: this member has just begun to lead and could not take
+ * over the leader's state (svc_take_over). */
+void reply_not_taken_over(httpd_req *req);
 /* 503 not_leader (a member of a Raft group that does not lead). */
 void reply_not_leader(httpd_req *req);
 /* A member of a Raft group could not commit (or fence) for this request:

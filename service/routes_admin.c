@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_admin.h"
 #include "failpoint.h"
 #include "log.h"
 #include "respond.h"

@@ -86,6 +86,7 @@ typedef struct svc {
     size_t openapi_len;
     char run_id[17];                /* this run's id: owners of earlier runs are dead */
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
+    bool (*take_over)(struct svc *s); /* set at start: svc_take_over (takeover.c) */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
     _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
     /* The store's highest timestamp as the last refused oracle answer was
@@ -204,7 +205,8 @@ uint64_t svc_leader_term(svc *s);
  * nothing to take over or it is done; false when the registrations could
  * not be read (logged). svc_timestamps calls it. */
 bool svc_take_over(svc *s);
-/* Whether the calling thread's last svc_take_over failed; forgets it. */
+/* Whether svc_timestamps last stopped on the calling thread because
+ * s->take_over failed; forgets it. */
 bool svc_takeover_failed(void);
 /* httpd_config.elsewhere: a follower passes /v1 requests on to the
  * leader (httpd_config.forward: svc_forward), or answers 503 not_leader

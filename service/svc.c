@@ -155,13 +155,24 @@ static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)
     return why == SVC_TS_OK;
 }
 
+static _Thread_local bool takeover_failed;
+
+bool svc_takeover_failed(void)
+{
+    bool failed = takeover_failed;
+    takeover_failed = false;
+    return failed;
+}
+
 bool svc_timestamps(svc *s, unsigned count, uint64_t *first)
 {
     /* A member that has just begun to lead hands out nothing before it
      * took over the leader's state: every transaction, read or write,
      * begins here. */
-    if (!svc_take_over(s))
+    if (s->take_over != NULL && !s->take_over(s)) {
+        takeover_failed = true;
         return false;
+    }
     /* The store's highest timestamp before the request: every timestamp
      * the store holds was handed out before it, so an oracle that kept its
      * state answers above it (the client sends a batch only after its

@@ -49,6 +49,7 @@
  */
 #include <stdlib.h>
 
+#include "engine_replica.h"
 #include "failpoint.h"
 #include "log.h"
 #include "write_batch.h"

@@ -21,6 +21,7 @@
  *    store already passed changes nothing.
  */
 #include "engine_fixture.h"
+#include "engine_replica.h"
 
 #define LONG_LEN 300
 

@@ -4,6 +4,7 @@
  * everything stays, and every snapshot at or above the safe point reads
  * exactly what it read before.
  */
+#include "engine_admin.h"
 #include "engine_fixture.h"
 
 static void commit_one(fx *f, const char *key, const char *value, uint64_t start, uint64_t commit)

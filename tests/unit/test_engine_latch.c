@@ -16,6 +16,7 @@
  *    refused, and one_pc proposes no marker in the lock table.
  */
 #include "engine_fixture.h"
+#include "engine_replica.h"
 
 #include <pthread.h>
 #include <sched.h>

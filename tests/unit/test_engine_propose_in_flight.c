@@ -18,6 +18,7 @@
  *    the apply would meet the same lock and propose it again each round.
  */
 #include "engine_fixture.h"
+#include "engine_replica.h"
 #include "internal.h"
 
 static int fixed_ts(void *arg, uint64_t *ts)

@@ -71,6 +71,7 @@
  * (the second test must then fail: it shows what holding them buys).
  */
 #include "engine_fixture.h"
+#include "engine_replica.h"
 
 #include <stdbool.h>
 

@@ -1,0 +1,107 @@
+/*
+ * engine_replica.h — the engine as a replicated state machine: a session
+ * in propose mode writes nothing and appends what it would write to a
+ * batch; the batch is made durable by whoever replicates it (a Raft
+ * group's log) and applied on every member in one order; images of the
+ * store stand in for the log's compacted prefix. The protocol's own API
+ * is engine.h; nothing here is needed by a single node's direct writes.
+ */
+#ifndef PC_ENGINE_REPLICA_H
+#define PC_ENGINE_REPLICA_H
+
+#include "engine.h"
+
+/* ---- write batches (batch.c, docs/DESIGN.md §4.10) ----
+ * The first part of a replicated store: in propose mode a session's
+ * actions write nothing; every mutation they would make is appended to
+ * the batch given (they read the store as it is), and pc_apply_batch then
+ * applies the batch — on this node and on others, in one order — in one
+ * WiredTiger transaction that also records the batch's index. Concurrent
+ * proposals are kept apart by latches (below), and a commit's entries in
+ * the table of commits in flight (§4.4) stay with the latches until the
+ * caller applied the batch. GC proposes its safe point and its removals
+ * in parts (pc_gc_begin, pc_gc_next). */
+
+/* Propose into batch (an empty pc_buf, or one with earlier actions'
+ * batches); NULL: write directly again (the default), releasing the
+ * latches the caller has not taken (below). */
+void pc_session_propose(pc_session *s, pc_buf *batch);
+/* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
+pc_rc pc_batch_check(const void *batch, size_t len);
+/* Append the operations of batch to into (a batch, or empty): applying
+ * into then does what applying the two in turn did, in one transaction.
+ * A caller that proposes the batches of independent actions (their
+ * latches kept them apart) joins them into one Raft entry. PC_INVALID:
+ * batch has no batch header (into unchanged); PC_NOMEM. */
+pc_rc pc_batch_join(pc_buf *into, const void *batch, size_t len);
+/* Apply a batch as number index (1, 2, ...: the order every node applies
+ * in). An index at or below the last one applied is skipped (a replay
+ * after a restart). PC_INVALID: not a batch (nothing applied). */
+pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index);
+/* The index of the last batch applied (0: none). */
+pc_rc pc_applied_index(pc_session *s, uint64_t *index);
+/* A store restored from a backup starts a new group, whose log begins at
+ * 1 again: without this every entry up to the old index would be taken
+ * for one applied before, and skipped. Its state counts as the state after
+ * the new log's first entry (the bootstrap configuration, never a batch),
+ * so that its images install (an image at index 0 holds nothing). */
+pc_rc pc_applied_new_group(pc_session *s);
+/* An image of the store (image.c): the index of the last batch applied,
+ * then the data, lock, write and notify tables and the highest timestamp
+ * as one batch of PUTs, all from one snapshot, in out (emptied first; a
+ * Raft snapshot); *applied (may be NULL) gets the index. Not in propose
+ * mode (PC_INVALID). */
+pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied);
+/* The same image in steps, so that taking it holds up no apply (a Raft
+ * snapshot taken while batches go on being applied: docs/DESIGN.md
+ * §4.10). pc_image_pin, where no batch is applied meanwhile (the applying
+ * thread), begins a snapshot transaction on s, a session of its own, and
+ * reads the applied index (*applied) and the highest timestamp: the image
+ * is of that state. pc_image_fill then reads every row into out (emptied
+ * first) on any one thread while other sessions apply; pc_image_unpin ends
+ * the transaction (also after a failed fill). PC_INVALID: pinned twice,
+ * filled unpinned, or in propose mode. */
+pc_rc pc_image_pin(pc_session *s, uint64_t *applied);
+pc_rc pc_image_fill(pc_session *s, pc_buf *out);
+pc_rc pc_image_unpin(pc_session *s);
+/* Replace those tables by an image and record its index as the last
+ * applied, in one transaction; skipped when this store already applied
+ * that index or beyond (its state is newer). PC_INVALID: not an image. */
+pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
+
+/* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
+ * that may write (prewrite, commit, rollback, check_txn_status, resolve,
+ * heartbeat, one_pc, notify_clear) first latches its keys, waiting for
+ * them if another proposal holds them, and the session keeps the latches
+ * after the action returns: the caller takes them (pc_session_take_latches)
+ * before it ends propose mode, and releases them once the batch is applied
+ * on this node, or the proposal failed, so the next action on those keys
+ * reads a store that has this one's writes. Ending propose mode
+ * (pc_session_propose(s, NULL)) releases the latches not taken: right for
+ * a caller that keeps its proposals apart itself (one at a time, each
+ * applied before the next begins). A session holds one set at a time: an
+ * action on keys the set does not cover is refused (PC_INVALID) until it
+ * is taken or released; several actions that share one batch latch all
+ * their keys first (pc_session_latch). Direct mode latches nothing. A
+ * session closed with latches releases them. A one-phase commit and a
+ * commit point (pc_one_pc, pc_commit_primary) in propose mode leave their
+ * keys in the table of commits in flight, marked committed, and the
+ * latches release them too: until then snapshot reads at or above the
+ * commit wait for it, as for a commit waiting for its flush in direct
+ * mode, since the store does not have it yet. */
+typedef struct pc_latches pc_latches;
+/* Latch keys for the actions to come (propose mode or not): wait for
+ * them, or (try) PC_LOCKED at once if another holds one, taking none.
+ * Try also adds to a set the session holds (it never waits, so it cannot
+ * wait in a cycle): a caller that gathers the actions of one batch takes
+ * each one's keys in turn and puts off those it cannot have. */
+pc_rc pc_session_latch(pc_session *s, const pc_slice *keys, size_t n);
+pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n);
+/* The session's latches, now the caller's (NULL: none held); released,
+ * from any thread, by pc_latches_release (NULL: nothing). */
+pc_latches *pc_session_take_latches(pc_session *s);
+void pc_latches_release(pc_latches *l);
+/* Both at once: release the session's latches. */
+void pc_session_release_latches(pc_session *s);
+
+#endif
