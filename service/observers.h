@@ -35,7 +35,7 @@ void observers_free(observers *o);
 
 /* Load the registrations from the store, in place of those in memory, and
  * tell the engine what to watch: at start-up, and on a member when it
- * begins to lead (replica.c svc_take_over). */
+ * begins to lead (takeover.c svc_take_over). */
 bool observers_load(svc *s, pc_session *ps);
 
 bool observers_name_ok(const char *name, size_t len);

@@ -93,7 +93,7 @@ typedef struct svc {
      * compared with it (svc_timestamps; at start, the store's then;
      * DESIGN §4.8): what a 503 oracle_behind names. */
     _Atomic uint64_t store_max_ts;
-    /* The term whose leader-only state this member took over (replica.c
+    /* The term whose leader-only state this member took over (takeover.c
      * svc_take_over; 0: none yet), and the lock its first request holds
      * while it does. */
     _Atomic uint64_t served_term;
