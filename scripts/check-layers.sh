@@ -8,7 +8,13 @@
 #  2. engine/ calls nothing of service/, oracle/ or common/ (it speaks only
 #     WiredTiger and libc), and nothing outside engine/ calls WiredTiger;
 #  3. cli/ (the command-line client) calls nothing of engine/, service/ or
-#     oracle/: it speaks only HTTP.
+#     oracle/: it speaks only HTTP;
+#  4. only the Raft layer calls libraft: the host, its io guard and
+#     transport (common/raft_host.c, raft_io_guard.c, raft_transport.c)
+#     and the two replicated state machines with their proposers
+#     (service/raft_group.c, oracle/raft_node.c, oracle/raft_fsm.c);
+#  5. no route of the service (service/routes_*.c) calls the replicator
+#     (raft_group_*): it goes through replica.c like every other caller.
 #
 # Prints the graph's size per folder and every loop or breach; exits 1 on any.
 set -u
@@ -71,4 +77,29 @@ if ls "$B"/cli/*.o >/dev/null 2>&1; then
   [ $fail = 0 ] && echo "check-layers: cli/ calls nothing of engine/, service/ or oracle/"
 fi
 [ $fail = 0 ] && echo "check-layers: engine/ speaks only WiredTiger; nothing else calls WiredTiger"
+
+# 4. libraft's functions, as the library exports them.
+libraft=$(${CC:-cc} -print-file-name=libraft.so)
+raftfns=$(nm -D --defined-only "$libraft" 2>/dev/null | awk '$2 == "T" {print $3}' | sort -u)
+if [ -z "$raftfns" ]; then
+  echo "check-layers: cannot read libraft's functions from $libraft"; fail=1
+else
+  n=0
+  for o in "$B"/common/*.o "$B"/service/*.o "$B"/oracle/*.o; do
+    case "$o" in
+      */common/raft_host.o|*/common/raft_io_guard.o|*/common/raft_transport.o) continue ;;
+      */service/raft_group.o|*/oracle/raft_node.o|*/oracle/raft_fsm.o) continue ;;
+    esac
+    n=$((n + 1))
+    bad=$(uses "$o" | sort -u | comm -12 - <(printf '%s\n' "$raftfns") | tr '\n' ' ')
+    [ -n "$bad" ] && { echo "check-layers: $o calls libraft outside the Raft layer: $bad"; fail=1; }
+  done
+  [ $fail = 0 ] && echo "check-layers: libraft is called only by the Raft layer ($n other files checked)"
+fi
+# 5. The routes reach the replicator through replica.c only.
+for o in "$B"/service/routes_*.o; do
+  bad=$(uses "$o" | grep -E '^raft_group_' | tr '\n' ' ' || true)
+  [ -n "$bad" ] && { echo "check-layers: service/$(basename "$o") calls the replicator: $bad"; fail=1; }
+done
+[ $fail = 0 ] && echo "check-layers: no route calls the replicator"
 exit $fail

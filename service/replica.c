@@ -84,6 +84,16 @@ bool svc_leads(svc *s)
     return !svc_replicated(s) || svc_leader_term(s) != 0;
 }
 
+void svc_raft_status(svc *s, raft_group_status *st)
+{
+    raft_group_get_status(s->raft, st);
+}
+
+struct raft_host *svc_raft_host(svc *s)
+{
+    return raft_group_host(s->raft);
+}
+
 uint64_t svc_leader_term(svc *s)
 {
     if (!svc_replicated(s))

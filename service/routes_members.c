@@ -10,7 +10,7 @@ static void h_members(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     if (svc_replicated(s)) {
-        raft_admin_serve(req, raft_group_host(s->raft));
+        raft_admin_serve(req, svc_raft_host(s));
         return;
     }
     httpd_reply_error(req, 409, "not_in_a_group", NULL,

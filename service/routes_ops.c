@@ -18,7 +18,7 @@
 static void add_raft_health(json_t *h, svc *s, bool full)
 {
     raft_group_status st;
-    raft_group_get_status(s->raft, &st);
+    svc_raft_status(s, &st);
     json_t *leader = st.leader_id == 0 ? json_null()
                      : full ? json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
                                         st.leader_http)
@@ -66,7 +66,7 @@ static void h_ready(httpd_req *req, void *ctx)
     if (why == NULL && svc_replicated(s)) {
         /* A member serves (itself or by redirect) once a leader is known. */
         raft_group_status st;
-        raft_group_get_status(s->raft, &st);
+        svc_raft_status(s, &st);
         if (strcmp(st.membership, "voter") != 0)
             why = "this member is not a voter of its group yet (it came back without its data "
                   "and is being caught up: docs/DESIGN.md 7.3)";

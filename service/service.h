@@ -196,6 +196,11 @@ rg_rc svc_refusal(void);
 /* Whether background work (janitor, observers' scans) should run here:
  * a single node, or the member that leads. */
 bool svc_leads(svc *s);
+/* A member's Raft status and host, for health, readiness and the
+ * membership routes (routes never call the replicator itself: make
+ * check-layers). Only on a member (svc_replicated). */
+void svc_raft_status(svc *s, raft_group_status *st);
+struct raft_host *svc_raft_host(svc *s);
 /* The term this member leads in (0: it does not, or a single node). */
 uint64_t svc_leader_term(svc *s);
 /* On a member that leads in a term whose leader-only state it has not
