@@ -24,7 +24,24 @@
 
 /* One request thread's wait: for its batch to be applied, or for a read
  * barrier; or a proposal nobody waits for, whose callback gets the answer
- * (raft_group_submit). */
+ * (raft_group_submit).
+ *
+ * A wait's life, each step under g->mu:
+ *
+ *   made ---- enqueue (this member leads, its first barrier applied) ----> QUEUED
+ *   made ---- enqueue refused (not leader, stopping) --------------------> answered at once
+ *   QUEUED -- the loop's take_queue (taken = true) ---------------------> TAKEN
+ *   QUEUED -- wait_for's deadline: unlinked, RG_UNAVAILABLE -------------> answered
+ *   QUEUED -- fail_queued (leadership lost, stopping) -------------------> DONE
+ *   TAKEN --- libraft's apply or barrier callback (finish) --------------> DONE
+ *
+ * Once TAKEN a wait has no deadline of its own: libraft answers every
+ * entry and barrier it accepted (applied, or failed when leadership is
+ * lost or the group stops), and the answer is the caller's only honest
+ * outcome (a write may be committed by the next leader). DONE signals the
+ * waiting thread, which owns the wait (on its stack) and frees its batch;
+ * a submitted wait (cv NULL) is handed to its callback and freed by
+ * finish, on the loop thread. */
 typedef struct rg_wait {
     bool read;                /* a read barrier, else a proposal of batch */
     void *batch;              /* a copy, the wait's own */

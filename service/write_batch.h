@@ -29,6 +29,25 @@
 
 #define WB_MAX_ROUND 256 /* writes per round; more wait for the next one */
 
+/*
+ * A job's life (the caller fills w and done, then write_batch_submit):
+ *
+ *   submitted --------------------------------------------> QUEUED
+ *   QUEUED ---- the committer takes it into a round -------> IN ROUND
+ *   IN ROUND -- a key held by an earlier write: back at
+ *               the queue's front, rounds++ (a few times) --> QUEUED
+ *   IN ROUND -- failed, nothing written (PC_LOCKED after
+ *               too many put-offs, a conflict, no
+ *               timestamp) ---------------------------------> ANSWERED (committer)
+ *   IN ROUND -- committed (a group: proposed) -------------> DURABLE WAIT
+ *   DURABLE WAIT -- the round's flush (one node), or Raft's
+ *               answer for the round's entry (a group:
+ *               applied, or failed with refused set) ------> ANSWERED (syncer)
+ *
+ * ANSWERED is done(job), on the committer or syncer thread: from then on
+ * the job is done's (routes_kv.c frees it). write_batch_stop answers every
+ * job still queued before it returns: no job is left without its done().
+ */
 typedef struct wb_job wb_job;
 struct wb_job {
     pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
