@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fdlimit.h"
 #include "flags.h"
 #include "httpd.h"
 #include "log.h"
@@ -23,10 +22,9 @@
 #include "raft_node.h"
 #include "raft_transport.h"
 #include "peer_tls.h"
+#include "program.h"
 #include "routes.h"
-#include "signals.h"
 #include "tls.h"
-#include "tls_reload.h"
 #include "tso.h"
 
 #define PROG "percolator-oracle"
@@ -34,67 +32,40 @@
 
 int main(int argc, char **argv)
 {
-    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
-    const char *listen = NULL, *data_dir = NULL;
-    uint64_t threads = 0, max_conns = 0, per_ip = 0, raft_id = 0, header_ms = 0;
-    uint64_t election_ms = 0, heartbeat_ms = 0, min_ts = 0;
-    const char *raft_peers = NULL, *raft_urls = NULL, *token_file = NULL, *raft_initial = NULL;
-    peer_tls_flags peer = {0};
-    int level = LOG_INFO, log_format = 0;
-    bool access_log = false;
+    const char *data_dir = NULL, *token_file = NULL;
+    uint64_t min_ts = 0;
+    program_flags pf = {0};
+    const program_texts texts = {
+        .listen = "127.0.0.1:8090",
+        .threads = "HTTP worker threads (0: one per CPU; 32 in a Raft group)",
+        .threads_max = 256,
+        .per_ip = "connections at once from one client address (0: no limit)",
+        .raft_id = "this node's id in a Raft group (0: a single oracle, no Raft)",
+        .raft_peers = "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)",
+        .raft_urls = "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)",
+    };
     const flag_def defs[] = {
-        {"listen", FLAG_STRING, &listen, "127.0.0.1:8090", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &data_dir, "./data/oracle", "directory of the persisted high-water mark", NULL, 0, 0},
-        {"threads", FLAG_UINT64, &threads, "0", "HTTP worker threads (0: one per CPU; 32 in a Raft group)", NULL, 0, 256},
-        {"max-connections", FLAG_UINT64, &max_conns, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
-        {"max-connections-per-ip", FLAG_UINT64, &per_ip, "1024", "connections at once from one client address (0: no limit)", NULL, 0, 1000000},
-        {"header-timeout-ms", FLAG_UINT64, &header_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"auth-token-file", FLAG_STRING, &token_file, "", "file with a bearer token every request but /v1/health needs (16-4096 characters of A-Z a-z 0-9 - . _ ~ + / =)", NULL, 0, 0},
         {"min-timestamp", FLAG_UINT64, &min_ts, "0", "hand out nothing at or below this: an oracle that lost its state, started again above the store (the service's 503 oracle_behind names the store's largest timestamp)", NULL, 0, ((int64_t)1 << 53) - 1},
-        {"raft-id", FLAG_UINT64, &raft_id, "0", "this node's id in a Raft group (0: a single oracle, no Raft)", NULL, 0, 1000000},
-        {"raft-peers", FLAG_STRING, &raft_peers, "", "the group's members: ID=HOST:PORT,... (raft addresses; this node's entry is where it listens for raft)", NULL, 0, 0},
-        {"raft-initial-members", FLAG_STRING, &raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
-        {"raft-urls", FLAG_STRING, &raft_urls, "", "the members' HTTP URLs: ID=http://HOST:PORT,... (for redirects to the leader and health)", NULL, 0, 0},
-        {"raft-election-timeout-ms", FLAG_UINT64, &election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
-        {"raft-heartbeat-ms", FLAG_UINT64, &heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
-        {"peer-cert-file", FLAG_STRING, &peer.cert_file, "", "PEM certificate this member proves itself with to the other members (mutual TLS on the raft transport); it must name this member's --raft-peers host as an IP subjectAltName (read again on SIGHUP)", NULL, 0, 0},
-        {"peer-key-file", FLAG_STRING, &peer.key_file, "", "PEM private key of --peer-cert-file", NULL, 0, 0},
-        {"peer-trusted-ca-file", FLAG_STRING, &peer.ca_file, "", "PEM CA certificate(s) that sign every member's peer certificate", NULL, 0, 0},
-        {"peer-insecure", FLAG_BOOL, &peer.insecure, "off", "allow plain TCP between members on addresses outside 127.0.0.0/8 (anyone who reaches a raft port can then disrupt the group)", NULL, 0, 0},
-        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
-        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
-        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
-        {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
-        {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
-        {"access-log", FLAG_BOOL, &access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
-    flags_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
-                        defs, sizeof defs / sizeof defs[0], argc, argv);
-    log_set_level((log_level)level);
-    log_set_json(log_format == 1);
+    program_parse_or_exit(PROG, "Percolator timestamp oracle: strictly increasing timestamps over HTTP/JSON.",
+                          defs, sizeof defs / sizeof defs[0], &pf, &texts, argc, argv);
+    const char *listen = pf.listen, *raft_peers = pf.raft_peers, *raft_urls = pf.raft_urls;
+    uint64_t raft_id = pf.raft_id, threads = pf.threads;
 
     char err[512];
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    if (httpd_parse_listen(listen, &ss, &sslen, err, sizeof err) != 0) {
-        log_startup_error(PROG, "--listen: %s", err);
-        return 2;
-    }
     if (!data_dir || !*data_dir) {
         log_startup_error(PROG, "--data-dir must not be empty");
         return 2;
     }
     raft_node_config rcfg = {.id = (unsigned)raft_id, .dir = data_dir,
-                             .election_ms = (unsigned)election_ms,
-                             .heartbeat_ms = (unsigned)heartbeat_ms, .min_ts = min_ts};
-    if (raft_host_check_timeouts(rcfg.election_ms, rcfg.heartbeat_ms, err, sizeof err) != 0) {
-        log_startup_error(PROG, "%s", err);
-        return 2;
-    }
+                             .election_ms = (unsigned)pf.election_ms,
+                             .heartbeat_ms = (unsigned)pf.heartbeat_ms, .min_ts = min_ts};
     if (raft_id != 0 &&
         (raft_node_parse_peers(raft_peers, raft_urls[0] ? raft_urls : NULL, &rcfg, err,
                                sizeof err) != 0 ||
-         raft_peers_set_initial(rcfg.peers, rcfg.npeers, raft_initial, err, sizeof err) != 0)) {
+         raft_peers_set_initial(rcfg.peers, rcfg.npeers, pf.raft_initial, err, sizeof err) != 0)) {
         log_startup_error(PROG, "--raft-peers/--raft-urls: %s", err);
         return 2;
     }
@@ -102,18 +73,11 @@ int main(int argc, char **argv)
         log_startup_error(PROG, "--raft-peers and --raft-urls need --raft-id");
         return 2;
     }
-    if (raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id, &rcfg.peer_tls,
+    if (raft_id != 0 && peer_tls_open(&pf.peer, rcfg.peers, rcfg.npeers, rcfg.id, &rcfg.peer_tls,
                                       err, sizeof err) != 0) {
         log_startup_error(PROG, "%s", err);
         return 2;
     }
-    tls_pem tls;
-    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
-        log_startup_error(PROG, "%s", err);
-        tls_server_free(rcfg.peer_tls);
-        return 2;
-    }
-
     /* A member of a Raft group answers a timestamp request only once its
      * batch is committed: a handler waits a quorum round trip, so as many
      * requests can join a batch as there are handler threads. */
@@ -122,24 +86,13 @@ int main(int argc, char **argv)
     /* Descriptors: what the event loops and the state file need, the rest
      * for connections (fdlimit.h). */
     unsigned pool = threads ? (unsigned)threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned reserve = 64 + 4 * pool;
-    uint64_t nofile = fd_limit_raise();
-    unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)max_conns, 16);
-    if (conns == 0) {
-        log_startup_error(PROG, "only %llu files may be open (ulimit -n); it needs %u for "
-                          "itself and at least 16 for connections",
-                          (unsigned long long)nofile, reserve);
-        tls_pem_free(&tls);
+    program_run run;
+    int prepared = program_prepare(PROG, &pf, 64 + 4 * pool, "itself", &run);
+    if (prepared != 0) {
         tls_server_free(rcfg.peer_tls);
-        return 1;
+        return prepared;
     }
-
-    /* Before any thread starts, so that only the main thread sees them. */
-    sigset_t stop;
-    stop_signals_block(&stop);
-    /* SIGHUP reloads the TLS files (and no longer ends the program). */
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    const tls_pem tls = run.tls;
 
     int rc = 1, http_fd = -1, raft_fd = -1;
     httpd *server = NULL;
@@ -202,14 +155,14 @@ int main(int argc, char **argv)
         .listen = listen,
         .listen_fd = http_fd,
         .threads = (unsigned)threads,
-        .max_connections = conns,
-        .max_per_ip = (unsigned)per_ip,
-        .header_timeout_ms = (unsigned)header_ms,
+        .max_connections = run.connections,
+        .max_per_ip = (unsigned)pf.max_per_ip,
+        .header_timeout_ms = (unsigned)pf.header_timeout_ms,
         /* A timestamp request has no body to speak of: refuse any. */
         .max_body = ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),
         .authorize = oracle_authorize,
-        .access_log = access_log,
+        .access_log = pf.access_log,
         .ctx = &ctx,
         .metrics = ctx.metrics,
         .tls_cert = tls.cert,
@@ -227,12 +180,7 @@ int main(int argc, char **argv)
     log_info("oracle: listening on %s (port %u, %s)", listen, (unsigned)httpd_port(server),
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig;
-    while ((sig = stop_signals_wait(&stop)) == SIGHUP) {
-        if (tls.cert != NULL || rcfg.peer_tls == NULL)
-            tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
-        peer_tls_reload(rcfg.peer_tls, &peer);
-    }
+    int sig = program_wait(&pf, &run, server, rcfg.peer_tls);
     log_info("oracle: %s received, stopping", strsignal(sig));
     httpd_stop(server, 10000);
     server = NULL;
@@ -250,7 +198,7 @@ done:
     raft_node_stop(ctx.raft);
     tls_server_free(rcfg.peer_tls);
     tso_close(ctx.tso);
-    tls_pem_free(&tls);
+    program_done(&run);
     metrics_registry_free(ctx.metrics);
     token_free(&ctx.auth);
     return rc;

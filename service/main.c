@@ -22,21 +22,19 @@
 #include "engine_admin.h"
 #include "engine_replica.h"
 #include "failpoint.h"
-#include "fdlimit.h"
 #include "flags.h"
 #include "janitor.h"
 #include "observers.h"
 #include "log.h"
 #include "peer_tls.h"
+#include "program.h"
 #include "raft_host.h"
 #include "raft_transport.h"
 #include "service.h"
 #include "write_batch.h"
 #include "sessions.h"
-#include "signals.h"
 #include "timeutil.h"
 #include "tls.h"
-#include "tls_reload.h"
 
 #define PROG "percolator-service"
 
@@ -168,15 +166,12 @@ static int client_tls_ok(const char *who, const oc_tls *t, bool all_https, char 
 }
 
 /* --raft-id, --raft-peers, --raft-urls: all or none; the log goes in
- * <data-dir>/raft; the timeouts are checked even on a single node. 0, or
- * -1 with a reason. */
+ * <data-dir>/raft. 0, or -1 with a reason. */
 static int raft_flags_ok(const svc_config *c, raft_group_config *r, char *dir, size_t dirlen,
                          char *err, size_t errlen)
 {
-    r->election_ms = (unsigned)c->raft_election_ms;
+    r->election_ms = (unsigned)c->raft_election_ms; /* checked by program_parse_or_exit */
     r->heartbeat_ms = (unsigned)c->raft_heartbeat_ms;
-    if (raft_host_check_timeouts(r->election_ms, r->heartbeat_ms, err, errlen) != 0)
-        return -1;
     if (c->raft_id == 0 && c->raft_peers[0] == '\0' && c->raft_urls[0] == '\0')
         return 0;
     if (c->raft_id == 0 || c->raft_peers[0] == '\0') {
@@ -208,15 +203,22 @@ static void limit_malloc_arenas(void)
 int main(int argc, char **argv)
 {
     static svc S;
-    const char *tls_cert_file = NULL, *tls_key_file = NULL, *tls_ca_file = NULL;
     oc_tls otls = {NULL, NULL, NULL};
     oc_tls ftls = {NULL, NULL, NULL}; /* towards an https:// leader (forward.h) */
-    peer_tls_flags peer = {0};
+    program_flags pf = {0};
+    const program_texts texts = {
+        .listen = "127.0.0.1:8080",
+        .threads = "HTTP worker threads (0: 32, or 64 in a Raft group, where a worker mostly waits for a quorum)",
+        .threads_max = 1024,
+        .per_ip = "connections at once from one client address (0: no limit; raise it behind a load balancer)",
+        .raft_id = "this member's id among --raft-peers (0: a single node, no Raft)",
+        .raft_peers = "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft",
+        .raft_urls = "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower passes its clients' requests on to the leader",
+    };
     svc *s = &S;
     svc_config *c = &s->cfg;
-    int sync_mode = 0, level = LOG_INFO, log_format = 0;
+    int sync_mode = 0;
     const flag_def defs[] = {
-        {"listen", FLAG_STRING, &c->listen, "127.0.0.1:8080", "address to serve HTTP on (host:port)", NULL, 0, 0},
         {"data-dir", FLAG_STRING, &c->data_dir, "./data/service", "WiredTiger data directory", NULL, 0, 0},
         {"oracle", FLAG_STRING, &c->oracle, "http://127.0.0.1:8090", "base URL of the timestamp oracle, or its members' URLs comma-separated (an oracle Raft group)", NULL, 0, 0},
         {"lease-ttl-ms", FLAG_UINT64, &c->lease_ttl_ms, "10000", "default session lease; every request renews it", NULL, 100, 3600000},
@@ -240,48 +242,32 @@ int main(int argc, char **argv)
         {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
         {"txn-retention-ms", FLAG_UINT64, &c->txn_retention_ms, "300000", "how long a finished session stays readable", NULL, 0, 86400000},
         {"oracle-timeout-ms", FLAG_UINT64, &c->oracle_timeout_ms, "2000", "time limit of one oracle request", NULL, 10, 60000},
-        {"threads", FLAG_UINT64, &c->threads, "0", "HTTP worker threads (0: 32, or 64 in a Raft group, where a worker mostly waits for a quorum)", NULL, 0, 1024},
-        {"max-connections", FLAG_UINT64, &c->max_connections, "4096", "connections at once; more are closed at once (lowered to what the file limit leaves)", NULL, 16, 1000000},
-        {"max-connections-per-ip", FLAG_UINT64, &c->max_conns_per_ip, "1024", "connections at once from one client address (0: no limit; raise it behind a load balancer)", NULL, 0, 1000000},
-        {"header-timeout-ms", FLAG_UINT64, &c->header_timeout_ms, "10000", "a connection's request line and headers must arrive within this, or it is closed (slowloris guard)", NULL, 100, 3600000},
         {"max-body-memory", FLAG_SIZE, &c->max_body_memory, "256MiB", "request bodies held in memory at once, all requests together; past it 503 busy", NULL, 1 << 20, (int64_t)1 << 40},
-        {"tls-cert-file", FLAG_STRING, &tls_cert_file, "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key-file (the --tls-* files are read again on SIGHUP)", NULL, 0, 0},
-        {"tls-key-file", FLAG_STRING, &tls_key_file, "", "PEM private key of --tls-cert-file", NULL, 0, 0},
-        {"tls-client-ca-file", FLAG_STRING, &tls_ca_file, "", "PEM CA certificate(s): every client must present a certificate they signed (mutual TLS)", NULL, 0, 0},
         {"oracle-ca-file", FLAG_STRING, &otls.ca_file, "", "PEM CA certificate(s) an https:// oracle's certificate must chain to (default: the system's CAs)", NULL, 0, 0},
         {"oracle-cert-file", FLAG_STRING, &otls.cert_file, "", "PEM client certificate for an https:// oracle that requires one (mutual TLS)", NULL, 0, 0},
         {"oracle-key-file", FLAG_STRING, &otls.key_file, "", "PEM private key of --oracle-cert-file", NULL, 0, 0},
         {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
         {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
         {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
-        {"log-level", FLAG_ENUM, &level, "info", "least severe level logged", log_level_names, 0, 0},
-        {"log-format", FLAG_ENUM, &log_format, "text", "text, or json: one JSON object a line", log_format_names, 0, 0},
-        {"raft-id", FLAG_UINT64, &c->raft_id, "0", "this member's id among --raft-peers (0: a single node, no Raft)", NULL, 0, 1000000},
-        {"raft-peers", FLAG_STRING, &c->raft_peers, "", "the Raft group's members as ID=HOST:PORT,... (their raft transport addresses; IPv4 literals); the log goes in <data-dir>/raft", NULL, 0, 0},
-        {"raft-urls", FLAG_STRING, &c->raft_urls, "", "each member's HTTP URL as ID=http://HOST:PORT,...: where a follower passes its clients' requests on to the leader", NULL, 0, 0},
-        {"raft-initial-members", FLAG_STRING, &c->raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
-        {"raft-election-timeout-ms", FLAG_UINT64, &c->raft_election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
-        {"raft-heartbeat-ms", FLAG_UINT64, &c->raft_heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
-        {"peer-cert-file", FLAG_STRING, &peer.cert_file, "", "PEM certificate this member proves itself with to the other members (mutual TLS on the raft transport); it must name this member's --raft-peers host as an IP subjectAltName (read again on SIGHUP)", NULL, 0, 0},
-        {"peer-key-file", FLAG_STRING, &peer.key_file, "", "PEM private key of --peer-cert-file", NULL, 0, 0},
-        {"peer-trusted-ca-file", FLAG_STRING, &peer.ca_file, "", "PEM CA certificate(s) that sign every member's peer certificate", NULL, 0, 0},
-        {"peer-insecure", FLAG_BOOL, &peer.insecure, "off", "allow plain TCP between members on addresses outside 127.0.0.0/8 (anyone who reaches a raft port can then disrupt the group)", NULL, 0, 0},
-        {"access-log", FLAG_BOOL, &c->access_log, "off", "one log line per request: method, path, route, status, duration, bytes, request id", NULL, 0, 0},
     };
-    flags_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
-                        sizeof defs / sizeof defs[0], argc, argv);
-    log_set_level((log_level)level);
-    log_set_json(log_format == 1);
+    program_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
+                          sizeof defs / sizeof defs[0], &pf, &texts, argc, argv);
     c->sync = SYNC_MODES[sync_mode];
+    c->listen = pf.listen;
+    c->threads = pf.threads;
+    c->max_connections = pf.max_connections;
+    c->max_conns_per_ip = pf.max_per_ip;
+    c->header_timeout_ms = pf.header_timeout_ms;
+    c->access_log = pf.access_log;
+    c->raft_id = pf.raft_id;
+    c->raft_peers = pf.raft_peers;
+    c->raft_urls = pf.raft_urls;
+    c->raft_initial = pf.raft_initial;
+    c->raft_election_ms = pf.election_ms;
+    c->raft_heartbeat_ms = pf.heartbeat_ms;
 
     char err[512];
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    if (httpd_parse_listen(c->listen, &ss, &sslen, err, sizeof err) != 0) {
-        log_startup_error(PROG, "--listen: %s", err);
-        return 2;
-    }
     bool all_https = false;
     if (c->data_dir[0] == '\0' || !oracle_urls_ok(c->oracle, &all_https)) {
         log_startup_error(PROG, "--data-dir must not be empty and --oracle must be an http:// "
@@ -296,7 +282,7 @@ int main(int argc, char **argv)
     raft_group_config rcfg = {.id = (unsigned)c->raft_id};
     char raft_dir[4096];
     if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0 ||
-        (c->raft_id != 0 && peer_tls_open(&peer, rcfg.peers, rcfg.npeers, rcfg.id,
+        (c->raft_id != 0 && peer_tls_open(&pf.peer, rcfg.peers, rcfg.npeers, rcfg.id,
                                           &rcfg.peer_tls, err, sizeof err) != 0)) {
         log_startup_error(PROG, "%s", err);
         return 2;
@@ -307,34 +293,17 @@ int main(int argc, char **argv)
      * members: 16 workers 2,100/s, 32 3,300/s, 64 4,000/s). */
     if (c->threads == 0)
         c->threads = c->raft_id != 0 ? 64 : 32;
-    tls_pem tls;
-    if (tls_pem_load(tls_cert_file, tls_key_file, tls_ca_file, &tls, err, sizeof err) != 0) {
-        log_startup_error(PROG, "%s", err);
-        tls_server_free(rcfg.peer_tls);
-        return 2;
-    }
-
     /* Descriptors: WiredTiger's files, the event loops (an epoll set and a
      * wake-up pipe each), the oracle client's connections, logs: what is
      * left is for connections (fdlimit.h). */
-    unsigned reserve = 128 + 4 * (unsigned)c->threads;
-    uint64_t nofile = fd_limit_raise();
-    unsigned conns = fd_connection_limit(nofile, reserve, (unsigned)c->max_connections, 16);
-    if (conns == 0) {
-        log_startup_error(PROG, "only %llu files may be open (ulimit -n); it needs %u for "
-                          "itself and its storage and at least 16 for connections",
-                          (unsigned long long)nofile, reserve);
-        tls_pem_free(&tls);
+    program_run run;
+    int prepared = program_prepare(PROG, &pf, 128 + 4 * (unsigned)c->threads,
+                                   "itself and its storage", &run);
+    if (prepared != 0) {
         tls_server_free(rcfg.peer_tls);
-        return 1;
+        return prepared;
     }
-
-    /* Before any thread starts, so that only the main thread sees them. */
-    sigset_t stop;
-    stop_signals_block(&stop);
-    /* SIGHUP reloads the TLS files (and no longer ends the program). */
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    const tls_pem tls = run.tls;
 
     int rc = 1, http_fd = -1, raft_fd = -1;
     httpd *server = NULL;
@@ -481,7 +450,7 @@ int main(int argc, char **argv)
         .listen = c->listen,
         .listen_fd = http_fd,
         .threads = (unsigned)c->threads,
-        .max_connections = conns,
+        .max_connections = run.connections,
         .max_per_ip = (unsigned)c->max_conns_per_ip,
         .body_budget = c->max_body_memory,
         .header_timeout_ms = (unsigned)c->header_timeout_ms,
@@ -523,12 +492,7 @@ int main(int argc, char **argv)
              s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server),
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig;
-    while ((sig = stop_signals_wait(&stop)) == SIGHUP) {
-        if (tls.cert != NULL || rcfg.peer_tls == NULL)
-            tls_reload(server, tls_cert_file, tls_key_file, tls_ca_file);
-        peer_tls_reload(rcfg.peer_tls, &peer);
-    }
+    int sig = program_wait(&pf, &run, server, rcfg.peer_tls);
     log_info("service: %s received, stopping", strsignal(sig));
     forward_drain(s->fwd, 10000); /* the same grace for what it passed on */
     httpd_stop(server, 10000);
@@ -557,7 +521,7 @@ done:
     token_free(&s->auth);
     token_free(&oracle_token);
     free(s->openapi);
-    tls_pem_free(&tls);
+    program_done(&run);
     if (rc == 0)
         log_info("service: stopped cleanly");
     return rc;
