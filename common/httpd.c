@@ -39,17 +39,17 @@
  * Every MHD call's result is checked; when MHD cannot take a reply we return
  * MHD_NO, which makes it close the connection: the client sees a broken
  * connection rather than a hang.
+ *
+ * The rest of the server is in files of its own, sharing httpd_internal.h:
+ * httpd_parse.c (percent-decoding, parameters, listen addresses),
+ * httpd_route.c (the routing table), httpd_request.c (what a handler reads
+ * of its request) and httpd_reply.c (replies and their metrics).
  */
 #include "httpd.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
-#include <netdb.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,752 +58,14 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "httpd_internal.h"
 #include "listen_socket.h"
 #include "log.h"
-#include "tls.h"
 #include "timeutil.h"
-#include "utf8.h"
+#include "tls.h"
 
-#define MAX_SEGMENTS 16       /* path segments in a pattern */
-#define MAX_PARAMS 8          /* {param} segments in a pattern */
-#define MAX_QUERY 64          /* query parameters kept; more are ignored */
 #define MAX_URI 65536         /* longer request targets get 414-ish 400 */
-#define STATUS_SLOTS 500      /* statuses 100..599 cached per route */
 #define STOP_SEND_MS 1000     /* httpd_stop: most time given to send replies made */
-
-typedef struct segment {
-    char *text;               /* literal text, or the parameter name */
-    bool is_param;
-    bool rest;                /* {name...}: the rest of the path, slashes and all */
-} segment;
-
-typedef struct route {
-    const httpd_route *def;
-    char *label;              /* metrics label */
-    segment seg[MAX_SEGMENTS];
-    int nseg;
-    metrics_series *latency;
-    _Atomic(metrics_series *) by_status[STATUS_SLOTS];
-} route;
-
-/* A connection's deadline for its request headers (the slowloris guard):
- * MHD's own timeout only closes a connection that sends nothing, so one
- * that trickles a byte at a time would hold its descriptor for ever. */
-typedef struct conn_watch {
-    struct conn_watch *prev, *next;
-    int fd;
-    _Atomic uint64_t deadline_ms; /* monotonic; 0: none (body or handler) */
-    bool served;                  /* a request was completed on it */
-} conn_watch;
-
-struct httpd {
-    struct MHD_Daemon *daemon;
-    int listen_fd;            /* ours until MHD_start_daemon is given it, then -1 */
-    /* handler workers and their queue (FIFO of suspended requests) */
-    pthread_t *workers;
-    unsigned nworkers;
-    pthread_mutex_t q_mu;
-    pthread_cond_t q_cv;
-    httpd_req *q_head, *q_tail;
-    bool q_stop;
-    httpd_config cfg;
-    route *routes;
-    size_t nroutes;
-    route unmatched;          /* metrics for requests that matched no route */
-    uint16_t port;
-    _Atomic long in_flight;   /* requests being answered: whole (or refused at
-                                 once), not yet completed. A request still
-                                 sending its body is not one: a stop does not
-                                 wait for a client that stalls. */
-    _Atomic long deferred;    /* requests held by other threads (httpd_defer) */
-    _Atomic long resumed;     /* answered off the event thread, reply not yet
-                                 sent (resumed, not completed) */
-    atomic_bool stopping;     /* httpd_stop began: no more hand-offs, close after replies */
-    _Atomic long open_conns;  /* connections MHD holds */
-    _Atomic size_t body_bytes; /* request bodies held in memory, all requests */
-    _Atomic uint64_t refused_logged_ms; /* last "connection refused" log line */
-    _Atomic unsigned long refused; /* connections refused since that line */
-    tls_server *tls;          /* TLS credentials (NULL: plain HTTP) */
-    metrics_family *req_family, *lat_family;
-    metrics_series *conn_total, *conn_open, *conn_refused, *body_refused, *header_timeouts;
-    /* Connections under watch (conn_watch), and the thread that closes
-     * those past their deadline. */
-    pthread_mutex_t w_mu;
-    conn_watch watched;       /* list head */
-    pthread_t watcher;
-    bool watcher_on;
-    atomic_bool watcher_stop;
-    uint64_t late_logged_ms;  /* last "slow headers" log line (watcher only) */
-    unsigned long late;       /* connections closed since that line */
-    _Atomic uint64_t rid_seq; /* request ids made here: <rid_prefix>-<seq> */
-    char rid_prefix[17];
-    _Atomic uint64_t mhd_logged_ms; /* microhttpd's messages: rate limit */
-    _Atomic unsigned long mhd_lines, mhd_dropped;
-};
-
-typedef struct kv {
-    const char *key, *val;
-    size_t klen, vlen;
-} kv;
-
-struct httpd_req {
-    httpd *h;
-    struct MHD_Connection *conn;
-    conn_watch *watch;        /* its connection's deadline, may be NULL */
-    char rid[HTTPD_REQUEST_ID_MAX + 1]; /* X-Request-Id: the client's, or ours */
-    char *uri;                /* raw path ('?' and what follows cut off) */
-    const char *query_str;    /* raw text after '?', or NULL */
-    size_t path_len;          /* strlen(uri) */
-    size_t target_len;        /* length of the whole raw request target */
-    const char *method;       /* MHD's string; valid for the request */
-    route *route;             /* NULL: no match (see early_status) */
-    uint64_t t0;              /* monotonic ns at first call */
-    bool called;              /* first call of the access handler seen */
-    bool counted;             /* counted in h->in_flight (being answered) */
-    bool queued;              /* a reply was given to MHD */
-    bool dispatched;          /* handed to a worker (connection suspended) */
-    bool resumed;             /* counted in h->resumed */
-    _Atomic bool handled;     /* the worker is done: queue the reply */
-    httpd_req *next;          /* worker queue link */
-
-    /* An error decided before the handler could run (404, 405, 413, 415,
-     * 400 for bad encoding); answered on the last call. */
-    unsigned early_status;
-    const char *early_code;
-    char early_msg[256];
-    char *early_location;     /* a 307's Location (malloc'd), or NULL */
-    char *forward_to;         /* httpd_config.forward's target (malloc'd), or NULL */
-    /* httpd_reply_stream: the body made as it is sent (stream_read NULL: none). */
-    long (*stream_read)(void *, uint64_t, char *, size_t);
-    void (*stream_done)(void *);
-    void *stream_arg;
-    uint64_t stream_size;
-
-    char *scratch;            /* decoded params and query pieces */
-    kv params[MAX_PARAMS];
-    int nparams;
-    kv query[MAX_QUERY];
-    int nquery;
-
-    buf body;
-    size_t body_held;         /* bytes of body counted in h->body_bytes */
-    size_t discarded;         /* body bytes dropped after an early error */
-    unsigned long long declared; /* Content-Length, 0 if none */
-    bool has_body;            /* a body was announced (length or chunked) */
-
-    /* The reply, built by the handler, queued after it returns. */
-    bool replied;
-    unsigned status;
-    char *resp;               /* malloc'd; given to MHD */
-    size_t resp_len;
-    char ctype[96];
-    buf headers;              /* "name\0value\0" pairs */
-
-    /* What a fast handler parsed, for the worker that runs the handler. */
-    void *slot;
-    void (*slot_free)(void *);
-};
-
-/* ------------------------------------------------------------------ */
-/* percent-decoding and parsing                                        */
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-long httpd_percent_decode(const char *src, size_t len, char *dst, bool plus_space)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = src[i];
-        if (c == '%') {
-            if (i + 2 >= len) /* need two hex digits after '%' */
-                return -1;
-            int hi = hexval((unsigned char)src[i + 1]);
-            int lo = hexval((unsigned char)src[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            dst[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (plus_space && c == '+') {
-            dst[o++] = ' ';
-        } else {
-            dst[o++] = c;
-        }
-    }
-    dst[o] = '\0';
-    return (long)o;
-}
-
-int httpd_parse_listen(const char *listen, struct sockaddr_storage *addr,
-                       socklen_t *addrlen, char *err, size_t errlen)
-{
-    char host[256], port[16];
-    const char *colon;
-    if (!listen || !*listen) {
-        snprintf(err, errlen, "empty listen address (want host:port)");
-        return -1;
-    }
-    if (listen[0] == '[') {
-        const char *close = strchr(listen, ']');
-        if (!close || close[1] != ':') {
-            snprintf(err, errlen, "bad listen address '%.100s' (want [v6addr]:port)", listen);
-            return -1;
-        }
-        colon = close + 1;
-        size_t hl = (size_t)(close - listen - 1);
-        if (hl >= sizeof host) goto bad;
-        memcpy(host, listen + 1, hl);
-        host[hl] = '\0';
-    } else {
-        colon = strrchr(listen, ':');
-        if (!colon) goto bad;
-        size_t hl = (size_t)(colon - listen);
-        if (hl >= sizeof host) goto bad;
-        memcpy(host, listen, hl);
-        host[hl] = '\0';
-        if (strchr(host, ':')) goto bad; /* bare IPv6 needs brackets */
-    }
-    {
-        const char *p = colon + 1;
-        size_t pl = strlen(p);
-        if (pl == 0 || pl > 5 || strspn(p, "0123456789") != pl || atol(p) > 65535)
-            goto bad;
-        memcpy(port, p, pl + 1);
-    }
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-    if (rc != 0 || !res) {
-        snprintf(err, errlen, "cannot resolve listen host '%.100s': %s", host, gai_strerror(rc));
-        if (res) freeaddrinfo(res);
-        return -1;
-    }
-    if (res->ai_addrlen > sizeof *addr) {
-        freeaddrinfo(res);
-        goto bad;
-    }
-    memset(addr, 0, sizeof *addr);
-    memcpy(addr, res->ai_addr, res->ai_addrlen);
-    *addrlen = (socklen_t)res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-bad:
-    snprintf(err, errlen, "bad listen address '%.100s' (want host:port, port 0..65535)", listen);
-    return -1;
-}
-
-/* ------------------------------------------------------------------ */
-/* routing                                                             */
-
-static void route_free(route *r)
-{
-    for (int i = 0; i < r->nseg; i++)
-        free(r->seg[i].text);
-    free(r->label);
-}
-
-/* Split "/a/{b}/c" into segments. 0 or -1 (bad pattern, memory). */
-static int route_compile(route *r, const httpd_route *def)
-{
-    memset(r, 0, sizeof *r);
-    r->def = def;
-    const char *p = def->pattern;
-    if (!p || p[0] != '/')
-        return -1;
-    if (strcmp(p, "/") != 0) {
-        p++;
-        while (*p) {
-            const char *slash = strchr(p, '/');
-            size_t len = slash ? (size_t)(slash - p) : strlen(p);
-            if (len == 0 || r->nseg >= MAX_SEGMENTS)
-                return -1;
-            segment *s = &r->seg[r->nseg++];
-            s->is_param = len >= 3 && p[0] == '{' && p[len - 1] == '}';
-            s->rest = s->is_param && len >= 6 && memcmp(p + len - 4, "...}", 4) == 0;
-            s->text = s->rest       ? strndup(p + 1, len - 5)
-                      : s->is_param ? strndup(p + 1, len - 2)
-                                    : strndup(p, len);
-            if (!s->text)
-                return -1;
-            p += len;
-            if (s->rest && *p != '\0')
-                return -1; /* the rest of the path comes last */
-            if (*p == '/')
-                p++;
-        }
-    }
-    int nparams = 0;
-    for (int i = 0; i < r->nseg; i++)
-        nparams += r->seg[i].is_param;
-    if (nparams > MAX_PARAMS)
-        return -1;
-    /* One label scheme for both programs' metrics and access logs: the
-     * method and the path as the OpenAPI documents write it, so a rest
-     * parameter {key...} is labelled {key} ("PUT /v1/kv/{key}"). */
-    size_t n = strlen(def->method) + strlen(def->pattern) + 2;
-    r->label = malloc(n);
-    if (!r->label)
-        return -1;
-    char *o = r->label + snprintf(r->label, n, "%s ", def->method);
-    for (const char *p = def->pattern; *p != '\0'; p++) {
-        if (strncmp(p, "...}", 4) == 0)
-            p += 3;
-        *o++ = *p;
-    }
-    *o = '\0';
-    return 0;
-}
-
-/* Does the raw path match the route's segments (literals compared raw)? */
-static bool route_matches(const route *r, const char *path, size_t plen)
-{
-    if (plen == 0 || path[0] != '/')
-        return false;
-    if (r->nseg == 0)
-        return plen == 1;
-    size_t i = 1;
-    for (int k = 0; k < r->nseg; k++) {
-        if (i > plen)
-            return false;
-        const char *slash = memchr(path + i, '/', plen - i);
-        size_t len = slash ? (size_t)(slash - (path + i)) : plen - i;
-        if (r->seg[k].rest)
-            return i < plen; /* whatever is left, if anything is */
-        if (len == 0)
-            return false;
-        if (!r->seg[k].is_param &&
-            (strlen(r->seg[k].text) != len || memcmp(r->seg[k].text, path + i, len) != 0))
-            return false;
-        i += len;
-        if (k + 1 < r->nseg) {
-            if (i >= plen || path[i] != '/')
-                return false;
-            i++;
-        }
-    }
-    return i == plen;
-}
-
-static void set_early(httpd_req *rq, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void set_early(httpd_req *rq, unsigned status, const char *code, const char *fmt, ...)
-{
-    if (rq->early_status)
-        return; /* the first problem found is the one reported */
-    rq->early_status = status;
-    rq->early_code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rq->early_msg, sizeof rq->early_msg, fmt, ap);
-    va_end(ap);
-}
-
-/* Decode the matched route's {param} segments into scratch. */
-static int decode_params(httpd_req *rq, char **out)
-{
-    const route *r = rq->route;
-    const char *path = rq->uri;
-    size_t i = 1;
-    for (int k = 0; k < r->nseg; k++) {
-        const char *slash = memchr(path + i, '/', rq->path_len - i);
-        size_t len = slash && !r->seg[k].rest ? (size_t)(slash - (path + i)) : rq->path_len - i;
-        if (r->seg[k].is_param) {
-            long n = httpd_percent_decode(path + i, len, *out, false);
-            if (n < 0)
-                return -1;
-            kv *p = &rq->params[rq->nparams++];
-            p->key = r->seg[k].text;
-            p->klen = strlen(p->key);
-            p->val = *out;
-            p->vlen = (size_t)n;
-            *out += n + 1;
-        }
-        i += len + 1;
-    }
-    return 0;
-}
-
-/* Split and decode "a=1&b=x%20y" into rq->query. */
-static int decode_query(httpd_req *rq, char **out)
-{
-    const char *q = rq->query_str;
-    while (q && *q) {
-        const char *amp = strchr(q, '&');
-        size_t len = amp ? (size_t)(amp - q) : strlen(q);
-        if (len > 0 && rq->nquery < MAX_QUERY) {
-            const char *eq = memchr(q, '=', len);
-            size_t klen = eq ? (size_t)(eq - q) : len;
-            kv *p = &rq->query[rq->nquery];
-            long kn = httpd_percent_decode(q, klen, *out, true);
-            if (kn < 0)
-                return -1;
-            p->key = *out;
-            p->klen = (size_t)kn;
-            *out += kn + 1;
-            long vn = eq ? httpd_percent_decode(eq + 1, len - klen - 1, *out, true)
-                         : httpd_percent_decode("", 0, *out, true);
-            if (vn < 0)
-                return -1;
-            p->val = *out;
-            p->vlen = (size_t)vn;
-            *out += vn + 1;
-            rq->nquery++;
-        }
-        q += len;
-        if (*q == '&')
-            q++;
-    }
-    return 0;
-}
-
-/* A GET route also answers HEAD (RFC 9110 §9.3.2): the same status and
- * headers, and MHD leaves the body out. */
-static bool method_matches(const char *route_method, const char *method)
-{
-    return strcmp(route_method, method) == 0 ||
-           (strcmp(method, "HEAD") == 0 && strcmp(route_method, "GET") == 0);
-}
-
-/* Route the request and decode its parameters (first call). */
-static void route_request(httpd_req *rq)
-{
-    httpd *h = rq->h;
-    char allow[128] = "";
-    size_t alen = 0;
-    for (size_t i = 0; i < h->nroutes; i++) {
-        route *r = &h->routes[i];
-        if (!route_matches(r, rq->uri, rq->path_len))
-            continue;
-        if (method_matches(r->def->method, rq->method)) {
-            rq->route = r;
-            break;
-        }
-        bool get = strcmp(r->def->method, "GET") == 0;
-        int k = snprintf(allow + alen, sizeof allow - alen, "%s%s%s", alen ? ", " : "",
-                         r->def->method, get ? ", HEAD" : "");
-        if (k > 0 && (size_t)k < sizeof allow - alen)
-            alen += (size_t)k;
-    }
-    if (!rq->route) {
-        if (alen) {
-            set_early(rq, 405, "method_not_allowed", "method %s is not allowed here (allowed: %s)",
-                      rq->method, allow);
-            httpd_add_header(rq, "Allow", allow);
-        } else {
-            set_early(rq, 404, "not_found", "no such endpoint: %s %.*s", rq->method,
-                      (int)(rq->path_len > 100 ? 100 : rq->path_len), rq->uri);
-        }
-        return;
-    }
-    /* Decoded pieces are never longer than their encoded form; each needs
-     * one NUL, and pieces are separated by at least one byte in the URI. */
-    rq->scratch = malloc(2 * rq->target_len + 2);
-    if (!rq->scratch) {
-        set_early(rq, 500, "internal", "out of memory");
-        return;
-    }
-    char *out = rq->scratch;
-    if (decode_params(rq, &out) != 0 || decode_query(rq, &out) != 0)
-        set_early(rq, 400, "bad_request", "malformed percent-encoding in the URL");
-}
-
-/* ------------------------------------------------------------------ */
-/* metrics                                                             */
-
-static void record(httpd_req *rq)
-{
-    httpd *h = rq->h;
-    route *r = rq->route ? rq->route : &h->unmatched;
-    double secs = (double)(time_mono_ns() - rq->t0) / 1e9;
-    if (h->cfg.access_log)
-        log_access(rq->method ? rq->method : "?", rq->uri, r->label, rq->status, secs * 1e3,
-                   rq->resp_len, rq->rid[0] ? rq->rid : "-");
-    if (!h->req_family)
-        return;
-    metrics_series *s = NULL;
-    unsigned st = rq->status;
-    if (st >= 100 && st < 100 + STATUS_SLOTS) {
-        s = atomic_load_explicit(&r->by_status[st - 100], memory_order_acquire);
-        if (!s) {
-            char code[8];
-            snprintf(code, sizeof code, "%u", st);
-            s = metrics_series_get(h->req_family, r->label, code);
-            atomic_store_explicit(&r->by_status[st - 100], s, memory_order_release);
-        }
-    }
-    metrics_inc(s, 1);
-    metrics_observe(r->latency, secs);
-}
-
-/* ------------------------------------------------------------------ */
-/* replies                                                             */
-
-static bool begin_reply(httpd_req *rq)
-{
-    if (rq->replied) {
-        log_warn("httpd: second reply for %s %.80s ignored", rq->method, rq->uri);
-        return false;
-    }
-    rq->replied = true;
-    return true;
-}
-
-void httpd_reply_text(httpd_req *rq, unsigned status, const char *content_type,
-                      const char *data, size_t len)
-{
-    if (!begin_reply(rq))
-        return;
-    rq->status = status;
-    snprintf(rq->ctype, sizeof rq->ctype, "%s", content_type ? content_type : "text/plain");
-    rq->resp = malloc(len ? len : 1);
-    if (!rq->resp) {
-        rq->status = 500; /* nothing to say it with: empty 500 */
-        rq->ctype[0] = '\0';
-        rq->resp_len = 0;
-        return;
-    }
-    if (len)
-        memcpy(rq->resp, data, len);
-    rq->resp_len = len;
-}
-
-void httpd_reply_stream(httpd_req *rq, unsigned status, const char *content_type,
-                        uint64_t size, long (*read)(void *, uint64_t, char *, size_t),
-                        void (*done)(void *), void *arg)
-{
-    if (!begin_reply(rq)) {
-        done(arg);
-        return;
-    }
-    rq->status = status;
-    snprintf(rq->ctype, sizeof rq->ctype, "%s", content_type);
-    rq->stream_read = read;
-    rq->stream_done = done;
-    rq->stream_arg = arg;
-    rq->stream_size = size;
-}
-
-/* A streamed body handed to MHD: its reader's and its end's. */
-typedef struct {
-    long (*read)(void *, uint64_t, char *, size_t);
-    void (*done)(void *);
-    void *arg;
-} stream_body;
-
-/* MHD's content reader over a stream's read (httpd_reply_stream). */
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    stream_body *b = cls;
-    long n = b->read(b->arg, pos, buf, max);
-    return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_WITH_ERROR;
-}
-
-/* MHD is done with the response (sent, or its connection closed). */
-static void stream_free(void *cls)
-{
-    stream_body *b = cls;
-    b->done(b->arg);
-    free(b);
-}
-
-/* The response of a streamed reply; NULL when out of memory (then the
- * request still owns the stream, and req_free ends it). */
-static struct MHD_Response *stream_response(httpd_req *rq)
-{
-    stream_body *b = malloc(sizeof *b);
-    if (b == NULL)
-        return NULL;
-    *b = (stream_body){rq->stream_read, rq->stream_done, rq->stream_arg};
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(rq->stream_size, 64 * 1024, stream_reader, b,
-                                          stream_free);
-    if (resp == NULL) {
-        free(b);
-        return NULL;
-    }
-    rq->stream_read = NULL; /* MHD's now: stream_free ends it */
-    return resp;
-}
-
-void httpd_reply_empty(httpd_req *rq, unsigned status)
-{
-    if (!begin_reply(rq))
-        return;
-    rq->status = status;
-    rq->ctype[0] = '\0';
-}
-
-void httpd_reply_json(httpd_req *rq, unsigned status, json_t *body)
-{
-    if (rq->replied) {
-        begin_reply(rq); /* logs */
-        json_decref(body);
-        return;
-    }
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    json_decref(body);
-    if (!text) {
-        static const char oom[] =
-            "{\"error\":{\"code\":\"internal\",\"message\":\"cannot encode the reply\"}}";
-        httpd_reply_text(rq, 500, "application/json", oom, sizeof oom - 1);
-        return;
-    }
-    begin_reply(rq);
-    rq->status = status;
-    snprintf(rq->ctype, sizeof rq->ctype, "application/json");
-    rq->resp = text; /* jansson allocates with malloc by default */
-    rq->resp_len = strlen(text);
-}
-
-void httpd_reply_error(httpd_req *rq, unsigned status, const char *code, json_t *extra,
-                       const char *fmt, ...)
-{
-    char raw[1024], msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
-    va_end(ap);
-    /* A message may quote the client's bytes (a path, a parameter): those
-     * that are not UTF-8 are written as \xNN, or JSON could not carry it. */
-    utf8_escape(raw, msg, sizeof msg);
-
-    json_t *err = json_object();
-    json_t *root = json_object();
-    if (!err || !root ||
-        json_object_set_new(err, "code", json_string(code)) != 0 ||
-        json_object_set_new(err, "message", json_string(msg)) != 0 ||
-        (extra && json_is_object(extra) && json_object_update(err, extra) != 0) ||
-        json_object_set(root, "error", err) != 0) {
-        json_decref(root);
-        root = NULL; /* httpd_reply_json answers a plain 500 */
-    }
-    json_decref(err);
-    json_decref(extra);
-    httpd_reply_json(rq, status, root);
-}
-
-int httpd_add_header(httpd_req *rq, const char *name, const char *value)
-{
-    if (buf_append(&rq->headers, name, strlen(name) + 1) != 0 ||
-        buf_append(&rq->headers, value, strlen(value) + 1) != 0)
-        return -1;
-    return 0;
-}
-
-bool httpd_replied(const httpd_req *rq)
-{
-    return rq->replied;
-}
-
-/* Give the reply to MHD. MHD_YES or MHD_NO (connection will be closed). */
-static enum MHD_Result queue_reply(httpd_req *rq)
-{
-    struct MHD_Response *resp;
-    if (rq->stream_read != NULL) {
-        resp = stream_response(rq);
-    } else if (rq->resp_len > 0) {
-        resp = MHD_create_response_from_buffer(rq->resp_len, rq->resp, MHD_RESPMEM_MUST_FREE);
-        if (resp)
-            rq->resp = NULL; /* MHD owns it now */
-    } else {
-        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    }
-    if (!resp) {
-        log_error("httpd: cannot create a response (out of memory?)");
-        return MHD_NO;
-    }
-    if (rq->ctype[0] &&
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype) != MHD_YES)
-        log_warn("httpd: cannot add Content-Type '%s'", rq->ctype);
-    if (rq->rid[0] != '\0' &&
-        MHD_add_response_header(resp, "X-Request-Id", rq->rid) != MHD_YES)
-        log_warn("httpd: cannot add X-Request-Id");
-    /* Stopping: tell keep-alive clients to go, so the stop can finish. */
-    if (atomic_load(&rq->h->stopping) &&
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
-        log_warn("httpd: cannot add Connection: close");
-    for (size_t off = 0; off < rq->headers.len;) {
-        const char *name = rq->headers.data + off;
-        const char *value = name + strlen(name) + 1;
-        off = (size_t)(value - rq->headers.data) + strlen(value) + 1;
-        if (MHD_add_response_header(resp, name, value) != MHD_YES)
-            log_warn("httpd: cannot add header '%s'", name);
-    }
-    enum MHD_Result rc = MHD_queue_response(rq->conn, rq->status, resp);
-    MHD_destroy_response(resp);
-    if (rc != MHD_YES) {
-        log_error("httpd: MHD refused the reply to %s %.80s", rq->method, rq->uri);
-        return MHD_NO;
-    }
-    rq->queued = true;
-    record(rq);
-    return MHD_YES;
-}
-
-/* ------------------------------------------------------------------ */
-/* request accessors                                                   */
-
-const char *httpd_method(const httpd_req *rq) { return rq->method; }
-const char *httpd_path(const httpd_req *rq) { return rq->uri; }
-const char *httpd_query_string(const httpd_req *rq) { return rq->query_str; }
-const char *httpd_route_name(const httpd_req *rq) { return rq->route ? rq->route->label : "unmatched"; }
-
-static const char *kv_find(const kv *arr, int n, const char *name, size_t *len)
-{
-    size_t nl = strlen(name);
-    for (int i = 0; i < n; i++) {
-        if (arr[i].klen == nl && memcmp(arr[i].key, name, nl) == 0) {
-            if (len)
-                *len = arr[i].vlen;
-            return arr[i].val;
-        }
-    }
-    return NULL;
-}
-
-const char *httpd_param(const httpd_req *rq, const char *name, size_t *len)
-{
-    return kv_find(rq->params, rq->nparams, name, len);
-}
-
-const char *httpd_query(const httpd_req *rq, const char *name, size_t *len)
-{
-    return kv_find(rq->query, rq->nquery, name, len);
-}
-
-const char *httpd_header(const httpd_req *rq, const char *name)
-{
-    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
-}
-
-const char *httpd_body(const httpd_req *rq, size_t *len)
-{
-    if (len)
-        *len = rq->body.len;
-    return rq->body.data ? rq->body.data : "";
-}
-
-json_t *httpd_body_json(httpd_req *rq)
-{
-    if (rq->body.len == 0) {
-        httpd_reply_error(rq, 400, "bad_request", NULL, "a JSON body is required");
-        return NULL;
-    }
-    json_error_t e;
-    json_t *j = json_loadb(rq->body.data, rq->body.len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &e);
-    if (!j)
-        httpd_reply_error(rq, 400, "bad_request", NULL, "body is not valid JSON: %s (at byte %d)",
-                          e.text, e.position);
-    return j;
-}
 
 /* ------------------------------------------------------------------ */
 /* MHD callbacks                                                       */
@@ -830,7 +92,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     }
     if (n > MAX_URI)
-        set_early(rq, 400, "bad_request", "request target longer than %d bytes", MAX_URI);
+        httpd_set_early(rq, 400, "bad_request", "request target longer than %d bytes", MAX_URI);
     rq->target_len = strlen(rq->uri);
     char *q = strchr(rq->uri, '?');
     if (q) {
@@ -878,28 +140,6 @@ httpd_req *httpd_req_detached(void)
 void httpd_req_free_detached(httpd_req *rq)
 {
     req_free(rq);
-}
-
-unsigned httpd_reply_status(const httpd_req *rq, const char **body, size_t *len)
-{
-    if (body)
-        *body = rq->resp;
-    if (len)
-        *len = rq->resp_len;
-    return rq->replied ? rq->status : 0;
-}
-
-void httpd_set_slot(httpd_req *rq, void *p, void (*free_fn)(void *))
-{
-    if (rq->slot != NULL && rq->slot_free != NULL)
-        rq->slot_free(rq->slot);
-    rq->slot = p;
-    rq->slot_free = free_fn;
-}
-
-void *httpd_slot(const httpd_req *rq)
-{
-    return rq->slot;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -989,10 +229,6 @@ static void set_request_id(httpd_req *rq)
              (unsigned long long)atomic_fetch_add(&rq->h->rid_seq, 1) + 1);
 }
 
-const char *httpd_request_id(const httpd_req *rq)
-{
-    return rq->rid;
-}
 
 /* The request belongs to another server (httpd_config.elsewhere): 307 to
  * it, same path and query, or 503. true when so. */
@@ -1015,11 +251,11 @@ static bool send_elsewhere(httpd_req *rq)
         if ((rq->early_location = malloc(n)) != NULL) {
             snprintf(rq->early_location, n, "%s%s%s%s", e.location, rq->uri,
                      rq->query_str != NULL ? "?" : "", rq->query_str ? rq->query_str : "");
-            set_early(rq, 307, e.code, "%s", e.message);
+            httpd_set_early(rq, 307, e.code, "%s", e.message);
             return true;
         }
     }
-    set_early(rq, 503, e.code, "%s", e.message);
+    httpd_set_early(rq, 503, e.code, "%s", e.message);
     return true;
 }
 
@@ -1036,11 +272,11 @@ static void first_call(httpd_req *rq, const char *method)
     if (rq->early_status)
         return;
     if (!framing_clear(rq)) {
-        set_early(rq, 400, "bad_request", "the body's length is ambiguous: Content-Length given "
-                  "twice with different values, or together with Transfer-Encoding");
+        httpd_set_early(rq, 400, "bad_request", "the body's length is ambiguous: Content-Length "
+                        "given twice with different values, or together with Transfer-Encoding");
         return;
     }
-    route_request(rq);
+    httpd_route_request(rq);
     if (!rq->route)
         return;
 
@@ -1057,17 +293,18 @@ static void first_call(httpd_req *rq, const char *method)
     const char *why = NULL;
     if (!rq->route->def->public && h->cfg.authorize != NULL &&
         (why = h->cfg.authorize(rq, h->cfg.ctx)) != NULL) {
-        set_early(rq, 401, "unauthorized", "%s", why);
+        httpd_set_early(rq, 401, "unauthorized", "%s", why);
         return;
     }
     if (!rq->route->def->public && h->cfg.elsewhere != NULL && send_elsewhere(rq))
         return;
     if (declared > h->cfg.max_body)
-        set_early(rq, 413, "payload_too_large", "request body over %zu bytes", h->cfg.max_body);
+        httpd_set_early(rq, 413, "payload_too_large", "request body over %zu bytes",
+                        h->cfg.max_body);
     else if (has_body && !is_json_type(MHD_lookup_connection_value(
                              rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
-        set_early(rq, 415, "unsupported_media_type",
-                  "a request body must be sent as Content-Type: application/json");
+        httpd_set_early(rq, 415, "unsupported_media_type",
+                        "a request body must be sent as Content-Type: application/json");
 }
 
 /* Free what the body holds and give its bytes back to the budget. */
@@ -1115,7 +352,7 @@ static enum MHD_Result forward(httpd_req *rq)
         httpd_reply_error(rq, 503, "not_leader", NULL,
                           "this member does not lead and cannot pass the request on now; retry");
     }
-    return queue_reply(rq);
+    return httpd_queue_reply(rq);
 }
 
 /* Append a suspended request to the workers' queue; q_mu held. */
@@ -1226,14 +463,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * reply before the client sees it. */
         if (rq->early_status == 413 && rq->declared > 2 * h->cfg.max_body) {
             answer_early(rq);
-            return queue_reply(rq);
+            return httpd_queue_reply(rq);
         }
         /* Not allowed (401) or malformed (400), and a body on its way:
          * answer now and let MHD close the connection rather than read a
          * byte of it (with an ambiguous length, nor could it). */
         if ((rq->early_status == 401 || rq->early_status == 400) && rq->has_body) {
             answer_early(rq);
-            return queue_reply(rq);
+            return httpd_queue_reply(rq);
         }
         return MHD_YES;
     }
@@ -1248,8 +485,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return rq->discarded > 2 * h->cfg.max_body ? MHD_NO : MHD_YES;
         }
         if (rq->body.len + n > h->cfg.max_body) {
-            set_early(rq, 413, "payload_too_large", "request body over %zu bytes",
-                      h->cfg.max_body);
+            httpd_set_early(rq, 413, "payload_too_large", "request body over %zu bytes",
+                            h->cfg.max_body);
             drop_body(rq);
             return MHD_YES;
         }
@@ -1258,13 +495,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (atomic_fetch_add(&h->body_bytes, n) + n > h->cfg.body_budget) {
             atomic_fetch_sub(&h->body_bytes, n);
             metrics_inc(h->body_refused, 1);
-            set_early(rq, 503, "busy", "too many request bodies in flight; retry shortly");
+            httpd_set_early(rq, 503, "busy",
+                            "too many request bodies in flight; retry shortly");
             drop_body(rq);
             return MHD_YES;
         }
         rq->body_held += n;
         if (buf_append(&rq->body, upload_data, n) != 0) {
-            set_early(rq, 500, "internal", "out of memory reading the request body");
+            httpd_set_early(rq, 500, "internal",
+                            "out of memory reading the request body");
             drop_body(rq);
         }
         return MHD_YES;
@@ -1278,25 +517,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Called again after the worker resumed us: its reply is ready. */
         if (!atomic_load_explicit(&rq->handled, memory_order_acquire))
             return MHD_YES; /* cannot happen: we are resumed only when done */
-        return queue_reply(rq);
+        return httpd_queue_reply(rq);
     }
     if (rq->early_status) {
         answer_early(rq);
-        return queue_reply(rq);
+        return httpd_queue_reply(rq);
     }
     if (rq->forward_to != NULL)
         return forward(rq);
     bool read = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
     if (read && !rq->route->def->blocking) {
         run_handler(rq);
-        return queue_reply(rq);
+        return httpd_queue_reply(rq);
     }
     if (rq->route->def->fast != NULL && !atomic_load(&h->stopping)) {
         rq->route->def->fast(rq, h->cfg.ctx);
         if (rq->dispatched)
             return MHD_YES; /* deferred: another thread has it now */
         if (rq->replied)
-            return queue_reply(rq);
+            return httpd_queue_reply(rq);
     }
     /* Hand the request to a worker; MHD stops watching the connection
      * until the worker resumes it. Once stopping, nothing is handed off
@@ -1307,7 +546,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (h->q_stop || atomic_load(&h->stopping)) {
         pthread_mutex_unlock(&h->q_mu);
         run_handler(rq);
-        return queue_reply(rq);
+        return httpd_queue_reply(rq);
     }
     rq->dispatched = true;
     MHD_suspend_connection(conn);
@@ -1566,9 +805,9 @@ static void httpd_free(httpd *h)
     pthread_mutex_destroy(&h->q_mu);
     pthread_mutex_destroy(&h->w_mu);
     for (size_t i = 0; i < h->nroutes; i++)
-        route_free(&h->routes[i]);
+        httpd_route_free(&h->routes[i]);
     free(h->routes);
-    route_free(&h->unmatched);
+    httpd_route_free(&h->unmatched);
     tls_server_free(h->tls); /* MHD stopped: no connection holds it */
     free(h);
 }
@@ -1641,7 +880,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
         goto oom;
     for (size_t i = 0; i < cfg->nroutes; i++) {
         h->nroutes = i + 1; /* so httpd_free frees what was compiled */
-        if (route_compile(&h->routes[i], &cfg->routes[i]) != 0) {
+        if (httpd_route_compile(&h->routes[i], &cfg->routes[i]) != 0) {
             snprintf(err, errlen, "bad route pattern '%s'", cfg->routes[i].pattern);
             goto fail;
         }
@@ -1782,14 +1021,4 @@ void httpd_stop(httpd *h, unsigned grace_ms)
         time_sleep_ms(2);
     MHD_stop_daemon(h->daemon);
     httpd_free(h);
-}
-
-void httpd_reply_ready(httpd_req *req, const char *why)
-{
-    if (why == NULL) {
-        httpd_reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
-        return;
-    }
-    httpd_add_header(req, "Retry-After", "1");
-    httpd_reply_error(req, 503, "not_ready", NULL, "%s", why);
 }

@@ -1,5 +1,5 @@
 /*
- * fuzz_percent.c — common/httpd.c's percent-decoding of path segments
+ * fuzz_percent.c — common/httpd_parse.c's percent-decoding of path segments
  * and query strings.
  *
  * Input: one mode byte (bit 0: '+' is a space, as in a query), then the
