@@ -58,7 +58,7 @@ struct raft_host {
      * change before it committed (loop thread). */
     struct raft_barrier term_barrier;
     bool barrier_inflight;
-    raft_term barrier_term, ready_term;
+    raft_term barrier_term, ready_term, barrier_warned_term;
     uint64_t change_tried_ms;
     bool first_image_pending;   /* image_first: until libraft took its first snapshot */
     uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
@@ -344,9 +344,13 @@ static void tend_barrier(raft_host *h)
     h->term_barrier.data = h;
     h->barrier_term = r->current_term;
     int rv = raft_barrier(r, &h->term_barrier, on_term_barrier);
-    if (rv != 0)
-        log_warn("%s raft: the barrier of term %llu: %s (tried again on the next tick)",
+    /* Refused while a leadership transfer runs, for instance: tried again
+     * on every tick, said once a term. */
+    if (rv != 0 && h->barrier_warned_term != r->current_term) {
+        h->barrier_warned_term = r->current_term;
+        log_warn("%s raft: the barrier of term %llu: %s (tried again on every tick)",
                  h->cfg.kind, (unsigned long long)r->current_term, raft_errmsg(r));
+    }
     h->barrier_inflight = rv == 0;
 }
 
