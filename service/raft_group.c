@@ -52,6 +52,7 @@ typedef struct rg_wait {
     pthread_cond_t *cv;       /* the waiting thread's (NULL: a submitted proposal) */
     void (*cb)(void *arg, rg_rc rc);
     void *arg;
+    uint64_t queued_ns, taken_ns; /* monotonic: the stage metrics */
     struct rg_wait *next;
 } rg_wait;
 
@@ -96,6 +97,8 @@ struct raft_group {
     metrics_series *m_term, *m_commit, *m_applied, *m_proposals, *m_failures, *m_elections;
     metrics_series *m_leader, *m_snapshots, *m_restores, *m_in_flight, *m_in_flight_max;
     metrics_series *m_entries, *m_skipped;
+    /* percolator_raft_stage_seconds: where a request's time goes. */
+    metrics_series *m_queue, *m_commit_wait, *m_read_wait, *m_apply;
     int64_t in_flight, in_flight_max;  /* loop thread: proposals libraft has not answered */
 };
 
@@ -135,9 +138,11 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     uint64_t index = raft_last_applied(R(g)) + 1;
     const uint8_t *p = buf->base;
     uint64_t len = buf->len >= ENTRY_HEADER ? get_len(p) : UINT64_MAX;
+    uint64_t t0 = time_mono_ns();
     pc_rc rc = len <= buf->len - ENTRY_HEADER
                    ? pc_apply_batch(g->apply_session, p + ENTRY_HEADER, (size_t)len, index)
                    : PC_INVALID;
+    metrics_observe(g->m_apply, (double)(time_mono_ns() - t0) / 1e9);
     *result = NULL;
     if (rc == PC_OK)
         return 0;
@@ -280,8 +285,14 @@ static void refresh_status(raft_group *g)
 /* Answer a wait (mu held): wake its thread alone (dozens may wait: a
  * broadcast to all of them on every apply cost more than the apply), or
  * hand a submitted proposal's answer to its callback and free it. */
-static void finish(rg_wait *w, rg_rc rc)
+static void finish(raft_group *g, rg_wait *w, rg_rc rc)
 {
+    /* Taken: the time from libraft's taking it to its answer (a Raft
+     * round and the apply here, or a barrier's round); never taken
+     * (failed while queued): nothing to say about Raft. */
+    if (w->taken_ns != 0)
+        metrics_observe(w->read ? g->m_read_wait : g->m_commit_wait,
+                        (double)(time_mono_ns() - w->taken_ns) / 1e9);
     w->rc = rc;
     w->done = true;
     if (w->cv != NULL) {
@@ -312,7 +323,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
     pthread_mutex_lock(&g->mu);
     for (rg_wait *w = p->waits, *next; w != NULL; w = next) {
         next = w->next; /* finish may free w */
-        finish(w, from_status(status));
+        finish(g, w, from_status(status));
     }
     pthread_mutex_unlock(&g->mu);
     free(p);
@@ -326,7 +337,7 @@ static void on_read_barrier(struct raft_barrier *req, int status)
     pthread_mutex_lock(&g->mu);
     for (rg_wait *w = b->reads, *next; w != NULL; w = next) {
         next = w->next;
-        finish(w, from_status(status));
+        finish(g, w, from_status(status));
     }
     pthread_mutex_unlock(&g->mu);
     g->read_inflight = false;
@@ -356,6 +367,8 @@ static rg_wait *take_queue(raft_group *g, rg_wait **reads)
         next = w->next;
         w->next = NULL;
         w->taken = true;
+        w->taken_ns = time_mono_ns();
+        metrics_observe(g->m_queue, (double)(w->taken_ns - w->queued_ns) / 1e9);
         if (w->read) {
             *rt = w;
             rt = &w->next;
@@ -374,7 +387,7 @@ static void fail_queued(raft_group *g, rg_rc rc)
 {
     for (rg_wait *w = g->queue, *next; w != NULL; w = next) {
         next = w->next;
-        finish(w, rc);
+        finish(g, w, rc);
     }
     g->queue = NULL;
     g->queue_tail = &g->queue;
@@ -437,7 +450,7 @@ static void propose_entry(raft_group *g, rg_wait *list, int64_t n)
     pthread_mutex_lock(&g->mu);
     for (rg_wait *w = list, *next; w != NULL; w = next) {
         next = w->next;
-        finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
+        finish(g, w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -480,7 +493,7 @@ static void barrier_for_reads(raft_group *g, rg_wait *reads)
     pthread_mutex_lock(&g->mu);
     for (rg_wait *w = reads, *next; w != NULL; w = next) {
         next = w->next;
-        finish(w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
+        finish(g, w, rv == RAFT_NOTLEADER ? RG_NOT_LEADER : RG_UNAVAILABLE);
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -591,6 +604,16 @@ static void init_metrics(raft_group *g, metrics_registry *m)
                                       "Snapshots (images of the store) this member took.");
     g->m_restores = metrics_counter1(m, "percolator_raft_snapshot_installs_total",
                                      "Snapshots this member installed (it lagged or lost its data).");
+    metrics_family *stage = metrics_histogram(
+        m, "percolator_raft_stage_seconds",
+        "Where a write's or a read's time goes on the leader: queue (waiting for the loop to "
+        "take it), commit (proposed until committed and applied here), read (a read barrier's "
+        "round), apply (one entry applied to the store, every member)",
+        "stage", NULL, metrics_latency_buckets, metrics_latency_nbuckets);
+    g->m_queue = metrics_series_get(stage, "queue", NULL);
+    g->m_commit_wait = metrics_series_get(stage, "commit", NULL);
+    g->m_read_wait = metrics_series_get(stage, "read", NULL);
+    g->m_apply = metrics_series_get(stage, "apply", NULL);
 }
 
 int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
@@ -671,6 +694,7 @@ static rg_rc enqueue(raft_group *g, rg_wait *w)
 {
     if (g->stopping || g->status.ready_term == 0)
         return g->stopping || g->status.leader_id == g->cfg.id ? RG_UNAVAILABLE : RG_NOT_LEADER;
+    w->queued_ns = time_mono_ns();
     *g->queue_tail = w;
     g->queue_tail = &w->next;
     return RG_OK;

@@ -152,6 +152,23 @@ static void observers_see_every_change_written_right_after_a_failover(void **sta
     print_message("pending for observer w: %lld of %d changes\n", (long long)pending,
                   ROUNDS * KEYS_PER_ROUND);
     assert_int_equal(pending, ROUNDS * KEYS_PER_ROUND);
+    /* Where the leader's time went (percolator_raft_stage_seconds): every
+     * write queued, committed and applied, and the reads' barriers. */
+    char url[64];
+    tl_resp r = {0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[l]);
+    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, REQ_MS, &r), 0);
+    assert_int_equal(r.status, 200);
+    const char *stages[] = {"queue", "commit", "read", "apply"};
+    for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
+        char name[96];
+        snprintf(name, sizeof name, "percolator_raft_stage_seconds_count{stage=\"%s\"}",
+                 stages[k]);
+        double n = tl_metric(r.body, name);
+        print_message("%s %.0f\n", name, n);
+        assert_true(n > 0);
+    }
+    tl_resp_free(&r);
     /* The registration itself is there on the last leader too. */
     json_t *j = NULL;
     assert_int_equal(call(&g, l, "POST", "/v1/observers/w/claim", NULL, &j), 200);
