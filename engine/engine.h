@@ -225,14 +225,12 @@ pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
                           const pc_liveness *live, pc_txn_status *st);
 
 /* Resolve one key's lock of start_ts: roll forward to commit_ts, or back
- * when commit_ts is 0. */
+ * when commit_ts is 0. A lock a reader or writer met is resolved in two
+ * actions by the caller: pc_check_txn_status on its primary, then, once
+ * the primary committed or was rolled back, this on the key. Two, not one:
+ * the primary may live in another Raft group (region) than the key; both
+ * are idempotent (DESIGN §3.5). */
 pc_rc pc_resolve_lock(pc_session *s, pc_slice key, uint64_t start_ts, uint64_t commit_ts);
-
-/* Resolve a lock a reader or writer met: ask its primary, then roll this key
- * forward or back. PC_OK when the lock is gone (retry the read), PC_LOCKED
- * when its owner is alive (st says until when). */
-pc_rc pc_resolve_met_lock(pc_session *s, const pc_lock_view *lock, const pc_liveness *live,
-                          pc_txn_status *st);
 
 /* Heartbeat: refresh the wall time and TTL of the primary lock. */
 pc_rc pc_heartbeat(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t wall_ms,
@@ -293,16 +291,17 @@ void pc_one_pc_blind_durable(pc_session *s, pc_blind_write *const *w, size_t n);
 pc_rc pc_get(pc_session *s, pc_slice key, uint64_t ts, pc_buf *value, uint64_t *commit_ts,
              pc_conflict *conflict);
 
-/* The latest durable committed value, without a timestamp: locks of
- * transactions that have not reached their commit point are stepped over,
- * locks whose primary committed are rolled forward first, and a newest
- * commit still waiting for its log flush is read under (nobody has been
- * told of it yet). Never waits; PC_LOCKED (an in-flight lock in
- * *conflict) only when commits kept landing under it, which is rare. In
- * propose mode it stops at the first lock whose resolution it proposed:
- * PC_LOCKED with the lock in *conflict, and the batch not empty; apply the
- * batch and ask again (the store does not have the resolution before). */
-pc_rc pc_get_latest(pc_session *s, pc_slice key, const pc_liveness *live, pc_buf *value,
+/* The latest durable committed value, without a timestamp; a pure read
+ * (it writes and latches nothing, also in propose mode). A newest commit
+ * still waiting for its log flush is read under (nobody has been told of
+ * it yet). A lock in the way answers PC_LOCKED with the lock in *conflict,
+ * as pc_get does: the caller resolves it (pc_check_txn_status on its
+ * primary, then pc_resolve_lock) and reads again, or, when its primary has
+ * not reached its commit point, reads again with step_over_locks: the
+ * newest committed value below the lock, which is older news. Never waits;
+ * PC_LOCKED with an in-flight lock (start_ts 0) only when commits kept
+ * landing under it, which is rare. */
+pc_rc pc_get_latest(pc_session *s, pc_slice key, bool step_over_locks, pc_buf *value,
                     uint64_t *commit_ts, pc_conflict *conflict);
 
 typedef struct {

@@ -11,8 +11,8 @@
  * writes. In direct mode nothing is latched.
  *
  * A session holds one set at a time. An action whose keys the set covers
- * takes nothing more (a compound action, such as resolving a met lock,
- * latches all its keys first; its parts find them held); one that needs
+ * takes nothing more (several actions that share one batch latch all their
+ * keys first, pc_session_latch; each finds them held); one that needs
  * other slots is refused: taking more while holding some could wait in a
  * cycle. Keys found by a scan are latched after the scan, and read again.
  *

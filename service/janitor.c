@@ -25,7 +25,7 @@
 #include "janitor.h"
 #include "log.h"
 #include "observers.h"
-#include "reader.h"
+#include "resolve.h"
 #include "sessions.h"
 #include "timeutil.h"
 
@@ -110,15 +110,11 @@ static void sweep_locks(janitor *j, pc_session *ps)
             break;
         }
         for (size_t i = 0; i < w.n; i++) {
-            pc_liveness live = svc_liveness(s);
             pc_txn_status st;
             const pc_lock_view *l = &w.dead[i]->lock;
-            svc_write_begin(s, ps);
-            rc = svc_write_end(s, ps, pc_resolve_met_lock(ps, l, &live, &st), NULL);
+            rc = rs_resolve_met_lock(s, ps, l, s->m.janitor_resolved, &st);
             if (rc == PC_OK) {
-                const char *how = st.state == PC_TXN_COMMITTED ? "rolled_forward" : "rolled_back";
-                metrics_inc(metrics_series_get(s->m.janitor_resolved, how, NULL), 1);
-                log_info("janitor: %s lock of txn %llu (owner %.*s)", how,
+                log_info("janitor: %s lock of txn %llu (owner %.*s)", rs_outcome(&st),
                          (unsigned long long)l->start_ts, (int)l->owner.len,
                          (const char *)l->owner.data);
             } else if (rc != PC_LOCKED) {

@@ -6,22 +6,13 @@
 
 #include "keyspace.h"
 #include "reader.h"
+#include "resolve.h"
 #include "timeutil.h"
 
 pc_rc rd_resolve(svc *s, pc_session *ps, const pc_lock_view *lock)
 {
-    pc_liveness live = svc_liveness(s);
     pc_txn_status st;
-    svc_write_begin(s, ps);
-    pc_rc rc = svc_write_end(s, ps, pc_resolve_met_lock(ps, lock, &live, &st), NULL);
-
-    if (rc == PC_OK)
-        metrics_inc(metrics_series_get(s->m.resolved,
-                                       st.state == PC_TXN_COMMITTED ? "rolled_forward"
-                                                                    : "rolled_back",
-                                       NULL),
-                    1);
-    return rc;
+    return rs_resolve_met_lock(s, ps, lock, s->m.resolved, &st);
 }
 
 bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadline_ms,
@@ -83,23 +74,34 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0, resolved = 0;
+    bool step_over = false;
     pc_rc rc = svc_read_fence(s);
 
     if (rc != PC_OK)
         return rc;
+    /* The engine's read writes nothing; the locks it meets are resolved
+     * here, each in its own writes (resolve.h), and the key read again. */
     for (;;) {
-        pc_liveness live = svc_liveness(s);
-        bool wrote;
-        /* It may resolve the locks it meets: a write. */
-        svc_write_begin(s, ps);
-        rc = svc_write_end(s, ps, pc_get_latest(ps, key, &live, value, commit_ts, c), &wrote);
-        if (wrote && rc != PC_ERROR && resolved++ < 8) {
-            /* It proposed the resolution of a lock it met and stopped
-             * there (the store did not have it): read what is applied now. */
-            value->len = 0;
+        rc = pc_get_latest(ps, key, step_over, value, commit_ts, c);
+        if (rc != PC_LOCKED)
+            return rc;
+        if (c->lock.start_ts != 0) {
+            /* A few resolutions at most: each removes the lock it met. A
+             * lock whose primary has not reached its commit point (or one
+             * more after those) is older news: the newest committed value
+             * is below it. */
+            if (resolved++ < 8) {
+                rc = rd_resolve(s, ps, &c->lock);
+                if (rc != PC_OK && rc != PC_LOCKED)
+                    return rc;
+                step_over = rc == PC_LOCKED;
+            } else {
+                step_over = true;
+            }
             continue;
         }
-        if (rc != PC_LOCKED || !may_wait || !rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+        /* A commit in flight: wait for it, never past the deadline. */
+        if (!may_wait || !rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
             return rc;
     }
 }

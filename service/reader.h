@@ -13,10 +13,12 @@
 
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c);
-/* The latest durable value (engine pc_get_latest). A newest commit still
- * waiting for its log flush is waited for up to --lock-wait-ms when
- * may_wait, else PC_LOCKED at once (for the event threads: the caller then
- * hands the request to a worker). */
+/* The latest durable value (engine pc_get_latest). A lock met is resolved
+ * when its transaction's fate is known (resolve.h), else stepped over: its
+ * primary has not reached its commit point, so the newest committed value
+ * is below it. A newest commit still waiting for its log flush is waited
+ * for up to --lock-wait-ms when may_wait, else PC_LOCKED at once (for the
+ * event threads: the caller then hands the request to a worker). */
 pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
                     pc_conflict *c, bool may_wait);
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
@@ -50,8 +52,9 @@ void rd_view_each(const rd_view *v, bool (*fn)(void *arg, const rd_item *it), vo
 void rd_view_free(rd_view *v);
 
 /* Resolve a lock met on the way: roll it forward or back when its
- * transaction's fate is known (counted in /metrics). PC_OK: it is gone;
- * PC_LOCKED: its owner is alive. */
+ * transaction's fate is known (rs_resolve_met_lock, counted in /metrics as
+ * percolator_locks_resolved_total). PC_OK: it is gone; PC_LOCKED: its
+ * owner is alive. */
 pc_rc rd_resolve(svc *s, pc_session *ps, const pc_lock_view *lock);
 
 /* A lock was met: resolve it if its owner is dead, else wait a little.

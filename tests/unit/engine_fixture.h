@@ -1,8 +1,10 @@
 /*
  * engine_fixture.h — what the engine's unit tests share: a fresh engine in
  * a temporary directory, a counter standing in for the oracle, short
- * wrappers for the actions, and a dump of the data/lock/write tables in the
- * paper's notation so a test can assert a table's exact contents.
+ * wrappers for the actions and for the service's resolution of a met
+ * lock (two actions) and its latest read, and a dump of the
+ * data/lock/write tables in the paper's notation so a test can assert a
+ * table's exact contents.
  *
  * Header-only (static functions): each test file is its own program.
  */
@@ -148,6 +150,55 @@ static inline pc_rc fx_get(fx *f, const char *key, uint64_t ts, char *out, size_
     }
     pc_buf_free(&v);
     return rc;
+}
+
+/* Whether keys a and b hash to different latch slots (latch.c), so that
+ * holding one's latch does not hold the other's. */
+static inline bool fx_latch_apart(const char *a, const char *b)
+{
+    pc_latch_set sa, sb;
+    pc_latch_set_clear(&sa);
+    pc_latch_set_add(&sa, a, strlen(a));
+    pc_latch_set_clear(&sb);
+    pc_latch_set_add(&sb, b, strlen(b));
+    return !pc_latch_set_covers(&sa, &sb);
+}
+
+/* What the service does with a lock a reader or writer met
+ * (service/resolve.c), on one session and without its proposals: the
+ * primary's status, then, once the primary committed or was rolled back,
+ * the key. PC_OK: the lock is gone; PC_LOCKED: its owner is alive (st says
+ * until when). */
+static inline pc_rc fx_resolve_met_lock(pc_session *s, const pc_lock_view *lock,
+                                        const pc_liveness *live, pc_txn_status *st)
+{
+    pc_rc rc = pc_check_txn_status(s, lock->primary, lock->start_ts, live, st);
+    if (rc != PC_OK)
+        return rc;
+    if (st->state == PC_TXN_LOCKED)
+        return PC_LOCKED;
+    return pc_resolve_lock(s, lock->key, lock->start_ts,
+                           st->state == PC_TXN_COMMITTED ? st->commit_ts : 0);
+}
+
+/* A latest read as the service makes it (service/reader.c rd_get_latest,
+ * without its waits): a lock met is resolved and the key read again; one
+ * whose owner is alive is stepped over. */
+static inline pc_rc fx_get_latest(pc_session *s, pc_slice key, const pc_liveness *live,
+                                  pc_buf *value, uint64_t *commit_ts, pc_conflict *c)
+{
+    pc_txn_status st;
+    bool step_over = false;
+    for (int round = 0; round < 8; round++) {
+        pc_rc rc = pc_get_latest(s, key, step_over, value, commit_ts, c);
+        if (rc != PC_LOCKED || c->lock.start_ts == 0)
+            return rc;
+        rc = fx_resolve_met_lock(s, &c->lock, live, &st);
+        if (rc != PC_OK && rc != PC_LOCKED)
+            return rc;
+        step_over = rc == PC_LOCKED;
+    }
+    return pc_get_latest(s, key, true, value, commit_ts, c);
 }
 
 /* Append "fmt" to a dump string. */

@@ -85,7 +85,7 @@ static void no_partial_transaction_is_ever_visible(void **state)
     uint64_t cts;
     assert_int_equal(pc_get(f->s, S("b"), 12, &val, &cts, &c), PC_LOCKED);
     /* Resolving the met lock rolls it forward from the primary. */
-    assert_int_equal(pc_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
+    assert_int_equal(fx_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
     assert_int_equal(st.state, PC_TXN_COMMITTED);
     assert_int_equal(st.commit_ts, 11);
     assert_int_equal(pc_get(f->s, S("b"), 12, &val, &cts, &c), PC_OK);
@@ -365,15 +365,14 @@ static void a_batch_of_blind_writes_takes_one_timestamp_each_in_one_call(void **
     assert_int_equal(c.lock.start_ts, 0);
     assert_int_equal(pc_wait_in_flight(f->s, &c, 0), PC_LOCKED); /* deadline passed */
     /* The latest read goes under it: a was never there before. */
-    pc_liveness live = {.now_ms = pc_now_ms()};
-    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_NOT_FOUND);
+    assert_int_equal(pc_get_latest(f->s, S("a"), false, &lv, &cts, &c), PC_NOT_FOUND);
     pc_one_pc_blind(f->s, &pw[2], 1, range_ts, &o);
     assert_int_equal(w[2].rc, PC_LOCKED);
     /* The flush, then they are let go. */
     assert_int_equal(pc_sync(f->s), PC_OK);
     pc_one_pc_blind_durable(f->s, pw, 3);
     assert_int_equal(pc_wait_in_flight(f->s, &c, 0), PC_OK);
-    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("a"), false, &lv, &cts, &c), PC_OK);
     assert_int_equal(cts, 101);
     pc_buf_free(&lv);
     assert_int_equal(fx_get(f, "b", 102, v, sizeof(v)), PC_OK);
@@ -453,17 +452,53 @@ static void latest_read_steps_over_uncommitted_and_rolls_forward_committed(void 
     pc_txn_meta t = fx_meta(10, "a");
     pc_mutation m[2] = {PUT("a", "a1"), PUT("b", "b1")};
     assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
-    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &v, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("a"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "a0", 2);
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "b0", 2);
     /* Past the commit point: the secondary is rolled forward and read. */
     pc_slice a = S("a");
     assert_int_equal(pc_commit(f->s, &a, 1, 10, 11), PC_OK);
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("b"), &live, &v, &cts, &c), PC_OK);
     assert_memory_equal(v.data, "b1", 2);
     assert_int_equal(cts, 11);
     assert_table(f, "lock", "");
+    pc_buf_free(&v);
+}
+
+/* The engine's part of that: a pure read that hands the lock it met to
+ * the caller (the resolution is the service's, above the engine: the
+ * primary may be in another Raft group), and steps over it when asked. */
+static void latest_read_returns_the_lock_it_meets_and_writes_nothing(void **state)
+{
+    fx *f = *state;
+    pc_buf v = {0};
+    uint64_t cts;
+    pc_conflict c;
+    fx_put_committed(f, "a", "a0", 2, 3);
+    fx_put_committed(f, "b", "b0", 4, 5);
+    pc_txn_meta t = fx_meta(10, "a");
+    pc_mutation m[2] = {PUT("a", "a1"), PUT("b", "b1")};
+    assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
+    pc_slice a = S("a");
+    assert_int_equal(pc_commit(f->s, &a, 1, 10, 11), PC_OK);
+
+    /* b's primary committed, but the read does not roll b forward. */
+    assert_int_equal(pc_get_latest(f->s, S("b"), false, &v, &cts, &c), PC_LOCKED);
+    assert_int_equal(v.len, 0);
+    assert_int_equal(c.lock.start_ts, 10);
+    assert_memory_equal(c.lock.key.data, "b", 1);
+    assert_memory_equal(c.lock.primary.data, "a", 1);
+    assert_table(f, "lock", "b@10 primary=a put short=b1\n");
+    /* Stepping over it: the newest committed value below it. */
+    assert_int_equal(pc_get_latest(f->s, S("b"), true, &v, &cts, &c), PC_OK);
+    assert_memory_equal(v.data, "b0", 2);
+    assert_int_equal(cts, 5);
+    assert_table(f, "lock", "b@10 primary=a put short=b1\n");
+    /* The primary is committed: no lock in its way. */
+    assert_int_equal(pc_get_latest(f->s, S("a"), false, &v, &cts, &c), PC_OK);
+    assert_memory_equal(v.data, "a1", 2);
+    assert_int_equal(cts, 11);
     pc_buf_free(&v);
 }
 
@@ -537,6 +572,7 @@ int main(void)
         T(a_conflict_in_a_batch_fails_only_its_own_write),
         T(a_batch_without_timestamps_writes_nothing),
         T(latest_read_steps_over_uncommitted_and_rolls_forward_committed),
+        T(latest_read_returns_the_lock_it_meets_and_writes_nothing),
         T(scan_is_blocked_only_by_locks_in_what_it_returns),
         T(bad_arguments_are_refused),
     };

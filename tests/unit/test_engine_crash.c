@@ -62,7 +62,7 @@ static void read_all(fx *f, const char *expect)
         pc_txn_status st;
         pc_rc rc = pc_get(f->s, S(key), 20, &v, &cts, &c);
         if (rc == PC_LOCKED) {
-            assert_int_equal(pc_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
+            assert_int_equal(fx_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
             rc = pc_get(f->s, S(key), 20, &v, &cts, &c);
         }
         assert_int_equal(rc, PC_OK);
@@ -89,7 +89,7 @@ static void sweep(fx *f)
         assert_int_equal(pc_lock_scan(f->s, S(""), 1, take_lock, &c), PC_OK);
         if (c.lock.key.len == 0)
             return;
-        assert_int_equal(pc_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
+        assert_int_equal(fx_resolve_met_lock(f->s, &c.lock, &live, &st), PC_OK);
         assert_int_not_equal(st.state, PC_TXN_LOCKED);
     }
     fail_msg("locks remain after sweeping");
@@ -134,7 +134,7 @@ static void a_live_owner_is_waited_for(void **state)
     pc_conflict c;
     pc_txn_status st;
     assert_int_equal(pc_get(f->s, S("k3"), 20, &v, &cts, &c), PC_LOCKED);
-    assert_int_equal(pc_resolve_met_lock(f->s, &c.lock, &live, &st), PC_LOCKED);
+    assert_int_equal(fx_resolve_met_lock(f->s, &c.lock, &live, &st), PC_LOCKED);
     assert_int_equal(st.state, PC_TXN_LOCKED);
     assert_int_equal(pc_get(f->s, S("k3"), 20, &v, &cts, &c), PC_LOCKED);
     pc_buf_free(&v);

@@ -40,14 +40,14 @@ static void a_commit_point_being_flushed_is_invisible(void **state)
     assert_int_equal(held.lock.start_ts, 0);
     assert_int_equal(pc_wait_in_flight(f->s, &held, 0), PC_LOCKED);
     /* The latest read answers the newest durable value, below it. */
-    assert_int_equal(pc_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("a"), &live, &lv, &cts, &c), PC_OK);
     assert_memory_equal(lv.data, "a0", 2);
     assert_int_equal(cts, 3);
     /* The secondary: nobody rolls it forward from the commit point yet.
      * Its status reads "locked"; a latest read steps over its lock. */
     assert_int_equal(pc_check_txn_status(f->s, S("a"), 10, &live, &st), PC_OK);
     assert_int_equal(st.state, PC_TXN_LOCKED);
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &lv, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("b"), &live, &lv, &cts, &c), PC_OK);
     assert_memory_equal(lv.data, "b0", 2);
     assert_int_equal(fx_get(f, "b", 12, v, sizeof(v)), PC_LOCKED);
     assert_table(f, "lock", "b@10 primary=a put short=b1\n");
@@ -58,7 +58,7 @@ static void a_commit_point_being_flushed_is_invisible(void **state)
     assert_int_equal(pc_wait_in_flight(f->s, &held, 0), PC_OK);
     assert_int_equal(fx_get(f, "a", 11, v, sizeof(v)), PC_OK);
     assert_string_equal(v, "a1");
-    assert_int_equal(pc_get_latest(f->s, S("b"), &live, &lv, &cts, &c), PC_OK);
+    assert_int_equal(fx_get_latest(f->s, S("b"), &live, &lv, &cts, &c), PC_OK);
     assert_memory_equal(lv.data, "b1", 2);
     assert_int_equal(cts, 11);
     assert_table(f, "lock", "");

@@ -304,13 +304,11 @@ static pc_rc do_notify_clear(pc_session *s)
     return pc_notify_clear(s, S("n1"), 50);
 }
 
-/* A reader met the lock of txn 60 on s2 (primary s1), its owner dead. */
-static pc_rc do_resolve_met(pc_session *s)
+/* A reader met the lock of txn 60 on s2; its primary (check_txn_status,
+ * another action, with a latch of its own) said rolled back. */
+static pc_rc do_resolve_lock(pc_session *s)
 {
-    pc_lock_view l = {.op = PC_OP_PUT, .start_ts = 60, .key = S("s2"), .primary = S("s1")};
-    pc_liveness live = {.now_ms = pc_now_ms(), .owner_alive = no_owner_alive};
-    pc_txn_status st;
-    return pc_resolve_met_lock(s, &l, &live, &st);
+    return pc_resolve_lock(s, S("s2"), 60, 0);
 }
 
 static const latch_case CASES[] = {
@@ -323,7 +321,7 @@ static const latch_case CASES[] = {
     {"one_pc", do_one_pc, {"o1", "o2"}},
     {"one_pc_blind", do_one_pc_blind, {"b1", "b2"}},
     {"notify_clear", do_notify_clear, {"n1", NULL}},
-    {"resolve_met_lock", do_resolve_met, {"s1", "s2"}},
+    {"resolve_lock", do_resolve_lock, {"s2", NULL}},
 };
 
 /* A key whose slot none of the case's keys share. */
@@ -384,12 +382,7 @@ static void an_action_outside_the_sessions_latches_is_refused(void **state)
     pc_txn_meta t = fx_meta(5, "a");
     pc_mutation a = PUT("a", "1"), b = PUT("b", "2");
     pc_slice ab[2] = {S("a"), S("b")};
-    pc_latch_set sa, sb;
-    pc_latch_set_clear(&sa);
-    pc_latch_set_add(&sa, "a", 1);
-    pc_latch_set_clear(&sb);
-    pc_latch_set_add(&sb, "b", 1);
-    assert_false(pc_latch_set_covers(&sa, &sb)); /* distinct slots */
+    assert_true(fx_latch_apart("a", "b"));
     pc_session_propose(f->s, &batch);
     assert_int_equal(pc_prewrite(f->s, &t, &a, 1, NULL), PC_OK);
     size_t len = batch.len;

@@ -162,7 +162,7 @@ static void resolve(fx *f, const pc_conflict *c)
 {
     pc_liveness live = liveness();
     pc_txn_status st;
-    assert_int_equal(pc_resolve_met_lock(f->s, &c->lock, &live, &st), PC_OK);
+    assert_int_equal(fx_resolve_met_lock(f->s, &c->lock, &live, &st), PC_OK);
     cnt.resolved++;
 }
 
@@ -322,7 +322,7 @@ static void check_latest(fx *f, int key)
     uint64_t cts = 0;
     pc_liveness live = liveness();
     pc_conflict c;
-    pc_rc rc = pc_get_latest(f->s, key_slice(key), &live, &v, &cts, &c);
+    pc_rc rc = fx_get_latest(f->s, key_slice(key), &live, &v, &cts, &c);
     const version *want = model_at(key, PC_TS_MAX);
     if (want == NULL) {
         assert_int_equal(rc, PC_NOT_FOUND);

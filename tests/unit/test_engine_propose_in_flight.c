@@ -13,9 +13,11 @@
  *    the latches are released; then it reads the commit. A snapshot below
  *    it is not held. (Released at the end of the action instead, the read
  *    before the apply finds nothing and answers PC_NOT_FOUND.)
- *  - a latest read in propose mode that resolves a lock it met proposes
- *    that resolution once and returns (PC_LOCKED): reading again before
- *    the apply would meet the same lock and propose it again each round.
+ *  - a latest read in propose mode is a pure read: it proposes and
+ *    latches nothing, and hands the lock it met to the caller, which
+ *    resolves it in two proposals, each latching only its own key (the
+ *    primary's status, then the key: they may be in different Raft
+ *    groups), and reads again once both are applied.
  */
 #include "engine_fixture.h"
 #include "engine_replica.h"
@@ -152,9 +154,22 @@ static unsigned write_puts(const pc_buf *batch)
     return n;
 }
 
+/* Whether a latch of key is held by another session. */
+static bool latched(fx *f, const char *key)
+{
+    pc_session *other;
+    pc_slice k = S(key);
+    assert_int_equal(pc_session_open(f->e, &other), PC_OK);
+    pc_rc rc = pc_session_try_latch(other, &k, 1);
+    pc_session_close(other);
+    return rc == PC_LOCKED;
+}
+
 /* Transaction 10 wrote p (primary) and k and committed p at 11; k's lock
- * is left. A latest read of k proposes its roll-forward once. */
-static void a_proposed_latest_read_resolves_a_lock_once(void **state)
+ * is left. A latest read of k proposes nothing; the roll-forward is two
+ * proposals, the primary's status and then k's resolution. */
+static void a_proposed_latest_read_proposes_nothing_and_resolution_is_two_proposals(
+    void **state)
 {
     fx *f = *state;
     pc_buf batch = {0}, v = {0};
@@ -162,28 +177,58 @@ static void a_proposed_latest_read_resolves_a_lock_once(void **state)
     pc_mutation m[2] = {PUT("k", "new"), PUT("p", "x")};
     pc_slice p = S("p");
     pc_liveness live = {.now_ms = pc_now_ms(), .owner_alive = nobody_alive};
+    pc_txn_status st;
     pc_conflict c;
     uint64_t cts = 0;
+    assert_true(fx_latch_apart("p", "k"));
     fx_put_committed(f, "k", "old", 2, 3);
     assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
     assert_int_equal(pc_commit(f->s, &p, 1, 10, 11), PC_OK);
 
+    /* The read: the lock, and nothing proposed or latched. */
     pc_session_propose(f->s, &batch);
-    assert_int_equal(pc_get_latest(f->s, S("k"), &live, &v, &cts, &c), PC_LOCKED);
+    assert_int_equal(pc_get_latest(f->s, S("k"), false, &v, &cts, &c), PC_LOCKED);
     assert_int_equal(c.lock.start_ts, 10);
+    assert_null(pc_session_take_latches(f->s));
+    pc_session_propose(f->s, NULL);
+    assert_int_equal(batch.len, 0);
+
+    /* The primary's status: committed, nothing to write; p latched alone. */
+    pc_session_propose(f->s, &batch);
+    assert_int_equal(pc_check_txn_status(f->s, c.lock.primary, c.lock.start_ts, &live, &st),
+                     PC_OK);
+    assert_int_equal(st.state, PC_TXN_COMMITTED);
+    assert_int_equal(st.commit_ts, 11);
     pc_latches *held = pc_session_take_latches(f->s);
     pc_session_propose(f->s, NULL);
+    assert_non_null(held);
+    assert_true(latched(f, "p"));
+    assert_false(latched(f, "k"));
+    assert_int_equal(batch.len, 0);
+    pc_latches_release(held);
+
+    /* k's roll-forward: its own proposal, k latched alone until applied. */
+    pc_session_propose(f->s, &batch);
+    assert_int_equal(pc_resolve_lock(f->s, c.lock.key, c.lock.start_ts, st.commit_ts), PC_OK);
+    held = pc_session_take_latches(f->s);
+    pc_session_propose(f->s, NULL);
+    assert_non_null(held);
+    assert_true(latched(f, "k"));
+    assert_false(latched(f, "p"));
     assert_int_equal(write_puts(&batch), 1);
+    /* Not applied yet: the store still has the lock. */
+    assert_int_equal(pc_get_latest(f->s, S("k"), false, &v, &cts, &c), PC_LOCKED);
     assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
     pc_latches_release(held);
 
     batch.len = 0;
     pc_session_propose(f->s, &batch);
-    assert_int_equal(pc_get_latest(f->s, S("k"), &live, &v, &cts, &c), PC_OK);
+    assert_int_equal(pc_get_latest(f->s, S("k"), false, &v, &cts, &c), PC_OK);
     pc_session_propose(f->s, NULL);
     assert_int_equal(batch.len, 0);
     assert_int_equal(cts, 11);
     assert_memory_equal(v.data, "new", 3);
+    assert_table(f, "lock", "");
     pc_buf_free(&v);
     pc_buf_free(&batch);
 }
@@ -197,8 +242,9 @@ int main(void)
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(a_proposed_commit_point_is_in_flight_until_its_latches_go,
                                         fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(a_proposed_latest_read_resolves_a_lock_once, fx_setup,
-                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(
+            a_proposed_latest_read_proposes_nothing_and_resolution_is_two_proposals, fx_setup,
+            fx_teardown),
     };
     return cmocka_run_group_tests_name("engine: commits in flight in propose mode", tests, NULL,
                                        NULL);
