@@ -196,6 +196,13 @@ static ssize_t conn_recv(conn *c, uint8_t *buf, size_t len)
         do
             n = gnutls_record_recv(c->tls, buf, len);
         while (n == GNUTLS_E_INTERRUPTED);
+        /* A peer that closed its socket without TLS's close_notify (it
+         * exited, or dialled and found another incarnation here) has
+         * closed the connection: the end, as on plain TCP, not an error.
+         * Our frames carry their own lengths, so nothing can be cut off
+         * unnoticed. */
+        if (n == GNUTLS_E_PREMATURE_TERMINATION)
+            return 0;
         return n < 0 ? -1 : n;
     }
     do
@@ -983,6 +990,8 @@ static void *out_main(void *arg)
                      h.cluster != atomic_load(&r->my_cluster)
                          ? "another group: check --raft-peers"
                          : "a new incarnation of the member, which lost its data");
+        if (c->tls != NULL) /* a clean end: the peer must not take it for a refusal */
+            (void)gnutls_bye(c->tls, GNUTLS_SHUT_WR);
         goto done;
     }
     ok = send_handshake(c) == 0 && hand_over(c) == 0;
