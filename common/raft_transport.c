@@ -876,12 +876,19 @@ static void *in_main(void *arg)
      * same raft id as the hello. */
     if (send_hello(c, HELLO_RAFT) != 0)
         goto out;
-    if (h.cluster == 0 || h.cluster != atomic_load(&r->my_cluster)) {
-        refuse(c, REFUSED_IDENTITY, "a member of another group (its group id differs)");
+    /* This member does not know its group yet (an empty data dir still
+     * asking the others) or runs no libraft yet: the dialer, told so by
+     * our hello, tries again later. Counted, but not logged as a refusal:
+     * every member that starts after the others meets it once. */
+    uint64_t mine = atomic_load(&r->my_cluster);
+    if (mine == 0 || !atomic_load(&r->accepting)) {
+        metrics_inc(r->m_refused[REFUSED_BUSY], 1);
+        log_debug("raft peer from %s: closed: this member has not started its raft yet",
+                  c->from);
         goto out;
     }
-    if (!atomic_load(&r->accepting)) {
-        refuse(c, REFUSED_BUSY, "not started yet");
+    if (h.cluster == 0 || h.cluster != mine) {
+        refuse(c, REFUSED_IDENTITY, "a member of another group (its group id differs)");
         goto out;
     }
     if (read_handshake(c, buf, r->inbuf, &have, &used) != 0 || !identity_ok(c))
@@ -987,7 +994,8 @@ static void *out_main(void *arg)
             log_warn("raft peer at %s answers as raft id %llu of group %016llx, not as raft id "
                      "%llu of this group (%s)", c->address, (unsigned long long)h.raft_id,
                      (unsigned long long)h.cluster, (unsigned long long)c->id,
-                     h.cluster != atomic_load(&r->my_cluster)
+                     h.cluster == 0 ? "it is starting and does not know its group yet"
+                     : h.cluster != atomic_load(&r->my_cluster)
                          ? "another group: check --raft-peers"
                          : "a new incarnation of the member, which lost its data");
         if (c->tls != NULL) /* a clean end: the peer must not take it for a refusal */
