@@ -80,8 +80,12 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     if (rc != PC_OK)
         return rc;
     /* The engine's read writes nothing; the locks it meets are resolved
-     * here, each in its own writes (resolve.h), and the key read again. */
-    for (;;) {
+     * here, each in its own writes (resolve.h), and the key read again.
+     * Bounded twice over: by the deadline, and by a number of rounds no
+     * honest run comes near (each round resolves, steps over or waits). */
+    for (int round = 0;; round++) {
+        if (round == 64)
+            return PC_LOCKED; /* c names the last lock or commit met */
         rc = pc_get_latest(ps, key, step_over, value, commit_ts, c);
         if (rc != PC_LOCKED)
             return rc;
