@@ -218,6 +218,7 @@ const char *svc_not_ready(svc *s)
     if (now - last >= 1000 && atomic_compare_exchange_strong(&s->ready_probe_ms, &last, now)) {
         uint64_t ts;
         svc_timestamp(s, &ts);
+        svc_takeover_failed(); /* this probe's, not a request's to answer */
     }
     switch (atomic_load(&s->ts_refusal)) {
     case SVC_TS_OK:

@@ -3,6 +3,8 @@
  * serves (docs/DESIGN.md §9 item 6). Above the observers in the call
  * graph: svc_timestamps, below them, reaches this through s->take_over.
  */
+#include <string.h>
+
 #include "log.h"
 #include "observers.h"
 #include "service.h"
@@ -23,7 +25,22 @@
 bool svc_take_over(svc *s)
 {
     uint64_t term = svc_leader_term(s);
-    if (term == 0 || atomic_load(&s->served_term) == term)
+    if (term == 0) {
+        /* A member that leads but has not applied its first barrier yet
+         * may hold an old leader's state: it hands out nothing (the
+         * caller answers 503 not_leader, retried), or a write it computed
+         * now (without the observers' registrations) could still be
+         * proposed once the barrier is in. A follower has nothing to take
+         * over: its proposals are refused anyway. */
+        if (svc_replicated(s)) {
+            raft_group_status st;
+            svc_raft_status(s, &st);
+            if (strcmp(st.role, "leader") == 0)
+                return false;
+        }
+        return true;
+    }
+    if (atomic_load(&s->served_term) == term)
         return true;
     bool ok = true;
     pthread_mutex_lock(&s->takeover_mu);
