@@ -81,6 +81,10 @@ static int restore(struct raft_fsm *fsm, struct raft_buffer *buf)
      * log is behind it, so the image's mark is at least its own; a lower
      * one is forged, and taking it would hand out timestamps twice. */
     uint64_t image = get_be64(buf->base);
+    /* Nor past the cap no command can pass: such an image is forged too
+     * (a fuzzed peer's; /v1/health would show a negative mark). */
+    if (image > ORACLE_FSM_MAX_TS)
+        return RAFT_MALFORMED;
     if (image > st->hwm)
         st->hwm = image;
     raft_free(buf->base); /* restore owns the buffer */
