@@ -53,7 +53,9 @@ unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH
 passed=0
 step() { echo "docker-test (Docker Engine): $*"; }
 ok() { passed=$((passed + 1)); echo "docker-test (Docker Engine): ok: $* [${SECONDS}s]"; }
+failure=
 fail() {
+    failure=$*   # said again last, so that a log's tail names it
     echo "docker-test (Docker Engine): FAIL: $*" >&2
     exit 1
 }
@@ -158,7 +160,7 @@ on_exit() {
     trap - EXIT INT TERM
     cleanup 1
     [ "$rc" != 0 ] || rc=1
-    echo "docker-test (Docker Engine): $passed passed, 1 failed"
+    echo "docker-test (Docker Engine): $passed passed, 1 failed${failure:+: $failure}"
     exit "$rc"
 }
 trap on_exit EXIT

@@ -56,7 +56,9 @@ CPROJECT=${PROJECT}c                 # docker/compose.cluster.yml's project
 passed=0
 step() { echo "docker-test: $*"; }
 ok() { passed=$((passed + 1)); echo "docker-test: ok: $* [${SECONDS}s]"; }
+failure=
 fail() {
+    failure=$*   # said again last, so that a log's tail names it
     echo "docker-test: FAIL: $*" >&2
     exit 1
 }
@@ -165,7 +167,7 @@ on_exit() {
     trap - EXIT INT TERM
     cleanup 1
     [ "$rc" != 0 ] || rc=1   # only a failure comes here
-    echo "docker-test: $passed passed, 1 failed"
+    echo "docker-test: $passed passed, 1 failed${failure:+: $failure}"
     exit "$rc"
 }
 trap on_exit EXIT
@@ -705,9 +707,9 @@ ok "killed the leader service$dead: service$L leads after $((SECONDS - t0))s, th
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 sleep 1
 lps=()
-for i in 1 2 3; do
-    [ "$i" = "$dead" ] && continue
-    podman logs -f "${CPROJECT}_service${i}_1" >"$TMP/service$i.log" 2>&1 &
+for c in oracle1 oracle2 oracle3 service1 service2 service3; do
+    [ "$c" = "service$dead" ] && continue
+    podman logs -f "${CPROJECT}_${c}_1" >"$TMP/$c.log" 2>&1 &
     lps+=($!)
 done
 ccompose down -t "$STOP_WAIT" || fail "podman-compose down (cluster) failed"
@@ -716,9 +718,12 @@ for c in oracle1 oracle2 oracle3 service1 service2 service3; do
     podman container exists "${CPROJECT}_${c}_1" && fail "${CPROJECT}_${c}_1 still exists after down"
     [ "$c" = "service$dead" ] && continue   # killed: 137
     code=$(exit_code "$since" "${CPROJECT}_${c}_1")
+    if [ "$code" != 0 ] && [ -s "$TMP/$c.log" ]; then
+        echo "----- $c's log (last 40 lines) -----" >&2; tail -40 "$TMP/$c.log" >&2
+    fi
     [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
     [[ "$c" != service* ]] || grep -q 'service: stopped cleanly' "$TMP/$c.log" ||
-        fail "$c's log has no 'stopped cleanly' after down"
+        { tail -40 "$TMP/$c.log" >&2; fail "$c's log has no 'stopped cleanly' after down"; }
 done
 ok "cluster compose down: the three oracles and the two services left exited 0 on SIGTERM (stopped cleanly)"
 
