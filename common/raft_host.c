@@ -54,11 +54,9 @@ struct raft_host {
     raft_member_identity me;    /* raft_identity.h */
     struct raft_change change;  /* the membership change in flight (loop thread) */
     bool changing;
-    /* The barrier of this leader's term (tend_barrier): no membership
-     * change before it committed (loop thread). */
-    struct raft_barrier term_barrier;
-    bool barrier_inflight;
-    raft_term barrier_term, ready_term, barrier_warned_term;
+    /* The member's proposer (raft_proposer.h), stepped before every
+     * serve; its barrier of the term also gates membership (term_ready). */
+    raft_proposer *prop;
     uint64_t change_tried_ms;
     bool first_image_pending;   /* image_first: until libraft took its first snapshot */
     uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
@@ -122,6 +120,8 @@ static int setup_failed(raft_host *h, bool transport, bool io);
 static void serve_admin(raft_host *h);
 static bool term_ready(raft_host *h);
 static void finish_transfer(raft_host *h);
+static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len);
+static void wake_loop(void *arg);
 static void refresh_view(raft_host *h);
 static void tend_prober(raft_host *h, bool stopping);
 
@@ -154,6 +154,7 @@ static void on_wake(uv_async_t *a)
     if (h->deciding)
         after_deciding(h, stopping);
     if (h->raft_started) {
+        rp_step(h->prop, &h->raft);
         serve_admin(h);
         h->cfg.serve(h->cfg.arg);
         finish_transfer(h);
@@ -318,16 +319,8 @@ static void replace_incarnations(raft_host *h)
     }
 }
 
-static void on_term_barrier(struct raft_barrier *req, int status)
-{
-    raft_host *h = req->data;
-    h->barrier_inflight = false;
-    if (status == 0)
-        h->ready_term = h->barrier_term;
-}
-
-/* A new leader's first entry is a barrier of its term, and it changes the
- * membership only once that barrier committed (term_ready). Before it, the
+/* A leader changes the membership only once the first barrier of its term
+ * committed (the proposer appends it: raft_proposer.h). Before it, the
  * leader may not yet hold a configuration change another leader committed
  * in a term between: a change it made on top of the older configuration
  * could then let two majorities that do not overlap each commit at one
@@ -336,27 +329,9 @@ static void on_term_barrier(struct raft_barrier *req, int status)
  * change, and also answers one committed when the leader merely applied
  * an older configuration entry; tests/unit/test_raft_membership_fsm.c
  * replays both without this rule and finds neither with it. */
-static void tend_barrier(raft_host *h)
-{
-    struct raft *r = &h->raft;
-    if (raft_state(r) != RAFT_LEADER || h->ready_term == r->current_term || h->barrier_inflight)
-        return;
-    h->term_barrier.data = h;
-    h->barrier_term = r->current_term;
-    int rv = raft_barrier(r, &h->term_barrier, on_term_barrier);
-    /* Refused while a leadership transfer runs, for instance: tried again
-     * on every tick, said once a term. */
-    if (rv != 0 && h->barrier_warned_term != r->current_term) {
-        h->barrier_warned_term = r->current_term;
-        log_warn("%s raft: the barrier of term %llu: %s (tried again on every tick)",
-                 h->cfg.kind, (unsigned long long)r->current_term, raft_errmsg(r));
-    }
-    h->barrier_inflight = rv == 0;
-}
-
 static bool term_ready(raft_host *h)
 {
-    return raft_state(&h->raft) == RAFT_LEADER && h->ready_term == h->raft.current_term;
+    return rp_ready(h->prop, &h->raft);
 }
 
 static bool stop_asked(raft_host *h)
@@ -583,7 +558,7 @@ static void wait_for_hello(raft_host *h)
 static void serve_admin(raft_host *h)
 {
     wait_for_hello(h);
-    /* A membership change waits for this leader's barrier (tend_barrier),
+    /* A membership change waits for this leader's barrier (term_ready),
      * within the caller's deadline; a transfer does not need it. */
     bool ready = raft_state(&h->raft) != RAFT_LEADER || term_ready(h);
     pthread_mutex_lock(&h->mu);
@@ -714,7 +689,7 @@ static void on_tick(uv_timer_t *t)
     uint64_t last = raft_last_index(&h->raft);
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
-    tend_barrier(h);
+    rp_step(h->prop, &h->raft);
     serve_admin(h);
     replace_incarnations(h);
     set_membership(h, membership_of(h));
@@ -986,8 +961,10 @@ static void *loop_main(void *arg)
     h->loop_failed = ok != 0;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    if (ok == 0 && h->raft_started)
+    if (ok == 0 && h->raft_started) {
+        rp_step(h->prop, &h->raft);
         h->cfg.serve(h->cfg.arg);
+    }
     uv_run(&h->loop, UV_RUN_DEFAULT); /* after a failed setup: until the closes ran */
     return NULL;
 }
@@ -1025,6 +1002,17 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
             "raft messages no member sends, dropped before libraft would abort on them "
             "(docs/DESIGN.md 7.2)");
     h->cfg.peers = h->peers;
+    rp_config pc = cfg->proposer;
+    pc.who = cfg->kind;
+    pc.id = cfg->id;
+    pc.leader_url = leader_url;
+    pc.wake = wake_loop;
+    pc.loop_arg = h;
+    if ((h->prop = rp_new(&pc)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(h);
+        return -1;
+    }
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     pthread_mutex_init(&h->admin_mu, NULL);
@@ -1058,6 +1046,7 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     return 0;
 fail:
     *out = NULL;
+    rp_free(h->prop);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->admin_cv);
@@ -1071,6 +1060,10 @@ void raft_host_stop(raft_host *h)
     if (h == NULL)
         return;
     if (h->thread_started) {
+        /* The proposer first: the loop's last step, which sees the host
+         * stopping, then sees it too and fails the queue (nothing can be
+         * queued after it). */
+        rp_stop(h->prop);
         pthread_mutex_lock(&h->mu);
         h->stopping = true;
         bool ready = h->loop_ready;
@@ -1080,6 +1073,7 @@ void raft_host_stop(raft_host *h)
         pthread_join(h->thread, NULL);
         uv_loop_close(&h->loop);
     }
+    rp_free(h->prop); /* libraft is closed: every callback ran */
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->admin_cv);
@@ -1095,6 +1089,30 @@ void raft_host_wake(raft_host *h)
 struct raft *raft_host_raft(raft_host *h)
 {
     return &h->raft;
+}
+
+raft_proposer *raft_host_proposer(raft_host *h)
+{
+    return h->prop;
+}
+
+void raft_host_status(raft_host *h, rp_status *st)
+{
+    rp_get_status(h->prop, st);
+    st->membership = raft_host_membership(h);
+}
+
+/* The proposer's hooks (raft_proposer.h). */
+static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len)
+{
+    raft_host *h = arg;
+    return raft_host_heard_lately(h, raft_id) &&
+           raft_host_member_url(h, raft_member_of(raft_id), out, len);
+}
+
+static void wake_loop(void *arg)
+{
+    raft_host_wake(arg);
 }
 
 bool raft_host_heard_lately(raft_host *h, uint64_t id)

@@ -27,6 +27,7 @@
 #include <raft.h>
 
 #include "raft_peers.h"
+#include "raft_proposer.h"
 
 typedef struct raft_host raft_host;
 
@@ -55,8 +56,11 @@ typedef struct {
     int listen_fd;                   /* > 0: this member's raft address, bound already
                                       * (raft_transport_config.listen_fd); 0: bind it */
     struct metrics_registry *metrics;/* the transport's metrics; may be NULL */
-    void (*serve)(void *arg);        /* on the loop thread (above) */
+    void (*serve)(void *arg);        /* on the loop thread (above), after the proposer's
+                                      * step: rp_ready says whether to propose */
     void *arg;
+    rp_config proposer;              /* the member's proposer (raft_host_proposer); its
+                                      * who, id, leader_url, wake and loop_arg are the host's */
 } raft_host_config;
 
 /* The election timeout and heartbeat a member may be given
@@ -85,6 +89,14 @@ void raft_host_wake(raft_host *h);
 
 /* The raft instance (its functions: loop thread only). */
 struct raft *raft_host_raft(raft_host *h);
+
+/* The member's one proposer (raft_proposer.h): the host steps it on the
+ * loop before every serve, stops it first when it stops, and its first
+ * barrier of a term also gates membership changes (DESIGN §7.3). */
+raft_proposer *raft_host_proposer(raft_host *h);
+/* The member's view (any thread): the proposer's, as of the loop's last
+ * step, with what the member is in its group (raft_host_membership). */
+void raft_host_status(raft_host *h, rp_status *st);
 
 /* Log one line when the term, the leader this member knows or its role
  * changed since the last call (loop thread; who: "oracle", "service"). */

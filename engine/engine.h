@@ -88,6 +88,11 @@ typedef struct {
     void *fatal_arg;
     pc_log_fn log;            /* NULL: messages go to stderr as they are */
     void *log_arg;
+    /* After an action in propose mode waited for another proposal's
+     * latches on its keys (engine_replica.h): how long, in ns, on the
+     * waiting thread (quick, thread-safe, no engine call). NULL: not told. */
+    void (*latch_waited)(void *arg, uint64_t ns);
+    void *latch_arg;
 } pc_engine_config;
 
 pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);

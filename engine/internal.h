@@ -67,6 +67,8 @@ struct pc_engine {
 
     pc_memlocks *memlocks;        /* one_pc's in-flight keys (memlock.c) */
     pc_latch_table *latches;      /* propose mode's key latches (latch.c) */
+    void (*latch_waited)(void *arg, uint64_t ns); /* pc_engine_config's */
+    void *latch_arg;
 
     /* Snapshots (snapshots.c): the GC safe point and the reads pinned. */
     pthread_mutex_t snap_mu;
@@ -359,7 +361,8 @@ bool pc_latch_set_empty(const pc_latch_set *set);
 bool pc_latch_set_covers(const pc_latch_set *held, const pc_latch_set *want);
 /* Take every slot of set, in increasing order, waiting first come first
  * served on each; or, try, take all of them now or none (false). */
-void pc_latch_lock(pc_latch_table *t, const pc_latch_set *set);
+/* Waits for every slot of set; how long it waited (ns; 0: none was busy). */
+uint64_t pc_latch_lock(pc_latch_table *t, const pc_latch_set *set);
 bool pc_latch_trylock(pc_latch_table *t, const pc_latch_set *set);
 /* Give back a set taken; any thread may. */
 void pc_latch_unlock(pc_latch_table *t, const pc_latch_set *set);

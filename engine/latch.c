@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -136,16 +137,27 @@ static stripe *stripe_of(pc_latch_table *t, uint32_t i)
     return &t->stripes[i % STRIPES];
 }
 
-void pc_latch_lock(pc_latch_table *t, const pc_latch_set *set)
+static uint64_t mono_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t pc_latch_lock(pc_latch_table *t, const pc_latch_set *set)
+{
+    uint64_t since = 0; /* when the first busy slot was met */
     FOR_EACH_SLOT(set, i) {
         stripe *st = stripe_of(t, i);
         pthread_mutex_lock(&st->mu);
         uint32_t ticket = t->slots[i].next++;
+        if (t->slots[i].serving != ticket && since == 0)
+            since = mono_ns();
         while (t->slots[i].serving != ticket)
             pthread_cond_wait(&st->cv, &st->mu);
         pthread_mutex_unlock(&st->mu);
     }
+    return since == 0 ? 0 : (mono_ns() - since) | 1; /* never 0 once it waited */
 }
 
 /* Give back slot i (held by the caller's set). */

@@ -70,7 +70,9 @@ static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
     g->set = *want;
     g->mem = NULL;
     if (wait) {
-        pc_latch_lock(g->t, &g->set);
+        uint64_t waited = pc_latch_lock(g->t, &g->set);
+        if (waited != 0 && s->e->latch_waited != NULL)
+            s->e->latch_waited(s->e->latch_arg, waited);
     } else if (!pc_latch_trylock(g->t, &g->set)) {
         free(g);
         return PC_LOCKED;

@@ -1,43 +1,36 @@
 /*
  * raft_node.c — see raft_node.h. Everything that touches libraft runs on
- * the loop thread; other threads only queue requests (under mu) and wake
- * the loop (uv_async_send, which is thread-safe).
+ * the loop thread; request threads queue their wishes on the member's
+ * proposer (common/raft_proposer.h), which wakes the loop.
  */
-#include <errno.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include <raft.h>
 
 #include "log.h"
 #include "raft_fsm.h"
 #include "raft_host.h"
-#include "raft_identity.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
-/* One HTTP request's wish for timestamps. */
-typedef struct ts_wait {
+/* One HTTP request's wish for timestamps: a proposal on the member's
+ * proposer, answered with its part of a command's range. */
+typedef struct {
+    rp_wait base;             /* first: the proposer's part */
     unsigned count;
-    uint64_t first;
-    rn_rc rc;
-    bool done;
-    bool batched;             /* taken into a command: it will be answered */
-    struct ts_wait *next;
+    uint64_t first;           /* 0: none (the timestamp space is used up) */
 } ts_wait;
 
-/* One command in flight and the requests it answers. */
+/* The one command in flight (loop thread). */
 typedef struct {
-    struct raft_apply req;
-    ts_wait *waits;
-    uint64_t wanted;          /* what the waits take; the rest of the command is a window */
+    bool inflight;
+    uint64_t wanted;          /* what its waits take; the rest of the command is a window */
     uint64_t proposed_ms;     /* time_mono_ms() before raft_apply: a lease starts there */
     raft_term term;
-} batch;
+} command;
 
 /* Timestamps a command reserves beyond what waits for it: the window the
  * leader hands out from without a Raft round while its lease holds
@@ -50,18 +43,8 @@ struct raft_node {
     struct raft_fsm fsm;
     oracle_fsm_state state;
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;        /* a wait is done */
-    ts_wait *queue, **queue_tail;
-    bool stopping;
-    batch *inflight;          /* loop thread only */
-    /* A new leader's first entry is a barrier (loop thread only): see
-     * propose(). */
-    struct raft_barrier barrier;
-    bool barrier_inflight;
-    uint64_t barrier_term, ready_term;
-    raft_node_status status;  /* under mu, refreshed by the loop */
-    char role[16];
+    command cmd;              /* loop thread only */
+    _Atomic uint64_t hwm_seen;/* the mark, for raft_node_hwm (any thread) */
 
     /* The window and the lease (docs/DESIGN.md §7.4; loop thread only):
      * [win_next, win_end] was reserved by a command this leader committed
@@ -90,34 +73,15 @@ static struct raft *R(raft_node *n)
     return raft_host_raft(n->host);
 }
 
-/* Answer one request; mu held. */
-static void finish(ts_wait *w, rn_rc rc, uint64_t first)
+static raft_proposer *P(raft_node *n)
 {
-    w->rc = rc;
-    w->first = first;
-    w->done = true;
+    return raft_host_proposer(n->host);
 }
 
 static void refresh_status(raft_node *n)
 {
-    raft_id id = 0;
-    const char *addr = NULL;
-    raft_leader(R(n), &id, &addr);
-    int st = raft_state(R(n));
-    static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
-    char lurl[RAFT_PEER_ADDR_MAX] = "";
-    if (id != 0 && raft_host_heard_lately(n->host, id))
-        raft_host_member_url(n->host, raft_member_of(id), lurl, sizeof lurl);
     raft_host_log_changes(n->host, "oracle");
-
-    pthread_mutex_lock(&n->mu);
-    n->status.role = st >= 0 && st <= 3 ? names[st] : "unavailable";
-    n->status.leader_id = raft_member_of(id);
-    snprintf(n->status.leader_http, sizeof(n->status.leader_http), "%s", lurl);
-    n->status.term = R(n)->current_term;
-    n->status.hwm = n->state.hwm;
-    n->status.applied_index = raft_last_applied(R(n));
-    pthread_mutex_unlock(&n->mu);
+    atomic_store(&n->hwm_seen, n->state.hwm);
     uint64_t commits = raft_host_commits_lowered(n->host), replies = raft_host_replies_lowered(n->host);
     metrics_inc(n->m_lowered_commits, commits - n->seen_lowered_commits);
     metrics_inc(n->m_lowered_replies, replies - n->seen_lowered_replies);
@@ -125,71 +89,36 @@ static void refresh_status(raft_node *n)
     n->seen_lowered_replies = replies;
 }
 
-static void propose(raft_node *n);
 static uint64_t lease_ms(const raft_node *n);
 
-/* The command of a batch was applied (or failed): answer its requests. */
-static void on_applied(struct raft_apply *req, int status, void *result)
+/* The command in flight was applied (or failed), before the proposer
+ * answers its requests (rp_config.applied, on the loop thread): each gets
+ * its part of the range (first 0 when the space is used up). The
+ * proposer wakes the loop for the next command afterwards. */
+static void on_applied(void *arg, rp_wait *list, int status, void *result)
 {
-    batch *b = (batch *)req;
-    raft_node *n = req->data;
+    raft_node *n = arg;
+    command *c = &n->cmd;
     uint64_t first = status == 0 ? oracle_fsm_first(result) : 0;
-    rn_rc rc = status != 0 ? RN_UNAVAILABLE : first == 0 ? RN_EXHAUSTED : RN_OK;
     /* What the command reserved beyond its waits is the new window, and
      * its commit the new lease. The old window's rest is dropped: it lies
      * below what this command answered, and a request that comes after
      * those answers must get more (real-time order). */
     n->win_next = 1;
     n->win_end = 0;
-    if (rc == RN_OK && b->term == R(n)->current_term && raft_state(R(n)) == RAFT_LEADER) {
-        n->win_next = first + b->wanted;
+    if (first != 0 && c->term == R(n)->current_term && raft_state(R(n)) == RAFT_LEADER) {
+        n->win_next = first + c->wanted;
         n->win_end = n->state.hwm;
-        n->lease_until = b->proposed_ms + lease_ms(n);
-        n->lease_term = b->term;
+        n->lease_until = c->proposed_ms + lease_ms(n);
+        n->lease_term = c->term;
     }
-
-    if (status != 0)
-        log_warn("oracle raft: a command failed: %s", raft_strerror(status));
-    pthread_mutex_lock(&n->mu);
-    for (ts_wait *w = b->waits, *next; w != NULL; w = next) {
-        next = w->next;
-        finish(w, rc, rc == RN_OK ? first : 0);
-        if (rc == RN_OK)
-            first += w->count;
+    for (rp_wait *w = list; w != NULL; w = w->next) {
+        ts_wait *t = (ts_wait *)w;
+        t->first = first;
+        if (first != 0)
+            first += t->count;
     }
-    pthread_cond_broadcast(&n->cv);
-    pthread_mutex_unlock(&n->mu);
-    free(b);
-    n->inflight = NULL;
-    /* The next command from the loop, not from inside libraft: this
-     * callback may run while libraft is stepping down, where raft_apply
-     * must not be called (it crashed there). */
-    raft_host_wake(n->host);
-}
-
-static void on_barrier(struct raft_barrier *req, int status)
-{
-    raft_node *n = req->data;
-    n->barrier_inflight = false;
-    if (status == 0)
-        n->ready_term = n->barrier_term;
-    else
-        log_warn("oracle raft: the new leader's barrier failed: %s", raft_strerror(status));
-    raft_host_wake(n->host); /* go on from the loop, not from inside libraft */
-}
-
-/* Fail every queued request with rc. */
-static void fail_queued(raft_node *n, rn_rc rc)
-{
-    pthread_mutex_lock(&n->mu);
-    for (ts_wait *w = n->queue, *next; w != NULL; w = next) {
-        next = w->next;
-        finish(w, rc, 0);
-    }
-    n->queue = NULL;
-    n->queue_tail = &n->queue;
-    pthread_cond_broadcast(&n->cv);
-    pthread_mutex_unlock(&n->mu);
+    c->inflight = false;
 }
 
 /* How long a commit keeps other members from leading: a follower that
@@ -207,9 +136,22 @@ static uint64_t lease_ms(const raft_node *n)
 static bool lease_holds(raft_node *n)
 {
     struct raft *r = R(n);
-    return raft_state(r) == RAFT_LEADER && n->ready_term == r->current_term &&
-           n->lease_term == r->current_term && n->no_lease_term != r->current_term &&
-           r->transfer == NULL && time_mono_ms() < n->lease_until;
+    return rp_ready(P(n), r) && n->lease_term == r->current_term &&
+           n->no_lease_term != r->current_term && r->transfer == NULL &&
+           time_mono_ms() < n->lease_until;
+}
+
+/* rp_take's test (under the proposer's mutex): whether the next queued
+ * request fits in what is left of the window; it is handed that part. */
+static bool fits_window(void *arg, const rp_wait *w)
+{
+    raft_node *n = arg;
+    ts_wait *t = (ts_wait *)w;
+    if (n->win_next > n->win_end || t->count > n->win_end - n->win_next + 1)
+        return false;
+    t->first = n->win_next;
+    n->win_next += t->count;
+    return true;
 }
 
 /* Answer queued requests from the window, in order, while the lease holds
@@ -218,25 +160,15 @@ static void serve_window(raft_node *n)
 {
     if (!lease_holds(n))
         return;
+    rp_wait *list = rp_take(P(n), fits_window, n);
+    if (list == NULL)
+        return;
     size_t k = 0;
-    pthread_mutex_lock(&n->mu);
-    while (n->queue != NULL && n->win_next <= n->win_end &&
-           n->queue->count <= n->win_end - n->win_next + 1) {
-        ts_wait *w = n->queue;
-        n->queue = w->next;
-        finish(w, RN_OK, n->win_next);
-        n->win_next += w->count;
+    for (rp_wait *w = list; w != NULL; w = w->next)
         k++;
-    }
-    if (n->queue == NULL)
-        n->queue_tail = &n->queue;
-    if (k > 0)
-        pthread_cond_broadcast(&n->cv);
-    pthread_mutex_unlock(&n->mu);
-    if (k > 0) {
-        n->last_window_ms = time_mono_ms();
-        metrics_inc(n->m_window, k);
-    }
+    rp_finish(P(n), list, RP_OK);
+    n->last_window_ms = time_mono_ms();
+    metrics_inc(n->m_window, k);
 }
 
 /* A term changed hands, or this member stopped leading: its window and
@@ -249,34 +181,23 @@ static void drop_window(raft_node *n)
     n->lease_until = 0;
 }
 
-/* Propose one command: advance the mark by the requests' counts (waits,
- * wanted) plus a window of `reserve`. */
-static void propose_command(raft_node *n, ts_wait *ws, size_t k, uint64_t wanted,
+/* Propose one command: advance the mark by the requests' counts (list,
+ * k of them, wanting `wanted`) plus a window of `reserve`. */
+static void propose_command(raft_node *n, rp_wait *list, size_t k, uint64_t wanted,
                             uint64_t reserve)
 {
-    batch *b = calloc(1, sizeof(*b));
     struct raft_buffer buf;
-    int rv = RAFT_NOMEM;
-    if (b != NULL && oracle_fsm_command(wanted + reserve, &buf) == 0) {
-        b->waits = ws;
-        b->wanted = wanted;
-        b->term = R(n)->current_term;
-        b->proposed_ms = time_mono_ms(); /* before the entry can reach anyone */
-        b->req.data = n;
-        if ((rv = raft_apply(R(n), &b->req, &buf, 1, on_applied)) != 0)
-            raft_free(buf.base);
-    }
-    if (rv != 0) {
-        log_warn("oracle raft: cannot propose: %s", raft_strerror(rv));
-        pthread_mutex_lock(&n->mu);
-        for (ts_wait *w = ws; w != NULL; w = w->next)
-            finish(w, rv == RAFT_NOTLEADER ? RN_NOT_LEADER : RN_UNAVAILABLE, 0);
-        pthread_cond_broadcast(&n->cv);
-        pthread_mutex_unlock(&n->mu);
-        free(b);
+    if (oracle_fsm_command(wanted + reserve, &buf) != 0) {
+        log_warn("oracle raft: cannot make a command: out of memory");
+        rp_finish(P(n), list, RP_UNAVAILABLE);
         return;
     }
-    n->inflight = b;
+    n->cmd = (command){.inflight = true, .wanted = wanted, .term = R(n)->current_term,
+                       .proposed_ms = time_mono_ms()}; /* before the entry can reach anyone */
+    if (rp_apply(P(n), R(n), list, &buf) != 0) {
+        n->cmd.inflight = false; /* its requests are answered */
+        return;
+    }
     metrics_inc(n->m_commands, 1);
     metrics_observe(n->m_batch, (double)k);
 }
@@ -293,16 +214,11 @@ static uint64_t reserve_for(const raft_node *n, uint64_t wanted)
  * one command that also reserves the next window; a busy leader renews its
  * lease and refills its window before either runs out.
  *
- * A leader's first entry in its term is a barrier, and no command goes
- * before it commits. Besides making sure every earlier command is applied
- * (so that the mark is above every window an earlier leader had), it
- * narrows a defect of libraft 0.15 (docs/DESIGN.md §7.1): a follower
- * that still holds a stale entry answers an empty AppendEntries with its
- * last stored index, and the leader may count it as holding its own entry
- * there. With one command in flight per leader, the entry such a false
- * count commits is usually this barrier, which hands out nothing; a stale
- * suffix of two entries can still let a command through (not closed here:
- * see §7.1). */
+ * The proposer (common/raft_proposer.h) holds every command back until
+ * the leader's first barrier of its term is applied: every earlier command
+ * is then applied, so the mark is above every window an earlier leader
+ * had. One command is in flight at a time: the requests that arrive
+ * meanwhile make the next, bigger one. */
 static void propose(raft_node *n)
 {
     struct raft *r = R(n);
@@ -311,28 +227,10 @@ static void propose(raft_node *n)
         drop_window(n);
     if (leader && r->transfer != NULL)
         n->no_lease_term = r->current_term; /* its TimeoutNow may elect another at once */
-    if (n->barrier_inflight)
-        return;
-    if (leader && !n->stopping && n->ready_term != r->current_term) {
-        if (n->inflight != NULL)
-            return;
-        n->barrier.data = n;
-        n->barrier_term = r->current_term;
-        int rv = raft_barrier(r, &n->barrier, on_barrier);
-        if (rv == 0) {
-            n->barrier_inflight = true;
-            return; /* requests wait in the queue until it commits */
-        }
-        log_warn("oracle raft: cannot append the leader's barrier: %s", raft_strerror(rv));
-        fail_queued(n, RN_UNAVAILABLE);
-        return;
-    }
-    if (!leader || n->stopping) {
-        fail_queued(n, n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER);
-        return;
-    }
+    if (!rp_ready(P(n), r))
+        return; /* the proposer failed the queue, or holds it for the barrier */
     serve_window(n);
-    if (n->inflight != NULL)
+    if (n->cmd.inflight)
         return;
     /* --min-timestamp: a leader first raises the group's mark to it (one
      * command that answers nobody); requests wait behind it. Every leader
@@ -341,17 +239,11 @@ static void propose(raft_node *n)
         propose_command(n, NULL, 0, n->cfg.min_ts - n->state.hwm, 0);
         return;
     }
-    pthread_mutex_lock(&n->mu);
-    ts_wait *ws = n->queue;
-    n->queue = NULL;
-    n->queue_tail = &n->queue;
+    rp_wait *ws = rp_take(P(n), NULL, NULL);
     uint64_t wanted = 0;
     size_t k = 0;
-    for (ts_wait *w = ws; w != NULL; w = w->next, k++) {
-        wanted += w->count;
-        w->batched = true;
-    }
-    pthread_mutex_unlock(&n->mu);
+    for (rp_wait *w = ws; w != NULL; w = w->next, k++)
+        wanted += ((ts_wait *)w)->count;
     if (ws != NULL) {
         propose_command(n, ws, k, wanted, reserve_for(n, wanted));
         return;
@@ -367,8 +259,8 @@ static void propose(raft_node *n)
         propose_command(n, NULL, 0, 0, reserve_for(n, 0));
 }
 
-/* The loop's work, every tick and whenever woken: refresh the status,
- * propose what is queued (or fail it when stopping). */
+/* The loop's work, every tick and whenever woken, after the proposer's
+ * step (common/raft_host.h): refresh the status, propose what is queued. */
 static void serve(void *arg)
 {
     raft_node *n = arg;
@@ -388,10 +280,6 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         return -1;
     }
     n->cfg = *cfg;
-    n->queue_tail = &n->queue;
-    n->status.role = "unavailable";
-    pthread_mutex_init(&n->mu, NULL);
-    pthread_cond_init(&n->cv, NULL);
     if (m != NULL) {
         n->m_commands = metrics_counter1(m, "percolator_oracle_raft_commands_total",
                                          "advance commands proposed by this node as leader");
@@ -420,10 +308,11 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
          * configurations (a few hundred bytes for RAFT_PEERS_MAX members). */
         .max_entry_bytes = 4096, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
         .metrics = m,
+        /* Requests that reach a new leader wait for its first barrier (a
+         * round): the oracle needs nothing else to answer them. */
+        .proposer = {.queue_unready = true, .applied = on_applied, .applied_arg = n},
     };
     if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
-        pthread_cond_destroy(&n->cv);
-        pthread_mutex_destroy(&n->mu);
         free(n);
         return -1;
     }
@@ -435,67 +324,28 @@ void raft_node_stop(raft_node *n)
 {
     if (n == NULL)
         return;
-    pthread_mutex_lock(&n->mu);
-    n->stopping = true; /* serve fails what is queued; libraft what is in flight */
-    pthread_mutex_unlock(&n->mu);
-    raft_host_stop(n->host);
-    pthread_cond_destroy(&n->cv);
-    pthread_mutex_destroy(&n->mu);
+    raft_host_stop(n->host); /* the proposer fails what is queued, libraft what it holds */
     free(n);
 }
 
 rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint64_t *first)
 {
     ts_wait w = {.count = count};
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)wait_ms * 1000000ull;
-    until.tv_sec += (time_t)(ns / 1000000000ull);
-    until.tv_nsec = (long)(ns % 1000000000ull);
-
-    pthread_mutex_lock(&n->mu);
-    if (n->stopping || strcmp(n->status.role, "leader") != 0) {
-        pthread_mutex_unlock(&n->mu);
-        return n->stopping ? RN_UNAVAILABLE : RN_NOT_LEADER;
-    }
-    *n->queue_tail = &w;
-    n->queue_tail = &w.next;
-    pthread_mutex_unlock(&n->mu);
-    raft_host_wake(n->host);
-
-    pthread_mutex_lock(&n->mu);
-    while (!w.done) {
-        if (w.batched) {
-            /* In a command: libraft answers it, one way or the other. */
-            pthread_cond_wait(&n->cv, &n->mu);
-            continue;
-        }
-        if (pthread_cond_timedwait(&n->cv, &n->mu, &until) == ETIMEDOUT && !w.done &&
-            !w.batched) {
-            /* Still queued: take it out (the loop has not seen it). */
-            for (ts_wait **p = &n->queue; *p != NULL; p = &(*p)->next) {
-                if (*p == &w) {
-                    *p = w.next;
-                    if (n->queue_tail == &w.next)
-                        n->queue_tail = p;
-                    break;
-                }
-            }
-            w.rc = RN_UNAVAILABLE;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&n->mu);
-    *first = w.first;
-    return w.rc;
+    rp_rc rc = rp_wait_for(P(n), &w.base, wait_ms);
+    *first = rc == RP_OK ? w.first : 0;
+    if (rc == RP_OK)
+        return w.first != 0 ? RN_OK : RN_EXHAUSTED;
+    return rc == RP_NOT_LEADER ? RN_NOT_LEADER : RN_UNAVAILABLE;
 }
 
 void raft_node_get_status(raft_node *n, raft_node_status *st)
 {
-    pthread_mutex_lock(&n->mu);
-    *st = n->status;
-    pthread_mutex_unlock(&n->mu);
-    st->membership = n->host != NULL ? raft_host_membership(n->host) : "waiting";
+    raft_host_status(n->host, st);
+}
+
+uint64_t raft_node_hwm(raft_node *n)
+{
+    return atomic_load(&n->hwm_seen);
 }
 
 struct raft_host *raft_node_host(raft_node *n)

@@ -5,13 +5,14 @@
  * state machine (raft_fsm.h) and this wiring; election, log and quorum are
  * the library's (docs/DESIGN.md §7).
  *
- * Threads: libraft is driven by one libuv loop on a thread of its own. An
- * HTTP handler asks for timestamps through raft_node_timestamps, which
- * queues the request and wakes the loop; the loop takes every request
- * queued since its last command and proposes one "advance by the sum"
- * command (the paper's batching), and hands each request its part of the
- * range once the command is applied. One command is in flight at a time:
- * the requests that arrive meanwhile make the next, bigger one.
+ * Threads: libraft is driven by one libuv loop on a thread of its own
+ * (common/raft_host.h). An HTTP handler asks for timestamps through
+ * raft_node_timestamps, which queues the request on the member's proposer
+ * (common/raft_proposer.h) and waits; the loop takes every request queued
+ * since its last command and proposes one "advance by the sum" command
+ * (the paper's batching), and hands each request its part of the range
+ * once the command is applied. One command is in flight at a time: the
+ * requests that arrive meanwhile make the next, bigger one.
  */
 #ifndef PC_RAFT_NODE_H
 #define PC_RAFT_NODE_H
@@ -22,6 +23,7 @@
 
 #include "metrics.h"
 #include "raft_peers.h"
+#include "raft_proposer.h"
 
 #define RAFT_NODE_MAX_PEERS RAFT_PEERS_MAX
 #define RAFT_NODE_ADDR_MAX RAFT_PEER_ADDR_MAX
@@ -68,16 +70,14 @@ typedef enum {
  * wait_ms while it is still queued. */
 rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint64_t *first);
 
-typedef struct {
-    const char *role;                /* "leader", "follower", "candidate", "unavailable" */
-    const char *membership;          /* raft_host_membership: "voter" once a full member */
-    unsigned leader_id;              /* 0: unknown */
-    char leader_http[RAFT_NODE_ADDR_MAX]; /* "": unknown, or not heard from lately */
-    uint64_t term, hwm, applied_index;
-} raft_node_status;
+/* The node's view (common/raft_proposer.h: role, leader, term, applied
+ * index; common/raft_host.h: membership). */
+typedef rp_status raft_node_status;
 
 /* The node's view, refreshed by the loop (at most ~50 ms old). */
 void raft_node_get_status(raft_node *n, raft_node_status *st);
+/* The high-water mark this node applied (any thread; at most ~50 ms old). */
+uint64_t raft_node_hwm(raft_node *n);
 
 /* The member's libraft host (common/raft_host.h: membership, admin). */
 struct raft_host *raft_node_host(raft_node *n);

@@ -135,7 +135,7 @@ static json_t *member_health(oracle_ctx *ctx, bool full)
     if (h != NULL && full) {
         json_object_set_new(h, "id", json_integer((json_int_t)ctx->raft_id));
         json_object_set_new(h, "term", json_integer((json_int_t)st.term));
-        json_object_set_new(h, "hwm", json_integer((json_int_t)st.hwm));
+        json_object_set_new(h, "hwm", json_integer((json_int_t)raft_node_hwm(ctx->raft)));
         json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
     }
     return h;

@@ -96,6 +96,13 @@ static void init_metrics(svc *s)
                                        "Reads that waited on a live lock.");
     s->m.lock_wait_timeouts = metrics_counter1(
         r, "percolator_lock_wait_timeouts_total", "Reads that gave up waiting (key_locked).");
+    s->m.latch_wait = metrics_series_get(
+        metrics_histogram(r, "percolator_latch_wait_seconds",
+                          "How long an action that may write waited for another proposal in "
+                          "flight on one of its keys to be applied (a member of a Raft group: "
+                          "docs/DESIGN.md 9 item 2); only actions that waited",
+                          NULL, NULL, metrics_latency_buckets, metrics_latency_nbuckets),
+        NULL, NULL);
     s->m.resolved = metrics_counter(r, "percolator_locks_resolved_total",
                                     "Locks met by readers and writers and resolved, by outcome.",
                                     "how", NULL);
@@ -360,7 +367,8 @@ int main(int argc, char **argv)
     char cache[32];
     snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
     pc_engine_config ecfg = {.dir = c->data_dir, .sync = sync_mode == 0, .cache_size = cache,
-                             .on_fatal = svc_engine_fatal, .log = svc_engine_log};
+                             .on_fatal = svc_engine_fatal, .log = svc_engine_log,
+                             .latch_waited = svc_latch_waited, .latch_arg = s};
     if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
         log_startup_error(PROG, "--backup-dir %s: %s", c->backup_dir, strerror(errno));
         rc = 2;

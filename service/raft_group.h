@@ -7,11 +7,12 @@
  * engine session of its own. A failed apply stops the process (exit 70):
  * the member would otherwise drift from the others.
  *
- * Threads: as oracle/raft_node.c. libraft runs on one libuv loop on a
- * thread of its own; request threads queue what they want (a proposal, a
- * read barrier) and wake the loop with uv_async_send; the loop proposes,
- * never from inside a libraft callback. A new leader's first entry is a
- * barrier, and it proposes nothing before that barrier is applied (§7.1).
+ * Threads: libraft runs on one libuv loop on a thread of its own
+ * (common/raft_host.h); request threads queue what they want (a proposal,
+ * a read barrier) on the member's proposer (common/raft_proposer.h: its
+ * rules and a wait's life), which wakes the loop; the loop proposes, never
+ * from inside a libraft callback. A new leader's first entry is a barrier,
+ * and it proposes nothing before that barrier is applied (§7.1).
  *
  * Log compaction: every snapshot_entries entries libraft asks for a
  * snapshot, an image of the store (engine/image.c), and drops the log
@@ -28,6 +29,7 @@
 #include "engine.h"
 #include "metrics.h"
 #include "raft_peers.h"
+#include "raft_proposer.h"
 
 typedef struct {
     unsigned id;                     /* this member: one of the peers */
@@ -55,41 +57,33 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
 /* Stop: what waits fails, libraft is closed, everything is freed. */
 void raft_group_stop(raft_group *g);
 
-typedef enum {
-    RG_OK = 0,
-    RG_NOT_LEADER,      /* not proposed: another member leads (or none is known) */
-    RG_UNAVAILABLE      /* leadership lost or no quorum while it waited: the
-                           entry may or may not be committed */
-} rg_rc;
-
 /* Propose a write batch (copied) and wait until this member applied it:
- * RG_OK then. wait_ms bounds the wait while it is still queued; once
- * proposed, libraft answers it (it fails it when leadership is lost). */
-rg_rc raft_group_propose(raft_group *g, const void *batch, size_t len, unsigned wait_ms);
+ * RP_OK then. term: the term this member was ready in when the batch was
+ * computed (raft_group_status.ready_term before the action read the
+ * store): it is proposed in that term or not at all (RP_NOT_LEADER;
+ * raft_proposer.h). wait_ms bounds the wait while it is still queued;
+ * once proposed, libraft answers it (it fails it when leadership is
+ * lost). */
+rp_rc raft_group_propose(raft_group *g, const void *batch, size_t len, uint64_t term,
+                         unsigned wait_ms);
 
-/* Propose a write batch (copied) without waiting: RG_OK, and done(arg,
- * rc) runs once, on the loop thread, when this member applied it (RG_OK)
+/* Propose a write batch (copied; term as above) without waiting: RP_OK, and done(arg,
+ * rc) runs once, on the loop thread, when this member applied it (RP_OK)
  * or it failed; else the refusal at once, and done never runs. done must
  * be quick and must not call into the group (it runs under its lock).
  * A queued batch is proposed at the loop's next turn, in submit order. */
-rg_rc raft_group_submit(raft_group *g, const void *batch, size_t len,
-                        void (*done)(void *arg, rg_rc rc), void *arg);
+rp_rc raft_group_submit(raft_group *g, const void *batch, size_t len, uint64_t term,
+                        void (*done)(void *arg, rp_rc rc), void *arg);
 
-/* A linearizable read may go on (RG_OK) once a barrier appended after
+/* A linearizable read may go on (RP_OK) once a barrier appended after
  * this call began is applied: this member was leader then, and every
  * entry committed before the call is applied here. One barrier serves
  * every read waiting when it was appended. */
-rg_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms);
+rp_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms);
 
-typedef struct {
-    const char *role;                /* "leader", "follower", "candidate", "unavailable" */
-    const char *membership;          /* raft_host_membership: "voter" once a full member */
-    unsigned leader_id;              /* 0: unknown */
-    char leader_http[RAFT_PEER_ADDR_MAX]; /* "": unknown, or not heard from lately */
-    uint64_t term, commit_index, applied_index;
-    uint64_t ready_term;             /* leader and its first barrier applied in this
-                                        term: it may propose (0: not) */
-} raft_group_status;
+/* The member's view (common/raft_proposer.h: role, leader, term, indexes,
+ * ready_term; common/raft_host.h: membership). */
+typedef rp_status raft_group_status;
 
 /* The member's view, refreshed by the loop (at most ~50 ms old). */
 void raft_group_get_status(raft_group *g, raft_group_status *st);

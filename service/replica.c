@@ -13,12 +13,12 @@
 
 #define PROPOSE_WAIT_MS 5000  /* while queued; once proposed libraft answers */
 
-static _Thread_local rg_rc refusal;
+static _Thread_local rp_rc refusal;
 
-rg_rc svc_refusal(void)
+rp_rc svc_refusal(void)
 {
-    rg_rc r = refusal;
-    refusal = RG_OK;
+    rp_rc r = refusal;
+    refusal = RP_OK;
     return r;
 }
 
@@ -26,6 +26,9 @@ rg_rc svc_refusal(void)
  * (each thread runs one action at a time); freed at the end, so a thread
  * that exits holds nothing. */
 static _Thread_local pc_buf batch;
+/* The term this member was ready in when the action began (its batch is
+ * proposed in that term or not at all: raft_proposer.h). */
+static _Thread_local uint64_t batch_term;
 
 /* No gate: the engine latches the keys of each action in propose mode
  * (DESIGN §4.10), so actions on other keys read, propose and wait for
@@ -36,6 +39,9 @@ void svc_write_begin(svc *s, pc_session *ps)
     if (!svc_replicated(s))
         return;
     batch.len = 0;
+    batch_term = svc_leader_term(s); /* before the action reads the store */
+    if (batch_term == 0)
+        batch_term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
     pc_session_propose(ps, &batch);
 }
 
@@ -52,9 +58,10 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     pc_session_propose(ps, NULL);
     /* An action that changed nothing has nothing to replicate. */
     if (batch.len > 0) {
-        rg_rc r = raft_group_propose(s->raft, batch.data, batch.len, PROPOSE_WAIT_MS);
+        rp_rc r = raft_group_propose(s->raft, batch.data, batch.len, batch_term,
+                                     PROPOSE_WAIT_MS);
         refusal = r;
-        if (r != RG_OK)
+        if (r != RP_OK)
             rc = PC_ERROR;
         else if (proposed != NULL)
             *proposed = true;
@@ -74,14 +81,29 @@ pc_rc svc_read_fence(svc *s)
      * of commits in flight (a one-phase commit, a commit point: their
      * latches keep it there until the apply) or leaves its lock in the
      * store (two-phase secondaries), so the read meets it and waits. */
-    rg_rc r = raft_group_read_barrier(s->raft, PROPOSE_WAIT_MS);
+    rp_rc r = raft_group_read_barrier(s->raft, PROPOSE_WAIT_MS);
     refusal = r;
-    return r == RG_OK ? PC_OK : PC_ERROR;
+    return r == RP_OK ? PC_OK : PC_ERROR;
+}
+
+svc_leadership svc_leadership_of(svc *s, raft_group_status *st)
+{
+    if (!svc_replicated(s))
+        return SVC_LEADS;
+    raft_group_status local;
+    if (st == NULL)
+        st = &local;
+    raft_group_get_status(s->raft, st);
+    if (st->ready_term != 0)
+        return SVC_LEADS;
+    if (strcmp(st->role, "leader") == 0)
+        return SVC_LEADS_NOT_READY;
+    return st->leader_http[0] != '\0' ? SVC_FOLLOWS : SVC_NO_LEADER;
 }
 
 bool svc_leads(svc *s)
 {
-    return !svc_replicated(s) || svc_leader_term(s) != 0;
+    return svc_leadership_of(s, NULL) == SVC_LEADS;
 }
 
 void svc_raft_status(svc *s, raft_group_status *st)
@@ -115,9 +137,9 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
     if (!svc_replicated(s) || strncmp(httpd_path(req), "/v1/", 4) != 0)
         return false;
     raft_group_status st;
-    raft_group_get_status(s->raft, &st);
+    svc_leadership l = svc_leadership_of(s, &st);
     const char *by = httpd_header(req, FORWARD_HEADER);
-    if (strcmp(st.role, "leader") == 0) {
+    if (l == SVC_LEADS || l == SVC_LEADS_NOT_READY) {
         if (by != NULL)
             forward_note_received(s->fwd);
         return false; /* a leader still waiting for its first barrier answers 503 itself */
@@ -127,7 +149,7 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
         snprintf(out->message, sizeof out->message,
                  "this member (%u) was passed the request by %.64s as the leader, but does "
                  "not lead: retry", s->cfg.raft_id ? (unsigned)s->cfg.raft_id : 0, by);
-    } else if (st.leader_http[0] != '\0' && s->fwd != NULL) {
+    } else if (l == SVC_FOLLOWS && s->fwd != NULL) {
         snprintf(out->location, sizeof out->location, "%s", st.leader_http);
         /* A backup archive is as big as the store: not held in memory to
          * be relayed, the client is sent to the leader for it (307). */

@@ -93,9 +93,9 @@ void reply_not_leader(httpd_req *req)
 
 /* A member of a Raft group could not commit (or fence) for this request:
  * the client retries, here or at the new leader (DESIGN §9). */
-void reply_refused(httpd_req *req, rg_rc why)
+void reply_refused(httpd_req *req, rp_rc why)
 {
-    if (why == RG_NOT_LEADER) {
+    if (why == RP_NOT_LEADER) {
         reply_not_leader(req);
         return;
     }
@@ -107,8 +107,8 @@ void reply_refused(httpd_req *req, rg_rc why)
 
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc)
 {
-    rg_rc refused = svc_refusal();
-    if (rc == PC_ERROR && refused != RG_OK) {
+    rp_rc refused = svc_refusal();
+    if (rc == PC_ERROR && refused != RP_OK) {
         reply_refused(req, refused);
         return;
     }

@@ -21,7 +21,7 @@ void reply_not_taken_over(httpd_req *req);
 void reply_not_leader(httpd_req *req);
 /* A member of a Raft group could not commit (or fence) for this request:
  * 503 not_leader or raft_unavailable (DESIGN §9). */
-void reply_refused(httpd_req *req, rg_rc why);
+void reply_refused(httpd_req *req, rp_rc why);
 /* 200 {"commit_ts": cts}, counted as a committed transaction. */
 void reply_committed(httpd_req *req, svc *s, uint64_t cts);
 /* 409 condition_failed naming the (user) key. */

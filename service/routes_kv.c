@@ -164,7 +164,7 @@ static void batched_done(wb_job *job)
     batched_write *b = (batched_write *)job;
     pc_blind_write *w = &job->w;
 
-    if (w->rc == PC_ERROR && job->refused != RG_OK) {
+    if (w->rc == PC_ERROR && job->refused != RP_OK) {
         reply_refused(b->req, job->refused); /* a Raft group failed the round */
         httpd_finish(b->req);
     } else if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {

@@ -66,11 +66,14 @@ static void h_ready(httpd_req *req, void *ctx)
     if (why == NULL && svc_replicated(s)) {
         /* A member serves (itself or by redirect) once a leader is known. */
         raft_group_status st;
-        svc_raft_status(s, &st);
+        svc_leadership l = svc_leadership_of(s, &st);
         if (strcmp(st.membership, "voter") != 0)
             why = "this member is not a voter of its group yet (it came back without its data "
                   "and is being caught up: docs/DESIGN.md 7.3)";
-        else if (st.ready_term == 0 && (st.leader_id == 0 || st.leader_id == s->cfg.raft_id))
+        else if (l == SVC_LEADS_NOT_READY)
+            why = "this member was just elected and is taking over (its first Raft barrier is "
+                  "not applied yet)";
+        else if (l == SVC_NO_LEADER)
             why = "no Raft leader is known yet (an election may be under way)";
     }
     httpd_reply_ready(req, why);

@@ -65,6 +65,7 @@ typedef struct svc_metrics {
     metrics_family *txn_aborted;    /* label: reason */
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
     metrics_series *lock_waits, *lock_wait_timeouts;
+    metrics_series *latch_wait;   /* histogram: an action's wait for another's latches */
     metrics_family *resolved;       /* label: how (rolled_forward, rolled_back) */
     metrics_family *janitor_resolved; /* label: how */
     metrics_series *gc_versions_removed, *mvcc_versions, *gc_safe_point;
@@ -139,6 +140,8 @@ _Noreturn void svc_engine_fatal(void *arg, const char *what);
 /* The engine's log hook: WiredTiger's messages and the engine's own go
  * to the service's log, in its --log-format. */
 void svc_engine_log(void *arg, pc_log_level level, const char *msg);
+/* pc_engine_config.latch_waited: into percolator_latch_wait_seconds. */
+void svc_latch_waited(void *arg, uint64_t ns);
 
 /* Timestamps no transaction may use (DESIGN §4.8): at or below the
  * store's highest timestamp (the oracle lost its state), or this close to
@@ -190,11 +193,25 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
  * the engine's reads). PC_OK, or PC_ERROR (svc_refusal says why). A
  * single node: PC_OK at once. */
 pc_rc svc_read_fence(svc *s);
-/* Why the calling thread's last proposal or fence failed (RG_OK: it did
+/* Why the calling thread's last proposal or fence failed (RP_OK: it did
  * not), and forget it. */
-rg_rc svc_refusal(void);
+rp_rc svc_refusal(void);
+/* Where this member stands: the one answer every caller asks (the
+ * janitor, routing a request, readiness, the take-over). */
+typedef enum {
+    SVC_LEADS,            /* a single node, or the leader with its term's first
+                             barrier applied: it serves and proposes */
+    SVC_LEADS_NOT_READY,  /* elected, its first barrier not applied yet: it answers
+                             503 and takes over once the barrier is in */
+    SVC_FOLLOWS,          /* another member leads and was heard from lately
+                             (st.leader_http): requests are passed on to it */
+    SVC_NO_LEADER,        /* none known, or not heard from within the election
+                             timeout (an election may be under way): 503 */
+} svc_leadership;
+/* st (may be NULL) gets the Raft status it was read from (a member only). */
+svc_leadership svc_leadership_of(svc *s, raft_group_status *st);
 /* Whether background work (janitor, observers' scans) should run here:
- * a single node, or the member that leads. */
+ * svc_leadership_of says SVC_LEADS. */
 bool svc_leads(svc *s);
 /* A member's Raft status and host, for health, readiness and the
  * membership routes (routes never call the replicator itself: make

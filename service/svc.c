@@ -131,6 +131,12 @@ void svc_engine_log(void *arg, pc_log_level level, const char *msg)
             "%s", msg);
 }
 
+void svc_latch_waited(void *arg, uint64_t ns)
+{
+    svc *s = arg;
+    metrics_observe(s->m.latch_wait, (double)ns / 1e9);
+}
+
 /* Record why the oracle's answer is (not) used; a change is logged once,
  * loudly: an oracle behind the store needs an operator. */
 static bool ts_verdict(svc *s, svc_ts_refusal why, uint64_t first)

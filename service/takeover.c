@@ -32,13 +32,7 @@ bool svc_take_over(svc *s)
          * now (without the observers' registrations) could still be
          * proposed once the barrier is in. A follower has nothing to take
          * over: its proposals are refused anyway. */
-        if (svc_replicated(s)) {
-            raft_group_status st;
-            svc_raft_status(s, &st);
-            if (strcmp(st.role, "leader") == 0)
-                return false;
-        }
-        return true;
+        return svc_leadership_of(s, NULL) != SVC_LEADS_NOT_READY;
     }
     if (atomic_load(&s->served_term) == term)
         return true;

@@ -71,7 +71,7 @@ typedef struct round {
     job_list jobs;            /* the writes it commits */
     size_t njobs;
     pc_latches *latches;      /* their keys' latches (and nothing else) */
-    rg_rc rc;                 /* how Raft answered */
+    rp_rc rc;                 /* how Raft answered */
     struct round *next;
 } round;
 
@@ -184,7 +184,7 @@ static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
 
 /* On the loop thread: Raft answered the round's entry; the syncer takes it
  * from here (this must not block: the group's lock is held). */
-static void round_answered(void *arg, rg_rc rc)
+static void round_answered(void *arg, rp_rc rc)
 {
     round *r = arg;
     write_batch *b = r->b;
@@ -242,6 +242,9 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         return;
     }
     r->b = b;
+    uint64_t term = svc_leader_term(b->s); /* before the round reads the store */
+    if (term == 0)
+        term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
     pc_session_propose(ps, &batch);
     size_t k = latch_round(ps, job, n, mine, &later, &failed);
     for (size_t i = 0; i < k; i++)
@@ -276,8 +279,8 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         pc_latches_release(r->latches);
         free(r);
     } else {
-        rg_rc rc = raft_group_submit(b->s->raft, batch.data, batch.len, round_answered, r);
-        if (rc != RG_OK)
+        rp_rc rc = raft_group_submit(b->s->raft, batch.data, batch.len, term, round_answered, r);
+        if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
     }
     pc_buf_free(&batch);
@@ -313,7 +316,7 @@ static bool answer_rounds(write_batch *b, pc_session *ps)
          * order), then the answers. */
         pc_one_pc_blind_durable(ps, w, k);
         pc_latches_release(r->latches);
-        if (r->rc == RG_OK) {
+        if (r->rc == RP_OK) {
             metrics_inc(b->s->m.commits_1pc, k);
             svc_committed(b->s);
         }
@@ -324,7 +327,7 @@ static bool answer_rounds(write_batch *b, pc_session *ps)
         pthread_mutex_unlock(&b->mu);
         for (wb_job *j = r->jobs.head, *jn; j != NULL; j = jn) {
             jn = j->next; /* done() frees j */
-            if (r->rc != RG_OK) {
+            if (r->rc != RP_OK) {
                 j->w.rc = PC_ERROR;
                 j->refused = r->rc;
             }
@@ -468,7 +471,7 @@ write_batch *write_batch_start(svc *s)
 bool write_batch_submit(write_batch *b, wb_job *job)
 {
     job->rounds = 0;
-    job->refused = RG_OK;
+    job->refused = RP_OK;
     pthread_mutex_lock(&b->mu);
     if (b->stop) {
         pthread_mutex_unlock(&b->mu);

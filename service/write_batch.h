@@ -53,7 +53,7 @@ struct wb_job {
     pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
     void (*done)(wb_job *job); /* on a batcher thread; owns the job from then on */
     unsigned rounds;           /* rounds it was put off (its key was busy) */
-    rg_rc refused;             /* w.rc PC_ERROR in a Raft group: how Raft failed it */
+    rp_rc refused;             /* w.rc PC_ERROR in a Raft group: how Raft failed it */
     wb_job *next;
 };
 

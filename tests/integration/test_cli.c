@@ -257,9 +257,41 @@ static void unreachable_endpoint_is_exit_4(void **state)
 /* `percolator status` on a single service and its oracle: a row each,
  * role "single", no Raft figures ("-"), and the data dir's size; with
  * --json the health answers, store_bytes in each. */
+/* Until url's /v1/health says store_bytes > 0 (at most 10 s): the figure
+ * is a walk of the data dir done once a second, and an oracle's dir holds
+ * its state file only once it handed out a timestamp. */
+static void wait_store_bytes(const char *url)
+{
+    char health[200];
+    snprintf(health, sizeof health, "%s/v1/health", url);
+    for (int i = 0; i < 100; i++) {
+        tl_resp resp;
+        json_int_t bytes = 0;
+        if (tl_http("GET", health, NULL, 0, NULL, TL_REQUEST_MS, &resp) == 0 &&
+            resp.status == 200) {
+            json_t *h = json_loads(resp.body, 0, NULL);
+            bytes = json_integer_value(json_object_get(h, "store_bytes"));
+            json_decref(h);
+        }
+        tl_resp_free(&resp);
+        if (bytes > 0)
+            return;
+        usleep(100 * 1000);
+    }
+    fail_msg("%s never reported store_bytes > 0", url);
+}
+
 static void status_of_single_nodes(void **state)
 {
     (void)state;
+    char ts[200];
+    tl_resp resp;
+    snprintf(ts, sizeof ts, "%s/v1/timestamps?count=1", stack.oracle.url);
+    assert_int_equal(tl_http("POST", ts, NULL, 0, NULL, TL_REQUEST_MS, &resp), 0);
+    assert_int_equal(resp.status, 200); /* the oracle's state file exists from here */
+    tl_resp_free(&resp);
+    wait_store_bytes(stack.svc.url);
+    wait_store_bytes(stack.oracle.url);
     char eps[160];
     snprintf(eps, sizeof eps, "%s,%s", stack.svc.url, stack.oracle.url);
     const char *args[] = {"--endpoints", eps, "status", NULL};

@@ -172,6 +172,11 @@ static void observers_see_every_change_written_right_after_a_failover(void **sta
         print_message("%s %.0f\n", name, n);
         assert_true(n > 0);
     }
+    /* Waits for another proposal's latches: counted (how many here depends
+     * on the schedule; tests/unit/test_engine_latch.c shows a wait told). */
+    double latch = tl_metric(r.body, "percolator_latch_wait_seconds_count");
+    print_message("percolator_latch_wait_seconds_count %.0f\n", latch);
+    assert_true(latch >= 0);
     tl_resp_free(&r);
     /* The registration itself is there on the last leader too. */
     json_t *j = NULL;

@@ -134,12 +134,13 @@ typedef struct {
     const pc_latch_set *set;
     atomic_int *order; /* the next place in line */
     int place;         /* where this one got the latch */
+    uint64_t waited;   /* what pc_latch_lock said it waited (ns) */
 } waiter;
 
 static void *wait_then_note(void *arg)
 {
     waiter *w = arg;
-    pc_latch_lock(w->t, w->set);
+    w->waited = pc_latch_lock(w->t, w->set);
     w->place = atomic_fetch_add(w->order, 1);
     pc_latch_unlock(w->t, w->set);
     return NULL;
@@ -168,11 +169,11 @@ static void waiters_are_served_in_arrival_order(void **state)
     assert_int_equal(pc_latch_table_new(&t), PC_OK);
     pc_latch_set_clear(&set);
     pc_latch_set_add(&set, "hot", 3);
-    pc_latch_lock(t, &set);
+    assert_int_equal(pc_latch_lock(t, &set), 0); /* free: no wait to tell of */
     assert_false(pc_latch_trylock(t, &set));
     /* Three waiters, each started once the one before waits. */
     for (size_t i = 0; i < 3; i++) {
-        w[i] = (waiter){t, &set, &order, -1};
+        w[i] = (waiter){t, &set, &order, -1, 0};
         assert_int_equal(pthread_create(&th[i], NULL, wait_then_note, &w[i]), 0);
         until_waiting(t, i + 1);
     }
@@ -180,6 +181,7 @@ static void waiters_are_served_in_arrival_order(void **state)
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(pthread_join(th[i], NULL), 0);
         assert_int_equal(w[i].place, (int)i);
+        assert_true(w[i].waited > 0); /* each waited: the engine tells latch_waited */
     }
     assert_true(pc_latch_trylock(t, &set));
     pc_latch_unlock(t, &set);

@@ -20,13 +20,14 @@
  *     index and highest timestamp are identical, and equal to the
  *     reference's: applying the log gives what running the actions gives.
  *
- * The product's proposal rules (DESIGN §7.1, as oracle/raft_node.c and
- * tests/unit/test_oracle_raft_fsm.c): a member that becomes leader first
- * appends a barrier and proposes nothing until it is applied in the same
- * term; one command in flight per member (the next action reads the store
- * only once the previous batch is applied); only a member whose
- * raft_state() is RAFT_LEADER proposes, between fixture steps, never from
- * a libraft callback.
+ * Proposals go through the product's own proposer (common/raft_proposer.c,
+ * DESIGN §7), stepped between fixture steps as the programs' loop steps
+ * it: a member that becomes leader first appends a barrier and proposes
+ * nothing until it is applied in the same term; a request reaches a
+ * member that is not a ready leader only to be refused; never from a
+ * libraft callback. One proposal in flight per member in the first test
+ * (the next action reads the store only once the previous batch is
+ * applied).
  *
  * Latches (DESIGN §4.10): the second test lets a leader have up to
  * MAX_INFLIGHT proposals in flight. Each action first latches its keys on
@@ -61,9 +62,11 @@
  * after healing, 1 stuck. Again with GC in the workload (2026-11-25):
  * guarded the same (992 and 1,781 GC batches committed); unguarded 17 and
  * 24 seeds needed a new term, 1 stuck.
- * Without the barrier rule seed 18 commits a batch proposed on a stale
- * state; with several proposals in flight whose latches are let go as soon
- * as they are proposed (ENGINE_RAFT_EARLY_RELEASE=1), seed 1 does.
+ * Both rules matter: a driver without the barrier rule (this test's own,
+ * before it ran the product's proposer) committed a batch proposed on a
+ * stale state at seed 18; with several proposals in flight whose latches
+ * are let go as soon as they are proposed (ENGINE_RAFT_EARLY_RELEASE=1),
+ * seed 1 does.
  *
  * Environment: ENGINE_RAFT_SEED=<n> runs one seed (default: seeds
  * 1..ENGINE_RAFT_SEEDS, 20 unless set). Every failure names its seed.
@@ -78,7 +81,9 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
+#include "log.h"
 #include "raft_io_guard.h"
+#include "raft_proposer.h"
 
 #define N 3
 #define NKEYS 6
@@ -264,23 +269,23 @@ typedef struct {
 } member;
 
 typedef struct {
-    struct raft_apply req; /* first member: applied_cb casts; raft holds it */
+    rp_wait base;        /* first member: on_answer casts; the proposer holds it */
     action a;
     unsigned member;
+    raft_index index;    /* where it was appended */
     raft_term term;
     bool done;
-    int status;
+    int status;          /* 0: applied on its proposer; -1: failed */
     bool committed; /* some member applied it */
     pc_latches *latches; /* its keys', until its proposer applied it or lost it */
+    cluster *c;
     bool overlapped;     /* proposed while another of its member's was in flight */
 } proposal;
 
-/* A member's proposal policy (the rules at the top). */
+/* A member's proposer (the rules at the top) and the requests it holds. */
 typedef struct {
-    struct raft_barrier barrier; /* first member: barrier_cb casts */
-    bool barrier_inflight;
-    raft_term barrier_term, ready_term;
-    unsigned inflight; /* proposals whose callback has not come yet */
+    raft_proposer *p;
+    raft_term ready_seen; /* the last term its proposer was ready in */
     struct deferred {  /* requests waiting for their latches, oldest first */
         action a;
         bool io_fault;
@@ -359,7 +364,7 @@ static const struct raft_entry *entry_at(struct raft *r, raft_index k)
 static proposal *proposal_at(cluster *c, raft_index index, raft_term term)
 {
     for (unsigned k = 0; k < c->n_props; k++)
-        if (c->props[k].req.index == index && c->props[k].term == term)
+        if (c->props[k].index == index && c->props[k].term == term)
             return &c->props[k];
     return NULL;
 }
@@ -533,6 +538,8 @@ static cluster *cluster_new(unsigned long long seed)
          * under ASan), which the random faults provoke; the test below
          * makes a member install an image without one. */
         raft_set_snapshot_threshold(R(c, i), 1u << 30);
+        rp_config pc = {.who = "test", .id = i + 1}; /* the fixture's ids are 1..N */
+        assert_non_null(c->drv[i].p = rp_new(&pc));
     }
     struct raft_configuration conf;
     assert_int_equal(raft_fixture_configuration(&c->f, N, &conf), 0);
@@ -545,8 +552,10 @@ static cluster *cluster_new(unsigned long long seed)
 static void cluster_free(cluster *c)
 {
     raft_fixture_close(&c->f); /* fails pending requests: callbacks still see c */
-    for (unsigned i = 0; i < N; i++)
+    for (unsigned i = 0; i < N; i++) {
+        rp_free(c->drv[i].p);
         fx_free(c->m[i].e);
+    }
     fx_free(c->ref);
     pc_buf_free(&c->batch);
     pc_buf_free(&c->check);
@@ -556,52 +565,42 @@ static void cluster_free(cluster *c)
 
 /* ---- the proposal policy ---- */
 
-static void applied_cb(struct raft_apply *req, int status, void *result)
+/* The proposer's answer (on the loop: here, inside a fixture step or
+ * rp_apply). */
+static void on_answer(rp_wait *w, rp_rc rc)
 {
-    (void)result;
-    proposal *p = (proposal *)req;
-    cluster *c = req->data;
+    proposal *p = (proposal *)w;
+    cluster *c = p->c;
     p->done = true;
-    p->status = status;
-    c->drv[p->member].inflight--;
+    p->status = rc == RP_OK ? 0 : -1;
     /* Applied on its proposer (libraft calls back after the FSM), or lost:
      * a member proposes again only after a barrier of a later term, which
      * it applies after every entry of this one. */
     pc_latches_release(p->latches);
     p->latches = NULL;
-    if (status == 0)
+    if (rc == RP_OK)
         c->n_ok++;
     else
         c->n_failed++;
 }
 
-static void barrier_cb(struct raft_barrier *req, int status)
+static raft_proposer *P(cluster *c, unsigned i)
 {
-    driver *d = (driver *)req;
-    d->barrier_inflight = false;
-    if (status == 0)
-        d->ready_term = d->barrier_term;
+    return c->drv[i].p;
 }
 
-/* Whether member i may propose now: alive, leading, its barrier of this
- * term applied, fewer than max_inflight proposals in flight. Otherwise
- * start its barrier if due. */
+/* Whether member i may propose now: alive, and its proposer's step (the
+ * programs' loop) says it leads with its barrier of this term applied;
+ * fewer than max_inflight proposals in flight. */
 static bool ready(cluster *c, unsigned i)
 {
-    driver *d = &c->drv[i];
-    struct raft *r = R(c, i);
-    if (d->inflight >= c->max_inflight || d->barrier_inflight || !raft_fixture_alive(&c->f, i) ||
-        raft_state(r) != RAFT_LEADER)
+    if (!raft_fixture_alive(&c->f, i) || !rp_step(P(c, i), R(c, i)))
         return false;
-    if (d->ready_term == r->current_term)
-        return true;
-    d->barrier.data = c;
-    d->barrier_term = r->current_term;
-    if (raft_barrier(r, &d->barrier, barrier_cb) == 0) {
-        d->barrier_inflight = true;
+    if (c->drv[i].ready_seen != R(c, i)->current_term) { /* its barrier of the term applied */
+        c->drv[i].ready_seen = R(c, i)->current_term;
         c->n_barriers++;
     }
-    return false;
+    return rp_in_flight(P(c, i)) < c->max_inflight;
 }
 
 /* The keys action a acts on: its latches. */
@@ -652,27 +651,33 @@ static void propose(cluster *c, unsigned i, const action *a, bool io_fault)
     struct raft_buffer buf = {.base = raft_malloc(c->batch.len), .len = c->batch.len};
     assert_non_null(buf.base);
     memcpy(buf.base, c->batch.data, c->batch.len);
+    /* The request goes through the proposer as the service's do: queued,
+     * taken at once (this is the member's loop) and proposed as one entry;
+     * its latches go with it until the proposer's answer (on_answer). */
     proposal *p = &c->props[c->n_props];
-    *p = (proposal){.a = *a, .member = i, .term = R(c, i)->current_term,
-                    .overlapped = c->drv[i].inflight > 0};
-    p->req.data = c;
+    *p = (proposal){.a = *a, .member = i, .c = c, .latches = held,
+                    .overlapped = rp_in_flight(P(c, i)) > 0};
+    p->base.done = on_answer;
+    rp_rc queued = rp_submit(P(c, i), &p->base);
+    if (queued != RP_OK)
+        fail_msg("seed %llu: a ready leader refused a proposal (%d)", c->seed, (int)queued);
+    rp_wait *taken = rp_take(P(c, i), NULL, NULL);
+    if (taken != &p->base || taken->next != NULL)
+        fail_msg("seed %llu: the proposer did not hand back the one proposal queued", c->seed);
+    p->index = raft_last_index(R(c, i)) + 1; /* raft_apply appends there */
+    p->term = R(c, i)->current_term;
     if (io_fault)
         raft_fixture_io_fault(&c->f, i, 0, 1); /* the next I/O: the append below */
-    int rv = raft_apply(R(c, i), &p->req, &buf, 1, applied_cb);
+    int rv = rp_apply(P(c, i), R(c, i), taken, &buf); /* answers p itself if it fails */
     if (io_fault) {
         c->n_io_faults++;
         if (rv != RAFT_IOERR)
             fail_msg("seed %llu: the leader's append did not fail (%d)", c->seed, rv);
     }
-    if (rv != 0) {
-        raft_free(buf.base);
-        pc_latches_release(held);
+    if (rv != 0)
         return;
-    }
     c->n_props++;
     c->n_overlapped += p->overlapped;
-    p->latches = held;
-    c->drv[i].inflight++;
 }
 
 /* Latch a's keys on member i without waiting (the fixture has one thread:
@@ -689,8 +694,7 @@ static bool try_latch(cluster *c, unsigned i, const action *a)
 /* Member i leads and has applied its barrier of this term. */
 static bool leads(cluster *c, unsigned i)
 {
-    return raft_fixture_alive(&c->f, i) && raft_state(R(c, i)) == RAFT_LEADER &&
-           c->drv[i].ready_term == R(c, i)->current_term;
+    return raft_fixture_alive(&c->f, i) && rp_ready(P(c, i), R(c, i));
 }
 
 /* Propose what member i deferred and can now latch, oldest first; drop it
@@ -847,7 +851,7 @@ static bool settled(struct raft_fixture *f, void *arg)
     (void)arg;
     drive_all(c);
     unsigned l = raft_fixture_leader_index(f);
-    if (l >= N || c->drv[l].ready_term != R(c, l)->current_term || c->drv[l].inflight != 0)
+    if (l >= N || !rp_ready(P(c, l), R(c, l)) || rp_in_flight(P(c, l)) != 0)
         return false;
     raft_index last = raft_last_index(R(c, l));
     for (unsigned i = 0; i < N; i++)
@@ -1177,6 +1181,7 @@ static void several_in_flight_kept_apart_by_latches(void **state)
 
 int main(void)
 {
+    log_set_level(LOG_ERROR); /* the proposer's warnings on every lost leadership */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_faults_leave_every_member_identical),
         cmocka_unit_test(several_in_flight_kept_apart_by_latches),

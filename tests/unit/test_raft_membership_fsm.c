@@ -72,7 +72,7 @@
  * older configuration entry (check_changes). The product's rule, which
  * closes both, is modelled in every test but 4a: a leader changes the
  * configuration only once its barrier committed (raft_host.c
- * tend_barrier). RAFT_MEMBERS_NO_BARRIER=1 runs tests 1-3 without it.
+ * term_ready, with the proposer's barrier). RAFT_MEMBERS_NO_BARRIER=1 runs tests 1-3 without it.
  *
  * libraft 0.15 defects met here, each explained where it is met: memory
  * errors on three paths of a synchronous I/O failure (avoided: the disk
@@ -2479,7 +2479,7 @@ static void without_the_barrier_rule_the_schedule_loses_commits(void **state)
 }
 
 /* 4b. The same schedule under the product's rule (raft_host.c
- * tend_barrier/term_ready: no membership change before the leader's
+ * term_ready (the proposer's barrier): no membership change before the leader's
  * barrier committed): nothing committed is lost, no false "committed"
  * answer, and the group converges on five voters. */
 static void with_the_products_barrier_rule_the_schedule_keeps_every_commit(void **state)
