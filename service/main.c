@@ -177,17 +177,17 @@ static int client_tls_ok(const char *who, const oc_tls *t, bool all_https, char 
 static int raft_flags_ok(const svc_config *c, raft_group_config *r, char *dir, size_t dirlen,
                          char *err, size_t errlen)
 {
-    r->election_ms = (unsigned)c->raft_election_ms; /* checked by program_parse_or_exit */
-    r->heartbeat_ms = (unsigned)c->raft_heartbeat_ms;
-    if (c->raft_id == 0 && c->raft_peers[0] == '\0' && c->raft_urls[0] == '\0')
+    r->election_ms = (unsigned)c->shared.election_ms; /* checked by program_parse_or_exit */
+    r->heartbeat_ms = (unsigned)c->shared.heartbeat_ms;
+    if (c->shared.raft_id == 0 && c->shared.raft_peers[0] == '\0' && c->shared.raft_urls[0] == '\0')
         return 0;
-    if (c->raft_id == 0 || c->raft_peers[0] == '\0') {
+    if (c->shared.raft_id == 0 || c->shared.raft_peers[0] == '\0') {
         snprintf(err, errlen, "--raft-id and --raft-peers go together (--raft-urls needs both)");
         return -1;
     }
-    if (raft_peers_parse(c->raft_peers, c->raft_urls[0] ? c->raft_urls : NULL, r->id, r->peers,
+    if (raft_peers_parse(c->shared.raft_peers, c->shared.raft_urls[0] ? c->shared.raft_urls : NULL, r->id, r->peers,
                          &r->npeers, err, errlen) != 0 ||
-        raft_peers_set_initial(r->peers, r->npeers, c->raft_initial, err, errlen) != 0)
+        raft_peers_set_initial(r->peers, r->npeers, c->shared.raft_initial, err, errlen) != 0)
         return -1;
     if ((size_t)snprintf(dir, dirlen, "%s/raft", c->data_dir) >= dirlen) {
         snprintf(err, errlen, "--data-dir is too long");
@@ -212,7 +212,6 @@ int main(int argc, char **argv)
     static svc S;
     oc_tls otls = {NULL, NULL, NULL};
     oc_tls ftls = {NULL, NULL, NULL}; /* towards an https:// leader (forward.h) */
-    program_flags pf = {0};
     const program_texts texts = {
         .listen = "127.0.0.1:8080",
         .threads = "HTTP worker threads (0: 32, or 64 in a Raft group, where a worker mostly waits for a quorum)",
@@ -259,20 +258,8 @@ int main(int argc, char **argv)
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
     };
     program_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
-                          sizeof defs / sizeof defs[0], &pf, &texts, argc, argv);
+                          sizeof defs / sizeof defs[0], &c->shared, &texts, argc, argv);
     c->sync = SYNC_MODES[sync_mode];
-    c->listen = pf.listen;
-    c->threads = pf.threads;
-    c->max_connections = pf.max_connections;
-    c->max_conns_per_ip = pf.max_per_ip;
-    c->header_timeout_ms = pf.header_timeout_ms;
-    c->access_log = pf.access_log;
-    c->raft_id = pf.raft_id;
-    c->raft_peers = pf.raft_peers;
-    c->raft_urls = pf.raft_urls;
-    c->raft_initial = pf.raft_initial;
-    c->raft_election_ms = pf.election_ms;
-    c->raft_heartbeat_ms = pf.heartbeat_ms;
 
     char err[512];
     bool all_https = false;
@@ -286,10 +273,10 @@ int main(int argc, char **argv)
         log_startup_error(PROG, "%s", err);
         return 2;
     }
-    raft_group_config rcfg = {.id = (unsigned)c->raft_id};
+    raft_group_config rcfg = {.id = (unsigned)c->shared.raft_id};
     char raft_dir[4096];
     if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0 ||
-        (c->raft_id != 0 && peer_tls_open(&pf.peer, rcfg.peers, rcfg.npeers, rcfg.id,
+        (c->shared.raft_id != 0 && peer_tls_open(&c->shared.peer, rcfg.peers, rcfg.npeers, rcfg.id,
                                           &rcfg.peer_tls, err, sizeof err) != 0)) {
         log_startup_error(PROG, "%s", err);
         return 2;
@@ -298,13 +285,13 @@ int main(int argc, char **argv)
      * quorum round trip or two, so more of them are needed to keep the
      * CPUs busy (measured, 2-key transactions at 64 connections on three
      * members: 16 workers 2,100/s, 32 3,300/s, 64 4,000/s). */
-    if (c->threads == 0)
-        c->threads = c->raft_id != 0 ? 64 : 32;
+    if (c->shared.threads == 0)
+        c->shared.threads = c->shared.raft_id != 0 ? 64 : 32;
     /* Descriptors: WiredTiger's files, the event loops (an epoll set and a
      * wake-up pipe each), the oracle client's connections, logs: what is
      * left is for connections (fdlimit.h). */
     program_run run;
-    int prepared = program_prepare(PROG, &pf, 128 + 4 * (unsigned)c->threads,
+    int prepared = program_prepare(PROG, &c->shared, 128 + 4 * (unsigned)c->shared.threads,
                                    "itself and its storage", &run);
     if (prepared != 0) {
         tls_server_free(rcfg.peer_tls);
@@ -334,8 +321,8 @@ int main(int argc, char **argv)
      * mistake on a busy port stops here, before it opens, locks or
      * recovers a store, or touches its raft log. */
     const raft_peer *me =
-        c->raft_id != 0 ? raft_peers_find(rcfg.peers, rcfg.npeers, rcfg.id) : NULL;
-    if (httpd_listen(c->listen, &http_fd, err, sizeof err) != 0 ||
+        c->shared.raft_id != 0 ? raft_peers_find(rcfg.peers, rcfg.npeers, rcfg.id) : NULL;
+    if (httpd_listen(c->shared.listen, &http_fd, err, sizeof err) != 0 ||
         (me != NULL && raft_transport_listen(me->raft, &raft_fd, err, sizeof err) != 0)) {
         log_startup_error(PROG, "%s", err);
         goto done;
@@ -403,7 +390,7 @@ int main(int argc, char **argv)
         goto done;
     }
     pc_session *boot = svc_engine_session(s);
-    if (boot != NULL && c->restore_from[0] != '\0' && c->raft_id != 0) {
+    if (boot != NULL && c->restore_from[0] != '\0' && c->shared.raft_id != 0) {
         /* A group made from a backup is a new group (DESIGN 7.3). */
         if (pc_applied_new_group(boot) != PC_OK) {
             log_startup_error(PROG, "cannot reset the restored store's Raft index");
@@ -419,7 +406,7 @@ int main(int argc, char **argv)
 
     /* A member of a Raft group: from here on every write goes through it
      * (replica.c); the observers above were loaded from what is applied. */
-    if (c->raft_id != 0) {
+    if (c->shared.raft_id != 0) {
         rcfg.engine = s->engine;
         rcfg.snapshot_entries = (unsigned)c->raft_snapshot_entries;
         rcfg.restored = c->restore_from[0] != '\0';
@@ -455,14 +442,14 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizes[g]; i++)
             routes[n++] = groups[g][i];
     httpd_config hc = {
-        .listen = c->listen,
+        .listen = c->shared.listen,
         .listen_fd = http_fd,
-        .threads = (unsigned)c->threads,
+        .threads = (unsigned)c->shared.threads,
         .max_connections = run.connections,
-        .max_per_ip = (unsigned)c->max_conns_per_ip,
+        .max_per_ip = (unsigned)c->shared.max_per_ip,
         .body_budget = c->max_body_memory,
-        .header_timeout_ms = (unsigned)c->header_timeout_ms,
-        .access_log = c->access_log,
+        .header_timeout_ms = (unsigned)c->shared.header_timeout_ms,
+        .access_log = c->shared.access_log,
         .routes = routes,
         .nroutes = n,
         .ctx = s,
@@ -497,10 +484,10 @@ int main(int argc, char **argv)
         goto done;
     }
     log_info("service: run %s, data in %s (sync %s), oracle %s, listening on %s (port %u, %s)",
-             s->run_id, c->data_dir, c->sync, c->oracle, c->listen, (unsigned)httpd_port(server),
+             s->run_id, c->data_dir, c->sync, c->oracle, c->shared.listen, (unsigned)httpd_port(server),
              tls.client_ca ? "https, client certificates required" : tls.cert ? "https" : "http");
 
-    int sig = program_wait(&pf, &run, server, rcfg.peer_tls);
+    int sig = program_wait(&c->shared, &run, server, rcfg.peer_tls);
     log_info("service: %s received, stopping", strsignal(sig));
     forward_drain(s->fwd, 10000); /* the same grace for what it passed on */
     httpd_stop(server, 10000);

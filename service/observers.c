@@ -622,7 +622,7 @@ pc_rc observers_claim(svc *s, pc_session *ps, const char *name, uint64_t wait_ms
         uint64_t now = time_mono_ms();
         if (now >= deadline)
             return PC_NOT_FOUND;
-        if ((uint64_t)atomic_load(&o->waiters) >= (s->cfg.threads + 1) / 2)
+        if ((uint64_t)atomic_load(&o->waiters) >= (s->cfg.shared.threads + 1) / 2)
             return PC_NOT_FOUND;
         uint64_t pause = deadline - now < 100 ? deadline - now : 100;
         struct timespec until;

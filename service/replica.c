@@ -148,7 +148,7 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
     if (by != NULL) {
         snprintf(out->message, sizeof out->message,
                  "this member (%u) was passed the request by %.64s as the leader, but does "
-                 "not lead: retry", s->cfg.raft_id ? (unsigned)s->cfg.raft_id : 0, by);
+                 "not lead: retry", s->cfg.shared.raft_id ? (unsigned)s->cfg.shared.raft_id : 0, by);
     } else if (l == SVC_FOLLOWS && s->fwd != NULL) {
         snprintf(out->location, sizeof out->location, "%s", st.leader_http);
         /* A backup archive is as big as the store: not held in memory to
@@ -187,7 +187,7 @@ static bool still_leader(const char *target, void *arg)
 forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errlen)
 {
     char self[32];
-    snprintf(self, sizeof self, "member %u", (unsigned)s->cfg.raft_id);
+    snprintf(self, sizeof self, "member %u", (unsigned)s->cfg.shared.raft_id);
     /* A scan page holds up to --max-reply-bytes of keys and values, more
      * once encoded (base64, JSON per item). */
     size_t max_reply = s->cfg.max_reply_bytes * 4 + ((size_t)16 << 20);
@@ -198,7 +198,7 @@ forwarder *svc_forwarder_start(svc *s, const oc_tls *tls, char *err, size_t errl
          * at most), a lock wait, then a quorum. */
         .timeout_ms = (unsigned)(s->cfg.lock_wait_ms + 90000),
         .max_reply = max_reply,
-        .max_conns = (unsigned)s->cfg.threads,
+        .max_conns = (unsigned)s->cfg.shared.threads,
         .ca_file = tls->ca_file[0] ? tls->ca_file : NULL,
         .cert_file = tls->cert_file[0] ? tls->cert_file : NULL,
         .key_file = tls->key_file[0] ? tls->key_file : NULL,

@@ -28,7 +28,7 @@ static void add_raft_health(json_t *h, svc *s, bool full)
     json_object_set_new(h, "leader", leader ? leader : json_null());
     if (!full)
         return;
-    json_object_set_new(h, "id", json_integer((json_int_t)s->cfg.raft_id));
+    json_object_set_new(h, "id", json_integer((json_int_t)s->cfg.shared.raft_id));
     json_object_set_new(h, "term", json_integer((json_int_t)st.term));
     json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
 }

@@ -28,31 +28,26 @@
 #include "httpd.h"
 #include "metrics.h"
 #include "oracle_client.h"
+#include "program.h"
 #include "raft_group.h"
 #include "store_size.h"
 
 #define SVC_MAX_KEY 4096            /* DESIGN §2: keys are 1..4096 bytes */
 
 typedef struct svc_config {
-    const char *listen, *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
+    program_flags shared;           /* the flags both programs have: --listen, --threads,
+                                       connection limits, TLS, logs, --raft-id, peers and
+                                       timeouts (common/program.h) */
+    const char *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
     const char *oracle_token_file;
     const char *backup_dir, *restore_from;
     uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
-    uint64_t oracle_timeout_ms, threads, gc_retention_ms;
-    uint64_t max_connections, max_conns_per_ip, max_body_memory;
-    uint64_t header_timeout_ms;
-    bool access_log;
+    uint64_t oracle_timeout_ms, gc_retention_ms, max_body_memory;
     uint64_t max_reply_bytes, max_sessions, max_session_bytes;
     bool one_pc;
-    int log_level;
-    uint64_t raft_id;               /* 0: a single node (no --raft-id) */
     uint64_t raft_snapshot_entries; /* log compaction: a snapshot every this many entries */
-    uint64_t raft_election_ms;      /* --raft-election-timeout-ms */
-    uint64_t raft_heartbeat_ms;     /* --raft-heartbeat-ms */
-    const char *raft_peers, *raft_urls;
-    const char *raft_initial;       /* --raft-initial-members ("": every member) */
 } svc_config;
 
 typedef struct sessions sessions;

@@ -219,19 +219,6 @@ static void begin_session(group *g, char *id, size_t len)
     json_decref(j);
 }
 
-/* Locks listed by member i (following a redirect); -1 if no answer. */
-static long locks_on(group *g, int i)
-{
-    json_t *j;
-    if (call_on(g, i, "GET", "/v1/locks?limit=1000", NULL, REQ_MS, &j) != 200) {
-        json_decref(j);
-        return -1;
-    }
-    long n = (long)json_array_size(json_object_get(j, "locks"));
-    json_decref(j);
-    return n;
-}
-
 static void failover_keeps_every_acknowledged_write(void **state)
 {
     (void)state;
@@ -282,7 +269,7 @@ static void failover_keeps_every_acknowledged_write(void **state)
     /* Its prewrites all land (a loaded machine may take a while). */
     long held = 0;
     for (uint64_t t0 = time_mono_ms(); time_mono_ms() - t0 < 60000; time_sleep_ms(100))
-        if ((held = locks_on(&g, l)) >= BIG_TXN_KEYS)
+        if ((held = tl_group_locks(&g, l)) >= BIG_TXN_KEYS)
             break;
     assert_int_equal(held, BIG_TXN_KEYS);
 
@@ -311,7 +298,7 @@ static void failover_keeps_every_acknowledged_write(void **state)
      * rolls them back. */
     uint64_t end = time_mono_ms() + 20000;
     long left;
-    while ((left = locks_on(&g, l2)) != 0 && time_mono_ms() < end)
+    while ((left = tl_group_locks(&g, l2)) != 0 && time_mono_ms() < end)
         time_sleep_ms(100);
     assert_int_equal(left, 0);
     assert_int_equal(call_any(&g, "GET", "/v1/kv/big-00", NULL, 10000, NULL), 404);
@@ -511,7 +498,7 @@ static void no_lock_left(group *g)
     assert_true(l >= 0);
     uint64_t end = time_mono_ms() + 20000;
     long left;
-    while ((left = locks_on(g, l)) != 0 && time_mono_ms() < end)
+    while ((left = tl_group_locks(g, l)) != 0 && time_mono_ms() < end)
         time_sleep_ms(200);
     printf("# locks left: %ld\n", left);
     assert_int_equal(left, 0);

@@ -277,17 +277,6 @@ static void every_new_leader_refuses_an_oracle_behind_the_store(void **state)
     tl_group_stop(&g);
 }
 
-/* Locks listed by member i (following a redirect); -1 if no answer. */
-static long locks_on(group *g, int i)
-{
-    json_t *j = NULL;
-    long n = -1;
-    if (call(g, i, "GET", "/v1/locks?limit=1000", NULL, &j) == 200)
-        n = (long)json_array_size(json_object_get(j, "locks"));
-    json_decref(j);
-    return n;
-}
-
 /* A new leader's latest read meets a dead transaction's locks and
  * resolves them, in two writes above the engine (service/resolve.c: the
  * primary's status, then the key; each a proposal of its own): a two-phase
@@ -319,16 +308,16 @@ static void a_latest_read_resolves_a_dead_transactions_lock(void **state)
     assert_int_equal(tl_raft_call(g.http[l], "POST", path, NULL, 1500, NULL), 0); /* held */
     long held = 0;
     for (uint64_t t0 = time_mono_ms(); time_mono_ms() - t0 < 30000; time_sleep_ms(100))
-        if ((held = locks_on(&g, l)) >= 2)
+        if ((held = tl_group_locks(&g, l)) >= 2)
             break;
     assert_int_equal(held, 2);
     kill_member(&g, l);
     int nl = tl_group_leader(&g, l, 30000);
     assert_true(nl >= 0);
-    assert_int_equal(locks_on(&g, nl), 2); /* nothing resolved them yet */
+    assert_int_equal(tl_group_locks(&g, nl), 2); /* nothing resolved them yet */
     assert_int_equal(key_on(&g, nl, "GET", "dead-b", NULL), 404);
     assert_int_equal(key_on(&g, nl, "GET", "dead-a", NULL), 404);
-    long left = locks_on(&g, nl);
+    long left = tl_group_locks(&g, nl);
     char url[64];
     tl_resp r = {0};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[nl]);

@@ -297,3 +297,13 @@ bool tl_group_knows_leader(tl_svc_group *g, int i, int leader, int ms)
     } while (time_mono_ms() < end);
     return false;
 }
+
+long tl_group_locks(tl_svc_group *g, int i)
+{
+    json_t *j = NULL;
+    long n = -1;
+    if (tl_raft_call(g->http[i], "GET", "/v1/locks?limit=1000", NULL, 10000, &j) == 200)
+        n = (long)json_array_size(json_object_get(j, "locks"));
+    json_decref(j);
+    return n;
+}

@@ -70,5 +70,8 @@ int tl_group_leader(tl_svc_group *g, int skip, int ms);
  * follower learns it from the leader's first heartbeat, and shows it
  * within its next status refresh); false if it does not. */
 bool tl_group_knows_leader(tl_svc_group *g, int i, int leader, int ms);
+/* The locks member i lists (GET /v1/locks, up to 1,000; a follower passes
+ * it on to its leader); -1 when no 200 answer comes. */
+long tl_group_locks(tl_svc_group *g, int i);
 
 #endif
