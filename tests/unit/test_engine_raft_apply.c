@@ -82,6 +82,7 @@
 #include <raft/fixture.h>
 
 #include "log.h"
+#include "fixture_raft.h"
 #include "raft_io_guard.h"
 #include "raft_proposer.h"
 
@@ -351,16 +352,6 @@ static uint64_t fnv(const void *p, size_t n)
     return h;
 }
 
-/* Entry k of r's in-memory log, NULL when not there. */
-static const struct raft_entry *entry_at(struct raft *r, raft_index k)
-{
-    struct raft_log *lg = &r->log;
-    size_t n = lg->back >= lg->front ? lg->back - lg->front : lg->size - lg->front + lg->back;
-    if (k <= lg->offset || k - lg->offset > n)
-        return NULL;
-    return &lg->entries[(lg->front + (k - lg->offset - 1)) % lg->size];
-}
-
 static proposal *proposal_at(cluster *c, raft_index index, raft_term term)
 {
     for (unsigned k = 0; k < c->n_props; k++)
@@ -415,7 +406,7 @@ static int member_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, voi
     cluster *c = m->c;
     struct raft *r = R(c, m->i);
     raft_index index = raft_last_applied(r) + 1;
-    const struct raft_entry *e = entry_at(r, index);
+    const struct raft_entry *e = tl_entry_at(r, index);
     *result = NULL;
     if (e == NULL || e->type != RAFT_COMMAND || e->buf.len != buf->len ||
         memcmp(e->buf.base, buf->base, buf->len) != 0 || index <= m->last_index) {
@@ -529,9 +520,7 @@ static cluster *cluster_new(unsigned long long seed)
          * (DESIGN §7.1); ENGINE_RAFT_UNGUARDED=1: libraft as it is. */
         const char *unguarded = getenv("ENGINE_RAFT_UNGUARDED");
         if (unguarded == NULL || strcmp(unguarded, "1") != 0) {
-            raft_io_guard_init(&c->guard[i], R(c, i)->io);
-            c->guard[i].io.data = R(c, i);
-            R(c, i)->io = &c->guard[i].io;
+            tl_fixture_guard(&c->f, i, &c->guard[i]);
         }
         /* No snapshots in the random runs: libraft 0.15's fixture I/O
          * over-reads its log on a truncation after it installed one (seen
@@ -541,11 +530,7 @@ static cluster *cluster_new(unsigned long long seed)
         rp_config pc = {.who = "test", .id = i + 1}; /* the fixture's ids are 1..N */
         assert_non_null(c->drv[i].p = rp_new(&pc));
     }
-    struct raft_configuration conf;
-    assert_int_equal(raft_fixture_configuration(&c->f, N, &conf), 0);
-    assert_int_equal(raft_fixture_bootstrap(&c->f, &conf), 0);
-    raft_configuration_close(&conf);
-    assert_int_equal(raft_fixture_start(&c->f), 0);
+    tl_fixture_start(&c->f);
     return c;
 }
 
@@ -872,7 +857,7 @@ static void print_members(cluster *c)
                       ULL(c->m[i].last_index));
         for (raft_index k = r->commit_index > 3 ? r->commit_index - 3 : 1;
              k <= raft_last_index(r); k++) {
-            const struct raft_entry *e = entry_at(r, k);
+            const struct raft_entry *e = tl_entry_at(r, k);
             print_message("  entry %llu: term %llu type %d\n", ULL(k), ULL(e ? e->term : 0),
                           e ? e->type : -1);
         }
@@ -898,7 +883,7 @@ static const char *libraft_symptom(cluster *c)
          * a failing apply say, is not libraft's). */
         for (unsigned j = 0; raft_state(r) == RAFT_UNAVAILABLE && j < N; j++) {
             for (raft_index k = r->commit_index; j != i && k > 0; k--) {
-                const struct raft_entry *mine = entry_at(r, k), *theirs = entry_at(R(c, j), k);
+                const struct raft_entry *mine = tl_entry_at(r, k), *theirs = tl_entry_at(R(c, j), k);
                 if (mine != NULL && theirs != NULL && mine->term != theirs->term) {
                     print_message("member %u shut down: it committed entry %llu, type %d of "
                                   "term %llu; member %u holds type %d of term %llu there\n",
@@ -910,7 +895,7 @@ static const char *libraft_symptom(cluster *c)
         }
         for (unsigned j = 0; raft_state(r) == RAFT_LEADER && j < N; j++) {
             raft_index k = r->leader_state.progress[j].match_index;
-            const struct raft_entry *mine = entry_at(r, k), *theirs = entry_at(R(c, j), k);
+            const struct raft_entry *mine = tl_entry_at(r, k), *theirs = tl_entry_at(R(c, j), k);
             if (j != i && mine != NULL && theirs != NULL && mine->term != theirs->term)
                 return "the leader counts a follower as holding an entry it does not";
         }

@@ -64,6 +64,7 @@
 #include <raft/fixture.h>
 
 #include "raft_fsm.h"
+#include "fixture_raft.h"
 #include "raft_io_guard.h"
 
 #define N 3
@@ -161,10 +162,7 @@ static void guard(cluster *c, unsigned i)
     const char *env = getenv("ORACLE_FSM_UNGUARDED");
     if (env != NULL && strcmp(env, "1") == 0)
         return;
-    struct raft *r = raft_fixture_get(&c->f, i);
-    raft_io_guard_init(&c->guard[i], r->io);
-    c->guard[i].io.data = r;
-    r->io = &c->guard[i].io;
+    tl_fixture_guard(&c->f, i, &c->guard[i]);
     c->guarded = true;
 }
 
@@ -185,11 +183,7 @@ static int setup(void **state)
         assert_int_equal(raft_fixture_grow(&c->f, &nd->fsm), 0);
         guard(c, i);
     }
-    struct raft_configuration conf;
-    assert_int_equal(raft_fixture_configuration(&c->f, N, &conf), 0);
-    assert_int_equal(raft_fixture_bootstrap(&c->f, &conf), 0);
-    raft_configuration_close(&conf);
-    assert_int_equal(raft_fixture_start(&c->f), 0);
+    tl_fixture_start(&c->f);
     *state = c;
     return 0;
 }
@@ -388,25 +382,15 @@ static bool leader_other_than(struct raft_fixture *f, void *arg)
     return l < raft_fixture_n(f) && l != *(unsigned *)arg;
 }
 
-/* Entry k of r's in-memory log, NULL when not there (or compacted). */
-static const struct raft_entry *entry_at(struct raft *r, raft_index k)
-{
-    struct raft_log *lg = &r->log;
-    size_t n = lg->back >= lg->front ? lg->back - lg->front : lg->size - lg->front + lg->back;
-    if (k <= lg->offset || k - lg->offset > n)
-        return NULL;
-    return &lg->entries[(lg->front + (k - lg->offset - 1)) % lg->size];
-}
-
 static raft_term term_at(struct raft *r, raft_index k)
 {
-    const struct raft_entry *e = entry_at(r, k);
+    const struct raft_entry *e = tl_entry_at(r, k);
     return e != NULL ? e->term : 0;
 }
 
 static const char *kind_at(struct raft *r, raft_index k)
 {
-    const struct raft_entry *e = entry_at(r, k);
+    const struct raft_entry *e = tl_entry_at(r, k);
     if (e == NULL)
         return "none";
     return e->type == RAFT_COMMAND ? "command" : e->type == RAFT_BARRIER ? "barrier" : "change";

@@ -109,6 +109,7 @@
 #include "raft_frame.h"
 #include "raft_fsm.h"
 #include "raft_identity.h"
+#include "fixture_raft.h"
 #include "raft_io_guard.h"
 
 #define M 5              /* members 1..M, member m in fixture slot m-1 */
@@ -386,16 +387,6 @@ static unsigned voters(const struct raft_configuration *cf)
     return n;
 }
 
-/* Entry k of r's in-memory log, NULL when not there (or compacted). */
-static const struct raft_entry *entry_at(struct raft *r, raft_index k)
-{
-    struct raft_log *lg = &r->log;
-    size_t n = lg->back >= lg->front ? lg->back - lg->front : lg->size - lg->front + lg->back;
-    if (k <= lg->offset || k - lg->offset > n)
-        return NULL;
-    return &lg->entries[(lg->front + (k - lg->offset - 1)) % lg->size];
-}
-
 static const char *kind_name(unsigned short type)
 {
     return type == RAFT_COMMAND ? "command" : type == RAFT_BARRIER ? "barrier" : "change";
@@ -510,7 +501,7 @@ static void check_committed(cluster *c, unsigned i)
     struct raft *r = R(c, i);
     node *nd = &c->nodes[i];
     for (raft_index k = nd->checked + 1; k <= r->commit_index; k++) {
-        const struct raft_entry *e = entry_at(r, k);
+        const struct raft_entry *e = tl_entry_at(r, k);
         if (e == NULL && k <= r->log.offset) { /* inside its snapshot */
             nd->checked = k;
             continue;
@@ -591,7 +582,7 @@ static void watch(cluster *c)
     }
     for (unsigned i = 0; k > 0 && i < M; i++) {
         struct raft *r = R(c, i);
-        const struct raft_entry *e = entry_at(r, (raft_index)k);
+        const struct raft_entry *e = tl_entry_at(r, (raft_index)k);
         char line[128];
         snprintf(line, sizeof line, "%s term %llu%s; state %d term %llu voters %u stored %llu%s",
                  e ? kind_name(e->type) : "none", ULL(e ? e->term : 0),
@@ -612,7 +603,7 @@ static bool conf_matches_log(cluster *c, unsigned i, raft_index *at)
 {
     struct raft *r = R(c, i);
     for (raft_index k = raft_last_index(r); k > r->log.offset; k--) {
-        const struct raft_entry *e = entry_at(r, k);
+        const struct raft_entry *e = tl_entry_at(r, k);
         if (e == NULL || e->type != RAFT_CHANGE)
             continue;
         raft_frame_server sv[16];
@@ -2178,7 +2169,7 @@ static const char *unknowing_voter(cluster *c, char *buf, size_t len)
 
 static raft_term last_term(struct raft *r)
 {
-    const struct raft_entry *e = entry_at(r, raft_last_index(r));
+    const struct raft_entry *e = tl_entry_at(r, raft_last_index(r));
     return e != NULL ? e->term : r->log.snapshot.last_term;
 }
 

@@ -44,6 +44,7 @@
 #include <raft/fixture.h>
 
 #include "log.h"
+#include "fixture_raft.h"
 #include "raft_io_guard.h"
 #include "raft_proposer.h"
 
@@ -126,20 +127,13 @@ static cluster *cluster_new(bool queue_unready)
         m->fsm.data = m;
         m->fsm.apply = fsm_apply;
         assert_int_equal(raft_fixture_grow(&c->f, &m->fsm), 0);
-        struct raft *r = R(c, i);
-        raft_io_guard_init(&c->guard[i], r->io); /* as in the product */
-        c->guard[i].io.data = r;
-        r->io = &c->guard[i].io;
-        raft_set_snapshot_threshold(r, 1000000); /* the list has no image */
+        tl_fixture_guard(&c->f, i, &c->guard[i]); /* as in the product */
+        raft_set_snapshot_threshold(R(c, i), 1000000); /* the list has no image */
         /* The fixture's raft ids are 1..N: member i is --raft-id i+1. */
         rp_config cfg = {.who = "test", .id = i + 1, .queue_unready = queue_unready};
         assert_non_null(c->p[i] = rp_new(&cfg));
     }
-    struct raft_configuration conf;
-    assert_int_equal(raft_fixture_configuration(&c->f, N, &conf), 0);
-    assert_int_equal(raft_fixture_bootstrap(&c->f, &conf), 0);
-    raft_configuration_close(&conf);
-    assert_int_equal(raft_fixture_start(&c->f), 0);
+    tl_fixture_start(&c->f);
     return c;
 }
 
@@ -168,16 +162,6 @@ static void cluster_free(cluster *c)
 
 /* ---- the programs' loop, per member ---- */
 
-/* Entry k of r's log (NULL: not in memory). */
-static const struct raft_entry *entry_at(struct raft *r, raft_index k)
-{
-    struct raft_log *lg = &r->log;
-    size_t n = lg->back >= lg->front ? lg->back - lg->front : lg->size - lg->front + lg->back;
-    if (k <= lg->offset || k - lg->offset > n)
-        return NULL;
-    return &lg->entries[(lg->front + (k - lg->offset - 1)) % lg->size];
-}
-
 /* The highest index known committed whose entry is of a term before
  * member i's: Raft puts every such entry in the log of i before its
  * barrier. Read off the members whose term is not above i's (their commit
@@ -192,7 +176,7 @@ static uint64_t committed_before(cluster *c, unsigned i)
         if (r->current_term > t)
             continue;
         for (raft_index k = r->commit_index; k > top; k--) {
-            const struct raft_entry *e = entry_at(r, k);
+            const struct raft_entry *e = tl_entry_at(r, k);
             if (e == NULL)
                 break;
             if (e->term < t) {
@@ -207,8 +191,8 @@ static uint64_t committed_before(cluster *c, unsigned i)
 /* Whether r's log holds a barrier of its current term below index k. */
 static bool barrier_of_term_below(struct raft *r, raft_index k)
 {
-    for (raft_index x = k - 1; entry_at(r, x) != NULL; x--) {
-        const struct raft_entry *e = entry_at(r, x);
+    for (raft_index x = k - 1; tl_entry_at(r, x) != NULL; x--) {
+        const struct raft_entry *e = tl_entry_at(r, x);
         if (e->term != r->current_term)
             return false;
         if (e->type == RAFT_BARRIER)
