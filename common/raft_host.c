@@ -122,6 +122,7 @@ static bool term_ready(raft_host *h);
 static void finish_transfer(raft_host *h);
 static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len);
 static void wake_loop(void *arg);
+static uint64_t loop_now_ms(void *arg);
 static void refresh_view(raft_host *h);
 static void tend_prober(raft_host *h, bool stopping);
 
@@ -622,6 +623,7 @@ static void serve_admin(raft_host *h)
             return;
         }
         log_info("%s raft: handing the lead to member %u, as asked", h->cfg.kind, member);
+        rp_end_lease(h->prop, r); /* the target's election disrupts on purpose */
         h->admin_transfer.data = h;
         rv = raft_transfer(r, &h->admin_transfer, s->id, on_admin_transferred);
         if (rv != 0)
@@ -1007,6 +1009,7 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     pc.id = cfg->id;
     pc.leader_url = leader_url;
     pc.wake = wake_loop;
+    pc.now_ms = loop_now_ms;
     pc.loop_arg = h;
     if ((h->prop = rp_new(&pc)) == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -1113,6 +1116,13 @@ static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len)
 static void wake_loop(void *arg)
 {
     raft_host_wake(arg);
+}
+
+/* A fresh reading (libuv's own time is the loop iteration's start). */
+static uint64_t loop_now_ms(void *arg)
+{
+    (void)arg;
+    return time_mono_ms();
 }
 
 bool raft_host_heard_lately(raft_host *h, uint64_t id)

@@ -15,12 +15,20 @@
 #include "raft_proposer.h"
 #include "timeutil.h"
 
+/* When an entry was appended and in which term: its commit renews the
+ * lease (renew_lease). */
+typedef struct {
+    uint64_t at;
+    raft_term term;
+} appended;
+
 /* An entry in flight and the waits it answers. */
 typedef struct {
     struct raft_apply req;
     raft_proposer *p;
     rp_wait *waits;          /* linked by next */
     int64_t n;
+    appended when;
 } proposal;
 
 /* A read barrier in flight and the reads it serves. */
@@ -28,6 +36,7 @@ typedef struct {
     struct raft_barrier req;
     raft_proposer *p;
     rp_wait *reads;
+    appended when;
 } read_barrier;
 
 struct raft_proposer {
@@ -44,6 +53,13 @@ struct raft_proposer {
     raft_term barrier_term, ready_term, warned_term;
     unsigned entries_in_flight;
     int64_t props_in_flight, props_max;
+    struct raft *r;                /* the raft rp_step was last given */
+    appended first_when;           /* the first barrier's */
+    /* The lease (raft_proposer.h): before lease_until, in lease_term, no
+     * other member leads; never in no_lease_term (a transfer began). */
+    uint64_t lease_until;
+    raft_term lease_term, no_lease_term;
+    uint64_t lease_reads;
 };
 
 raft_proposer *rp_new(const rp_config *cfg)
@@ -229,6 +245,52 @@ void rp_get_status(raft_proposer *p, rp_status *st)
 
 /* ---- the loop thread ---- */
 
+static uint64_t now_ms(const raft_proposer *p, struct raft *r)
+{
+    return p->cfg.now_ms != NULL ? p->cfg.now_ms(p->cfg.loop_arg) : (uint64_t)r->io->time(r->io);
+}
+
+/* Before an append: when, in which term (the clock read first: the entry
+ * cannot reach anyone before it exists). */
+static appended appending(const raft_proposer *p, struct raft *r)
+{
+    return (appended){.at = now_ms(p, r), .term = r->current_term};
+}
+
+/* An entry appended at a.at in a.term was committed and applied here: a
+ * majority took it after a.at and reset their election timers then, so
+ * none of them votes for another member before a.at + the election
+ * timeout (DESIGN §7.4); lease_ms is 4/5 of it. */
+static void renew_lease(raft_proposer *p, appended a, int status)
+{
+    struct raft *r = p->r;
+    if (p->cfg.lease_ms == 0 || status != 0 || r == NULL || raft_state(r) != RAFT_LEADER ||
+        a.term != r->current_term)
+        return;
+    if (p->lease_term != a.term || a.at + p->cfg.lease_ms > p->lease_until) {
+        p->lease_until = a.at + p->cfg.lease_ms;
+        p->lease_term = a.term;
+    }
+}
+
+static bool lease_holds(raft_proposer *p, struct raft *r)
+{
+    return p->cfg.lease_ms != 0 && rp_ready(p, r) && p->lease_term == r->current_term &&
+           p->no_lease_term != r->current_term && r->transfer == NULL &&
+           now_ms(p, r) < p->lease_until;
+}
+
+void rp_end_lease(raft_proposer *p, struct raft *r)
+{
+    p->no_lease_term = r->current_term;
+    p->lease_until = 0;
+}
+
+uint64_t rp_lease_reads(const raft_proposer *p)
+{
+    return p->lease_reads;
+}
+
 bool rp_ready(const raft_proposer *p, struct raft *r)
 {
     return !p->stop_seen && raft_state(r) == RAFT_LEADER && p->ready_term == r->current_term;
@@ -265,6 +327,7 @@ static void on_first_barrier(struct raft_barrier *req, int status)
 {
     raft_proposer *p = req->data;
     p->barrier_inflight = false;
+    renew_lease(p, p->first_when, status);
     if (status == 0)
         p->ready_term = p->barrier_term;
     else
@@ -281,6 +344,7 @@ static void append_first_barrier(raft_proposer *p, struct raft *r)
 {
     p->barrier.data = p;
     p->barrier_term = r->current_term;
+    p->first_when = appending(p, r);
     int rv = raft_barrier(r, &p->barrier, on_first_barrier);
     if (rv == 0) {
         p->barrier_inflight = true;
@@ -300,6 +364,7 @@ static void on_read_barrier(struct raft_barrier *req, int status)
 {
     read_barrier *b = (read_barrier *)req;
     raft_proposer *p = b->p;
+    renew_lease(p, b->when, status);
     pthread_mutex_lock(&p->mu);
     finish_list(p, b->reads, from_status(status));
     pthread_mutex_unlock(&p->mu);
@@ -356,10 +421,23 @@ rp_wait *rp_take(raft_proposer *p, bool (*fits)(void *arg, const rp_wait *w), vo
  * since the one in flight may have been appended before they arrived. */
 static void serve_reads(raft_proposer *p, struct raft *r)
 {
-    if (p->read_inflight)
+    /* Under the lease no other member leads, so whatever was committed
+     * before a queued read came was committed by this leader, and is
+     * applied once everything it knows committed is. */
+    bool lease = lease_holds(p, r) && raft_last_applied(r) >= r->commit_index;
+    if (p->read_inflight && !lease)
         return;
     pthread_mutex_lock(&p->mu);
     rp_wait *reads = take_where(p, true, NULL, NULL);
+    if (lease && reads != NULL) {
+        uint64_t k = 0;
+        for (rp_wait *w = reads; w != NULL; w = w->next)
+            k++;
+        p->lease_reads += k;
+        metrics_inc(p->cfg.m_lease_reads, k);
+        finish_list(p, reads, RP_OK);
+        reads = NULL;
+    }
     pthread_mutex_unlock(&p->mu);
     if (reads == NULL)
         return;
@@ -368,6 +446,7 @@ static void serve_reads(raft_proposer *p, struct raft *r)
     if (b != NULL) {
         b->p = p;
         b->reads = reads;
+        b->when = appending(p, r);
         rv = raft_barrier(r, &b->req, on_read_barrier);
     }
     if (rv == 0) {
@@ -382,8 +461,11 @@ static void fail_stale(raft_proposer *p, uint64_t term);
 
 bool rp_step(raft_proposer *p, struct raft *r)
 {
+    p->r = r;
     refresh_status(p, r);
     bool leader = raft_state(r) == RAFT_LEADER;
+    if (leader && r->transfer != NULL)
+        rp_end_lease(p, r); /* its target's election does not wait for a timeout */
     pthread_mutex_lock(&p->mu);
     bool stopping = p->stop_seen = p->stopping;
     if ((!leader || stopping) && p->queue != NULL)
@@ -428,6 +510,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
 {
     proposal *e = (proposal *)req;
     raft_proposer *p = e->p;
+    renew_lease(p, e->when, status);
     p->entries_in_flight--;
     p->props_in_flight -= e->n;
     metrics_set(p->cfg.m_in_flight, p->props_in_flight);
@@ -454,6 +537,7 @@ int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer
         e->waits = list;
         e->n = n;
         e->req.data = p;
+        e->when = appending(p, r);
         rv = raft_apply(r, &e->req, buf, 1, on_applied);
     }
     if (rv == 0) {

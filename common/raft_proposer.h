@@ -23,6 +23,10 @@
  *    changes (§7.3, Ongaro's fix to the single-server change bug);
  *  - a read may go on once a barrier appended after it was queued is
  *    applied (§9: linearizable reads without a log entry of their own);
+ *    or, with lease_ms, at once while the leader's lease holds and it has
+ *    applied everything it knows committed (the lease of DESIGN §7.4: an
+ *    entry this leader appended at t and committed keeps every other
+ *    member from leading before t + the election timeout);
  *  - nothing is proposed from inside a libraft callback (it crashed there
  *    while stepping down): callbacks wake the loop;
  *  - a proposal the owner computed from its state machine in one term is
@@ -117,12 +121,18 @@ typedef struct {
      * loop from any thread (NULL: the caller steps anyway). */
     bool (*leader_url)(void *arg, uint64_t raft_id, char *out, size_t len);
     void (*wake)(void *arg);
+    uint64_t (*now_ms)(void *arg);   /* a monotonic clock (NULL: raft's io->time) */
     void *loop_arg;
+    /* Reads under a lease (above): how long after an entry's append its
+     * commit keeps the lead here (4/5 of the election timeout, as the
+     * oracle's window); 0: every read waits for a barrier. */
+    unsigned lease_ms;
     /* Metrics, each may be NULL: the stages (queued until taken; taken
      * until a proposal's or a read's answer), proposals, entries, failed
      * proposals, proposals in flight and the most at once. */
     metrics_series *m_queue, *m_commit, *m_read;
     metrics_series *m_proposals, *m_entries, *m_failures, *m_in_flight, *m_in_flight_max;
+    metrics_series *m_lease_reads;
 } rp_config;
 
 typedef struct raft_proposer raft_proposer;
@@ -168,5 +178,10 @@ int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer
 void rp_finish(raft_proposer *p, rp_wait *list, rp_rc rc);
 /* Entries proposed with rp_apply that libraft has not answered yet. */
 unsigned rp_in_flight(const raft_proposer *p);
+/* No lease in r's current term from now on (a leadership transfer is
+ * about to start: its target's election does not wait for a timeout). */
+void rp_end_lease(raft_proposer *p, struct raft *r);
+/* Reads answered under the lease, without a barrier. */
+uint64_t rp_lease_reads(const raft_proposer *p);
 
 #endif

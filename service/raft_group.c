@@ -313,6 +313,9 @@ static void init_metrics(raft_group *g, metrics_registry *m, rp_config *pc)
     pc->m_in_flight = metrics_gauge1(m, "percolator_raft_proposals_in_flight",
                                     "Batches this member proposed that libraft has not answered "
                                     "yet (committed and applied, or failed).");
+    pc->m_lease_reads = metrics_counter1(m, "percolator_raft_lease_reads_total",
+                                         "Reads this member answered as leader under its "
+                                         "lease, without a read barrier's round.");
     pc->m_in_flight_max = metrics_gauge1(m, "percolator_raft_proposals_in_flight_max",
                                         "The most proposals this member had in flight at once "
                                         "since it started (actions on other keys run alongside).");
@@ -345,7 +348,9 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     g->cfg = *cfg;
     /* A new leader refuses writes until its first barrier is applied: the
      * service takes over its leader-only state then (service/takeover.c). */
-    rp_config pc = {.queue_unready = false};
+    rp_config pc = {.queue_unready = false,
+                    /* Reads under the leader's lease (DESIGN §9 item 3). */
+                    .lease_ms = (cfg->election_ms ? cfg->election_ms : 1000) * 4 / 5};
     init_metrics(g, m, &pc);
     if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK ||
         pc_session_open(cfg->engine, &g->image_session) != PC_OK) {

@@ -112,7 +112,10 @@ static struct raft *R(cluster *c, unsigned i)
     return raft_fixture_get(&c->f, i);
 }
 
-static cluster *cluster_new(bool queue_unready)
+/* lease_ms: reads under the leader's lease (0: every read takes a barrier;
+ * the fixture's election timeout is 1,000 simulated ms, the product's
+ * lease 4/5 of it). */
+static cluster *cluster_new_lease(bool queue_unready, unsigned lease_ms)
 {
     cluster *c = calloc(1, sizeof(*c));
     assert_non_null(c);
@@ -130,11 +133,17 @@ static cluster *cluster_new(bool queue_unready)
         tl_fixture_guard(&c->f, i, &c->guard[i]); /* as in the product */
         raft_set_snapshot_threshold(R(c, i), 1000000); /* the list has no image */
         /* The fixture's raft ids are 1..N: member i is --raft-id i+1. */
-        rp_config cfg = {.who = "test", .id = i + 1, .queue_unready = queue_unready};
+        rp_config cfg = {.who = "test", .id = i + 1, .queue_unready = queue_unready,
+                         .lease_ms = lease_ms};
         assert_non_null(c->p[i] = rp_new(&cfg));
     }
     tl_fixture_start(&c->f);
     return c;
+}
+
+static cluster *cluster_new(bool queue_unready)
+{
+    return cluster_new_lease(queue_unready, 0);
 }
 
 /* Stop every proposer, step it once (it fails what it holds queued), and
@@ -416,10 +425,9 @@ static bool ready_leader_other_than(struct raft_fixture *f, void *arg)
 /* A leader cut off from the others, while they elect another leader and
  * commit more, still believes it leads: a read it is asked must not be
  * answered from its stale state (the second rule). */
-static void a_stale_leader_answers_no_read(void **state)
+static void stale_leader_reads(unsigned lease_ms)
 {
-    (void)state;
-    cluster *c = cluster_new(false);
+    cluster *c = cluster_new_lease(false, lease_ms);
     snprintf(c->ctx, sizeof c->ctx, "stale leader");
     unsigned old = c->stale = ready_leader(c);
     cut_off(c, old, true);
@@ -440,6 +448,44 @@ static void a_stale_leader_answers_no_read(void **state)
     wait_answer(c, rd);
     assert_false(rd->read_stale);
     assert_int_not_equal(rd->rc, RP_OK);
+    cluster_free(c);
+}
+
+static void a_stale_leader_answers_no_read(void **state)
+{
+    (void)state;
+    stale_leader_reads(0);
+    stale_leader_reads(800); /* its lease ran out while the others elected */
+}
+
+/* Under its lease a leader answers a read at once, with no barrier (no
+ * entry appended), and it sees the write committed just before. */
+static void a_leader_under_its_lease_reads_without_a_round(void **state)
+{
+    (void)state;
+    cluster *c = cluster_new_lease(false, 800);
+    snprintf(c->ctx, sizeof c->ctx, "lease read");
+    unsigned l = ready_leader(c);
+    request *w = submit(c, l, false);
+    wait_answer(c, w); /* its commit renews the lease */
+    assert_int_equal(w->rc, RP_OK);
+    raft_index last = raft_last_index(R(c, l));
+    request *rd = submit(c, l, true);
+    assert_true(rp_step(c->p[l], R(c, l)));
+    assert_int_equal(rd->answers, 1);
+    assert_int_equal(rd->rc, RP_OK);
+    assert_false(rd->read_stale);
+    assert_int_equal(raft_last_index(R(c, l)), last); /* no barrier */
+    assert_int_equal(rp_lease_reads(c->p[l]), 1);
+    /* A transfer ends the lease for the rest of the term. */
+    rp_end_lease(c->p[l], R(c, l));
+    request *rd2 = submit(c, l, true);
+    assert_true(rp_step(c->p[l], R(c, l)));
+    assert_int_equal(rd2->answers, 0); /* waits for a barrier */
+    wait_answer(c, rd2);
+    assert_int_equal(rd2->rc, RP_OK);
+    assert_true(raft_last_index(R(c, l)) > last);
+    assert_int_equal(rp_lease_reads(c->p[l]), 1);
     cluster_free(c);
 }
 
@@ -640,7 +686,8 @@ static bool all_applied(struct raft_fixture *f, void *arg)
  * against what every member applied. */
 static void run_seed(unsigned long long seed)
 {
-    cluster *c = cluster_new(seed % 2 == 0); /* both settings */
+    /* Both settings, with and without lease reads. */
+    cluster *c = cluster_new_lease(seed % 2 == 0, seed % 4 >= 2 ? 800 : 0);
     c->tag_terms = seed % 2 == 1;             /* the service's */
     snprintf(c->ctx, sizeof c->ctx, "seed %llu (PROPOSER_SEED=%llu)", seed, seed);
     uint64_t s = seed;
@@ -706,7 +753,9 @@ static void run_seed(unsigned long long seed)
     if (!raft_fixture_step_until(&c->f, all_applied, c, WAIT_MS))
         fail_msg("%s: not every member applied the leader's whole log", c->ctx);
 
-    unsigned ok = 0, refused = 0, lost = 0, not_leader = 0, reads = 0;
+    unsigned ok = 0, refused = 0, lost = 0, not_leader = 0, reads = 0, lease_reads = 0;
+    for (unsigned i = 0; i < N; i++)
+        lease_reads += (unsigned)rp_lease_reads(c->p[i]);
     for (unsigned i = 1; i < N; i++)
         if (c->m[i].n_applied != c->m[0].n_applied ||
             memcmp(c->m[i].applied, c->m[0].applied, c->m[0].n_applied * 8) != 0)
@@ -741,10 +790,10 @@ static void run_seed(unsigned long long seed)
         lost += q->rc == RP_UNAVAILABLE;
         not_leader += q->rc == RP_NOT_LEADER;
     }
-    print_message("proposer seed %llu: %u requests (%u reads): %u proposals committed, %u "
+    print_message("proposer seed %llu: %u requests (%u reads, %u under a lease): %u proposals committed, %u "
                   "unavailable, %u not leader, %u refused at once; %u entries, %u ready checks, "
                   "%u deposals, %u pauses, %u cuts\n",
-                  seed, c->n_reqs, reads, ok, lost, not_leader, refused, c->n_entries,
+                  seed, c->n_reqs, reads, lease_reads, ok, lost, not_leader, refused, c->n_entries,
                   c->n_ready_checks, n_depose, n_kill, n_cut);
     if (ok == 0)
         fail_msg("%s: no proposal committed: the run shows nothing", c->ctx);
@@ -772,6 +821,7 @@ int main(void)
         cmocka_unit_test(a_new_leader_refuses_or_holds_until_its_barrier),
         cmocka_unit_test(a_deadline_and_a_stop_answer_what_is_queued),
         cmocka_unit_test(a_stale_leader_answers_no_read),
+        cmocka_unit_test(a_leader_under_its_lease_reads_without_a_round),
         cmocka_unit_test(a_read_waits_for_a_barrier_appended_after_it),
         cmocka_unit_test(a_deposed_leader_fails_its_queue),
         cmocka_unit_test(a_proposal_of_an_earlier_term_is_never_proposed),
