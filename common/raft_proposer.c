@@ -291,6 +291,15 @@ uint64_t rp_lease_reads(const raft_proposer *p)
     return p->lease_reads;
 }
 
+int64_t rp_lease_left_ms(raft_proposer *p, struct raft *r)
+{
+    if (p->cfg.lease_ms == 0 || p->no_lease_term == r->current_term)
+        return -1;
+    if (!lease_holds(p, r))
+        return 0;
+    return (int64_t)(p->lease_until - now_ms(p, r));
+}
+
 bool rp_ready(const raft_proposer *p, struct raft *r)
 {
     return !p->stop_seen && raft_state(r) == RAFT_LEADER && p->ready_term == r->current_term;

@@ -183,5 +183,10 @@ unsigned rp_in_flight(const raft_proposer *p);
 void rp_end_lease(raft_proposer *p, struct raft *r);
 /* Reads answered under the lease, without a barrier. */
 uint64_t rp_lease_reads(const raft_proposer *p);
+/* The lease this leader holds now (the oracle hands out from its window
+ * under it): the ms it has left; 0 when it holds none (not renewed
+ * lately, not ready, a transfer running); -1 when none can be had in this
+ * term (no lease_ms, or a transfer began in it). */
+int64_t rp_lease_left_ms(raft_proposer *p, struct raft *r);
 
 #endif

@@ -28,7 +28,6 @@ typedef struct {
 typedef struct {
     bool inflight;
     uint64_t wanted;          /* what its waits take; the rest of the command is a window */
-    uint64_t proposed_ms;     /* time_mono_ms() before raft_apply: a lease starts there */
     raft_term term;
 } command;
 
@@ -46,13 +45,13 @@ struct raft_node {
     command cmd;              /* loop thread only */
     _Atomic uint64_t hwm_seen;/* the mark, for raft_node_hwm (any thread) */
 
-    /* The window and the lease (docs/DESIGN.md §7.4; loop thread only):
-     * [win_next, win_end] was reserved by a command this leader committed
-     * and is not handed out yet (empty when win_next > win_end); before
-     * lease_until (time_mono_ms) no other member can lead in lease_term. */
-    uint64_t win_next, win_end;
-    uint64_t lease_until, last_window_ms;
-    raft_term lease_term, no_lease_term;
+    /* The window (docs/DESIGN.md §7.4; loop thread only): [win_next,
+     * win_end] was reserved by a command this leader committed in
+     * window_term and is not handed out yet (empty when win_next >
+     * win_end). It is handed out only under the proposer's lease, which
+     * every committed entry of this leader renews (rp_lease_left_ms). */
+    uint64_t win_next, win_end, last_window_ms;
+    raft_term window_term;
 
     metrics_series *m_commands, *m_batch, *m_lowered_commits, *m_lowered_replies, *m_window;
     uint64_t seen_lowered_commits, seen_lowered_replies; /* loop thread only */
@@ -100,17 +99,16 @@ static void on_applied(void *arg, rp_wait *list, int status, void *result)
     raft_node *n = arg;
     command *c = &n->cmd;
     uint64_t first = status == 0 ? oracle_fsm_first(result) : 0;
-    /* What the command reserved beyond its waits is the new window, and
-     * its commit the new lease. The old window's rest is dropped: it lies
-     * below what this command answered, and a request that comes after
-     * those answers must get more (real-time order). */
+    /* What the command reserved beyond its waits is the new window (its
+     * commit renewed the proposer's lease already). The old window's rest
+     * is dropped: it lies below what this command answered, and a request
+     * that comes after those answers must get more (real-time order). */
     n->win_next = 1;
     n->win_end = 0;
     if (first != 0 && c->term == R(n)->current_term && raft_state(R(n)) == RAFT_LEADER) {
         n->win_next = first + c->wanted;
         n->win_end = n->state.hwm;
-        n->lease_until = c->proposed_ms + lease_ms(n);
-        n->lease_term = c->term;
+        n->window_term = c->term;
     }
     for (rp_wait *w = list; w != NULL; w = w->next) {
         ts_wait *t = (ts_wait *)w;
@@ -135,10 +133,7 @@ static uint64_t lease_ms(const raft_node *n)
 /* Whether this leader may hand out from its window now. */
 static bool lease_holds(raft_node *n)
 {
-    struct raft *r = R(n);
-    return rp_ready(P(n), r) && n->lease_term == r->current_term &&
-           n->no_lease_term != r->current_term && r->transfer == NULL &&
-           time_mono_ms() < n->lease_until;
+    return rp_lease_left_ms(P(n), R(n)) > 0;
 }
 
 /* rp_take's test (under the proposer's mutex): whether the next queued
@@ -171,14 +166,13 @@ static void serve_window(raft_node *n)
     metrics_inc(n->m_window, k);
 }
 
-/* A term changed hands, or this member stopped leading: its window and
- * lease are gone (a new leader starts above every window: its barrier
- * applies every command before it proposes). */
+/* A term changed hands, or this member stopped leading: its window is
+ * gone (a new leader starts above every window: its barrier applies every
+ * command before it proposes). */
 static void drop_window(raft_node *n)
 {
     n->win_next = 1;
     n->win_end = 0;
-    n->lease_until = 0;
 }
 
 /* Propose one command: advance the mark by the requests' counts (list,
@@ -192,8 +186,7 @@ static void propose_command(raft_node *n, rp_wait *list, size_t k, uint64_t want
         rp_finish(P(n), list, RP_UNAVAILABLE);
         return;
     }
-    n->cmd = (command){.inflight = true, .wanted = wanted, .term = R(n)->current_term,
-                       .proposed_ms = time_mono_ms()}; /* before the entry can reach anyone */
+    n->cmd = (command){.inflight = true, .wanted = wanted, .term = R(n)->current_term};
     if (rp_apply(P(n), R(n), list, &buf) != 0) {
         n->cmd.inflight = false; /* its requests are answered */
         return;
@@ -223,10 +216,8 @@ static void propose(raft_node *n)
 {
     struct raft *r = R(n);
     bool leader = raft_state(r) == RAFT_LEADER;
-    if (!leader || n->lease_term != r->current_term)
+    if (!leader || n->window_term != r->current_term)
         drop_window(n);
-    if (leader && r->transfer != NULL)
-        n->no_lease_term = r->current_term; /* its TimeoutNow may elect another at once */
     if (!rp_ready(P(n), r))
         return; /* the proposer failed the queue, or holds it for the barrier */
     serve_window(n);
@@ -252,10 +243,11 @@ static void propose(raft_node *n)
      * its lease, and refills the window, once half of either is gone: its
      * requests then never wait for a Raft round. */
     uint64_t now = time_mono_ms(), lease = lease_ms(n);
+    int64_t left = rp_lease_left_ms(P(n), r); /* -1: none in this term (a transfer) */
     bool busy = n->last_window_ms != 0 && now - n->last_window_ms < lease;
     bool low = n->win_next > n->win_end || n->win_end - n->win_next + 1 < WINDOW / 2 ||
-               n->lease_until < now + lease / 2;
-    if (busy && low && n->no_lease_term != r->current_term && reserve_for(n, 0) > 0)
+               left < (int64_t)lease / 2;
+    if (busy && low && left >= 0 && reserve_for(n, 0) > 0)
         propose_command(n, NULL, 0, 0, reserve_for(n, 0));
 }
 
@@ -310,7 +302,8 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         .metrics = m,
         /* Requests that reach a new leader wait for its first barrier (a
          * round): the oracle needs nothing else to answer them. */
-        .proposer = {.queue_unready = true, .applied = on_applied, .applied_arg = n},
+        .proposer = {.queue_unready = true, .applied = on_applied, .applied_arg = n,
+                     .lease_ms = (unsigned)lease_ms(n)},
     };
     if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
         free(n);
