@@ -51,6 +51,7 @@ struct raft_proposer {
     bool barrier_inflight, read_inflight;
     bool stop_seen;                /* rp_step saw stopping */
     raft_term barrier_term, ready_term, warned_term;
+    raft_term stale_checked;    /* the ready term fail_stale last ran in */
     unsigned entries_in_flight;
     int64_t props_in_flight, props_max;
     struct raft *r;                /* the raft rp_step was last given */
@@ -241,6 +242,14 @@ void rp_get_status(raft_proposer *p, rp_status *st)
     pthread_mutex_lock(&p->mu);
     *st = p->status;
     pthread_mutex_unlock(&p->mu);
+}
+
+uint64_t rp_ready_term(raft_proposer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t term = p->status.ready_term;
+    pthread_mutex_unlock(&p->mu);
+    return term;
 }
 
 /* ---- the loop thread ---- */
@@ -487,7 +496,12 @@ bool rp_step(raft_proposer *p, struct raft *r)
             append_first_barrier(p, r);
         return false;
     }
-    fail_stale(p, r->current_term);
+    /* rp_submit refuses a wait of another term than the ready one, so
+     * only one queued before the ready term changed can be stale. */
+    if (p->stale_checked != r->current_term) {
+        fail_stale(p, r->current_term);
+        p->stale_checked = r->current_term;
+    }
     serve_reads(p, r);
     return true;
 }

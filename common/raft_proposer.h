@@ -157,6 +157,8 @@ rp_rc rp_wait_for(raft_proposer *p, rp_wait *w, unsigned wait_ms);
 rp_rc rp_submit(raft_proposer *p, rp_wait *w);
 /* The member's view as of the last rp_step. */
 void rp_get_status(raft_proposer *p, rp_status *st);
+/* Its ready_term alone (one lock: every write asks it). */
+uint64_t rp_ready_term(raft_proposer *p);
 
 /* ---- the loop thread ---- */
 

@@ -165,7 +165,7 @@ wait_ready
 [ "$(x "percolator --token-file $T get a")" = 1 ] || fail "the value is not back after the restart"
 ok "SIGKILL: restarted (Restart=on-failure), the data read back"
 
-x "printf '[Service]\nEnvironment=PERCOLATOR_FAILPOINT=write_batch_sync=error\n' >/etc/systemd/system/$S.service.d/fail.conf
+x "printf '[Service]\nEnvironment=PERCOLATOR_FAILPOINT=local_sync=error\n' >/etc/systemd/system/$S.service.d/fail.conf
    systemctl daemon-reload && systemctl restart $S" >/dev/null
 wait_ready
 n0=$(restarts $S)

@@ -4,7 +4,7 @@
  *
  *   PERCOLATOR_FAILPOINT=after_prewrite_primary      die there
  *   PERCOLATOR_FAILPOINT=after_prewrites=sleep:3000  stall there 3 s
- *   PERCOLATOR_FAILPOINT=write_batch_sync=error      fail there (points
+ *   PERCOLATOR_FAILPOINT=local_sync=error            fail there (points
  *                                                    asked with failpoint_fails)
  *
  * Dying flushes the log first, so the state at that point is what the

@@ -404,8 +404,9 @@ int main(int argc, char **argv)
         goto done;
     }
 
-    /* A member of a Raft group: from here on every write goes through it
-     * (replica.c); the observers above were loaded from what is applied. */
+    /* From here on every write goes through the replicator (replica.c): a
+     * member's Raft group, or a single node's log of one; the observers
+     * above were loaded from what is applied. */
     if (c->shared.raft_id != 0) {
         rcfg.engine = s->engine;
         rcfg.snapshot_entries = (unsigned)c->raft_snapshot_entries;
@@ -425,6 +426,12 @@ int main(int argc, char **argv)
             log_startup_error(PROG, "%s", err);
             goto done;
         }
+        s->repl = raft_group_replicator(s->raft);
+    } else if ((s->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics)) ==
+               NULL) {
+        /* A single node is a group of one: its own log (replicator.h). */
+        log_startup_error(PROG, "cannot start the local replicator");
+        goto done;
     }
 
     /* The route table: every resource's routes, in one array. */
@@ -461,8 +468,8 @@ int main(int argc, char **argv)
         .tls_key = tls.key,
         .tls_client_ca = tls.client_ca,
     };
-    /* The blind-write committer groups one-phase commits for one log
-     * flush, or in a Raft group for one entry (write_batch.h). */
+    /* The blind-write committer groups one-phase commits into one batch
+     * for the replicator (write_batch.h). */
     if ((s->batch = write_batch_start(s)) == NULL) {
         log_error("cannot start the write committer");
         goto done;
@@ -505,6 +512,8 @@ done:
     janitor_stop(jan);
     store_size_stop(s->size); /* after httpd_stop: health reads it */
     raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
+    if (s->raft == NULL)
+        replicator_local_stop(s->repl); /* the same */
     tls_server_free(rcfg.peer_tls);
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);

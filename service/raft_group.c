@@ -33,6 +33,7 @@ typedef struct {
 #define ENTRY_JOIN_MAX (1u << 20)
 
 struct raft_group {
+    replicator base;            /* first: the service's write path (replicator.h) */
     raft_group_config cfg;
     raft_host *host;            /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
@@ -194,6 +195,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
 /* ---- the loop thread ---- */
 
+static const replicator_ops raft_ops;
+
 static raft_proposer *P(raft_group *g)
 {
     return raft_host_proposer(g->host);
@@ -345,6 +348,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    g->base.ops = &raft_ops;
     g->cfg = *cfg;
     /* A new leader refuses writes until its first barrier is applied: the
      * service takes over its leader-only state then (service/takeover.c). */
@@ -415,13 +419,23 @@ static bool copy_batch(rg_wait *w, const void *batch, size_t len)
     return true;
 }
 
-rp_rc raft_group_propose(raft_group *g, const void *batch, size_t len, uint64_t term,
-                         unsigned wait_ms)
+static raft_group *G(replicator *r)
+{
+    return (raft_group *)r;
+}
+
+static uint64_t rg_ready_term(replicator *r)
+{
+    return rp_ready_term(P(G(r)));
+}
+
+static rp_rc rg_propose(replicator *r, const void *batch, size_t len, uint64_t term,
+                        unsigned wait_ms)
 {
     rg_wait w = {.base.read = false, .base.term = term};
     if (!copy_batch(&w, batch, len))
         return RP_UNAVAILABLE;
-    rp_rc rc = rp_wait_for(P(g), &w.base, wait_ms);
+    rp_rc rc = rp_wait_for(P(G(r)), &w.base, wait_ms);
     free(w.batch);
     return rc;
 }
@@ -435,8 +449,8 @@ static void rg_done(rp_wait *base, rp_rc rc)
     free(w);
 }
 
-rp_rc raft_group_submit(raft_group *g, const void *batch, size_t len, uint64_t term,
-                        void (*done)(void *arg, rp_rc rc), void *arg)
+static rp_rc rg_submit(replicator *r, const void *batch, size_t len, uint64_t term,
+                       replicator_done done, void *arg)
 {
     rg_wait *w = calloc(1, sizeof(*w));
     if (w == NULL || !copy_batch(w, batch, len)) {
@@ -447,7 +461,7 @@ rp_rc raft_group_submit(raft_group *g, const void *batch, size_t len, uint64_t t
     w->base.term = term;
     w->cb = done;
     w->arg = arg;
-    rp_rc rc = rp_submit(P(g), &w->base);
+    rp_rc rc = rp_submit(P(G(r)), &w->base);
     if (rc != RP_OK) {
         free(w->batch);
         free(w);
@@ -455,10 +469,28 @@ rp_rc raft_group_submit(raft_group *g, const void *batch, size_t len, uint64_t t
     return rc;
 }
 
-rp_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms)
+static rp_rc rg_read_barrier(replicator *r, unsigned wait_ms)
 {
     rp_wait w = {.read = true};
-    return rp_wait_for(P(g), &w, wait_ms);
+    return rp_wait_for(P(G(r)), &w, wait_ms);
+}
+
+static void rg_status(replicator *r, rp_status *st)
+{
+    raft_host_status(G(r)->host, st);
+}
+
+static const replicator_ops raft_ops = {
+    .ready_term = rg_ready_term,
+    .propose = rg_propose,
+    .submit = rg_submit,
+    .read_barrier = rg_read_barrier,
+    .status = rg_status,
+};
+
+replicator *raft_group_replicator(raft_group *g)
+{
+    return &g->base;
 }
 
 void raft_group_get_status(raft_group *g, raft_group_status *st)

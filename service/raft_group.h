@@ -30,6 +30,7 @@
 #include "metrics.h"
 #include "raft_peers.h"
 #include "raft_proposer.h"
+#include "replicator.h"
 
 typedef struct {
     unsigned id;                     /* this member: one of the peers */
@@ -57,29 +58,15 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
 /* Stop: what waits fails, libraft is closed, everything is freed. */
 void raft_group_stop(raft_group *g);
 
-/* Propose a write batch (copied) and wait until this member applied it:
- * RP_OK then. term: the term this member was ready in when the batch was
- * computed (raft_group_status.ready_term before the action read the
- * store): it is proposed in that term or not at all (RP_NOT_LEADER;
- * raft_proposer.h). wait_ms bounds the wait while it is still queued;
- * once proposed, libraft answers it (it fails it when leadership is
- * lost). */
-rp_rc raft_group_propose(raft_group *g, const void *batch, size_t len, uint64_t term,
-                         unsigned wait_ms);
-
-/* Propose a write batch (copied; term as above) without waiting: RP_OK, and done(arg,
- * rc) runs once, on the loop thread, when this member applied it (RP_OK)
- * or it failed; else the refusal at once, and done never runs. done must
- * be quick and must not call into the group (it runs under its lock).
- * A queued batch is proposed at the loop's next turn, in submit order. */
-rp_rc raft_group_submit(raft_group *g, const void *batch, size_t len, uint64_t term,
-                        void (*done)(void *arg, rp_rc rc), void *arg);
-
-/* A linearizable read may go on (RP_OK) once a barrier appended after
- * this call began is applied: this member was leader then, and every
- * entry committed before the call is applied here. One barrier serves
- * every read waiting when it was appended. */
-rp_rc raft_group_read_barrier(raft_group *g, unsigned wait_ms);
+/* The member as its region's replicator (replicator.h): a batch is an
+ * entry, proposed in the term it was computed in or not at all; its
+ * proposal waits while queued (wait_ms), then libraft answers it (it
+ * fails it when leadership is lost). Batches queued together are joined
+ * into one entry. A read barrier: one barrier appended after the call
+ * began is applied (this member was leader then, and every entry
+ * committed before the call is applied here), or the leader's lease
+ * still holds (DESIGN §9 item 3). */
+replicator *raft_group_replicator(raft_group *g);
 
 /* The member's view (common/raft_proposer.h: role, leader, term, indexes,
  * ready_term; common/raft_host.h: membership). */

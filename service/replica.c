@@ -1,9 +1,9 @@
 /*
- * replica.c — what the service does differently as one member of a Raft
- * group (raft_group.h; docs/DESIGN.md §9): proposing what every engine
- * call that may write produced, the fence before reads, leadership for the
- * background work, and where a follower sends its clients. A single node
- * goes through here at the cost of one branch.
+ * replica.c — the service's one write path (replicator.h; docs/DESIGN.md
+ * §6): every engine call that may write proposes a batch to the region's
+ * replicator — local on a single node, a Raft group's log on a member —
+ * and waits until it is applied; the fence before reads; leadership for
+ * the background work; where a follower sends its clients.
  */
 #include <string.h>
 
@@ -11,7 +11,7 @@
 #include "log.h"
 #include "service.h"
 
-#define PROPOSE_WAIT_MS 5000  /* while queued; once proposed libraft answers */
+#define PROPOSE_WAIT_MS 5000  /* while queued; once proposed the replicator answers */
 
 static _Thread_local rp_rc refusal;
 
@@ -26,18 +26,15 @@ rp_rc svc_refusal(void)
  * (each thread runs one action at a time); freed at the end, so a thread
  * that exits holds nothing. */
 static _Thread_local pc_buf batch;
-/* The term this member was ready in when the action began (its batch is
- * proposed in that term or not at all: raft_proposer.h). */
+/* The term the replicator was ready in when the action began (its batch
+ * is proposed in that term or not at all: replicator.h). */
 static _Thread_local uint64_t batch_term;
 
-/* No gate: the engine latches the keys of each action in propose mode
- * (DESIGN §4.10), so actions on other keys read, propose and wait for
- * their apply alongside this one, and Raft puts their entries in one
- * append. */
+/* No gate: the engine latches the keys of each action (DESIGN §4.10), so
+ * actions on other keys read, propose and wait for their apply alongside
+ * this one, and the replicator makes them durable together. */
 void svc_write_begin(svc *s, pc_session *ps)
 {
-    if (!svc_replicated(s))
-        return;
     batch.len = 0;
     batch_term = svc_leader_term(s); /* before the action reads the store */
     if (batch_term == 0)
@@ -49,8 +46,6 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
 {
     if (proposed != NULL)
         *proposed = false;
-    if (!svc_replicated(s))
-        return rc;
     /* The latches (and the commits in flight handed over to them) stay
      * until the batch is applied here or could not be committed: the next
      * action on these keys then reads a store that holds this one. */
@@ -58,8 +53,8 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     pc_session_propose(ps, NULL);
     /* An action that changed nothing has nothing to replicate. */
     if (batch.len > 0) {
-        rp_rc r = raft_group_propose(s->raft, batch.data, batch.len, batch_term,
-                                     PROPOSE_WAIT_MS);
+        rp_rc r = s->repl->ops->propose(s->repl, batch.data, batch.len, batch_term,
+                                        PROPOSE_WAIT_MS);
         refusal = r;
         if (r != RP_OK)
             rc = PC_ERROR;
@@ -73,27 +68,28 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
 
 pc_rc svc_read_fence(svc *s)
 {
-    if (!svc_replicated(s))
+    /* In a group, the barrier proves this member still leads and that
+     * everything committed before the read arrived is applied here. A
+     * commit below the read's timestamp that is not applied yet is still
+     * in the table of commits in flight (a one-phase commit, a commit
+     * point: their latches keep it there until the apply) or leaves its
+     * lock in the store (two-phase secondaries), so the read meets it and
+     * waits. A group of one answers at once; so does start-up, before
+     * the replicator runs (nothing writes yet: main loads the observers
+     * from what is applied). */
+    if (s->repl == NULL)
         return PC_OK;
-    /* The barrier proves this member still leads and that everything
-     * committed before the read arrived is applied here. A commit below
-     * the read's timestamp that is not applied yet is still in the table
-     * of commits in flight (a one-phase commit, a commit point: their
-     * latches keep it there until the apply) or leaves its lock in the
-     * store (two-phase secondaries), so the read meets it and waits. */
-    rp_rc r = raft_group_read_barrier(s->raft, PROPOSE_WAIT_MS);
+    rp_rc r = s->repl->ops->read_barrier(s->repl, PROPOSE_WAIT_MS);
     refusal = r;
     return r == RP_OK ? PC_OK : PC_ERROR;
 }
 
-svc_leadership svc_leadership_of(svc *s, raft_group_status *st)
+svc_leadership svc_leadership_of(svc *s, rp_status *st)
 {
-    if (!svc_replicated(s))
-        return SVC_LEADS;
-    raft_group_status local;
+    rp_status local;
     if (st == NULL)
         st = &local;
-    raft_group_get_status(s->raft, st);
+    s->repl->ops->status(s->repl, st);
     if (st->ready_term != 0)
         return SVC_LEADS;
     if (strcmp(st->role, "leader") == 0)
@@ -118,11 +114,7 @@ struct raft_host *svc_raft_host(svc *s)
 
 uint64_t svc_leader_term(svc *s)
 {
-    if (!svc_replicated(s))
-        return 0;
-    raft_group_status st;
-    raft_group_get_status(s->raft, &st);
-    return st.ready_term;
+    return s->repl->ops->ready_term(s->repl);
 }
 
 /* Every /v1 request but health and readiness (public routes, which httpd

@@ -366,7 +366,7 @@ txn *txn_open(httpd_req *req, svc *s, bool any_state)
      * (--txn-retention-ms), or lived before a restart, or (a Raft member)
      * on a leader that has since lost its leadership; nothing tells those
      * apart from an id never issued. */
-    if (t == NULL || (svc_replicated(s) && t->raft_term != svc_leader_term(s))) {
+    if (t == NULL || t->raft_term != svc_leader_term(s)) {
         bool leader_gone = t != NULL;
         if (t != NULL)
             sessions_release(s->sessions, t);

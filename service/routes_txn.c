@@ -69,9 +69,10 @@ static void h_begin(httpd_req *req, void *ctx)
         reply_too_many_sessions(req, s);
         return;
     }
-    /* A Raft member begins sessions only while it leads: they live here. */
+    /* Sessions begin only where their writes can be proposed: they live
+     * here, with the term they began in. */
     uint64_t term = svc_leader_term(s);
-    if (svc_replicated(s) && term == 0) {
+    if (term == 0) {
         reply_not_leader(req);
         return;
     }

@@ -30,6 +30,7 @@
 #include "oracle_client.h"
 #include "program.h"
 #include "raft_group.h"
+#include "replicator.h"
 #include "store_size.h"
 
 #define SVC_MAX_KEY 4096            /* DESIGN §2: keys are 1..4096 bytes */
@@ -100,7 +101,10 @@ typedef struct svc {
     _Atomic int ts_refusal;         /* svc_ts_refusal */
     _Atomic uint64_t ts_refused;    /* the refused answer's first timestamp */
 
-    /* One member of a Raft group (NULL: a single node): replica.c. */
+    /* How writes become durable (replicator.h; replica.c): the store's
+     * one region is replicated by a log of one (a single node) or by a
+     * Raft group, whose member this is (raft; NULL on a single node). */
+    replicator *repl;
     raft_group *raft;
     forwarder *fwd;                 /* a member passes requests on to its leader */
 
@@ -165,25 +169,27 @@ bool svc_timestamps(svc *s, unsigned count, uint64_t *first);
  * without the commit paths knowing who listens. */
 void svc_committed(svc *s);
 
-/* ---- one member of a Raft group (replica.c, docs/DESIGN.md §9) ---- */
+/* ---- the one write path (replica.c, replicator.h, docs/DESIGN.md §6) ---- */
 
+/* Whether this is a member of a Raft group (else a single node: a group
+ * of one, with no peers, membership or forwarding). */
 static inline bool svc_replicated(const svc *s)
 {
     return s->raft != NULL;
 }
 
-/* Around every engine call that may write. A single node: nothing. A
- * member of a group: ps proposes (its writes go into the thread's batch,
- * its keys are latched by the engine); svc_write_end proposes the batch,
- * waits until it is applied here, and then lets the latches go, so that
- * an action on the same keys never reads a store that lacks this one,
- * while actions on other keys run and are proposed alongside. It returns
+/* Around every engine call that may write: ps proposes (its writes go
+ * into the thread's batch, its keys are latched by the engine);
+ * svc_write_end hands the batch to the replicator, waits until it is
+ * durable and applied here, and then lets the latches go, so that an
+ * action on the same keys never reads a store that lacks this one, while
+ * actions on other keys run and are made durable alongside. It returns
  * rc, or PC_ERROR when the batch could not be committed (svc_refusal says
  * why); *proposed (may be NULL): a batch was applied. */
 void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
-/* Before a read of the store (after its timestamp was taken): on a member,
- * wait for a read barrier (this member leads, and has applied everything
+/* Before a read of the store (after its timestamp was taken): the
+ * replicator's read barrier (this member leads, and has applied everything
  * committed before the read; commits not yet applied are in flight for
  * the engine's reads). PC_OK, or PC_ERROR (svc_refusal says why). A
  * single node: PC_OK at once. */
@@ -213,7 +219,9 @@ bool svc_leads(svc *s);
  * check-layers). Only on a member (svc_replicated). */
 void svc_raft_status(svc *s, raft_group_status *st);
 struct raft_host *svc_raft_host(svc *s);
-/* The term this member leads in (0: it does not, or a single node). */
+/* The term this member may propose in (0: it does not lead, or its
+ * term's first barrier is not applied yet; a single node: always
+ * REPLICATOR_LOCAL_TERM). */
 uint64_t svc_leader_term(svc *s);
 /* On a member that leads in a term whose leader-only state it has not
  * taken over yet, take it over now (the observers' registrations, the

@@ -67,8 +67,9 @@ typedef struct txn {
     struct obs_claim *claim;             /* an observer's claim (observers.c) */
     bool internal;                       /* the service's own (one-shot writes):
                                           * forgotten as soon as it ends */
-    uint64_t raft_term;                  /* a Raft member: the term it led in when the
-                                          * session began (replica.c); 0 alone */
+    uint64_t raft_term;                  /* the term its writes are proposed in
+                                          * (svc_leader_term when it began; a
+                                          * single node's never ends) */
     /* Owned by the table. */
     int refs;
     uint64_t ended_ms;

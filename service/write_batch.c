@@ -1,51 +1,38 @@
 /*
  * write_batch.c — the committer of blind writes (see write_batch.h).
  *
- * Two threads make a pipeline, so that one round's log flush overlaps the
- * next round's oracle request and commits:
+ * Two threads make a pipeline, so that one round's flush (a single
+ * node's log flush, a Raft group's quorum) overlaps the next round's
+ * oracle request and proposal:
  *
  *   committer  1. takes every queued job (at most WB_MAX_ROUND), in
  *                 arrival order;
- *              2. engine pc_one_pc_blind: holds every write's keys in
- *                 memory, one oracle request for all their timestamps, one
- *                 WiredTiger transaction per write (TiKV's one-phase commit,
- *                 one-phase commit); a write whose key was held (by an
- *                 earlier write of the same round, as a rule) is put back
- *                 at the front of the queue for the next round, a few
- *                 times, before it is handed back with PC_LOCKED so that
- *                 its route can wait for the key the slow way;
- *              3. passes the committed writes to the syncer and goes on;
- *                 a write that failed wrote nothing and is answered at
- *                 once (its done() runs here).
- *   syncer     4. takes every round passed so far, one pc_sync (a single
- *                 log flush makes all of them durable), lets the engine
- *                 show them to readers (pc_one_pc_blind_durable: until then
- *                 they are commits in flight, invisible), then hands each
- *                 job to its done(): the answers go out only now, so no
+ *              2. each write takes the latches of its keys without
+ *                 waiting (a write whose key an earlier round in flight
+ *                 holds is put off to the next round, a few times, before
+ *                 it is handed back with PC_LOCKED so that its route can
+ *                 wait for the key the slow way); then engine
+ *                 pc_one_pc_blind, in propose mode: one oracle request
+ *                 for all their timestamps, each write's commit read from
+ *                 the applied store and written into the round's batch
+ *                 (TiKV's one-phase commit);
+ *              3. submits the batch to the replicator (replicator.h) and
+ *                 goes on with the next round: rounds in flight overlap,
+ *                 and the replicator makes those queued together durable
+ *                 at once (one log flush on a single node, one append per
+ *                 member in a Raft group). A write that failed wrote
+ *                 nothing and is answered at once (its done() runs here).
+ *   syncer     4. once the replicator applied the round's batch (or
+ *                 failed it), lets the keys go (pc_one_pc_blind_durable:
+ *                 until then they are commits in flight, invisible; then
+ *                 the latches) and answers every write of the round: no
  *                 client hears of a write that a crash could take back,
- *                 neither as a writer nor as a reader. A failed flush
- *                 stops the process (svc_storage_failed).
+ *                 neither as a writer nor as a reader.
  *
- * A write whose key is still held by an earlier round's write (in flight
- * until its flush) is put off; when a whole round is put off, the
- * committer waits for the next flush instead of spinning.
- *
- * In a member of a Raft group (docs/DESIGN.md §9) a round is one entry:
- *
- *   committer  2'. the session proposes: each write takes the latches of
- *                  its keys without waiting (a write whose key an earlier
- *                  round in flight holds is put off, as above), then
- *                  pc_one_pc_blind reads the applied store and writes its
- *                  commits into the round's batch instead of WiredTiger;
- *              3'. submits the batch to Raft (raft_group_submit) and goes
- *                  on with the next round: rounds in flight overlap, and
- *                  libraft appends those queued together in one write;
- *   syncer     4'. once the leader applied the round's entry (or Raft
- *                  failed it), lets the keys go (commits in flight, then
- *                  latches) and answers every write of the round: no
- *                  reader or writer hears of it before a quorum has it.
- * A round's writes then cost one entry, one append and fsync per member,
- * and one WiredTiger transaction per member to apply, between them all.
+ * When a whole round is put off, the committer waits for the next round
+ * to be answered instead of spinning. A round's writes cost one batch,
+ * one flush (per member), and one WiredTiger transaction (per member) to
+ * apply, between them all.
  */
 #include <stdlib.h>
 
@@ -65,13 +52,13 @@ typedef struct {
     wb_job *head, *tail;
 } job_list;
 
-/* A round in a Raft group: its entry in flight, what it holds till then. */
+/* A round: its batch in flight, what it holds till then. */
 typedef struct round {
     write_batch *b;
     job_list jobs;            /* the writes it commits */
     size_t njobs;
     pc_latches *latches;      /* their keys' latches (and nothing else) */
-    rp_rc rc;                 /* how Raft answered */
+    rp_rc rc;                 /* how the replicator answered */
     struct round *next;
 } round;
 
@@ -82,12 +69,10 @@ struct write_batch {
     pthread_mutex_t mu;
     pthread_cond_t cv, sync_cv;
     job_list queue;           /* submitted, not yet committed */
-    job_list synced;          /* committed (or failed), waiting for the flush */
-    round *applied, **applied_tail; /* a group's rounds Raft has answered */
+    round *applied, **applied_tail; /* rounds the replicator has answered */
     bool stop, sync_stop;
-    uint64_t flushes;         /* flushes done by the syncer */
-    size_t unflushed;         /* committed writes not yet flushed and shown (a group:
-                                 not yet applied and answered) */
+    uint64_t flushes;         /* rounds answered by the syncer */
+    size_t unflushed;         /* writes submitted, not yet applied and answered */
     int ready, failed;        /* threads that have (not) got a storage session */
     metrics_series *m_round;
 };
@@ -141,49 +126,9 @@ static size_t take_round(write_batch *b, pc_session *ps, wb_job **job)
     return n;
 }
 
-/* Steps 2 and 3. */
-static void commit_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
-{
-    pc_blind_write *w[WB_MAX_ROUND];
-    job_list later = {0}, committed = {0}, failed = {0};
-
-    for (size_t i = 0; i < n; i++)
-        w[i] = &job[i]->w;
-    pc_one_pc_blind(ps, w, n, round_timestamps, b->s);
-    for (size_t i = 0; i < n; i++) {
-        bool busy = w[i]->rc == PC_LOCKED && w[i]->conflict.lock.start_ts == 0;
-        if (busy && job[i]->rounds++ < PUT_OFF_ROUNDS)
-            list_push(&later, job[i]);
-        else
-            list_push(w[i]->rc == PC_OK ? &committed : &failed, job[i]);
-    }
-    pthread_mutex_lock(&b->mu);
-    if (later.head != NULL && committed.head == NULL && failed.head == NULL &&
-        b->unflushed > 0) {
-        /* Only put-off writes: their keys wait for a flush under way. */
-        uint64_t seen = b->flushes;
-        while (b->flushes == seen && b->unflushed > 0)
-            pthread_cond_wait(&b->cv, &b->mu);
-    }
-    list_prepend(&b->queue, &later);
-    for (wb_job *j = committed.head; j != NULL; j = j->next)
-        b->unflushed++;
-    if (committed.head != NULL) {
-        list_prepend(&committed, &b->synced); /* keep the order: earlier rounds first */
-        b->synced = committed;
-        pthread_cond_signal(&b->sync_cv);
-    }
-    pthread_mutex_unlock(&b->mu);
-    for (wb_job *j = failed.head, *next; j != NULL; j = next) {
-        next = j->next; /* done() frees j */
-        j->done(j);
-    }
-}
-
-/* ---- a member of a Raft group ---- */
-
-/* On the loop thread: Raft answered the round's entry; the syncer takes it
- * from here (this must not block: the group's lock is held). */
+/* On the replicator's thread: the round's batch is applied (or failed);
+ * the syncer takes it from here (this must not block: the replicator may
+ * hold its lock). */
 static void round_answered(void *arg, rp_rc rc)
 {
     round *r = arg;
@@ -225,7 +170,7 @@ static size_t latch_round(pc_session *ps, wb_job **job, size_t n, wb_job **mine,
     return k;
 }
 
-/* Steps 2' and 3'. */
+/* Steps 2 and 3. */
 static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n)
 {
     pc_blind_write *w[WB_MAX_ROUND];
@@ -279,7 +224,8 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         pc_latches_release(r->latches);
         free(r);
     } else {
-        rp_rc rc = raft_group_submit(b->s->raft, batch.data, batch.len, term, round_answered, r);
+        replicator *repl = b->s->repl;
+        rp_rc rc = repl->ops->submit(repl, batch.data, batch.len, term, round_answered, r);
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
     }
@@ -290,8 +236,8 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
     }
 }
 
-/* Step 4' for every round Raft has answered; false when stopped and
- * nothing is in flight. */
+/* Step 4 for every round the replicator has answered; false when stopped
+ * and nothing is in flight. */
 static bool answer_rounds(write_batch *b, pc_session *ps)
 {
     pthread_mutex_lock(&b->mu);
@@ -310,8 +256,9 @@ static bool answer_rounds(write_batch *b, pc_session *ps)
         size_t k = 0;
         for (wb_job *j = r->jobs.head; j != NULL; j = j->next)
             w[k++] = &j->w;
-        /* Applied, or Raft failed it (it may still commit: a new leader
-         * applies every earlier entry before it serves, DESIGN §9): the
+        /* Applied, or the replicator failed it (in a group it may still
+         * commit: a new leader applies every earlier entry before it
+         * serves, DESIGN §9): the
          * commits in flight first, then the latches (pc_latches_release's
          * order), then the answers. */
         pc_one_pc_blind_durable(ps, w, k);
@@ -366,14 +313,11 @@ static void *committer_main(void *arg)
         if (n == 0)
             return NULL;
         metrics_observe(b->m_round, (double)n);
-        if (svc_replicated(b->s))
-            propose_round(b, ps, job, n);
-        else
-            commit_round(b, ps, job, n);
+        propose_round(b, ps, job, n);
     }
 }
 
-/* Step 4 for everything committed so far. */
+/* Step 4 for every round, till stopped. */
 static void *syncer_main(void *arg)
 {
     write_batch *b = arg;
@@ -381,50 +325,9 @@ static void *syncer_main(void *arg)
 
     if (ps == NULL)
         return NULL; /* write_batch_start gives up */
-    if (svc_replicated(b->s)) {
-        while (answer_rounds(b, ps))
-            ;
-        return NULL;
-    }
-    for (;;) {
-        pthread_mutex_lock(&b->mu);
-        while (b->synced.head == NULL && !b->sync_stop)
-            pthread_cond_wait(&b->sync_cv, &b->mu);
-        job_list l = b->synced;
-        b->synced = (job_list){0};
-        pthread_mutex_unlock(&b->mu);
-        if (l.head == NULL)
-            return NULL;
-
-        size_t committed = 0;
-        pc_blind_write *w[64];
-        for (wb_job *j = l.head; j != NULL; j = j->next)
-            committed++;
-        /* Tests widen the window between commit and flush here, or fail
-         * the flush. */
-        failpoint(ps, "write_batch_sync");
-        pc_rc rc = failpoint_fails("write_batch_sync") ? PC_SYNC_FAILED : pc_sync(ps);
-        if (rc != PC_OK)
-            svc_storage_failed("write batch flush", rc);
-        /* Durable: readers may see them now, and only now their writers. */
-        for (wb_job *j = l.head; j != NULL;) {
-            size_t k = 0;
-            for (; j != NULL && k < sizeof(w) / sizeof(w[0]); j = j->next)
-                w[k++] = &j->w;
-            pc_one_pc_blind_durable(ps, w, k);
-        }
-        metrics_inc(b->s->m.commits_1pc, committed);
-        svc_committed(b->s);
-        pthread_mutex_lock(&b->mu);
-        b->unflushed -= committed;
-        b->flushes++;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-        for (wb_job *j = l.head, *next; j != NULL; j = next) {
-            next = j->next; /* done() frees j */
-            j->done(j);
-        }
-    }
+    while (answer_rounds(b, ps))
+        ;
+    return NULL;
 }
 
 write_batch *write_batch_start(svc *s)

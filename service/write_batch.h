@@ -2,15 +2,16 @@
  * write_batch.h — group commit of blind autocommit writes.
  *
  * A blind write (PUT or DELETE of keys with no condition) needs one
- * timestamp, one small WiredTiger transaction and the log on disk before
- * its answer. Done by each request's own thread, every write costs an
- * oracle round trip, a log flush wait and several thread wake-ups. Here
+ * timestamp, a batch made durable by the replicator (replicator.h: the
+ * log flushed on a single node, a quorum in a Raft group) and applied
+ * before its answer. Done by each request's own thread, every write costs
+ * an oracle round trip, a durable wait and several thread wake-ups. Here
  * one committer thread takes every write queued since its last round and
  * runs them together: one oracle request for all their timestamps, one
- * WiredTiger transaction each (a conflict fails only its own write), one
- * log flush for the whole round, then every answer. The more writers wait,
- * the bigger the round: the cost per write falls as load rises, the way
- * etcd batches its raft log and TiKV its raftstore.
+ * batch for the round (a conflict fails only its own write), one durable
+ * wait for the whole round, then every answer. The more writers wait, the
+ * bigger the round: the cost per write falls as load rises, the way etcd
+ * batches its raft log and TiKV its raftstore.
  *
  * Jobs come from the event threads (routes_kv.c); each job's `done` runs
  * on one of the batcher's two threads once its write is durable (the
@@ -39,10 +40,11 @@
  *   IN ROUND -- failed, nothing written (PC_LOCKED after
  *               too many put-offs, a conflict, no
  *               timestamp) ---------------------------------> ANSWERED (committer)
- *   IN ROUND -- committed (a group: proposed) -------------> DURABLE WAIT
- *   DURABLE WAIT -- the round's flush (one node), or Raft's
- *               answer for the round's entry (a group:
- *               applied, or failed with refused set) ------> ANSWERED (syncer)
+ *   IN ROUND -- its commit in the round's batch, submitted
+ *               to the replicator ---------------------------> DURABLE WAIT
+ *   DURABLE WAIT -- the replicator's answer for the round's
+ *               batch (applied, or failed with refused
+ *               set) ----------------------------------------> ANSWERED (syncer)
  *
  * ANSWERED is done(job), on the committer or syncer thread: from then on
  * the job is done's (routes_kv.c frees it). write_batch_stop answers every
@@ -53,7 +55,8 @@ struct wb_job {
     pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
     void (*done)(wb_job *job); /* on a batcher thread; owns the job from then on */
     unsigned rounds;           /* rounds it was put off (its key was busy) */
-    rp_rc refused;             /* w.rc PC_ERROR in a Raft group: how Raft failed it */
+    rp_rc refused;             /* w.rc PC_ERROR: how the replicator failed it (RP_OK:
+                                  it did not) */
     wb_job *next;
 };
 

@@ -376,13 +376,14 @@ static void observed_versions_survive(const char *one_pc, const char *failpoint)
 
 static void observed_versions_survive_kill9_one_pc(void **s) { (void)s; observed_versions_survive("on", NULL); }
 static void observed_versions_survive_kill9_two_pc(void **s) { (void)s; observed_versions_survive("off", NULL); }
-/* Every round of blind writes waits 150 ms between its commits and its
- * flush: the kill almost surely lands in such a window, where the values
- * are committed in memory only. A reader must not have seen them. */
+/* Every group of batches the single node's replicator applies waits
+ * 150 ms between its apply and its flush: the kill almost surely lands in
+ * such a window, where the values are committed in memory only. A reader
+ * must not have seen them. */
 static void observed_versions_survive_kill9_in_the_flush_window(void **s)
 {
     (void)s;
-    observed_versions_survive("on", "write_batch_sync=sleep:150");
+    observed_versions_survive("on", "local_sync=sleep:150");
 }
 
 /* Wait (bounded by 60 s: a loaded machine may be slow to get there) until
@@ -573,7 +574,7 @@ static void a_failed_flush_stops_the_service_without_an_answer(void **state)
     assert_int_equal(tl_stack_start(&st, NULL), 0);
     json_decref(tl_must(&st, "PUT", "/v1/kv/f", "{\"value\":\"before\"}", 200));
     assert_int_equal(tl_service_stop(&st), 0);
-    snprintf(st.svc.env[0], sizeof(st.svc.env[0]), "PERCOLATOR_FAILPOINT=write_batch_sync=error");
+    snprintf(st.svc.env[0], sizeof(st.svc.env[0]), "PERCOLATOR_FAILPOINT=local_sync=error");
     st.svc.nenv = 1;
     assert_int_equal(tl_service_start(&st), 0);
     /* No answer at all (not a 500 that the store may later contradict). */
