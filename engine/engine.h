@@ -54,6 +54,12 @@ typedef enum {
     PC_PANIC,            /* the store failed for good (WiredTiger panicked, or a
                             write to disk failed): only a restart recovers; the
                             engine has called its on_fatal hook already */
+    /* The replicator's refusals (never returned by the engine itself: the
+     * service's write path, DESIGN §6.1, when a batch was not made
+     * durable). Nothing of the batch was applied here. */
+    PC_NOT_LEADER,       /* not proposed: another member leads, or none is known */
+    PC_UNAVAILABLE,      /* leadership or quorum lost while it waited, or stopping:
+                            the batch may or may not commit later */
     PC_RETRY             /* internal: the WiredTiger transaction hit WT_ROLLBACK;
                             the engine runs it again and never returns this */
 } pc_rc;

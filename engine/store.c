@@ -38,6 +38,8 @@ const char *pc_rc_name(pc_rc rc)
     case PC_NOMEM: return "nomem";
     case PC_ERROR: return "error";
     case PC_SYNC_FAILED: return "sync_failed";
+    case PC_NOT_LEADER: return "not_leader";
+    case PC_UNAVAILABLE: return "unavailable";
     case PC_PANIC: return "panic";
     case PC_RETRY: return "retry";
     }

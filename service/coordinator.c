@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "coordinator.h"
+#include "keyspace.h"
+#include "observers.h"
 #include "failpoint.h"
 #include "log.h"
 #include "reader.h"
@@ -243,4 +245,30 @@ pc_rc coord_commit_internal(svc *s, pc_session *ps, uint64_t start_ts, const pc_
     pthread_mutex_unlock(&t->mu);
     sessions_release(s->sessions, t);
     return rc;
+}
+
+pc_mutation *coord_mutations(const txn *t, char **keys_out, size_t *n)
+{
+    pc_mutation *m = calloc(t->nw + 1, sizeof(*m));
+    char *keys = malloc(t->bytes + t->nw + 1);
+    size_t off = 0, j = 0;
+
+    if (m == NULL || keys == NULL) {
+        free(m);
+        free(keys);
+        return NULL;
+    }
+    if (t->claim != NULL)
+        m[j++] = (pc_mutation){PC_OP_PUT, {t->claim->ack_key, t->claim->ack_len},
+                               {t->claim->ack_val, strlen(t->claim->ack_val)}};
+    for (size_t i = 0; i < t->nw; i++, j++) {
+        size_t kn = ks_user(keys + off, t->w[i].key, t->w[i].klen);
+        m[j].op = t->w[i].deleted ? PC_OP_DELETE : PC_OP_PUT;
+        m[j].key = (pc_slice){keys + off, kn};
+        m[j].value = (pc_slice){t->w[i].val, t->w[i].vlen};
+        off += kn;
+    }
+    *keys_out = keys;
+    *n = j;
+    return m;
 }

@@ -49,4 +49,10 @@ void coord_rollback(svc *s, pc_session *ps, txn *t, const pc_mutation *m, size_t
 pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
                         uint64_t *commit_ts, pc_conflict *c);
 
+/* A session's buffered writes as engine mutations ("u" + key, ks_user),
+ * in key order; an observer's session carries its acknowledgment first
+ * ('a' < 'u'). The keys live in *keys_out; the caller frees both. NULL:
+ * out of memory. */
+pc_mutation *coord_mutations(const txn *t, char **keys_out, size_t *n);
+
 #endif

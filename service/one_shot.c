@@ -2,12 +2,14 @@
  * one_shot.c — see one_shot.h. The steps of a run:
  *
  *   1. a start timestamp from the oracle;
- *   2. every condition checked at it (the first that fails answers
- *      409 condition_failed);
+ *   2. every condition checked at it (the first that fails ends the
+ *      run: the route answers 409 condition_failed);
  *   3. the reads at it;
  *   4. the commit (coord_commit_internal: one phase when small);
  *   5. on write_conflict or key_locked, again from 1 with a fresh
  *      snapshot, as the retry policy allows (retry_one_shot).
+ * The run returns its outcome (one_shot_exec); the routes answer
+ * (respond.c reply_one_shot).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,6 @@
 #include "keyspace.h"
 #include "one_shot.h"
 #include "reader.h"
-#include "respond.h"
 #include "timeutil.h"
 
 #define ONE_SHOT_TRIES 5
@@ -288,68 +289,48 @@ static pc_rc check_condition(svc *s, pc_session *ps, const one_shot *o, size_t i
 }
 
 /* Step 2: PC_OK when every condition holds; PC_NOT_FOUND when one failed
- * (answered 409); another rc when a read failed (not answered). */
-static pc_rc check_conditions(httpd_req *req, svc *s, pc_session *ps, const one_shot *o,
-                              uint64_t start, pc_conflict *c)
+ * (out->cond and out->why say which and why); another rc when a read
+ * failed. */
+static pc_rc check_conditions(svc *s, pc_session *ps, const one_shot *o, uint64_t start,
+                              one_shot_outcome *out)
 {
-    char why[128];
     for (size_t i = 0; i < o->ckeys.n; i++) {
-        pc_rc rc = check_condition(s, ps, o, i, start, why, sizeof(why), c);
+        pc_rc rc = check_condition(s, ps, o, i, start, out->why, sizeof(out->why),
+                                   &out->conflict);
         if (rc == PC_NOT_FOUND)
-            reply_condition_failed(req, keys_at(&o->ckeys, i), o->ckeys.len[i], o->enc, i, why);
+            out->cond = i;
         if (rc != PC_OK)
             return rc;
     }
     return PC_OK;
 }
 
-/* One read's answer item, {"key","found":true,"value","commit_ts"} or
- * {"key","found":false}; NULL when a key or value is not text. */
-static json_t *read_item(const void *key, size_t klen, pc_rc rc, const pc_buf *v, uint64_t cts,
-                         codec_enc enc)
+/* Step 3: the reads at start into out->reads (o->reads.n of them). PC_OK,
+ * or the failed read's rc. */
+static pc_rc do_reads(svc *s, pc_session *ps, const one_shot *o, uint64_t start,
+                      one_shot_outcome *out)
 {
-    json_t *jk = codec_to_json(key, klen, enc), *item = NULL;
-    if (jk != NULL && rc == PC_NOT_FOUND) {
-        item = json_pack("{s:O,s:b}", "key", jk, "found", 0);
-    } else if (jk != NULL) {
-        json_t *jv = codec_to_json(v->data, v->len, enc);
-        if (jv != NULL)
-            item = json_pack("{s:O,s:b,s:o,s:I}", "key", jk, "found", 1, "value", jv,
-                             "commit_ts", (json_int_t)cts);
-    }
-    json_decref(jk);
-    return item;
-}
-
-/* Step 3: the reads at start into *out. PC_OK, or the failed read's rc;
- * PC_INVALID when it answered (a stored key or value is not text). */
-static pc_rc do_reads(httpd_req *req, svc *s, pc_session *ps, const one_shot *o, uint64_t start,
-                      json_t **out, pc_conflict *c)
-{
-    json_t *reads = json_array();
+    if (o->reads.n == 0)
+        return PC_OK;
+    if ((out->reads = calloc(o->reads.n, sizeof(*out->reads))) == NULL)
+        return PC_NOMEM;
+    out->nreads = o->reads.n;
     for (size_t i = 0; i < o->reads.n; i++) {
         char ek[KS_MAX];
-        pc_buf v = {0};
-        uint64_t cts = 0;
+        one_shot_read *r = &out->reads[i];
         const char *key = keys_at(&o->reads, i);
-        pc_rc rc = rd_get(s, ps, (pc_slice){ek, ks_user(ek, key, o->reads.len[i])}, start, &v,
-                          &cts, c);
-        json_t *item = rc == PC_OK || rc == PC_NOT_FOUND
-                           ? read_item(key, o->reads.len[i], rc, &v, cts, o->enc)
-                           : NULL;
-        pc_buf_free(&v);
-        if (rc != PC_OK && rc != PC_NOT_FOUND) {
-            json_decref(reads);
+        pc_rc rc = rd_get(s, ps, (pc_slice){ek, ks_user(ek, key, o->reads.len[i])}, start,
+                          &r->value, &r->commit_ts, &out->conflict);
+        if (rc != PC_OK && rc != PC_NOT_FOUND)
             return rc;
-        }
-        if (item == NULL) {
-            json_decref(reads);
-            codec_reply_not_text(req);
+        r->found = rc == PC_OK;
+        /* Checked before the commit: an answer that cannot be given must
+         * not follow a commit. */
+        if (r->found && o->enc == ENC_TEXT && !codec_utf8_valid(r->value.data, r->value.len)) {
+            out->not_text = true;
             return PC_INVALID;
         }
-        json_array_append_new(reads, item);
     }
-    *out = reads;
     return PC_OK;
 }
 
@@ -394,73 +375,70 @@ static bool retry_one_shot(svc *s, pc_session *ps, retry_policy *p, pc_rc *rc, p
     return false;
 }
 
-/* The answer to a one-shot write that did not commit. */
-static void reply_failed(httpd_req *req, svc *s, pc_rc rc, pc_conflict *c, codec_enc enc)
+static void outcome_reset(one_shot_outcome *out)
 {
-    if (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED)
-        metrics_inc(metrics_series_get(s->m.txn_aborted, pc_rc_name(rc), NULL), 1);
-    reply_engine(req, s, rc, c, enc);
+    for (size_t i = 0; i < out->nreads; i++)
+        pc_buf_free(&out->reads[i].value);
+    free(out->reads);
+    *out = (one_shot_outcome){0};
 }
 
-void one_shot_run(httpd_req *req, svc *s, one_shot *o, bool want_reads)
+void one_shot_outcome_free(one_shot_outcome *out)
+{
+    outcome_reset(out);
+}
+
+pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome *out)
 {
     pc_session *ps = svc_engine_session(s);
     retry_policy policy = policy_for(s, o);
 
-    if (ps == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
-        return;
-    }
+    *out = (one_shot_outcome){0};
+    if (ps == NULL)
+        return out->rc = PC_NOMEM;
     for (;;) {
-        uint64_t start, cts = 0;
-        pc_conflict c;
-        json_t *reads = NULL;
-
-        if (!svc_timestamp(s, &start)) {
-            reply_oracle_unavailable(req, s);
-            return;
-        }
-        pc_rc rc = check_conditions(req, s, ps, o, start, &c);
+        uint64_t start;
+        if (!svc_timestamp(s, &start))
+            return out->rc = PC_TS_UNAVAILABLE;
+        pc_rc rc = check_conditions(s, ps, o, start, out);
         if (rc == PC_OK && want_reads)
-            rc = do_reads(req, s, ps, o, start, &reads, &c);
-        if (httpd_replied(req))
-            return; /* a condition failed, or a value is not text */
+            rc = do_reads(s, ps, o, start, out);
+        if (rc == PC_NOT_FOUND)
+            return out->rc = PC_NOT_FOUND; /* a condition failed */
         if (rc == PC_OK)
-            rc = coord_commit_internal(s, ps, start, o->writes, o->nwrites, &cts, &c);
+            rc = coord_commit_internal(s, ps, start, o->writes, o->nwrites, &out->commit_ts,
+                                       &out->conflict);
         if (rc == PC_OK) {
             metrics_inc(s->m.txn_committed, 1);
-            json_t *ans = json_pack("{s:I}", "commit_ts", (json_int_t)cts);
-            if (want_reads)
-                json_object_set_new(ans, "reads", reads);
-            httpd_reply_json(req, 200, ans);
-            return;
+            return out->rc = PC_OK;
         }
-        json_decref(reads);
-        if (!retry_one_shot(s, ps, &policy, &rc, &c)) {
-            reply_failed(req, s, rc, &c, o->enc);
-            return;
+        if (out->not_text)
+            return out->rc = PC_INVALID;
+        pc_conflict c = out->conflict;
+        outcome_reset(out);
+        out->conflict = c;
+        if (!retry_one_shot(s, ps, &policy, &rc, &out->conflict)) {
+            if (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED)
+                metrics_inc(metrics_series_get(s->m.txn_aborted, pc_rc_name(rc), NULL), 1);
+            return out->rc = rc;
         }
     }
 }
 
-bool one_shot_blind_write(httpd_req *req, svc *s, one_shot *o)
+bool one_shot_exec_blind(svc *s, const one_shot *o, one_shot_outcome *out)
 {
     pc_session *ps = svc_engine_session(s);
     retry_policy policy = policy_for(s, o);
+    *out = (one_shot_outcome){0};
     if (ps == NULL || !s->cfg.one_pc || !one_shot_blind(o))
         return false;
     for (;;) {
-        uint64_t cts = 0;
-        pc_conflict c;
-        pc_rc rc = coord_blind_write(s, ps, o->writes, o->nwrites, &cts, &c);
+        pc_rc rc = coord_blind_write(s, ps, o->writes, o->nwrites, &out->commit_ts,
+                                     &out->conflict);
         if (rc == PC_INVALID)
             return false;
-        if (rc == PC_OK) {
-            reply_committed(req, s, cts);
-            return true;
-        }
-        if (!retry_one_shot(s, ps, &policy, &rc, &c)) {
-            reply_engine(req, s, rc, &c, o->enc);
+        if (rc == PC_OK || !retry_one_shot(s, ps, &policy, &rc, &out->conflict)) {
+            out->rc = rc;
             return true;
         }
     }

@@ -51,13 +51,44 @@ static inline bool one_shot_blind(const one_shot *o)
     return o->ckeys.n == 0 && o->reads.n == 0;
 }
 
-/* Run o and answer the request (with the reads when want_reads). */
-void one_shot_run(httpd_req *req, svc *s, one_shot *o, bool want_reads);
+/* One read of a run: its value and commit_ts when found. */
+typedef struct {
+    bool found;
+    pc_buf value;
+    uint64_t commit_ts;
+} one_shot_read;
+
+/* How a run ended (one_shot_outcome_free frees it). rc:
+ *   PC_OK               committed at commit_ts; reads[] (want_reads: one
+ *                       per o->reads, in order) as seen at its start
+ *   PC_NOT_FOUND        condition cond failed (why says how): nothing written
+ *   PC_INVALID          with not_text: a value read is not UTF-8 text and
+ *                       the request asked for text: nothing written
+ *   PC_TS_UNAVAILABLE   no timestamp from the oracle: nothing written
+ *   anything else       as reply_engine answers it (conflict names the
+ *                       key of a write_conflict or key_locked, after the
+ *                       retries; PC_NOT_LEADER, PC_UNAVAILABLE) */
+typedef struct {
+    pc_rc rc;
+    uint64_t commit_ts;
+    size_t cond;
+    char why[128];
+    bool not_text;
+    one_shot_read *reads;
+    size_t nreads;
+    pc_conflict conflict;
+} one_shot_outcome;
+
+/* Run o as a whole transaction, retrying conflicts (docs/DESIGN.md §5.2);
+ * returns out->rc. */
+pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome *out);
 
 /* A blind write in one phase with one timestamp, retried like any one-shot
- * write; answers the request. false (nothing answered) when it cannot go
- * that way (one-phase commit off, too big): one_shot_run then. */
-bool one_shot_blind_write(httpd_req *req, svc *s, one_shot *o);
+ * write: true with out set; false when it cannot go that way (one-phase
+ * commit off, too big, a condition): one_shot_exec then. */
+bool one_shot_exec_blind(svc *s, const one_shot *o, one_shot_outcome *out);
+
+void one_shot_outcome_free(one_shot_outcome *out);
 
 void one_shot_free(one_shot *o);
 

@@ -13,13 +13,9 @@
 
 #define PROPOSE_WAIT_MS 5000  /* while queued; once proposed the replicator answers */
 
-static _Thread_local rp_rc refusal;
-
-rp_rc svc_refusal(void)
+pc_rc svc_refused(rp_rc r)
 {
-    rp_rc r = refusal;
-    refusal = RP_OK;
-    return r;
+    return r == RP_OK ? PC_OK : r == RP_NOT_LEADER ? PC_NOT_LEADER : PC_UNAVAILABLE;
 }
 
 /* The calling thread's batch, between svc_write_begin and svc_write_end
@@ -55,9 +51,8 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     if (batch.len > 0) {
         rp_rc r = s->repl->ops->propose(s->repl, batch.data, batch.len, batch_term,
                                         PROPOSE_WAIT_MS);
-        refusal = r;
         if (r != RP_OK)
-            rc = PC_ERROR;
+            rc = svc_refused(r);
         else if (proposed != NULL)
             *proposed = true;
     }
@@ -79,9 +74,7 @@ pc_rc svc_read_fence(svc *s)
      * from what is applied). */
     if (s->repl == NULL)
         return PC_OK;
-    rp_rc r = s->repl->ops->read_barrier(s->repl, PROPOSE_WAIT_MS);
-    refusal = r;
-    return r == RP_OK ? PC_OK : PC_ERROR;
+    return svc_refused(s->repl->ops->read_barrier(s->repl, PROPOSE_WAIT_MS));
 }
 
 svc_leadership svc_leadership_of(svc *s, rp_status *st)

@@ -91,11 +91,11 @@ void reply_not_leader(httpd_req *req)
                       "redirects to the leader)");
 }
 
-/* A member of a Raft group could not commit (or fence) for this request:
- * the client retries, here or at the new leader (DESIGN §9). */
-void reply_refused(httpd_req *req, rp_rc why)
+/* The replicator could not commit (or fence) for this request: the client
+ * retries, here or at the new leader (DESIGN §9). */
+static void reply_refused(httpd_req *req, pc_rc why)
 {
-    if (why == RP_NOT_LEADER) {
+    if (why == PC_NOT_LEADER) {
         reply_not_leader(req);
         return;
     }
@@ -107,9 +107,8 @@ void reply_refused(httpd_req *req, rp_rc why)
 
 void reply_engine(httpd_req *req, svc *s, pc_rc rc, const pc_conflict *c, codec_enc enc)
 {
-    rp_rc refused = svc_refusal();
-    if (rc == PC_ERROR && refused != RP_OK) {
-        reply_refused(req, refused);
+    if (rc == PC_NOT_LEADER || rc == PC_UNAVAILABLE) {
+        reply_refused(req, rc);
         return;
     }
     pc_slice user = {"", 0};
@@ -407,4 +406,86 @@ void txn_close(svc *s, txn *t)
     sessions_charge(s->sessions, t, t->bytes, SIZE_MAX);
     pthread_mutex_unlock(&t->mu);
     sessions_release(s->sessions, t);
+}
+
+/* ---- one-shot transactions (one_shot.h) ---- */
+
+/* One read's answer item, {"key","found":true,"value","commit_ts"} or
+ * {"key","found":false}; NULL when out of memory (the value was checked
+ * to be representable before the commit). */
+static json_t *read_item(const void *key, size_t klen, const one_shot_read *r, codec_enc enc)
+{
+    json_t *jk = codec_to_json(key, klen, enc), *item = NULL;
+    if (jk != NULL && !r->found) {
+        item = json_pack("{s:O,s:b}", "key", jk, "found", 0);
+    } else if (jk != NULL) {
+        json_t *jv = codec_to_json(r->value.data, r->value.len, enc);
+        if (jv != NULL)
+            item = json_pack("{s:O,s:b,s:o,s:I}", "key", jk, "found", 1, "value", jv,
+                             "commit_ts", (json_int_t)r->commit_ts);
+    }
+    json_decref(jk);
+    return item;
+}
+
+void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_outcome *out,
+                    bool want_reads)
+{
+    switch (out->rc) {
+    case PC_OK:
+        break;
+    case PC_NOT_FOUND:
+        reply_condition_failed(req, keys_at(&o->ckeys, out->cond), o->ckeys.len[out->cond],
+                               o->enc, out->cond, out->why);
+        return;
+    case PC_INVALID:
+        if (out->not_text)
+            codec_reply_not_text(req);
+        else
+            reply_engine(req, s, out->rc, &out->conflict, o->enc);
+        return;
+    case PC_TS_UNAVAILABLE:
+        reply_oracle_unavailable(req, s);
+        return;
+    default:
+        reply_engine(req, s, out->rc, &out->conflict, o->enc);
+        return;
+    }
+    if (!want_reads) {
+        reply_committed(req, s, out->commit_ts);
+        return;
+    }
+    json_t *ans = json_pack("{s:I}", "commit_ts", (json_int_t)out->commit_ts);
+    json_t *reads = json_array();
+    for (size_t i = 0; ans != NULL && reads != NULL && i < out->nreads; i++) {
+        json_t *item = read_item(keys_at(&o->reads, i), o->reads.len[i], &out->reads[i], o->enc);
+        if (item == NULL || json_array_append_new(reads, item) != 0) {
+            json_decref(reads);
+            reads = NULL;
+        }
+    }
+    if (ans == NULL || reads == NULL) {
+        json_decref(ans);
+        json_decref(reads);
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory (the transaction "
+                          "committed at %llu)", (unsigned long long)out->commit_ts);
+        return;
+    }
+    json_object_set_new(ans, "reads", reads);
+    httpd_reply_json(req, 200, ans);
+}
+
+void reply_snapshot_refused(httpd_req *req, svc *s, svc_snapshot why, uint64_t ts)
+{
+    if (why == SVC_SNAP_FUTURE)
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "ts %llu is in the future: the oracle has not handed it out yet",
+                          (unsigned long long)ts);
+    else if (why == SVC_SNAP_COLLECTED)
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "ts %llu is below the garbage-collection safe point %llu",
+                          (unsigned long long)ts,
+                          (unsigned long long)pc_gc_safe_point(s->engine));
+    else
+        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
 }

@@ -8,6 +8,7 @@
 
 #include "codec.h"
 #include "engine.h"
+#include "one_shot.h"
 #include "service.h"
 #include "sessions.h"
 
@@ -19,9 +20,6 @@ void reply_oracle_unavailable(httpd_req *req, svc *s);
 void reply_not_taken_over(httpd_req *req);
 /* 503 not_leader (a member of a Raft group that does not lead). */
 void reply_not_leader(httpd_req *req);
-/* A member of a Raft group could not commit (or fence) for this request:
- * 503 not_leader or raft_unavailable (DESIGN §9). */
-void reply_refused(httpd_req *req, rp_rc why);
 /* 200 {"commit_ts": cts}, counted as a committed transaction. */
 void reply_committed(httpd_req *req, svc *s, uint64_t cts);
 /* 409 condition_failed naming the (user) key. */
@@ -36,6 +34,15 @@ json_t *user_key_json(pc_slice engine_key, codec_enc enc, bool *b64);
 void reply_scan_page(httpd_req *req, svc *s, pc_session *ps, const char *start, size_t slen,
                      const char *end, size_t elen, uint64_t ts, size_t limit, const txn *own,
                      codec_enc enc);
+
+/* Answer a one-shot transaction's run (one_shot_exec, one_shot_exec_blind):
+ * 200 with its commit_ts (and the reads when want_reads), or its error. */
+void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_outcome *out,
+                    bool want_reads);
+
+/* A snapshot read that cannot begin (svc_snapshot_begin's answer, not
+ * SVC_SNAP_OK): 400 with the reason, or 500 out of memory. */
+void reply_snapshot_refused(httpd_req *req, svc *s, svc_snapshot why, uint64_t ts);
 
 /* Parse the range parameters of a scan (prefix | start,end; after; limit)
  * into user-key bounds; false after answering 400. Buffers of SVC_MAX_KEY+1. */

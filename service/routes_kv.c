@@ -45,8 +45,11 @@ static void get_key(httpd_req *req, svc *s, bool on_worker)
     }
     pc_slice k = {ek, ks_user(ek, key, klen)};
     if (ts != 0) {
-        if (!svc_snapshot_begin(req, s, ts))
+        svc_snapshot snap = svc_snapshot_begin(s, ts);
+        if (snap != SVC_SNAP_OK) {
+            reply_snapshot_refused(req, s, snap, ts);
             return;
+        }
         rc = rd_get(s, ps, k, ts, &v, &cts, &c);
         svc_snapshot_end(s, ts);
     } else {
@@ -92,8 +95,11 @@ static void h_scan(httpd_req *req, void *ctx)
     /* Without ts a scan still reads one consistent snapshot: a fresh one
      * (far above the GC safe point, which trails by --gc-retention-ms). */
     bool pinned = ts != 0;
-    if (pinned && !svc_snapshot_begin(req, s, ts))
+    svc_snapshot snap = pinned ? svc_snapshot_begin(s, ts) : SVC_SNAP_OK;
+    if (snap != SVC_SNAP_OK) {
+        reply_snapshot_refused(req, s, snap, ts);
         return;
+    }
     if (!pinned && !svc_timestamp(s, &ts)) {
         reply_oracle_unavailable(req, s);
         return;
@@ -116,8 +122,12 @@ static void h_txn(httpd_req *req, void *ctx)
 
     if (!codec_encoding(req, &o.enc) || (body = httpd_body_json(req)) == NULL)
         return;
-    if (one_shot_parse_txn(req, s, body, &o))
-        one_shot_run(req, s, &o, true);
+    if (one_shot_parse_txn(req, s, body, &o)) {
+        one_shot_outcome out;
+        one_shot_exec(s, &o, true, &out);
+        reply_one_shot(req, s, &o, &out, true);
+        one_shot_outcome_free(&out);
+    }
     one_shot_free(&o);
     json_decref(body);
 }
@@ -142,8 +152,11 @@ static void single_write(httpd_req *req, svc *s, bool del)
             return;
         }
     }
-    if (!one_shot_blind_write(req, s, o))
-        one_shot_run(req, s, o, false);
+    one_shot_outcome out;
+    if (!one_shot_exec_blind(s, o, &out))
+        one_shot_exec(s, o, false, &out);
+    reply_one_shot(req, s, o, &out, false);
+    one_shot_outcome_free(&out);
     one_shot_free(&local);
 }
 
@@ -164,10 +177,7 @@ static void batched_done(wb_job *job)
     batched_write *b = (batched_write *)job;
     pc_blind_write *w = &job->w;
 
-    if (w->rc == PC_ERROR && job->refused != RP_OK) {
-        reply_refused(b->req, job->refused); /* a Raft group failed the round */
-        httpd_finish(b->req);
-    } else if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {
+    if (w->rc == PC_LOCKED || w->rc == PC_WRITE_CONFLICT) {
         /* Busy key or a newer write: the worker's path waits and retries
          * (with a fresh timestamp) as any one-shot write does. */
         httpd_dispatch(b->req);

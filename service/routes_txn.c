@@ -378,34 +378,6 @@ static void h_scan(httpd_req *req, void *ctx)
     txn_close(s, t);
 }
 
-/* The buffered writes as engine mutations ("u" + key), in key order; an
- * observer's session carries its acknowledgment first ('a' < 'u'). */
-static pc_mutation *mutations(const txn *t, char **keys_out, size_t *n)
-{
-    pc_mutation *m = calloc(t->nw + 1, sizeof(*m));
-    char *keys = malloc(t->bytes + t->nw + 1);
-    size_t off = 0, j = 0;
-
-    if (m == NULL || keys == NULL) {
-        free(m);
-        free(keys);
-        return NULL;
-    }
-    if (t->claim != NULL)
-        m[j++] = (pc_mutation){PC_OP_PUT, {t->claim->ack_key, t->claim->ack_len},
-                               {t->claim->ack_val, strlen(t->claim->ack_val)}};
-    for (size_t i = 0; i < t->nw; i++, j++) {
-        size_t kn = ks_user(keys + off, t->w[i].key, t->w[i].klen);
-        m[j].op = t->w[i].deleted ? PC_OP_DELETE : PC_OP_PUT;
-        m[j].key = (pc_slice){keys + off, kn};
-        m[j].value = (pc_slice){t->w[i].val, t->w[i].vlen};
-        off += kn;
-    }
-    *keys_out = keys;
-    *n = j;
-    return m;
-}
-
 static void h_commit(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
@@ -420,7 +392,7 @@ static void h_commit(httpd_req *req, void *ctx)
         (t = txn_open(req, s, false)) == NULL)
         return;
     size_t nm = 0;
-    pc_mutation *m = mutations(t, &keys, &nm);
+    pc_mutation *m = coord_mutations(t, &keys, &nm);
     if ((ps = svc_engine_session(s)) == NULL || m == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         goto out;
@@ -465,7 +437,7 @@ static void h_rollback(httpd_req *req, void *ctx)
     if (t->commit_pending) {
         char *keys = NULL;
         size_t nm = 0;
-        pc_mutation *m = mutations(t, &keys, &nm);
+        pc_mutation *m = coord_mutations(t, &keys, &nm);
         pc_session *ps = svc_engine_session(s);
         if (m == NULL || ps == NULL) {
             free(m);

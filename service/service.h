@@ -112,21 +112,43 @@ typedef struct svc {
     pthread_mutex_t es_mu;
     pc_session **es;
     size_t nes, capes;
+    uint64_t es_gen;                /* this opening's number (svc_engine_session) */
 } svc;
+
+/* Start the service's core (svc_open.c): the session and observer
+ * tables, metrics, the store in s->cfg.data_dir (made from
+ * s->cfg.restore_from first when set), the oracle client (otls and
+ * oracle_secret may be NULL), the observers' registrations, the replicator
+ * (rcfg: a member of that Raft group, its listen_fd, peers and timeouts
+ * filled in; NULL: a single node's log of one) and the write batcher.
+ * 0, or the exit status to stop with (logged; svc_close frees what was
+ * started). */
+int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *oracle_secret);
+/* Stop and free what svc_open started, writers first. Call once nothing
+ * else (HTTP, the janitor) uses s. */
+void svc_close(svc *s);
 
 /* The calling thread's engine session (opened on first use). NULL if it
  * cannot be opened. */
 pc_session *svc_engine_session(svc *s);
 void svc_close_engine_sessions(svc *s);
+/* Before the first svc_engine_session (svc_open calls it). */
+void svc_engine_sessions_init(svc *s);
 
 /* Liveness for the engine: an owner is alive while its session holds a
  * lease in this run of the service. */
 pc_liveness svc_liveness(svc *s);
 
-/* A snapshot read at ts (?ts=) begins: answers 400 and returns false when
- * ts is below the GC safe point or above every timestamp handed out;
- * otherwise ts is pinned against GC until svc_snapshot_end. */
-bool svc_snapshot_begin(httpd_req *req, svc *s, uint64_t ts);
+/* A snapshot read at ts (?ts=) begins: SVC_SNAP_OK, and ts is pinned
+ * against GC until svc_snapshot_end; else why it cannot be read (nothing
+ * pinned; reply_snapshot_refused answers it). */
+typedef enum {
+    SVC_SNAP_OK,
+    SVC_SNAP_FUTURE,      /* above every timestamp the oracle handed out */
+    SVC_SNAP_COLLECTED,   /* below the GC safe point: versions may be gone */
+    SVC_SNAP_NOMEM,
+} svc_snapshot;
+svc_snapshot svc_snapshot_begin(svc *s, uint64_t ts);
 void svc_snapshot_end(svc *s, uint64_t ts);
 
 /* The exit status after a storage failure (a failed log flush). */
@@ -184,19 +206,20 @@ static inline bool svc_replicated(const svc *s)
  * durable and applied here, and then lets the latches go, so that an
  * action on the same keys never reads a store that lacks this one, while
  * actions on other keys run and are made durable alongside. It returns
- * rc, or PC_ERROR when the batch could not be committed (svc_refusal says
- * why); *proposed (may be NULL): a batch was applied. */
+ * rc, or the replicator's refusal when the batch could not be committed
+ * (PC_NOT_LEADER, PC_UNAVAILABLE: svc_refused); *proposed (may be NULL):
+ * a batch was applied. */
 void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
 /* Before a read of the store (after its timestamp was taken): the
  * replicator's read barrier (this member leads, and has applied everything
  * committed before the read; commits not yet applied are in flight for
- * the engine's reads). PC_OK, or PC_ERROR (svc_refusal says why). A
- * single node: PC_OK at once. */
+ * the engine's reads). PC_OK, or the refusal (PC_NOT_LEADER,
+ * PC_UNAVAILABLE). A single node: PC_OK at once. */
 pc_rc svc_read_fence(svc *s);
-/* Why the calling thread's last proposal or fence failed (RP_OK: it did
- * not), and forget it. */
-rp_rc svc_refusal(void);
+/* A replicator's answer as the result every caller passes on: PC_OK,
+ * PC_NOT_LEADER or PC_UNAVAILABLE (reply_engine answers them 503). */
+pc_rc svc_refused(rp_rc r);
 /* Where this member stands: the one answer every caller asks (the
  * janitor, routing a request, readiness, the take-over). */
 typedef enum {

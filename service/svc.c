@@ -17,10 +17,21 @@
 /* ---- engine sessions: one per thread ---- */
 
 static _Thread_local pc_session *tls_session;
+/* Which opening of a service the thread's session belongs to (svc.es_gen):
+ * a thread that outlives one (a test's main thread) opens a new one for
+ * the next. */
+static _Thread_local uint64_t tls_gen;
+static _Atomic uint64_t next_gen = 1;
+
+void svc_engine_sessions_init(svc *s)
+{
+    pthread_mutex_init(&s->es_mu, NULL);
+    s->es_gen = atomic_fetch_add(&next_gen, 1);
+}
 
 pc_session *svc_engine_session(svc *s)
 {
-    if (tls_session != NULL)
+    if (tls_session != NULL && tls_gen == s->es_gen)
         return tls_session;
     pc_session *ps;
     if (pc_session_open(s->engine, &ps) != PC_OK)
@@ -40,6 +51,7 @@ pc_session *svc_engine_session(svc *s)
     s->es[s->nes++] = ps;
     pthread_mutex_unlock(&s->es_mu);
     tls_session = ps;
+    tls_gen = s->es_gen;
     return ps;
 }
 
@@ -71,29 +83,16 @@ pc_liveness svc_liveness(svc *s)
     return (pc_liveness){.now_ms = now, .owner_alive = owner_alive, .arg = s};
 }
 
-bool svc_snapshot_begin(httpd_req *req, svc *s, uint64_t ts)
+svc_snapshot svc_snapshot_begin(svc *s, uint64_t ts)
 {
     uint64_t now;
     /* A snapshot above every timestamp handed out so far would not be
      * repeatable: a commit could still land below it. */
-    if (ts > atomic_load(&s->ts_seen) && !(svc_timestamp(s, &now) && ts <= now)) {
-        httpd_reply_error(req, 400, "bad_request", NULL,
-                          "ts %llu is in the future: the oracle has not handed it out yet",
-                          (unsigned long long)ts);
-        return false;
-    }
+    if (ts > atomic_load(&s->ts_seen) && !(svc_timestamp(s, &now) && ts <= now))
+        return SVC_SNAP_FUTURE;
     /* Checked and pinned at once: GC cannot pass it while the read runs. */
     pc_rc rc = pc_snapshot_pin(s->engine, ts);
-    if (rc == PC_OK)
-        return true;
-    if (rc == PC_NOMEM)
-        httpd_reply_error(req, 500, "internal", NULL, "out of memory");
-    else
-        httpd_reply_error(req, 400, "bad_request", NULL,
-                          "ts %llu is below the garbage-collection safe point %llu",
-                          (unsigned long long)ts,
-                          (unsigned long long)pc_gc_safe_point(s->engine));
-    return false;
+    return rc == PC_OK ? SVC_SNAP_OK : rc == PC_NOMEM ? SVC_SNAP_NOMEM : SVC_SNAP_COLLECTED;
 }
 
 void svc_snapshot_end(svc *s, uint64_t ts)

@@ -274,10 +274,8 @@ static bool answer_rounds(write_batch *b, pc_session *ps)
         pthread_mutex_unlock(&b->mu);
         for (wb_job *j = r->jobs.head, *jn; j != NULL; j = jn) {
             jn = j->next; /* done() frees j */
-            if (r->rc != RP_OK) {
-                j->w.rc = PC_ERROR;
-                j->refused = r->rc;
-            }
+            if (r->rc != RP_OK)
+                j->w.rc = svc_refused(r->rc);
             j->done(j);
         }
         free(r);
@@ -374,7 +372,6 @@ write_batch *write_batch_start(svc *s)
 bool write_batch_submit(write_batch *b, wb_job *job)
 {
     job->rounds = 0;
-    job->refused = RP_OK;
     pthread_mutex_lock(&b->mu);
     if (b->stop) {
         pthread_mutex_unlock(&b->mu);

@@ -43,8 +43,8 @@
  *   IN ROUND -- its commit in the round's batch, submitted
  *               to the replicator ---------------------------> DURABLE WAIT
  *   DURABLE WAIT -- the replicator's answer for the round's
- *               batch (applied, or failed with refused
- *               set) ----------------------------------------> ANSWERED (syncer)
+ *               batch (applied, or failed: w.rc
+ *               PC_NOT_LEADER or PC_UNAVAILABLE) ------------> ANSWERED (syncer)
  *
  * ANSWERED is done(job), on the committer or syncer thread: from then on
  * the job is done's (routes_kv.c frees it). write_batch_stop answers every
@@ -55,8 +55,6 @@ struct wb_job {
     pc_blind_write w;          /* the caller fills w.m and w.n; results come back in w */
     void (*done)(wb_job *job); /* on a batcher thread; owns the job from then on */
     unsigned rounds;           /* rounds it was put off (its key was busy) */
-    rp_rc refused;             /* w.rc PC_ERROR: how the replicator failed it (RP_OK:
-                                  it did not) */
     wb_job *next;
 };
 

@@ -245,6 +245,7 @@ static void a_batch_of_another_term_is_refused(void **state)
     assert_int_equal(r->ops->propose(r, batch.data, batch.len, RP_TERM_NONE, 1000),
                      RP_NOT_LEADER);
     assert_int_equal(r->ops->submit(r, batch.data, batch.len, 2, answered, &tk), RP_NOT_LEADER);
+    pc_buf_free(&batch);
     rp_status st;
     r->ops->status(r, &st);
     assert_int_equal(st.applied_index, 0);

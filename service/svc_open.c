@@ -1,0 +1,223 @@
+/*
+ * svc_open.c — the service's core, started and stopped: everything but
+ * HTTP, the janitor and the forwarder. main.c runs it between its flags
+ * and its listening server; the in-process tests
+ * (tests/unit/test_service_local.c) run it alone, on a store of their own
+ * against a real oracle, and call the coordinator and the write batcher
+ * as the routes do.
+ *
+ * Order: the metrics and the session and observer tables; the store
+ * (made from a backup first when asked); the oracle client; the
+ * observers' registrations, read from what is applied; the replicator
+ * (the Raft group, or a single node's log of one); the write batcher.
+ * From the replicator on, every write goes through it (replica.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine_admin.h"
+#include "engine_replica.h"
+#include "log.h"
+#include "observers.h"
+#include "program.h"
+#include "service.h"
+#include "sessions.h"
+#include "write_batch.h"
+
+#define PROG "percolator-service"
+
+static int make_run_id(char *out, size_t len)
+{
+    unsigned char r[8];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, r, sizeof(r)) != (ssize_t)sizeof(r)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    for (size_t i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+    return 0;
+}
+
+static void init_metrics(svc *s)
+{
+    metrics_registry *r = s->metrics;
+    s->m.txn_begun = metrics_counter1(r, "percolator_txn_begun_total", "Sessions begun.");
+    s->m.txn_committed =
+        metrics_counter1(r, "percolator_txn_committed_total", "Transactions committed.");
+    s->m.commits_1pc = metrics_counter1(r, "percolator_commits_one_phase_total",
+                                        "Commits done in one phase.");
+    s->m.commits_2pc = metrics_counter1(r, "percolator_commits_two_phase_total",
+                                        "Commits done by two-phase commit.");
+    s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
+                                       "Transactions aborted, by reason.", "reason", NULL);
+    s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",
+                                     "Conflicts answered with 409, by kind.", "kind", NULL);
+    s->m.lock_waits = metrics_counter1(r, "percolator_lock_waits_total",
+                                       "Reads that waited on a live lock.");
+    s->m.lock_wait_timeouts = metrics_counter1(
+        r, "percolator_lock_wait_timeouts_total", "Reads that gave up waiting (key_locked).");
+    s->m.latch_wait = metrics_series_get(
+        metrics_histogram(r, "percolator_latch_wait_seconds",
+                          "How long an action that may write waited for another proposal in "
+                          "flight on one of its keys to be applied (a member of a Raft group: "
+                          "docs/DESIGN.md 9 item 2); only actions that waited",
+                          NULL, NULL, metrics_latency_buckets, metrics_latency_nbuckets),
+        NULL, NULL);
+    s->m.resolved = metrics_counter(r, "percolator_locks_resolved_total",
+                                    "Locks met by readers and writers and resolved, by outcome.",
+                                    "how", NULL);
+    s->m.janitor_resolved = metrics_counter(r, "percolator_janitor_resolved_total",
+                                            "Abandoned locks the janitor resolved, by outcome.",
+                                            "how", NULL);
+    s->m.gc_versions_removed = metrics_counter1(r, "percolator_gc_versions_removed_total",
+                                                "Versions dropped by garbage collection.");
+    s->m.mvcc_versions = metrics_gauge1(r, "percolator_mvcc_versions",
+                                        "Versions stored (write records) after the last GC pass.");
+    s->m.gc_safe_point = metrics_gauge1(r, "percolator_gc_safe_point",
+                                        "Snapshots below this timestamp may have lost versions.");
+    s->m.notify_scanned = metrics_counter1(r, "percolator_notify_entries_scanned_total",
+                                           "Notify entries read by claims (never data).");
+    s->m.notif_claimed = metrics_counter1(r, "percolator_notifications_claimed_total",
+                                          "Notifications handed out to observers.");
+    s->m.notif_acked = metrics_counter1(r, "percolator_notifications_acked_total",
+                                        "Observer transactions committed (acknowledged).");
+    s->m.notif_pending = metrics_gauge1(r, "percolator_notifications_pending",
+                                        "Unacknowledged notifications at the last listing.");
+}
+
+int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *oracle_secret)
+{
+    const svc_config *c = &s->cfg;
+    char err[512];
+
+    svc_engine_sessions_init(s);
+    pthread_mutex_init(&s->takeover_mu, NULL);
+    if (make_run_id(s->run_id, sizeof(s->run_id)) != 0) {
+        log_error("cannot read /dev/urandom");
+        return 1;
+    }
+    if ((s->metrics = metrics_registry_new()) == NULL ||
+        (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL ||
+        (s->obs = observers_new()) == NULL)
+        return 1;
+    sessions_set_end_hook(s->sessions, observers_session_ended, s);
+    s->on_commit = observers_wake;
+    s->take_over = svc_take_over;
+    init_metrics(s);
+    sessions_set_gauges(s->sessions,
+                        metrics_gauge1(s->metrics, "percolator_sessions_open",
+                                       "Sessions open (active or committing), against --max-sessions."),
+                        metrics_gauge1(s->metrics, "percolator_session_buffered_bytes",
+                                       "Bytes buffered by all sessions together, against --max-session-bytes."));
+    /* The janitor reads the session clock every interval: a longer gap
+     * means the whole process stood still. */
+    sessions_set_stall_ms(s->sessions, 2 * c->janitor_interval_ms + 1000);
+
+    char cache[32];
+    snprintf(cache, sizeof(cache), "%lluMB", (unsigned long long)(c->cache_size >> 20));
+    pc_engine_config ecfg = {.dir = c->data_dir, .sync = strcmp(c->sync, "fsync") == 0,
+                             .cache_size = cache, .on_fatal = svc_engine_fatal,
+                             .log = svc_engine_log, .latch_waited = svc_latch_waited,
+                             .latch_arg = s};
+    if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
+        log_startup_error(PROG, "--backup-dir %s: %s", c->backup_dir, strerror(errno));
+        return 2;
+    }
+    if (c->restore_from[0] != '\0') {
+        if (pc_restore(c->restore_from, &ecfg) != PC_OK) {
+            log_startup_error(PROG, "cannot restore %s from %s (see the log above)",
+                              c->data_dir, c->restore_from);
+            return 2;
+        }
+        log_info("restored %s from the backup %s", c->data_dir, c->restore_from);
+    }
+    if (pc_engine_open(&ecfg, &s->engine) != PC_OK) {
+        log_startup_error(PROG, "cannot open the store in %s (see the log above)", c->data_dir);
+        return 1;
+    }
+    metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
+    /* Every timestamp the store holds was handed out: snapshots up to it
+     * are readable, and the oracle must answer above it (DESIGN §4.8). */
+    atomic_store(&s->store_max_ts, pc_store_max_ts(s->engine));
+    atomic_store(&s->ts_seen, pc_store_max_ts(s->engine));
+    log_info("store: highest timestamp %llu", (unsigned long long)atomic_load(&s->store_max_ts));
+    if ((s->oracle = oc_open(c->oracle, (int)c->oracle_timeout_ms, s->metrics)) == NULL ||
+        (oracle_secret != NULL && oc_set_token(s->oracle, oracle_secret) != 0)) {
+        log_error("cannot start the oracle client");
+        return 1;
+    }
+    if (otls != NULL && oc_set_tls(s->oracle, otls) != 0) {
+        log_error("cannot set up TLS towards the oracle");
+        return 1;
+    }
+    pc_session *boot = svc_engine_session(s);
+    if (boot != NULL && c->restore_from[0] != '\0' && rcfg != NULL) {
+        /* A group made from a backup is a new group (DESIGN 7.3). */
+        if (pc_applied_new_group(boot) != PC_OK) {
+            log_startup_error(PROG, "cannot reset the restored store's Raft index");
+            return 1;
+        }
+        log_info("the restored store starts a new Raft group: its applied index is reset");
+    }
+    backup_archive_cleanup(s);
+    if (boot == NULL || !observers_load(s, boot)) {
+        log_startup_error(PROG, "cannot load the observers (see the log above)");
+        return 1;
+    }
+
+    /* From here on every write goes through the replicator (replica.c): a
+     * member's Raft group, or a single node's log of one; the observers
+     * above were loaded from what is applied. */
+    if (rcfg != NULL) {
+        rcfg->engine = s->engine;
+        rcfg->restored = c->restore_from[0] != '\0';
+        rcfg->apply_failed = svc_storage_failed;
+        if (raft_group_start(rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
+            log_startup_error(PROG, "raft: %s", err);
+            return 1;
+        }
+        s->repl = raft_group_replicator(s->raft);
+    } else if ((s->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics)) ==
+               NULL) {
+        /* A single node is a group of one: its own log (replicator.h). */
+        log_startup_error(PROG, "cannot start the local replicator");
+        return 1;
+    }
+    /* The blind-write committer groups one-phase commits into one batch
+     * for the replicator (write_batch.h). */
+    if ((s->batch = write_batch_start(s)) == NULL) {
+        log_error("cannot start the write committer");
+        return 1;
+    }
+    return 0;
+}
+
+void svc_close(svc *s)
+{
+    write_batch_stop(s->batch); /* deferred writes come back first */
+    s->batch = NULL;
+    if (s->raft != NULL)
+        raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
+    else
+        replicator_local_stop(s->repl); /* the same */
+    s->raft = NULL;
+    s->repl = NULL;
+    svc_close_engine_sessions(s);
+    pc_engine_close(s->engine);
+    s->engine = NULL;
+    oc_close(s->oracle);
+    s->oracle = NULL;
+    sessions_free(s->sessions);
+    s->sessions = NULL;
+    observers_free(s->obs);
+    s->obs = NULL;
+    metrics_registry_free(s->metrics);
+    s->metrics = NULL;
+}
