@@ -242,8 +242,6 @@ int main(int argc, char **argv)
     janitor *jan = NULL;
     httpd_route *routes = NULL;
     token oracle_token = {NULL, 0};
-    pthread_mutex_init(&s->es_mu, NULL);
-    pthread_mutex_init(&s->takeover_mu, NULL);
     failpoint_init();
     limit_malloc_arenas();
 

@@ -297,8 +297,10 @@ static pc_rc check_conditions(svc *s, pc_session *ps, const one_shot *o, uint64_
     for (size_t i = 0; i < o->ckeys.n; i++) {
         pc_rc rc = check_condition(s, ps, o, i, start, out->why, sizeof(out->why),
                                    &out->conflict);
-        if (rc == PC_NOT_FOUND)
+        if (rc == PC_NOT_FOUND) {
             out->cond = i;
+            out->cond_failed = true;
+        }
         if (rc != PC_OK)
             return rc;
     }
@@ -403,15 +405,13 @@ pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome
         pc_rc rc = check_conditions(s, ps, o, start, out);
         if (rc == PC_OK && want_reads)
             rc = do_reads(s, ps, o, start, out);
-        if (rc == PC_NOT_FOUND)
-            return out->rc = PC_NOT_FOUND; /* a condition failed */
+        if (out->cond_failed)
+            return out->rc = PC_NOT_FOUND;
         if (rc == PC_OK)
             rc = coord_commit_internal(s, ps, start, o->writes, o->nwrites, &out->commit_ts,
                                        &out->conflict);
-        if (rc == PC_OK) {
-            metrics_inc(s->m.txn_committed, 1);
-            return out->rc = PC_OK;
-        }
+        if (rc == PC_OK)
+            return out->rc = PC_OK; /* counted when answered (reply_one_shot) */
         if (out->not_text)
             return out->rc = PC_INVALID;
         pc_conflict c = out->conflict;

@@ -61,7 +61,8 @@ typedef struct {
 /* How a run ended (one_shot_outcome_free frees it). rc:
  *   PC_OK               committed at commit_ts; reads[] (want_reads: one
  *                       per o->reads, in order) as seen at its start
- *   PC_NOT_FOUND        condition cond failed (why says how): nothing written
+ *   PC_NOT_FOUND        with cond_failed: condition cond failed (why says
+ *                       how): nothing written
  *   PC_INVALID          with not_text: a value read is not UTF-8 text and
  *                       the request asked for text: nothing written
  *   PC_TS_UNAVAILABLE   no timestamp from the oracle: nothing written
@@ -71,6 +72,7 @@ typedef struct {
 typedef struct {
     pc_rc rc;
     uint64_t commit_ts;
+    bool cond_failed;
     size_t cond;
     char why[128];
     bool not_text;

@@ -49,8 +49,9 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     pc_session_propose(ps, NULL);
     /* An action that changed nothing has nothing to replicate. */
     if (batch.len > 0) {
-        rp_rc r = s->repl->ops->propose(s->repl, batch.data, batch.len, batch_term,
-                                        PROPOSE_WAIT_MS);
+        rp_rc r = s->repl == NULL ? RP_UNAVAILABLE /* start-up: svc_open */
+                                  : s->repl->ops->propose(s->repl, batch.data, batch.len,
+                                                          batch_term, PROPOSE_WAIT_MS);
         if (r != RP_OK)
             rc = svc_refused(r);
         else if (proposed != NULL)
@@ -82,6 +83,10 @@ svc_leadership svc_leadership_of(svc *s, rp_status *st)
     rp_status local;
     if (st == NULL)
         st = &local;
+    if (s->repl == NULL) {
+        *st = (rp_status){.role = "unavailable", .membership = ""};
+        return SVC_NO_LEADER; /* start-up: svc_open */
+    }
     s->repl->ops->status(s->repl, st);
     if (st->ready_term != 0)
         return SVC_LEADS;
@@ -107,7 +112,8 @@ struct raft_host *svc_raft_host(svc *s)
 
 uint64_t svc_leader_term(svc *s)
 {
-    return s->repl->ops->ready_term(s->repl);
+    /* None before the replicator runs: nothing may be proposed yet. */
+    return s->repl != NULL ? s->repl->ops->ready_term(s->repl) : 0;
 }
 
 /* Every /v1 request but health and readiness (public routes, which httpd

@@ -177,25 +177,29 @@ static lr_wait *take_group(local_repl *l)
     return first;
 }
 
-/* Apply a group as the next index and make it durable; a failure does
- * not return (l->failed). */
-static void apply_group(local_repl *l, pc_session *ps, lr_wait *group)
+/* Apply a group as the next index (one batch of them all) and make it
+ * durable; the indexes it used. A failure does not return (l->failed). */
+static uint64_t apply_group(local_repl *l, pc_session *ps, lr_wait *group)
 {
     pc_buf joined = {0};
-    const void *batch = group->batch;
-    size_t len = group->len, n = 0;
-    for (lr_wait *w = group; w != NULL; w = w->next)
+    size_t n = 0, bytes = 0;
+    bool one = true;
+    for (lr_wait *w = group; w != NULL; w = w->next) {
         n++;
-    if (n > 1) {
-        for (lr_wait *w = group; w != NULL; w = w->next) {
-            pc_rc rc = pc_batch_join(&joined, w->batch, w->len);
-            if (rc != PC_OK)
-                l->failed("joining the batches of a local group", rc);
-        }
-        batch = joined.data;
-        len = joined.len;
+        bytes += w->len;
     }
-    pc_rc rc = pc_apply_batch(ps, batch, len, l->applied + 1);
+    for (lr_wait *w = group; n > 1 && w != NULL && one; w = w->next)
+        one = pc_batch_join(&joined, w->batch, w->len) == PC_OK;
+    uint64_t used = 0;
+    pc_rc rc = PC_OK;
+    if (n == 1)
+        rc = pc_apply_batch(ps, group->batch, group->len, l->applied + ++used);
+    else if (one)
+        rc = pc_apply_batch(ps, joined.data, joined.len, l->applied + ++used);
+    else /* out of memory to join them: one index each */
+        for (lr_wait *w = group; w != NULL && rc == PC_OK; w = w->next)
+            rc = pc_apply_batch(ps, w->batch, w->len, l->applied + ++used);
+    pc_buf_free(&joined);
     if (rc != PC_OK)
         l->failed("applying a write batch", rc);
     /* Tests widen the window between apply and flush here, or fail the
@@ -204,20 +208,20 @@ static void apply_group(local_repl *l, pc_session *ps, lr_wait *group)
     rc = failpoint_fails("local_sync") ? PC_SYNC_FAILED : pc_sync(ps);
     if (rc != PC_OK)
         l->failed("flushing the log after a write batch", rc);
-    pc_buf_free(&joined);
     metrics_inc(l->m_groups, 1);
     metrics_inc(l->m_batches, n);
-    metrics_observe(l->m_group_bytes, (double)len);
+    metrics_observe(l->m_group_bytes, (double)bytes);
+    return used;
 }
 
 /* Answer a group: proposers under the lock (one wake-up for them all),
  * then the submitted waits' callbacks. A proposer's wait lives on its
  * stack: not touched once it is answered. */
-static void answer_group(local_repl *l, lr_wait *group)
+static void answer_group(local_repl *l, lr_wait *group, uint64_t used)
 {
     lr_wait *submitted = NULL, **tail = &submitted;
     pthread_mutex_lock(&l->mu);
-    l->applied++;
+    l->applied += used;
     for (lr_wait *w = group, *next; w != NULL; w = next) {
         next = w->next;
         if (w->done != NULL) {
@@ -256,8 +260,7 @@ static void *local_main(void *arg)
     }
     lr_wait *group;
     while ((group = take_group(l)) != NULL) {
-        apply_group(l, ps, group);
-        answer_group(l, group);
+        answer_group(l, group, apply_group(l, ps, group));
     }
     pc_session_close(ps);
     return NULL;

@@ -435,8 +435,11 @@ void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_ou
     case PC_OK:
         break;
     case PC_NOT_FOUND:
-        reply_condition_failed(req, keys_at(&o->ckeys, out->cond), o->ckeys.len[out->cond],
-                               o->enc, out->cond, out->why);
+        if (out->cond_failed && out->cond < o->ckeys.n)
+            reply_condition_failed(req, keys_at(&o->ckeys, out->cond), o->ckeys.len[out->cond],
+                                   o->enc, out->cond, out->why);
+        else
+            reply_engine(req, s, out->rc, &out->conflict, o->enc);
         return;
     case PC_INVALID:
         if (out->not_text)
@@ -472,6 +475,7 @@ void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_ou
         return;
     }
     json_object_set_new(ans, "reads", reads);
+    metrics_inc(s->m.txn_committed, 1);
     httpd_reply_json(req, 200, ans);
 }
 

@@ -167,14 +167,13 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_info("the restored store starts a new Raft group: its applied index is reset");
     }
     backup_archive_cleanup(s);
-    if (boot == NULL || !observers_load(s, boot)) {
-        log_startup_error(PROG, "cannot load the observers (see the log above)");
+    if (boot == NULL) {
+        log_startup_error(PROG, "cannot open a storage session");
         return 1;
     }
 
     /* From here on every write goes through the replicator (replica.c): a
-     * member's Raft group, or a single node's log of one; the observers
-     * above were loaded from what is applied. */
+     * member's Raft group, or a single node's log of one. */
     if (rcfg != NULL) {
         rcfg->engine = s->engine;
         rcfg->restored = c->restore_from[0] != '\0';
@@ -188,6 +187,15 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
                NULL) {
         /* A single node is a group of one: its own log (replicator.h). */
         log_startup_error(PROG, "cannot start the local replicator");
+        return 1;
+    }
+    /* The observers' registrations: a single node reads them now (a lock
+     * a crash left on one is resolved through the replicator, as any
+     * write); a member reads them when it begins to lead (svc_take_over),
+     * from the store every earlier leader's entries are applied to, and a
+     * follower never needs them. */
+    if (rcfg == NULL && !observers_load(s, boot)) {
+        log_startup_error(PROG, "cannot load the observers (see the log above)");
         return 1;
     }
     /* The blind-write committer groups one-phase commits into one batch

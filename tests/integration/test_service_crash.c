@@ -135,6 +135,37 @@ static void crash_at(const char *point, bool by_reader)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
+/* A crash while an observer is registered (two phases: --one-pc off)
+ * leaves a lock on its registration; the next start reads the
+ * registrations and meets it. Its owner is dead, so it is resolved there
+ * and then, as any write, through the replicator (svc_open starts it
+ * before it reads them): the service starts, and the registration is
+ * rolled back whole. */
+static void a_lock_left_on_an_observer_registration_is_resolved_at_start(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--one-pc", "off", "--janitor-interval-ms", "600000", NULL};
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    assert_int_equal(tl_service_stop(&st), 0);
+    snprintf(st.svc.env[0], sizeof(st.svc.env[0]), "PERCOLATOR_FAILPOINT=after_prewrite_primary");
+    st.svc.nenv = 1;
+    assert_int_equal(tl_service_start(&st), 0);
+    assert_int_equal(tl_try_call(&st, "PUT", "/v1/observers/crashed", "{\"prefix\":\"x/\"}", NULL),
+                     0); /* no answer: it died with the registration's lock in the store */
+    assert_int_equal(tl_wait_exit(st.svc.pid, TL_STOP_MS), 128 + SIGKILL);
+    st.svc.pid = 0;
+    st.svc.nenv = 0;
+    assert_int_equal(tl_service_start(&st), 0);
+    /* Met and rolled back at start (its owner died before the commit
+     * point), so registering it again creates it. */
+    assert_true(tl_service_metric(&st, "percolator_locks_resolved_total{how=\"rolled_back\"}") > 0);
+    json_decref(tl_must(&st, "PUT", "/v1/observers/crashed", "{\"prefix\":\"x/\"}", 201));
+    /* And it serves writes as usual. */
+    json_decref(tl_must(&st, "PUT", "/v1/kv/x/after", "{\"value\":\"v\"}", 200));
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 static void crash_after_prewrite_primary(void **s) { (void)s; crash_at("after_prewrite_primary", true); crash_at("after_prewrite_primary", false); }
 static void crash_after_prewrites(void **s) { (void)s; crash_at("after_prewrites", true); crash_at("after_prewrites", false); }
 static void crash_after_commit_primary(void **s) { (void)s; crash_at("after_commit_primary", true); crash_at("after_commit_primary", false); }
@@ -408,6 +439,7 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_lock_left_on_an_observer_registration_is_resolved_at_start),
         cmocka_unit_test(crash_after_prewrite_primary),
         cmocka_unit_test(crash_after_prewrites),
         cmocka_unit_test(crash_after_commit_primary),

@@ -298,6 +298,7 @@ static void a_one_shot_transaction_checks_its_conditions_and_reads(void **state)
     shot_condition(&o, "acct", (condition){.kind = COND_EXISTS, .exists = true});
     shot_condition(&o, "acct", (condition){.kind = COND_COMMIT_TS, .commit_ts = c1});
     assert_int_equal(one_shot_exec(s, &o, false, &out), PC_NOT_FOUND);
+    assert_true(out.cond_failed);
     assert_int_equal(out.cond, 1);
     assert_non_null(strstr(out.why, "expected commit_ts"));
     one_shot_outcome_free(&out);
