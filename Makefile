@@ -163,8 +163,9 @@ check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
 check-layers: $(PROGS)
 	scripts/check-layers.sh $(BUILD)
 
-unit: $(UNIT_BIN)
-	tests/run.sh $(UNIT_BIN)
+# (test_service_local starts the real oracle: the programs come first.)
+unit: $(PROGS) $(UNIT_BIN)
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) tests/run.sh $(UNIT_BIN)
 
 integration: $(PROGS) $(INTEG_BIN)
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) tests/run.sh $(INTEG_BIN)
