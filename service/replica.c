@@ -70,9 +70,9 @@ pc_rc svc_read_fence(svc *s)
      * in the table of commits in flight (a one-phase commit, a commit
      * point: their latches keep it there until the apply) or leaves its
      * lock in the store (two-phase secondaries), so the read meets it and
-     * waits. A group of one answers at once; so does start-up, before
-     * the replicator runs (nothing writes yet: main loads the observers
-     * from what is applied). */
+     * waits. A group of one answers at once. Before svc_open has started
+     * the replicator nothing reads or writes (it starts it before it
+     * loads the observers); the check only keeps a mistake from crashing. */
     if (s->repl == NULL)
         return PC_OK;
     return svc_refused(s->repl->ops->read_barrier(s->repl, PROPOSE_WAIT_MS));
