@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-cluster clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -277,6 +277,12 @@ bench-tools: all $(BENCH_TOOLS)
 # FAILOVER_ROUNDS, default 10; about 1.5 minutes; installs etcd-server).
 bench-failover: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/failover.sh
+
+# bench-catchup: a follower of a three-member service group wiped under
+# writes, time until it is a voter and ready again, then the other
+# follower killed (bench/catchup.sh; CATCHUP_ROUNDS, CATCHUP_WARM; ~1 min a round).
+bench-catchup: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/catchup.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

@@ -36,7 +36,9 @@ int peer_tls_open(const peer_tls_flags *f, const raft_peer *peers, size_t npeers
                   tls_server **out, char *err, size_t errlen);
 
 /* SIGHUP: read the files again; new peer connections get them. A file
- * that cannot be read or checked leaves the current ones (logged). */
+ * that cannot be read or checked, or a certificate that does not name
+ * this member (as peer_tls_open requires), leaves the current ones
+ * (logged). */
 void peer_tls_reload(tls_server *t, const peer_tls_flags *f);
 
 #endif

@@ -715,6 +715,14 @@ static raft_frame_limits frame_limits(const raft_host_config *cfg)
                                .max_entry_bytes = cfg->max_entry_bytes};
 }
 
+/* Ten election timeouts (10 s at the default): long enough for an image
+ * of hundreds of MB to be read, sent and installed on one machine's
+ * loopback (bench/catchup.sh), so that a large one is seldom sent twice. */
+static unsigned install_timeout_ms(const raft_host_config *cfg)
+{
+    return 10 * (cfg->election_ms ? cfg->election_ms : 1000);
+}
+
 /* The first members of a group bootstrap the same configuration: every
  * member at incarnation 0 (raft_identity.h). */
 static int bootstrap(raft_host *h)
@@ -918,6 +926,12 @@ static int start_raft(raft_host *h, int mode)
     raft_set_heartbeat_timeout(&h->raft, h->cfg.heartbeat_ms ? h->cfg.heartbeat_ms : 100);
     raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
     raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
+    /* An image sent and not answered is sent again after this, not after
+     * libraft's 30 s: a follower drops an image that reaches it while it
+     * installs or takes one (libraft 0.15 answers nothing then), and the
+     * leader waits the whole timeout before it tries again (docs/DESIGN.md
+     * 7.3, "Catch-up that finishes"). */
+    raft_set_install_snapshot_timeout(&h->raft, install_timeout_ms(&h->cfg));
     if (h->cfg.image_first) { /* the next entry applied takes an image, all log behind it */
         raft_set_snapshot_threshold(&h->raft, 1);
         raft_set_snapshot_trailing(&h->raft, 0);
@@ -1103,6 +1117,30 @@ void raft_host_status(raft_host *h, rp_status *st)
 {
     rp_get_status(h->prop, st);
     st->membership = raft_host_membership(h);
+    /* The leader's own commit index is the group's; a follower knows the
+     * highest its leaders sent (the guard notes it before correction 1). */
+    uint64_t group = st->commit_index;
+    if (strcmp(st->role, "leader") != 0) {
+        uint64_t sent = raft_io_guard_leader_commit(&h->guard);
+        group = sent > group ? sent : group;
+    }
+    st->lag = group > st->applied_index ? group - st->applied_index : 0;
+}
+
+const char *raft_host_not_ready(const rp_status *st, char *buf, size_t len)
+{
+    if (strcmp(st->membership, "voter") != 0)
+        return "this member is not a voter of its group yet (it is joining, or came back "
+               "without its data, and is being caught up: docs/DESIGN.md 7.3)";
+    if (st->lag > RAFT_HOST_READY_LAG) {
+        snprintf(buf, len, "this member is catching up: %llu entries its leader committed are "
+                 "not applied here yet (ready again within %d of it: docs/DESIGN.md 7.3)",
+                 (unsigned long long)st->lag, RAFT_HOST_READY_LAG);
+        return buf;
+    }
+    if (st->leader_id == 0)
+        return "no Raft leader is known yet (an election may be under way)";
+    return NULL;
 }
 
 /* The proposer's hooks (raft_proposer.h). */

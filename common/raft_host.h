@@ -97,6 +97,16 @@ raft_proposer *raft_host_proposer(raft_host *h);
 /* The member's view (any thread): the proposer's, as of the loop's last
  * step, with what the member is in its group (raft_host_membership). */
 void raft_host_status(raft_host *h, rp_status *st);
+/* Whether a member with this status is still catching up: more than
+ * RAFT_HOST_READY_LAG entries its leader committed are not applied here
+ * yet (/v1/ready answers 503 then; docs/DESIGN.md 7.3). A follower that
+ * keeps up lags by the entries in flight, far fewer. */
+#define RAFT_HOST_READY_LAG 1024
+/* Why a member with this status cannot serve yet (/v1/ready's 503 of
+ * both programs), or NULL: not a voter yet (joining, or back without its
+ * data and being caught up), lagging as above (the text, with the count,
+ * goes to buf), or no leader known. */
+const char *raft_host_not_ready(const rp_status *st, char *buf, size_t len);
 
 /* Log one line when the term, the leader this member knows or its role
  * changed since the last call (loop thread; who: "oracle", "service"). */

@@ -5,6 +5,7 @@
  */
 #include "raft_io_guard.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "timeutil.h"
@@ -149,6 +150,11 @@ uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id)
     return 0;
 }
 
+uint64_t raft_io_guard_leader_commit(raft_io_guard *g)
+{
+    return atomic_load(&g->leader_commit);
+}
+
 static void on_recv(struct raft_io *inner, struct raft_message *m)
 {
     raft_io_guard *g = guard_of(inner);
@@ -170,6 +176,8 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
         struct raft_append_entries *ae = &m->append_entries;
         g->msg_term = ae->term;
         g->msg_proves = ae->prev_log_index + ae->n_entries;
+        if (ae->leader_commit > atomic_load(&g->leader_commit))
+            atomic_store(&g->leader_commit, ae->leader_commit); /* only this thread writes */
         /* Correction 1: commit nothing this message does not prove held. */
         if (ae->leader_commit > g->msg_proves) {
             ae->leader_commit = g->msg_proves;

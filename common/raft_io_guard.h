@@ -74,6 +74,11 @@ typedef struct raft_io_guard {
      * replaced. */
     struct { raft_id id; uint64_t ms; } heard[16];
 
+    /* The highest commit index a leader has sent this member (before
+     * correction 1): how far the group has gone, for the member's lag
+     * (raft_io_guard_leader_commit; read by other threads). */
+    _Atomic uint64_t leader_commit;
+
     /* Corrections made (metrics, tests). */
     uint64_t commits_lowered;
     uint64_t replies_lowered;
@@ -99,5 +104,8 @@ void raft_io_guard_hold_votes(raft_io_guard *g, uint64_t ms);
 /* When a message from raft id last passed to libraft (time_mono_ms), 0:
  * not lately. */
 uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id);
+/* The highest commit index a leader told this member of (0: none yet);
+ * any thread. */
+uint64_t raft_io_guard_leader_commit(raft_io_guard *g);
 
 #endif

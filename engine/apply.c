@@ -8,13 +8,18 @@
 static const char APPLIED_KEY[] = "raft_applied";
 
 typedef struct {
-    const uint8_t *batch;
-    size_t len;
+    const uint8_t *from, *to; /* the operations applied in this transaction */
     uint64_t index;
-    bool replace;   /* an image (image.c): the tables are emptied first */
+    bool last;      /* records the index (an image's last part, or a whole batch) */
     bool skipped;
     uint64_t safe_point; /* raised to this (0: not) */
 } apply_args;
+
+/* An image is installed in parts of about this many bytes of rows, each
+ * its own transaction (pc_apply_ops). */
+#define IMAGE_PART_BYTES ((size_t)8 << 20)
+/* Rows removed per transaction when an image empties the tables. */
+#define EMPTY_PART_ROWS 20000
 
 pc_rc pc_read_applied(pc_session *s, uint64_t *index)
 {
@@ -31,14 +36,28 @@ pc_rc pc_read_applied(pc_session *s, uint64_t *index)
     return rc;
 }
 
-/* Remove every row of a table, in the transaction. */
-static pc_rc empty_table(pc_session *s, WT_CURSOR *c)
+/* Remove up to EMPTY_PART_ROWS rows of the replicated tables, in the
+ * transaction; *left: whether rows remain. */
+static pc_rc empty_part(pc_session *s, void *arg)
 {
-    int ret;
-    while ((ret = c->next(c)) == 0)
-        if ((ret = c->remove(c)) != 0)
-            return pc_wt_error(s, ret, "cursor remove");
-    return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    bool *left = arg;
+    WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
+    int ret = WT_NOTFOUND, n = 0;
+    *left = false;
+    for (int t = 0; t < 4; t++) {
+        while (n < EMPTY_PART_ROWS && (ret = tables[t]->next(tables[t])) == 0) {
+            if ((ret = tables[t]->remove(tables[t])) != 0)
+                return pc_wt_error(s, ret, "cursor remove");
+            n++;
+        }
+        if (n == EMPTY_PART_ROWS) {
+            *left = true;
+            return PC_OK;
+        }
+        if (ret != WT_NOTFOUND)
+            return pc_wt_error(s, ret, "cursor next");
+    }
+    return PC_OK;
 }
 
 /* The GC safe point only rises: stored in the transaction, shown to
@@ -69,9 +88,7 @@ static pc_rc apply_body(pc_session *s, void *arg)
     a->safe_point = 0; /* a retried transaction starts over */
     if (a->skipped)
         return PC_OK;
-    for (int t = 0; a->replace && t < 4 && rc == PC_OK; t++)
-        rc = empty_table(s, tables[t]);
-    const uint8_t *p = a->batch + PC_BATCH_HEADER, *end = a->batch + a->len;
+    const uint8_t *p = a->from, *end = a->to;
     pc_batch_op o;
     while (rc == PC_OK && p < end) {
         if (!pc_batch_next(&p, end, &o))
@@ -87,19 +104,63 @@ static pc_rc apply_body(pc_session *s, void *arg)
     }
     uint8_t v[8];
     pc_put_be64(v, a->index);
-    return rc == PC_OK ? pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8)
-                       : rc;
+    if (rc != PC_OK || !a->last)
+        return rc;
+    return pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8);
+}
+
+/* An image replaces the tables (image.c). One WiredTiger transaction
+ * holding a whole store's rows outgrew the cache (it cannot evict what is
+ * not committed): a member catching up took two minutes to install an
+ * image of 180 MB (issue #23). So the tables are emptied, then the rows
+ * written, in transactions of their own, and the applied index goes in
+ * with the last part. Until then the store says the old index: a crash
+ * halfway leaves a store that the image is installed into again at
+ * restart (libraft keeps the image it received, and restores it when the
+ * member starts), and meanwhile only a follower installs an image, which
+ * reads nothing from its store for a client (DESIGN §4.10). */
+static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
+                              const uint8_t *end)
+{
+    uint64_t applied;
+    pc_rc rc = pc_applied_index(s, &applied);
+    if (rc != PC_OK || a->index <= applied) {
+        a->skipped = rc == PC_OK;
+        return rc;
+    }
+    for (bool left = true; left && rc == PC_OK;)
+        rc = pc_run_txn(s, empty_part, &left);
+    uint64_t safe_point = 0;
+    while (rc == PC_OK) {
+        const uint8_t *p = from;
+        pc_batch_op o;
+        while (p < end && (size_t)(p - from) < IMAGE_PART_BYTES)
+            if (!pc_batch_next(&p, end, &o))
+                return PC_INVALID; /* checked before: cannot happen */
+        a->from = from;
+        a->to = p;
+        a->last = p == end;
+        if ((rc = pc_run_txn(s, apply_body, a)) == PC_OK && a->safe_point > safe_point)
+            safe_point = a->safe_point;
+        if (a->last)
+            break;
+        from = p;
+    }
+    a->safe_point = safe_point;
+    return rc;
 }
 
 pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace)
 {
     if (index == 0 || pc_batch_check(batch, len) != PC_OK)
         return PC_INVALID;
-    apply_args a = {batch, len, index, replace, false, 0};
+    const uint8_t *from = (const uint8_t *)batch + PC_BATCH_HEADER,
+                  *end = (const uint8_t *)batch + len;
+    apply_args a = {from, end, index, true, false, 0};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
-    pc_rc rc = pc_run_txn(s, apply_body, &a);
+    pc_rc rc = replace ? install_in_parts(s, &a, from, end) : pc_run_txn(s, apply_body, &a);
     s->propose = proposing;
     if (rc == PC_OK && a.safe_point != 0)
         pc_safe_point_note(s->e, a.safe_point);

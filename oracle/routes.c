@@ -137,6 +137,7 @@ static json_t *member_health(oracle_ctx *ctx, bool full)
         json_object_set_new(h, "term", json_integer((json_int_t)st.term));
         json_object_set_new(h, "hwm", json_integer((json_int_t)raft_node_hwm(ctx->raft)));
         json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
+        json_object_set_new(h, "lag", json_integer((json_int_t)st.lag));
     }
     return h;
 }
@@ -173,21 +174,18 @@ static void handle_metrics(httpd_req *req, void *arg)
 
 /* Readiness (an orchestrator's probe): a single oracle is ready once it
  * serves; a member of a group while it is a voter that leads or knows the
- * leader (a follower redirects there), else 503 not_ready: no leader known
- * (an election), or a member still joining or catching up (its
- * membership, docs/DESIGN.md 7.3). */
+ * leader (a follower redirects there) and is not far behind it, else 503
+ * not_ready: no leader known (an election), or a member still joining or
+ * catching up (raft_host_not_ready, docs/DESIGN.md 7.3). */
 static void handle_ready(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
     const char *why = NULL;
+    char text[200];
     if (ctx->raft != NULL) {
         raft_node_status st;
         raft_node_get_status(ctx->raft, &st);
-        if (strcmp(st.membership, "voter") != 0)
-            why = "this member is not a voter of its group yet (it is joining or catching up: "
-                  "docs/DESIGN.md 7.3)";
-        else if (st.leader_id == 0)
-            why = "no Raft leader is known yet (an election may be under way)";
+        why = raft_host_not_ready(&st, text, sizeof text);
     }
     httpd_reply_ready(req, why);
 }

@@ -396,8 +396,10 @@ pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome
     retry_policy policy = policy_for(s, o);
 
     *out = (one_shot_outcome){0};
-    if (ps == NULL)
+    if (ps == NULL) {
+        out->no_session = true;
         return out->rc = PC_NOMEM;
+    }
     for (;;) {
         uint64_t start;
         if (!svc_timestamp(s, &start))

@@ -66,6 +66,8 @@ typedef struct {
  *   PC_INVALID          with not_text: a value read is not UTF-8 text and
  *                       the request asked for text: nothing written
  *   PC_TS_UNAVAILABLE   no timestamp from the oracle: nothing written
+ *   PC_NOMEM            with no_session: this thread has no storage
+ *                       session: nothing done
  *   anything else       as reply_engine answers it (conflict names the
  *                       key of a write_conflict or key_locked, after the
  *                       retries; PC_NOT_LEADER, PC_UNAVAILABLE) */
@@ -76,6 +78,7 @@ typedef struct {
     size_t cond;
     char why[128];
     bool not_text;
+    bool no_session;
     one_shot_read *reads;
     size_t nreads;
     pc_conflict conflict;

@@ -9,6 +9,7 @@
 
 #include "engine_replica.h"
 #include "log.h"
+#include "raft_host.h"
 #include "service.h"
 
 #define PROPOSE_WAIT_MS 5000  /* while queued; once proposed the replicator answers */
@@ -93,6 +94,15 @@ svc_leadership svc_leadership_of(svc *s, rp_status *st)
     if (strcmp(st->role, "leader") == 0)
         return SVC_LEADS_NOT_READY;
     return st->leader_http[0] != '\0' ? SVC_FOLLOWS : SVC_NO_LEADER;
+}
+
+const char *svc_member_not_ready(svc *s, char *buf, size_t len)
+{
+    rp_status st;
+    if (svc_leadership_of(s, &st) == SVC_LEADS_NOT_READY)
+        return "this member was just elected and is taking over (its first Raft barrier is not "
+               "applied yet)";
+    return raft_host_not_ready(&st, buf, len);
 }
 
 bool svc_leads(svc *s)

@@ -91,6 +91,11 @@ void reply_not_leader(httpd_req *req)
                       "redirects to the leader)");
 }
 
+void reply_no_session(httpd_req *req)
+{
+    httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+}
+
 /* The replicator could not commit (or fence) for this request: the client
  * retries, here or at the new leader (DESIGN §9). */
 static void reply_refused(httpd_req *req, pc_rc why)
@@ -449,6 +454,12 @@ void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_ou
         return;
     case PC_TS_UNAVAILABLE:
         reply_oracle_unavailable(req, s);
+        return;
+    case PC_NOMEM:
+        if (out->no_session)
+            reply_no_session(req);
+        else
+            reply_engine(req, s, out->rc, &out->conflict, o->enc);
         return;
     default:
         reply_engine(req, s, out->rc, &out->conflict, o->enc);

@@ -20,6 +20,9 @@ void reply_oracle_unavailable(httpd_req *req, svc *s);
 void reply_not_taken_over(httpd_req *req);
 /* 503 not_leader (a member of a Raft group that does not lead). */
 void reply_not_leader(httpd_req *req);
+/* 500 internal: this HTTP thread has no storage session (svc_engine_session
+ * failed: out of memory or descriptors, logged there). */
+void reply_no_session(httpd_req *req);
 /* 200 {"commit_ts": cts}, counted as a committed transaction. */
 void reply_committed(httpd_req *req, svc *s, uint64_t cts);
 /* 409 condition_failed naming the (user) key. */

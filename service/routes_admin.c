@@ -86,7 +86,7 @@ static void h_backup(httpd_req *req, void *ctx)
     }
     pc_session *ps = svc_engine_session(s); /* the failpoint's, to crash there */
     if (ps == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     uint64_t t0 = time_mono_ms();

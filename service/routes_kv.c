@@ -40,7 +40,7 @@ static void get_key(httpd_req *req, svc *s, bool on_worker)
     if ((ts != 0 || svc_replicated(s)) && !on_worker)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     pc_slice k = {ek, ks_user(ek, key, klen)};
@@ -105,7 +105,7 @@ static void h_scan(httpd_req *req, void *ctx)
         return;
     }
     if ((ps = svc_engine_session(s)) == NULL)
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
     else
         reply_scan_page(req, s, ps, start, slen, end, elen, ts, limit, NULL, enc);
     if (pinned)

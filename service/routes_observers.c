@@ -56,7 +56,7 @@ static void h_put(httpd_req *req, void *ctx)
     if (json_string_length(p) > 0 && !codec_json_key(req, p, "prefix", enc, prefix, &plen))
         goto out;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         goto out;
     }
     if (reply_unless_taken_over(req, s))
@@ -84,7 +84,7 @@ static void h_delete(httpd_req *req, void *ctx)
     if (!name_param(req, name))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */
@@ -107,7 +107,7 @@ static void h_list(httpd_req *req, void *ctx)
     if (!codec_encoding(req, &enc))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */
@@ -134,7 +134,7 @@ static void h_claim(httpd_req *req, void *ctx)
         !codec_query_u64(req, "wait_ms", 0, 0, 60000, &wait_ms))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     if (reply_unless_taken_over(req, s)) /* the registrations are the leader's */

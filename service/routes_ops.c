@@ -11,7 +11,8 @@
 #include "timeutil.h"
 
 /* A Raft member's view: its role, the leader it knows (null: none), its
- * own id, its term and the last entry applied to its store. Public: the
+ * own id, its term, the last entry applied to its store and how many
+ * entries the group committed beyond it (lag). Public: the
  * role and the leader's URL (what an orchestrator and a client need); the
  * group's internals (term, index, member ids) only with the token, when
  * one is set (docs/DESIGN.md §7.2). */
@@ -31,6 +32,7 @@ static void add_raft_health(json_t *h, svc *s, bool full)
     json_object_set_new(h, "id", json_integer((json_int_t)s->cfg.shared.raft_id));
     json_object_set_new(h, "term", json_integer((json_int_t)st.term));
     json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
+    json_object_set_new(h, "lag", json_integer((json_int_t)st.lag));
 }
 
 static void h_health(httpd_req *req, void *ctx)
@@ -63,19 +65,11 @@ static void h_ready(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     const char *why = svc_not_ready(s);
-    if (why == NULL && svc_replicated(s)) {
-        /* A member serves (itself or by redirect) once a leader is known. */
-        raft_group_status st;
-        svc_leadership l = svc_leadership_of(s, &st);
-        if (strcmp(st.membership, "voter") != 0)
-            why = "this member is not a voter of its group yet (it came back without its data "
-                  "and is being caught up: docs/DESIGN.md 7.3)";
-        else if (l == SVC_LEADS_NOT_READY)
-            why = "this member was just elected and is taking over (its first Raft barrier is "
-                  "not applied yet)";
-        else if (l == SVC_NO_LEADER)
-            why = "no Raft leader is known yet (an election may be under way)";
-    }
+    char text[200];
+    /* A member serves (itself or by passing requests on) once a leader is
+     * known, as a voter not far behind it. */
+    if (why == NULL && svc_replicated(s))
+        why = svc_member_not_ready(s, text, sizeof text);
     httpd_reply_ready(req, why);
 }
 
@@ -140,7 +134,7 @@ static void h_locks(httpd_req *req, void *ctx)
         !codec_query_u64(req, "limit", 100, 1, 10000, &limit))
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         return;
     }
     lock_list x = {json_array(), enc, time_wall_ms(), false};

@@ -169,7 +169,7 @@ static void h_get_key(httpd_req *req, void *ctx)
         !codec_path_key(req, "key", enc, key, &klen) || (t = txn_open(req, s, false)) == NULL)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
     } else {
         json_t *item = session_read(req, s, ps, t, key, klen, enc, &found);
         if (item != NULL && found)
@@ -331,7 +331,7 @@ static void h_batch(httpd_req *req, void *ctx)
     if (wl.n > 0 && !charge(req, s, t, t->bytes + wl.bytes))
         goto out;
     if ((ps = svc_engine_session(s)) == NULL) {
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
         goto out;
     }
     out = json_array();
@@ -372,7 +372,7 @@ static void h_scan(httpd_req *req, void *ctx)
         (t = txn_open(req, s, false)) == NULL)
         return;
     if ((ps = svc_engine_session(s)) == NULL)
-        httpd_reply_error(req, 500, "internal", NULL, "no storage session");
+        reply_no_session(req);
     else
         reply_scan_page(req, s, ps, start, slen, end, elen, t->start_ts, limit, t, enc);
     txn_close(s, t);

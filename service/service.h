@@ -234,6 +234,10 @@ typedef enum {
 } svc_leadership;
 /* st (may be NULL) gets the Raft status it was read from (a member only). */
 svc_leadership svc_leadership_of(svc *s, raft_group_status *st);
+/* Why this member cannot serve yet (/v1/ready's 503), or NULL: elected
+ * and taking over, or raft_host_not_ready's reasons (not a voter yet,
+ * catching up, no leader known); the text may be in buf. A member only. */
+const char *svc_member_not_ready(svc *s, char *buf, size_t len);
 /* Whether background work (janitor, observers' scans) should run here:
  * svc_leadership_of says SVC_LEADS. */
 bool svc_leads(svc *s);

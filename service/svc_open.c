@@ -189,12 +189,13 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
     }
-    /* The observers' registrations: a single node reads them now (a lock
-     * a crash left on one is resolved through the replicator, as any
-     * write); a member reads them when it begins to lead (svc_take_over),
-     * from the store every earlier leader's entries are applied to, and a
-     * follower never needs them. */
-    if (rcfg == NULL && !observers_load(s, boot)) {
+    /* A single node leads from the start (its term is
+     * REPLICATOR_LOCAL_TERM): it takes over now, as a member that begins
+     * to lead does (svc_take_over: the observers' registrations, a lock a
+     * crash left on one resolved through the replicator as any write). A
+     * member takes over when it begins to lead, from the store every
+     * earlier leader's entries are applied to; a follower never needs to. */
+    if (rcfg == NULL && !svc_take_over(s)) {
         log_startup_error(PROG, "cannot load the observers (see the log above)");
         return 1;
     }

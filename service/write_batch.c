@@ -71,8 +71,8 @@ struct write_batch {
     job_list queue;           /* submitted, not yet committed */
     round *applied, **applied_tail; /* rounds the replicator has answered */
     bool stop, sync_stop;
-    uint64_t flushes;         /* rounds answered by the syncer */
-    size_t unflushed;         /* writes submitted, not yet applied and answered */
+    uint64_t answered;        /* rounds answered by the syncer */
+    size_t in_flight;         /* writes submitted, not yet applied and answered */
     int ready, failed;        /* threads that have (not) got a storage session */
     metrics_series *m_round;
 };
@@ -210,14 +210,14 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
     pc_session_propose(ps, NULL);
 
     pthread_mutex_lock(&b->mu);
-    if (later.head != NULL && r->njobs == 0 && failed.head == NULL && b->unflushed > 0) {
+    if (later.head != NULL && r->njobs == 0 && failed.head == NULL && b->in_flight > 0) {
         /* Only put-off writes: their keys wait for a round in flight. */
-        uint64_t seen = b->flushes;
-        while (b->flushes == seen && b->unflushed > 0)
+        uint64_t seen = b->answered;
+        while (b->answered == seen && b->in_flight > 0)
             pthread_cond_wait(&b->cv, &b->mu);
     }
     list_prepend(&b->queue, &later);
-    b->unflushed += r->njobs;
+    b->in_flight += r->njobs;
     pthread_mutex_unlock(&b->mu);
 
     if (r->njobs == 0) {
@@ -241,7 +241,7 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
 static bool answer_rounds(write_batch *b, pc_session *ps)
 {
     pthread_mutex_lock(&b->mu);
-    while (b->applied == NULL && !(b->sync_stop && b->unflushed == 0))
+    while (b->applied == NULL && !(b->sync_stop && b->in_flight == 0))
         pthread_cond_wait(&b->sync_cv, &b->mu);
     round *list = b->applied;
     b->applied = NULL;
@@ -268,8 +268,8 @@ static bool answer_rounds(write_batch *b, pc_session *ps)
             svc_committed(b->s);
         }
         pthread_mutex_lock(&b->mu);
-        b->unflushed -= r->njobs;
-        b->flushes++;
+        b->in_flight -= r->njobs;
+        b->answered++;
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
         for (wb_job *j = r->jobs.head, *jn; j != NULL; j = jn) {

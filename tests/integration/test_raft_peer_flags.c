@@ -169,6 +169,22 @@ static void sighup_reloads_the_peer_files(void **state)
     assert_true(log_says(log, "raft peer tls: SIGHUP: the certificate in use stays"));
     assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0); /* still serving */
 
+    /* A good certificate of the group's CA, but member 2's (IP:127.0.0.2):
+     * the other members would refuse it as this member's, so it stays. */
+    for (int k = 0; k < 2; k++) {
+        pem = tl_read_file(k == 0 ? PC.cert[1] : PC.key[1], &n);
+        assert_non_null(pem);
+        assert_int_equal(tl_write_file(k == 0 ? cert : key, pem, n), 0);
+        free(pem);
+    }
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_true(log_says(log, "nor DNS:raft-member-1 as a subjectAltName"));
+    assert_int_equal(tl_wait_health(url, pid, TL_START_MS), 0);
+
+    pem = tl_read_file(PC.key[0], &n);
+    assert_non_null(pem);
+    assert_int_equal(tl_write_file(key, pem, n), 0);
+    free(pem);
     pem = tl_read_file(PC.cert[0], &n);
     assert_non_null(pem);
     assert_int_equal(tl_write_file(cert, pem, n), 0);

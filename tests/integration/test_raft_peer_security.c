@@ -223,6 +223,10 @@ static uint64_t timestamp(group *g)
 
 /* ---- attacks ---- */
 
+/* The transport's count of connections its frame check closed. */
+#define REFUSED_FRAME_SAMPLE "percolator_raft_peer_refused_total{reason=\"frame\"}"
+static double metric_of(int http, const char *sample);
+
 /* The 64-byte AppendEntries frame: a header claiming 50M entries. */
 static void enc_huge_append(rw_buf *b, uint64_t term)
 {
@@ -271,11 +275,23 @@ static void plain_loopback_group_drops_a_huge_entry_count(void **state)
     int l = agreed_leader(g, 15000, &lv);
     assert_true(l >= 0);
     uint64_t before = timestamp(g);
+    double frames_before[NODES];
+    for (int i = 0; i < NODES; i++)
+        frames_before[i] = metric_of(g->http[i], REFUSED_FRAME_SAMPLE);
     for (int i = 0; i < NODES; i++) {
         rw_buf b = {0};
         enc_huge_append(&b, (uint64_t)lv.term);
         assert_int_equal(b.len, 64);
-        attack(g, i, NULL, (i + 1) % NODES + 1, &b);
+        if (!attack(g, i, NULL, (i + 1) % NODES + 1, &b))
+            fail_msg("member %d kept the connection that sent a header claiming %llu entries",
+                     i + 1, HUGE_COUNT);
+    }
+    /* Refused by the frame check (counted as such), not by libraft. */
+    for (int i = 0; i < NODES; i++) {
+        double now = metric_of(g->http[i], REFUSED_FRAME_SAMPLE);
+        printf("# member %d: %s %.0f before, %.0f after\n", i + 1, REFUSED_FRAME_SAMPLE,
+               frames_before[i], now);
+        assert_true(now >= (frames_before[i] < 0 ? 0 : frames_before[i]) + 1);
     }
     time_sleep_ms(1000);
     int dead = 0;
@@ -317,6 +333,10 @@ static double refused_total(group *g, int i)
     return sum;
 }
 
+/* The oracle's own "advance by 10^15" command: a forged entry. */
+static const uint8_t ADVANCE_1E15[16] = {'o', 'r', 'a', 'c', 'A', 'D', 'V', '1',
+                                         0, 3, 0x8d, 0x7e, 0xa4, 0xc6, 0x80, 0};
+
 /* (i) plain TCP to a TLS member, each forged message on its own
  * connection, claiming the leader: closed. */
 static void plain_frames_are_closed(group *g, int i, int l, const tl_raft_view *v)
@@ -329,12 +349,10 @@ static void plain_frames_are_closed(group *g, int i, int l, const tl_raft_view *
     assert_true(attack(g, i, NULL, l + 1, &b));
     enc_huge_append(&b, (uint64_t)v->term);
     assert_true(attack(g, i, NULL, l + 1, &b));
-    /* A forged entry: the oracle's own "advance by 10^15" command, as the
-     * leader of the current term would append it. */
-    static const uint8_t advance[16] = {'o', 'r', 'a', 'c', 'A', 'D', 'V', '1',
-                                        0, 3, 0x8d, 0x7e, 0xa4, 0xc6, 0x80, 0};
-    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = advance,
-                  .len = sizeof advance};
+    /* A forged entry (ADVANCE_1E15), as the leader of the current term
+     * would append it. */
+    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = ADVANCE_1E15,
+                  .len = sizeof ADVANCE_1E15};
     rw_append_entries ae = {.term = (uint64_t)v->term, .prev_index = (uint64_t)v->applied,
                             .prev_term = (uint64_t)v->term,
                             .commit = (uint64_t)v->applied + 1, .entries = &e, .n_entries = 1};
@@ -363,7 +381,8 @@ static void strangers_fail_tls(group *g, int i)
 
 /* (iii) member `thief`'s valid certificate, a handshake claiming member
  * `claim`: TLS passes (the certificate is good), then the member closes
- * the connection before acting on the forged frames. */
+ * the connection before acting on the forged frames (a TimeoutNow, a
+ * term bump of 1000, a header claiming 50M entries, a forged entry). */
 static void a_wrong_claim_is_closed(group *g, int i, int thief, int claim,
                                     const tl_raft_view *v)
 {
@@ -377,6 +396,13 @@ static void a_wrong_claim_is_closed(group *g, int i, int thief, int claim,
     rw_enc_timeout_now(&b, (uint64_t)v->term, (uint64_t)v->applied, (uint64_t)v->term);
     rw_enc_request_vote(&b, (uint64_t)v->term + 1000, (uint64_t)claim, 1u << 30,
                         (uint64_t)v->term + 1000, RW_VOTE_DISRUPT_LEADER);
+    enc_huge_append(&b, (uint64_t)v->term);
+    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = ADVANCE_1E15,
+                  .len = sizeof ADVANCE_1E15};
+    rw_append_entries ae = {.term = (uint64_t)v->term, .prev_index = (uint64_t)v->applied,
+                            .prev_term = (uint64_t)v->term,
+                            .commit = (uint64_t)v->applied + 1, .entries = &e, .n_entries = 1};
+    rw_enc_append_entries(&b, &ae);
     bool closed = rw_hello(&c, (uint64_t)claim, IO_MS) != 0 || rw_send_buf(&c, &b, IO_MS) != 0 ||
                   rw_closed_by_peer(&c, CLOSE_MS);
     rw_buf_free(&b);

@@ -1020,9 +1020,10 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
 /* The sequence that lost acknowledged writes before member identities
  * (docs/DESIGN.md 7.3): follower f cut off while the leader l acknowledges
  * 20 writes (committed by l and w); w loses its data dir and l dies. Back
- * on an empty dir, w must not vote: f, which misses those writes, may not
- * lead. Once l is back every write is there, and w is caught up and
- * promoted. Twice, with other members in the roles. */
+ * on an empty dir, w must not vote (and is not ready): f, which misses
+ * those writes, may not lead. Once l is back every write is there, and w
+ * is caught up, promoted and ready (printed: how soon). Three times, with
+ * other members in the roles. */
 static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
 {
     (void)state;
@@ -1030,10 +1031,11 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         fail_msg("this test needs iptables and root (make test installs it as root)");
     group g;
     group_start(&g, false, NULL);
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         int l = leader_but(&g, -1, 15000);
         assert_true(l >= 0);
-        int f = (l + 1) % NODES, w = (l + 2) % NODES;
+        /* The wiped member changes from round to round (the leader may not). */
+        int w = (l + 1 + round % 2) % NODES, f = 0 + 1 + 2 - l - w; /* the third of three */
         assert_true(tl_raft_membership_is(g.http[w], "voter", 20000));
         assert_true(tl_raft_membership_is(g.http[f], "voter", 20000));
         char key[32], value[32];
@@ -1051,6 +1053,9 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[f], false), 0);
         node_start(&g, w);
         assert_true(tl_raft_membership_is(g.http[w], "joining", 10000));
+        char why[256];
+        assert_int_equal(tl_raft_ready(g.http[w], why, sizeof why), 503); /* not a voter */
+        assert_non_null(strstr(why, "not a voter"));
         member_view v;
         uint64_t end = time_mono_ms() + 4000;
         while (time_mono_ms() < end) {
@@ -1059,6 +1064,7 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
                          "the wiped member's vote", round, f + 1);
             time_sleep_ms(100);
         }
+        uint64_t back = time_mono_ms();
         node_start(&g, l);
         assert_true(leader_but(&g, -1, 20000) >= 0);
         for (int k = 0; k < 20; k++) {
@@ -1067,20 +1073,37 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
             must_read(&g, key, value);
         }
         assert_true(tl_raft_membership_is(g.http[w], "voter", 20000));
-        printf("# round %d: 20 of 20 acknowledged writes kept; member %d back as a voter\n",
-               round, w + 1);
+        long ready;
+        while ((ready = tl_raft_ready(g.http[w], why, sizeof why)) != 200 &&
+               time_mono_ms() - back < 20000)
+            time_sleep_ms(100);
+        assert_int_equal(ready, 200);
+        printf("# round %d: 20 of 20 acknowledged writes kept; member %d a voter again and "
+               "ready %llu ms after the old leader's restart\n", round, w + 1,
+               (unsigned long long)(time_mono_ms() - back));
     }
     group_stop(&g);
 }
 
 /* Writers that keep member `to` busy (through redirects) until stopped,
- * or for 180 s at most. */
+ * or for 180 s at most: PUTs of CATCHUP_VALUE_BYTES (default 4) over
+ * CATCHUP_KEYS keys (default 5000), to grow the store for a longer run by
+ * hand (see a_wiped_follower_under_writes_is_back_within_seconds). */
 typedef struct {
     group *g;
     int to, id;
     atomic_bool *stop;
     _Atomic unsigned ok;
+    const char *body;
+    unsigned keys;
 } load_writer;
+
+static unsigned env_or(const char *name, unsigned dflt, unsigned max)
+{
+    const char *v = getenv(name);
+    unsigned long n = v != NULL ? strtoul(v, NULL, 10) : 0;
+    return n > 0 && n <= max ? (unsigned)n : dflt;
+}
 
 static void *load_main(void *arg)
 {
@@ -1088,11 +1111,22 @@ static void *load_main(void *arg)
     uint64_t end = time_mono_ms() + 180000;
     for (unsigned n = 0; !atomic_load(w->stop) && time_mono_ms() < end; n++) {
         char path[64];
-        snprintf(path, sizeof path, "/v1/kv/load-%d-%u", w->id, n % 5000);
-        if (call_on(w->g, w->to, "PUT", path, "{\"value\":\"load\"}", 5000, NULL) == 200)
+        snprintf(path, sizeof path, "/v1/kv/load-%d-%u", w->id, n % w->keys);
+        if (call_on(w->g, w->to, "PUT", path, w->body, 5000, NULL) == 200)
             w->ok++;
     }
     return NULL;
+}
+
+/* A PUT body {"value":"xxx…"} of n value bytes (caller frees). */
+static char *load_body(unsigned n)
+{
+    char *b = malloc(n + 16);
+    assert_non_null(b);
+    memcpy(b, "{\"value\":\"", 10);
+    memset(b + 10, 'x', n);
+    memcpy(b + 10 + n, "\"}", 3);
+    return b;
 }
 
 /* The catch-up of issue #23 at the default snapshot settings: under
@@ -1111,11 +1145,14 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
     atomic_bool stop = false;
     load_writer lw[CLIENTS];
     pthread_t th[CLIENTS];
+    char *body = load_body(env_or("CATCHUP_VALUE_BYTES", 4, 60000));
+    unsigned keys = env_or("CATCHUP_KEYS", 5000, 10000000);
     for (int i = 0; i < CLIENTS; i++) {
-        lw[i] = (load_writer){.g = &g, .to = l, .id = i, .stop = &stop};
+        lw[i] = (load_writer){.g = &g, .to = l, .id = i, .stop = &stop, .body = body,
+                              .keys = keys};
         assert_int_equal(pthread_create(&th[i], NULL, load_main, &lw[i]), 0);
     }
-    time_sleep_ms(3000);
+    time_sleep_ms(env_or("CATCHUP_LOAD_MS", 3000, 150000));
     char dir[600];
     snprintf(dir, sizeof dir, "%s/n%d", g.dir, w + 1);
     assert_int_equal(tl_kill9(g.pid[w]), 0);
@@ -1161,10 +1198,91 @@ static void a_wiped_follower_under_writes_is_back_within_seconds(void **state)
     atomic_store(&stop, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
+    free(body);
     printf("# then the other follower killed: a write acknowledged %llu ms later\n",
            (unsigned long long)waited);
     assert_true(after > before);
+    /* One write's time, not an outage until the member back catches up
+     * (10 s is far above a write on a loaded machine, far below the
+     * outage issue #23 found). */
+    assert_true(waited < 10000);
     must_read(&g, "after-second-failure", "x");
+    group_stop(&g);
+}
+
+/* Readiness follows a member's lag (issue #23, docs/DESIGN.md 7.3): a
+ * follower restarted with every apply 20 ms late (failpoint
+ * raft_apply=sleep:20) falls behind under writes: its health shows more
+ * than RAFT_HOST_READY_LAG (1,024) entries of lag and /v1/ready answers
+ * 503 "catching up" while the leader and the other follower go on; started
+ * again without the failpoint it catches up and is ready again, its lag
+ * back under the bound. */
+static void a_member_far_behind_is_not_ready(void **state)
+{
+    (void)state;
+    group g;
+    group_start(&g, false, NULL);
+    int l = leader_but(&g, -1, 15000);
+    assert_true(l >= 0);
+    int slow = (l + 1) % NODES;
+    kill_member(&g, slow);
+    g.env = "PERCOLATOR_FAILPOINT=raft_apply=sleep:20";
+    node_start(&g, slow);
+    g.env = NULL;
+    char why[256] = "";
+    uint64_t up = time_mono_ms();
+    while (tl_raft_ready(g.http[slow], why, sizeof why) != 200 && time_mono_ms() - up < 30000)
+        time_sleep_ms(100); /* it hears from the leader first */
+    assert_int_equal(tl_raft_ready(g.http[slow], why, sizeof why), 200);
+
+    atomic_bool stop = false;
+    load_writer lw[CLIENTS];
+    pthread_t th[CLIENTS];
+    char *body = load_body(4);
+    for (int i = 0; i < CLIENTS; i++) {
+        lw[i] = (load_writer){.g = &g, .to = l, .id = i, .stop = &stop, .body = body,
+                              .keys = 5000};
+        assert_int_equal(pthread_create(&th[i], NULL, load_main, &lw[i]), 0);
+    }
+    /* Until it is seen lagging and not ready (bounded: 90 s of writes). */
+    member_view v = {0};
+    long ready = 200;
+    uint64_t t0 = time_mono_ms();
+    while (time_mono_ms() - t0 < 90000) {
+        if (member_health(&g, slow, &v) && v.lag > 1024 &&
+            (ready = tl_raft_ready(g.http[slow], why, sizeof why)) == 503)
+            break;
+        time_sleep_ms(200);
+    }
+    atomic_store(&stop, true);
+    unsigned acked = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        acked += lw[i].ok;
+    }
+    free(body);
+    printf("# a member applying 20 ms late: lag %lld entries (applied %lld), /v1/ready %ld "
+           "(\"%s\") after %llu ms of writes (%u acknowledged)\n", (long long)v.lag,
+           (long long)v.applied, ready, why, (unsigned long long)(time_mono_ms() - t0), acked);
+    assert_true(v.lag > 1024);
+    assert_int_equal(ready, 503);
+    assert_non_null(strstr(why, "catching up"));
+
+    /* Back at full speed: caught up and ready again. */
+    kill_member(&g, slow);
+    node_start(&g, slow);
+    uint64_t t1 = time_mono_ms();
+    while ((ready = tl_raft_ready(g.http[slow], why, sizeof why)) != 200 &&
+           time_mono_ms() - t1 < 60000)
+        time_sleep_ms(100);
+    member_view lead = {0};
+    assert_true(member_health(&g, slow, &v));
+    assert_true(member_health(&g, l, &lead));
+    printf("# restarted without the failpoint: ready %llu ms later, lag %lld (applied %lld, "
+           "the leader %lld)\n", (unsigned long long)(time_mono_ms() - t1), (long long)v.lag,
+           (long long)v.applied, (long long)lead.applied);
+    assert_int_equal(ready, 200);
+    assert_true(v.lag >= 0 && v.lag <= 1024);
     group_stop(&g);
 }
 
@@ -2028,6 +2146,7 @@ int main(void)
         cmocka_unit_test(a_wiped_member_catches_up_by_snapshot),
         cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
         cmocka_unit_test(a_wiped_follower_under_writes_is_back_within_seconds),
+        cmocka_unit_test(a_member_far_behind_is_not_ready),
         cmocka_unit_test(a_group_is_restored_from_one_backup),
         cmocka_unit_test(a_group_is_restored_from_one_saved_archive),
         cmocka_unit_test(a_cut_off_leader_acknowledges_nothing),

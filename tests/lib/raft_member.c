@@ -22,12 +22,13 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     char url[96];
     tl_resp r = {0};
     bool ok = false;
-    *v = (tl_raft_view){.applied = -1, .hwm = -1};
+    *v = (tl_raft_view){.applied = -1, .hwm = -1, .lag = -1};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", port);
     if (tl_http("GET", url, NULL, 0, NULL, timeout_ms, &r) == 0 && r.status == 200) {
         json_t *j = json_loads(r.body, 0, NULL);
         const char *role = json_string_value(json_object_get(j, "role"));
         json_t *applied = json_object_get(j, "applied_index"), *hwm = json_object_get(j, "hwm");
+        json_t *lag = json_object_get(j, "lag");
         v->leader = role != NULL && strcmp(role, "leader") == 0;
         v->leader_id = (int)json_integer_value(json_object_get(json_object_get(j, "leader"), "id"));
         v->term = json_integer_value(json_object_get(j, "term"));
@@ -35,6 +36,8 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
             v->applied = json_integer_value(applied);
         if (json_is_integer(hwm))
             v->hwm = json_integer_value(hwm);
+        if (json_is_integer(lag))
+            v->lag = json_integer_value(lag);
         const char *m = json_string_value(json_object_get(j, "membership"));
         snprintf(v->membership, sizeof v->membership, "%s", m != NULL ? m : "");
         json_decref(j);
@@ -42,6 +45,26 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     }
     tl_resp_free(&r);
     return ok;
+}
+
+long tl_raft_ready(int port, char *why, size_t len)
+{
+    char url[96];
+    tl_resp r = {0};
+    long status = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/ready", port);
+    if (why != NULL && len > 0)
+        why[0] = '\0';
+    if (tl_http("GET", url, NULL, 0, NULL, 10000, &r) == 0) {
+        status = r.status;
+        json_t *j = r.body != NULL ? json_loads(r.body, 0, NULL) : NULL;
+        const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        if (why != NULL && len > 0 && m != NULL)
+            snprintf(why, len, "%s", m);
+        json_decref(j);
+    }
+    tl_resp_free(&r);
+    return status;
 }
 
 long tl_raft_call(int port, const char *method, const char *path, const char *body,

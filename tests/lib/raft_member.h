@@ -18,6 +18,7 @@ typedef struct {
     int64_t term;
     int64_t applied;        /* applied_index (-1: not reported) */
     int64_t hwm;            /* the oracle's high-water mark (-1: not reported) */
+    int64_t lag;            /* entries committed, not applied here (-1: not reported) */
     char membership[16];    /* "voter", "joining", ... ("" : not reported) */
 } tl_raft_view;
 
@@ -27,6 +28,10 @@ typedef struct {
  * when out is given (NULL if none; the caller frees). */
 long tl_raft_call(int port, const char *method, const char *path, const char *body,
                   int timeout_ms, json_t **out);
+
+/* The status of GET /v1/ready on the member at port (0: no answer), and
+ * its message (a 503's reason) into why (may be NULL). */
+long tl_raft_ready(int port, char *why, size_t len);
 
 /* Wait up to ms until the member at port reports membership `want`;
  * false if it does not. */

@@ -450,6 +450,74 @@ static void an_image_replaces_a_store_and_batches_follow_it(void **state)
     fx_free(c);
 }
 
+/* ---- an image larger than the cache ---- */
+
+#define BIG_VALUE 600
+#define BIG_BATCH 1000
+
+/* n one-phase puts of keys prefix%06d (BIG_VALUE bytes each), proposed on f
+ * in batches of BIG_BATCH and applied on f at its next indexes. */
+static void fill(fx *f, const char *prefix, int n, uint64_t *index)
+{
+    static char value[BIG_VALUE + 1];
+    memset(value, 'v', BIG_VALUE);
+    pc_buf batch = {0};
+    for (int done = 0; done < n;) {
+        batch.len = 0;
+        pc_session_propose(f->s, &batch);
+        /* Each action's latches go at once: nothing else writes here, and
+         * keys whose latches share a slot would wait for each other. */
+        for (int k = 0; k < BIG_BATCH && done < n; k++, done++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s%06d", prefix, done);
+            pc_txn_meta t = fx_meta(10, key);
+            pc_mutation m = PUT(key, value);
+            uint64_t cts;
+            assert_int_equal(pc_one_pc(f->s, &t, &m, 1, ts_17, NULL, &cts, NULL), PC_OK);
+            pc_latches_release(pc_session_take_latches(f->s));
+        }
+        pc_session_propose(f->s, NULL);
+        assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, ++*index), PC_OK);
+    }
+    pc_buf_free(&batch);
+}
+
+/* An image of about 70 MB (rows and their write records) installed into a
+ * store with 64 MB of cache that holds 40,000 other rows (issue #23: one
+ * transaction for a whole image outgrew the cache). It is installed in
+ * parts (engine/apply.c), and the store is the image's: the same rows,
+ * none of its own left, the image's index, byte for byte the same image. */
+static void an_image_larger_than_the_cache_is_installed(void **state)
+{
+    (void)state;
+    fx *src = fx_new(), *dst = fx_new();
+    uint64_t si = 0, di = 0;
+    fill(src, "img", 60000, &si);
+    fill(dst, "own", 40000, &di);
+    assert_true(di < si);
+    pc_buf img = {0}, again = {0};
+    uint64_t at = 0, index = 0;
+    assert_int_equal(pc_image_take(src->s, &img, &at), PC_OK);
+    assert_int_equal(at, si);
+    printf("# an image of %zu bytes at index %llu into a store at index %llu\n", img.len,
+           (unsigned long long)at, (unsigned long long)di);
+    assert_true(img.len > (size_t)32 << 20);
+    install(dst, &img);
+    assert_int_equal(pc_applied_index(dst->s, &index), PC_OK);
+    assert_int_equal(index, si);
+    char v[BIG_VALUE + 1];
+    assert_int_equal(fx_get(dst, "own000000", 20, v, sizeof v), PC_NOT_FOUND);
+    assert_int_equal(fx_get(dst, "own039999", 20, v, sizeof v), PC_NOT_FOUND);
+    assert_int_equal(fx_get(dst, "img059999", 20, v, sizeof v), PC_OK);
+    assert_int_equal(pc_image_take(dst->s, &again, &index), PC_OK);
+    assert_int_equal(again.len, img.len);
+    assert_memory_equal(again.data, img.data, img.len);
+    pc_buf_free(&img);
+    pc_buf_free(&again);
+    fx_free(src);
+    fx_free(dst);
+}
+
 /* An image pinned at a moment is of that moment, however many batches
  * are applied on other sessions before it is read (a Raft snapshot taken
  * off the applying thread: docs/DESIGN.md §4.10): the same bytes as an
@@ -502,6 +570,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_pinned_image_is_of_its_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),
+        cmocka_unit_test(an_image_larger_than_the_cache_is_installed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
