@@ -715,12 +715,14 @@ static raft_frame_limits frame_limits(const raft_host_config *cfg)
                                .max_entry_bytes = cfg->max_entry_bytes};
 }
 
-/* Ten election timeouts (10 s at the default): long enough for an image
- * of hundreds of MB to be read, sent and installed on one machine's
- * loopback (bench/catchup.sh), so that a large one is seldom sent twice. */
+/* Ten election timeouts, and at least 10 s: long enough for an image of
+ * hundreds of MB to be read, sent and installed on one machine's loopback
+ * (bench/catchup.sh), so that a large one is seldom sent twice (each
+ * resend reads the whole image into the leader's memory again). */
 static unsigned install_timeout_ms(const raft_host_config *cfg)
 {
-    return 10 * (cfg->election_ms ? cfg->election_ms : 1000);
+    unsigned ten = 10 * (cfg->election_ms ? cfg->election_ms : 1000);
+    return ten > 10000 ? ten : 10000;
 }
 
 /* The first members of a group bootstrap the same configuration: every
@@ -917,6 +919,9 @@ static int start_raft(raft_host *h, int mode)
         return setup_failed(h, true, false);
     }
     raft_io_guard_init(&h->guard, &h->io);
+    /* What the other members' frame check takes in one AppendEntries. */
+    raft_frame_limits lim = frame_limits(&h->cfg);
+    h->guard.max_append_bytes = raft_frame_limits_or_default(&lim).max_payload_bytes;
     if ((rv = raft_init(&h->raft, &h->guard.io, h->cfg.fsm, h->me.raft_id, me->raft)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft: %s", raft_errmsg(&h->raft));
         return setup_failed(h, true, true);

@@ -150,6 +150,24 @@ uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id)
     return 0;
 }
 
+/* After libraft handled an AppendEntries: from the leader it now follows,
+ * in its current term, the commit index it carried is how far the group
+ * has gone (a message of another term, or from a member that is not the
+ * leader, says nothing). */
+static void note_leader_commit(raft_io_guard *g, raft_id from)
+{
+    const struct raft *r = g->io.data;
+    if (r == NULL || r->state != RAFT_FOLLOWER || g->msg_term != r->current_term ||
+        r->follower_state.current_leader.id != from)
+        return;
+    if (g->msg_term != g->leader_commit_term) {
+        g->leader_commit_term = g->msg_term;
+        atomic_store(&g->leader_commit, g->msg_commit); /* only this thread writes */
+    } else if (g->msg_commit > atomic_load(&g->leader_commit)) {
+        atomic_store(&g->leader_commit, g->msg_commit);
+    }
+}
+
 uint64_t raft_io_guard_leader_commit(raft_io_guard *g)
 {
     return atomic_load(&g->leader_commit);
@@ -176,8 +194,7 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
         struct raft_append_entries *ae = &m->append_entries;
         g->msg_term = ae->term;
         g->msg_proves = ae->prev_log_index + ae->n_entries;
-        if (ae->leader_commit > atomic_load(&g->leader_commit))
-            atomic_store(&g->leader_commit, ae->leader_commit); /* only this thread writes */
+        g->msg_commit = ae->leader_commit;
         /* Correction 1: commit nothing this message does not prove held. */
         if (ae->leader_commit > g->msg_proves) {
             ae->leader_commit = g->msg_proves;
@@ -187,11 +204,36 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
         g->msg_term = m->install_snapshot.term;
         g->msg_proves = m->install_snapshot.last_index;
     }
-    g->recv(&g->io, m);
+    raft_id from = m->server_id;
+    bool append = m->type == RAFT_IO_APPEND_ENTRIES;
+    g->recv(&g->io, m); /* m is libraft's now */
     /* Accepted and being written (the reply comes when the write ends). */
     if (g->msg_term != 0 && g->wrote)
         note_proved(g, g->msg_term, g->msg_proves);
+    if (append)
+        note_leader_commit(g, from);
     g->handling = false;
+}
+
+/* An AppendEntries with the entries that fit max_append_bytes (at least
+ * one). libraft releases what it acquired by its own count; the
+ * follower's answer says how far it got, and libraft sends the rest from
+ * there (a pipelined leader that guessed further is corrected by the
+ * follower's refusal, as after any lost message). */
+static int send_append(raft_io_guard *g, struct raft_io_send *req, const struct raft_message *m,
+                       raft_io_send_cb cb)
+{
+    const struct raft_append_entries *ae = &m->append_entries;
+    uint64_t sum = 0;
+    unsigned n = 0;
+    while (n < ae->n_entries && (n == 0 || sum + ae->entries[n].buf.len <= g->max_append_bytes))
+        sum += ae->entries[n++].buf.len;
+    if (n == ae->n_entries)
+        return passed(g, g->inner->send(g->inner, req, m, cb));
+    struct raft_message fixed = *m; /* both I/Os copy or encode it at once */
+    fixed.append_entries.n_entries = n;
+    g->appends_cut++;
+    return passed(g, g->inner->send(g->inner, req, &fixed, cb));
 }
 
 static int g_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
@@ -205,6 +247,8 @@ static int g_send(struct raft_io *io, struct raft_io_send *req, const struct raf
      * refused as a connection that failed, which libraft handles. */
     if (m->server_address == NULL)
         return RAFT_NOCONNECTION;
+    if (m->type == RAFT_IO_APPEND_ENTRIES && g->max_append_bytes > 0)
+        return send_append(g, req, m, cb);
     if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || m->append_entries_result.rejected != 0)
         return passed(g, g->inner->send(g->inner, req, m, cb));
 

@@ -68,16 +68,27 @@ typedef struct raft_io_guard {
     bool wrote;             /* libraft started an append or snapshot put for it */
     raft_term msg_term;
     raft_index msg_proves;
+    raft_index msg_commit;  /* an AppendEntries' leader_commit, as sent */
 
     /* When each sender's last message passed (time_mono_ms), for the
      * admin's quorum check (raft_host_change): a few entries, the oldest
      * replaced. */
     struct { raft_id id; uint64_t ms; } heard[16];
 
-    /* The highest commit index a leader has sent this member (before
-     * correction 1): how far the group has gone, for the member's lag
+    /* The commit index this member's leader last sent it (before
+     * correction 1), noted once libraft accepted the message as its
+     * current leader's: how far the group has gone, for the member's lag
      * (raft_io_guard_leader_commit; read by other threads). */
+    raft_term leader_commit_term;
     _Atomic uint64_t leader_commit;
+
+    /* The largest AppendEntries payload the receivers' frame check takes
+     * (raft_frame.h; 0: no limit): libraft 0.15 sends a follower every
+     * entry it misses in one message, and one above the limit would be
+     * refused each time it is sent again. The guard sends the entries
+     * that fit (at least one); the follower's answer brings the rest. */
+    uint64_t max_append_bytes;
+    uint64_t appends_cut;   /* AppendEntries sent with fewer entries so */
 
     /* Corrections made (metrics, tests). */
     uint64_t commits_lowered;

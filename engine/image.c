@@ -5,7 +5,8 @@
  * together with the index of the last batch applied. Raft snapshots are
  * images (docs/DESIGN.md §4.10): a member that lags behind the leader's
  * compacted log, or lost its disk, installs one, which replaces its tables
- * (apply.c, in one transaction) and records the image's index, so the
+ * (apply.c, in parts; the index goes in with the last) and records the
+ * image's index, so the
  * batches after it apply on top.
  *
  * Not in an image as rows: the meta table's (the applied index is the

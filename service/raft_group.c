@@ -371,9 +371,10 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     g->fsm.snapshot_async = fsm_snapshot_async;
     g->fsm.snapshot_finalize = fsm_snapshot_finalize;
     g->fsm.restore = fsm_restore;
-    /* Log compaction: an image every snapshot_entries entries, keeping as
-     * many behind it: a member that installs an image can go on from the
-     * log even when the leader took its next image meanwhile (with a
+    /* Log compaction: an image every snapshot_entries entries, keeping a
+     * quarter more than that behind it (libraft takes the next image a
+     * few entries late): a member that installs an image can go on from
+     * the log even when the leader took its next image meanwhile (with a
      * tenth kept, as before, a member catching up under writes needed a
      * second image of the store: docs/DESIGN.md 7.3). */
     unsigned every = cfg->snapshot_entries ? cfg->snapshot_entries : 8192;
@@ -381,7 +382,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
         .kind = "service", .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
-        .snapshot_trailing = every, .serve = on_loop, .arg = g,
+        .snapshot_trailing = every + every / 4, .serve = on_loop, .arg = g,
         .image_first = cfg->restored,
         /* An entry is one request's batch (each key and value at most twice:
          * a data row and its lock or write record) or batches joined up to

@@ -337,6 +337,18 @@ static double refused_total(group *g, int i)
 static const uint8_t ADVANCE_1E15[16] = {'o', 'r', 'a', 'c', 'A', 'D', 'V', '1',
                                          0, 3, 0x8d, 0x7e, 0xa4, 0xc6, 0x80, 0};
 
+/* A forged entry (ADVANCE_1E15) after the member's applied index, as the
+ * leader of its current term would append it. */
+static void enc_forged_entry(rw_buf *b, const tl_raft_view *v)
+{
+    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = ADVANCE_1E15,
+                  .len = sizeof ADVANCE_1E15};
+    rw_append_entries ae = {.term = (uint64_t)v->term, .prev_index = (uint64_t)v->applied,
+                            .prev_term = (uint64_t)v->term,
+                            .commit = (uint64_t)v->applied + 1, .entries = &e, .n_entries = 1};
+    rw_enc_append_entries(b, &ae);
+}
+
 /* (i) plain TCP to a TLS member, each forged message on its own
  * connection, claiming the leader: closed. */
 static void plain_frames_are_closed(group *g, int i, int l, const tl_raft_view *v)
@@ -349,14 +361,7 @@ static void plain_frames_are_closed(group *g, int i, int l, const tl_raft_view *
     assert_true(attack(g, i, NULL, l + 1, &b));
     enc_huge_append(&b, (uint64_t)v->term);
     assert_true(attack(g, i, NULL, l + 1, &b));
-    /* A forged entry (ADVANCE_1E15), as the leader of the current term
-     * would append it. */
-    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = ADVANCE_1E15,
-                  .len = sizeof ADVANCE_1E15};
-    rw_append_entries ae = {.term = (uint64_t)v->term, .prev_index = (uint64_t)v->applied,
-                            .prev_term = (uint64_t)v->term,
-                            .commit = (uint64_t)v->applied + 1, .entries = &e, .n_entries = 1};
-    rw_enc_append_entries(&b, &ae);
+    enc_forged_entry(&b, v);
     assert_true(attack(g, i, NULL, l + 1, &b));
 }
 
@@ -397,12 +402,7 @@ static void a_wrong_claim_is_closed(group *g, int i, int thief, int claim,
     rw_enc_request_vote(&b, (uint64_t)v->term + 1000, (uint64_t)claim, 1u << 30,
                         (uint64_t)v->term + 1000, RW_VOTE_DISRUPT_LEADER);
     enc_huge_append(&b, (uint64_t)v->term);
-    rw_entry e = {.term = (uint64_t)v->term, .type = RW_ENTRY_COMMAND, .data = ADVANCE_1E15,
-                  .len = sizeof ADVANCE_1E15};
-    rw_append_entries ae = {.term = (uint64_t)v->term, .prev_index = (uint64_t)v->applied,
-                            .prev_term = (uint64_t)v->term,
-                            .commit = (uint64_t)v->applied + 1, .entries = &e, .n_entries = 1};
-    rw_enc_append_entries(&b, &ae);
+    enc_forged_entry(&b, v);
     bool closed = rw_hello(&c, (uint64_t)claim, IO_MS) != 0 || rw_send_buf(&c, &b, IO_MS) != 0 ||
                   rw_closed_by_peer(&c, CLOSE_MS);
     rw_buf_free(&b);

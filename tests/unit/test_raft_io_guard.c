@@ -4,7 +4,9 @@
  * given its state (docs/DESIGN.md §7.2): an AppendEntries or
  * InstallSnapshot at a leader's own term, a pre-vote granted at a term
  * above the one asked, a term far above its own. Everything else reaches
- * libraft unchanged. The
+ * libraft unchanged. Sent: an AppendEntries larger than the receivers'
+ * frame check takes goes with the entries that fit. Noted: the commit
+ * index the member's leader sent (its lag). The
  * guard sits on a stand-in I/O whose start hands the guard's receive
  * callback to the test; libraft's side is a stand-in struct raft (the
  * guard reads its state and term) and a receive callback that counts.
@@ -174,6 +176,82 @@ static void a_term_far_ahead_is_dropped(void **state)
     assert_int_equal(delivered, 1);
 }
 
+/* ---- what the guard passes on ---- */
+
+static unsigned sent_entries; /* n_entries of the last AppendEntries sent */
+
+static int inner_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                      raft_io_send_cb cb)
+{
+    (void)io, (void)req, (void)cb;
+    sent_entries = m->append_entries.n_entries;
+    return 0;
+}
+
+/* A leader's AppendEntries of three 8-byte entries to a follower whose
+ * frame check takes max bytes of entries in one: the guard sends those
+ * that fit, at least one; libraft's own message is not changed. */
+static void an_append_larger_than_the_frame_check_takes_is_cut(void **state)
+{
+    (void)state;
+    rig x;
+    rig_start(&x, RAFT_LEADER, 5);
+    x.inner.send = inner_send;
+    uint64_t words[3] = {1, 2, 3};
+    struct raft_entry e[3];
+    for (int i = 0; i < 3; i++)
+        e[i] = (struct raft_entry){.term = 5, .type = RAFT_COMMAND,
+                                   .buf = {.base = &words[i], .len = 8}};
+    struct raft_message m = {.type = RAFT_IO_APPEND_ENTRIES, .server_id = 2,
+                             .server_address = "127.0.0.2:9001"};
+    m.append_entries = (struct raft_append_entries){.term = 5, .prev_log_index = 3,
+                                                    .prev_log_term = 5, .leader_commit = 3,
+                                                    .entries = e, .n_entries = 3};
+    struct raft_io_send req;
+    const struct { uint64_t max; unsigned sent; } cases[] = {{0, 3}, {24, 3}, {20, 2}, {16, 2},
+                                                             {4, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        x.g.max_append_bytes = cases[i].max;
+        sent_entries = 0;
+        assert_int_equal(x.g.io.send(&x.g.io, &req, &m, NULL), 0);
+        assert_int_equal(sent_entries, cases[i].sent);
+        assert_int_equal(m.append_entries.n_entries, 3);
+    }
+    assert_int_equal(x.g.appends_cut, 3);
+}
+
+/* The lag's reference: the commit index the member's leader sent, noted
+ * once libraft follows that leader in the message's term; a member that
+ * is not its leader, or an older term, changes nothing; a new term's
+ * leader replaces it. */
+static void the_leaders_commit_index_is_noted(void **state)
+{
+    (void)state;
+    rig x;
+    rig_start(&x, RAFT_FOLLOWER, 5);
+    x.r.follower_state.current_leader.id = 2;
+    struct raft_message ae = append_entries(5);
+    ae.append_entries.leader_commit = 9;
+    guard_recv(&x.inner, &ae);
+    assert_int_equal(raft_io_guard_leader_commit(&x.g), 9);
+    ae = append_entries(5);
+    ae.server_id = 3; /* not the leader this member follows */
+    ae.append_entries.leader_commit = 1000;
+    guard_recv(&x.inner, &ae);
+    assert_int_equal(raft_io_guard_leader_commit(&x.g), 9);
+    ae = append_entries(4); /* an older term */
+    ae.append_entries.leader_commit = 1000;
+    guard_recv(&x.inner, &ae);
+    assert_int_equal(raft_io_guard_leader_commit(&x.g), 9);
+    x.r.current_term = 6; /* as libraft would, on the new leader's message */
+    x.r.follower_state.current_leader.id = 3;
+    ae = append_entries(6);
+    ae.server_id = 3;
+    ae.append_entries.leader_commit = 7;
+    guard_recv(&x.inner, &ae);
+    assert_int_equal(raft_io_guard_leader_commit(&x.g), 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +259,8 @@ int main(void)
         cmocka_unit_test(a_snapshot_at_the_leaders_term_is_dropped),
         cmocka_unit_test(a_pre_vote_granted_beyond_the_term_asked_is_dropped),
         cmocka_unit_test(a_term_far_ahead_is_dropped),
+        cmocka_unit_test(an_append_larger_than_the_frame_check_takes_is_cut),
+        cmocka_unit_test(the_leaders_commit_index_is_noted),
     };
     return cmocka_run_group_tests_name("raft_io guard: messages no member sends", tests, NULL,
                                        NULL);
