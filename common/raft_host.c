@@ -46,6 +46,8 @@ struct raft_host {
 
     metrics_series *m_dropped;  /* the guard's drops, counted on the loop's tick */
     uint64_t seen_dropped;
+    metrics_series *m_trimmed;  /* the guard's AppendEntries started after the image */
+    uint64_t seen_trimmed;
     /* What raft_host_log_changes last logged (loop thread). */
     raft_term logged_term;
     raft_id logged_leader;
@@ -699,6 +701,8 @@ static void on_tick(uv_timer_t *t)
     refresh_view(h);
     metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
+    metrics_inc(h->m_trimmed, h->guard.trimmed - h->seen_trimmed);
+    h->seen_trimmed = h->guard.trimmed;
     h->cfg.serve(h->cfg.arg);
     finish_transfer(h);
 }
@@ -1021,6 +1025,11 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
         h->m_dropped = metrics_counter1(
             cfg->metrics, "percolator_raft_messages_dropped_total",
             "raft messages no member sends, dropped before libraft would abort on them "
+            "(docs/DESIGN.md 7.2)");
+    if (cfg->metrics != NULL)
+        h->m_trimmed = metrics_counter1(
+            cfg->metrics, "percolator_raft_appends_trimmed_total",
+            "AppendEntries that began inside this member's image, made to begin after it "
             "(docs/DESIGN.md 7.2)");
     h->cfg.peers = h->peers;
     rp_config pc = cfg->proposer;

@@ -34,8 +34,14 @@
  * it does not send a message that has no address (libraft 0.15 answers
  * entries it finished writing to the leader it knew, whose address a newer
  * term may have cleared): the send fails as a lost connection would.
+ * An AppendEntries whose entries begin inside this member's image is made
+ * to begin after it when the leader's entry at the image's index has the
+ * image's term (else dropped); one larger than the receivers' frame check
+ * takes is sent with the entries that fit; and the commit index the
+ * member's leader sent is noted (its lag).
  *
- * Threads: whatever libraft runs on (one loop); nothing here locks.
+ * Threads: whatever libraft runs on (one loop); nothing here locks, but
+ * leader_commit is read by other threads (atomic).
  */
 #ifndef PC_RAFT_IO_GUARD_H
 #define PC_RAFT_IO_GUARD_H
@@ -94,6 +100,7 @@ typedef struct raft_io_guard {
     uint64_t commits_lowered;
     uint64_t replies_lowered;
     uint64_t dropped;       /* messages no member sends, that libraft asserts on */
+    uint64_t trimmed;       /* AppendEntries made to start after this member's image */
     uint64_t votes_held_until; /* time_mono_ms(): no vote asked of this member counts
                                   before it (raft_io_guard_hold_votes) */
     uint64_t votes_held;    /* requests for votes dropped so */

@@ -142,8 +142,10 @@ static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
         a->last = p == end;
         if ((rc = pc_run_txn(s, apply_body, a)) == PC_OK && a->safe_point > safe_point)
             safe_point = a->safe_point;
-        if (a->last)
+        if (a->last || rc != PC_OK)
             break;
+        if (s->e->image_part_done != NULL)
+            s->e->image_part_done(s->e->image_arg, s);
         from = p;
     }
     a->safe_point = safe_point;

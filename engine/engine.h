@@ -99,6 +99,12 @@ typedef struct {
      * waiting thread (quick, thread-safe, no engine call). NULL: not told. */
     void (*latch_waited)(void *arg, uint64_t ns);
     void *latch_arg;
+    /* After each part but the last of an image's install is committed
+     * (pc_image_install installs in parts: engine_replica.h), on the
+     * installing thread: tests crash there (the service's failpoint
+     * image_part). NULL: not told. */
+    void (*image_part_done)(void *arg, pc_session *s);
+    void *image_arg;
 } pc_engine_config;
 
 pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out);

@@ -69,6 +69,8 @@ struct pc_engine {
     pc_latch_table *latches;      /* propose mode's key latches (latch.c) */
     void (*latch_waited)(void *arg, uint64_t ns); /* pc_engine_config's */
     void *latch_arg;
+    void (*image_part_done)(void *arg, pc_session *s); /* pc_engine_config's */
+    void *image_arg;
 
     /* Snapshots (snapshots.c): the GC safe point and the reads pinned. */
     pthread_mutex_t snap_mu;

@@ -34,6 +34,8 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     e->sync = cfg->sync;
     e->latch_waited = cfg->latch_waited;
     e->latch_arg = cfg->latch_arg;
+    e->image_part_done = cfg->image_part_done;
+    e->image_arg = cfg->image_arg;
     pc_fatal_init(e, cfg->on_fatal, cfg->fatal_arg);
     pthread_mutex_init(&e->sync_mu, NULL);
     pthread_cond_init(&e->sync_cv, NULL);

@@ -21,6 +21,7 @@
 
 #include "engine_admin.h"
 #include "engine_replica.h"
+#include "failpoint.h"
 #include "log.h"
 #include "observers.h"
 #include "program.h"
@@ -92,6 +93,14 @@ static void init_metrics(svc *s)
                                         "Unacknowledged notifications at the last listing.");
 }
 
+/* Between two parts of an image's install (engine/apply.c): the crash
+ * point of test_service_raft's a_crash_between_image_parts_heals. */
+static void svc_image_part(void *arg, pc_session *ps)
+{
+    (void)arg;
+    failpoint(ps, "image_part");
+}
+
 int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *oracle_secret)
 {
     const svc_config *c = &s->cfg;
@@ -125,7 +134,7 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
     pc_engine_config ecfg = {.dir = c->data_dir, .sync = strcmp(c->sync, "fsync") == 0,
                              .cache_size = cache, .on_fatal = svc_engine_fatal,
                              .log = svc_engine_log, .latch_waited = svc_latch_waited,
-                             .latch_arg = s};
+                             .latch_arg = s, .image_part_done = svc_image_part};
     if (c->backup_dir[0] != '\0' && mkdir(c->backup_dir, 0700) != 0 && errno != EEXIST) {
         log_startup_error(PROG, "--backup-dir %s: %s", c->backup_dir, strerror(errno));
         return 2;

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +91,8 @@ void tl_dump_file(const char *path)
     free(s);
 }
 
-int tl_free_port(void)
+/* A port the kernel gives for port 0, free at that moment. */
+static int kernel_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
@@ -105,5 +108,31 @@ int tl_free_port(void)
         getsockname(fd, (struct sockaddr *)&a, &al) == 0)
         port = ntohs(a.sin_port);
     close(fd);
+    return port;
+}
+
+/* The kernel may give the port it gave a moment ago again (nothing binds
+ * it in between): two members of one group then got one port, and the
+ * second's health check was answered by the first (seen twice in one day
+ * of test_service_raft runs). So a port this process handed out lately is
+ * not handed out again. */
+int tl_free_port(void)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int recent[256];
+    static size_t next;
+    pthread_mutex_lock(&mu);
+    int port = -1;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        port = kernel_free_port();
+        bool seen = false;
+        for (size_t i = 0; i < sizeof recent / sizeof recent[0] && port > 0; i++)
+            seen = seen || recent[i] == port;
+        if (!seen)
+            break;
+    }
+    if (port > 0)
+        recent[next++ % (sizeof recent / sizeof recent[0])] = port;
+    pthread_mutex_unlock(&mu);
     return port;
 }

@@ -252,6 +252,74 @@ static void the_leaders_commit_index_is_noted(void **state)
     assert_int_equal(raft_io_guard_leader_commit(&x.g), 7);
 }
 
+/* An AppendEntries of n entries after prev, terms given, from member 2,
+ * one batch buffer for all (as libraft's decoder gives them). */
+static struct raft_message append_n(raft_term term, raft_index prev, const raft_term *terms,
+                                    unsigned n)
+{
+    struct raft_message m = {.type = RAFT_IO_APPEND_ENTRIES, .server_id = 2,
+                             .server_address = "127.0.0.2:9001"};
+    struct raft_entry *e = raft_calloc(n, sizeof *e);
+    uint8_t *batch = raft_calloc(n, 8);
+    assert_non_null(e);
+    assert_non_null(batch);
+    for (unsigned i = 0; i < n; i++)
+        e[i] = (struct raft_entry){.term = terms[i], .type = RAFT_COMMAND,
+                                   .buf = {.base = batch + 8 * i, .len = 8}, .batch = batch};
+    m.append_entries = (struct raft_append_entries){.term = term, .prev_log_index = prev,
+                                                    .prev_log_term = term, .leader_commit = prev,
+                                                    .entries = e, .n_entries = n};
+    return m;
+}
+
+static struct raft_append_entries seen; /* the last AppendEntries libraft got */
+
+static void raft_recv_keep(struct raft_io *io, struct raft_message *m)
+{
+    (void)io;
+    delivered++;
+    seen = m->append_entries;
+    if (m->append_entries.n_entries > 0)
+        raft_free(m->append_entries.entries[0].batch);
+    raft_free(m->append_entries.entries);
+}
+
+/* A member whose log starts right after its image (index 576, term 2)
+ * gets entries that begin one before it, as a leader whose image send
+ * failed sends them: made to start after the image, if the leader's
+ * entry at 576 has the image's term; otherwise, or when every entry is
+ * inside the image, dropped. */
+static void entries_overlapping_the_image_are_trimmed_or_dropped(void **state)
+{
+    (void)state;
+    rig x;
+    rig_start(&x, RAFT_FOLLOWER, 2);
+    x.g.recv = raft_recv_keep;
+    x.r.log.offset = 576;
+    x.r.log.snapshot.last_index = 576;
+    x.r.log.snapshot.last_term = 2;
+    const raft_term same[3] = {2, 2, 2}, other[3] = {1, 2, 2};
+    struct raft_message m = append_n(2, 575, same, 3);
+    uint8_t *second = m.append_entries.entries[1].buf.base;
+    guard_recv(&x.inner, &m);
+    assert_int_equal(delivered, 1);
+    assert_int_equal(seen.prev_log_index, 576);
+    assert_int_equal(seen.prev_log_term, 2);
+    assert_int_equal(seen.n_entries, 2);
+    assert_ptr_equal(seen.entries[0].buf.base, second);
+    m = append_n(2, 575, other, 3); /* the leader's 576 is of term 1: not the image's */
+    guard_recv(&x.inner, &m);
+    m = append_n(2, 572, same, 3); /* all of them inside the image */
+    guard_recv(&x.inner, &m);
+    assert_int_equal(delivered, 1);
+    assert_int_equal(x.g.dropped, 2);
+    m = append_n(2, 576, same, 3); /* after the image: as it is */
+    guard_recv(&x.inner, &m);
+    assert_int_equal(delivered, 2);
+    assert_int_equal(seen.prev_log_index, 576);
+    assert_int_equal(seen.n_entries, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +329,7 @@ int main(void)
         cmocka_unit_test(a_term_far_ahead_is_dropped),
         cmocka_unit_test(an_append_larger_than_the_frame_check_takes_is_cut),
         cmocka_unit_test(the_leaders_commit_index_is_noted),
+        cmocka_unit_test(entries_overlapping_the_image_are_trimmed_or_dropped),
     };
     return cmocka_run_group_tests_name("raft_io guard: messages no member sends", tests, NULL,
                                        NULL);
