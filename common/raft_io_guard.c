@@ -91,13 +91,18 @@ static bool trim_to_image(const struct raft *r, struct raft_message *m)
     if (image == 0 || r->log.offset != image || ae->prev_log_index >= image)
         return false;
     raft_index k = image - ae->prev_log_index; /* entries at or before the image's index */
-    if (k >= ae->n_entries || ae->entries[k - 1].term != r->log.snapshot.last_term)
-        return false;
-    /* libraft frees entries[0].batch (one buffer for all) and the array. */
-    void *batch = ae->entries[0].batch;
-    memmove(ae->entries, ae->entries + k, (ae->n_entries - k) * sizeof ae->entries[0]);
-    ae->entries[0].batch = batch;
-    ae->n_entries -= (unsigned)k;
+    if (k > ae->n_entries || ae->entries[k - 1].term != r->log.snapshot.last_term)
+        return false; /* all of them inside the image (stale), or not the image's */
+    if (k == ae->n_entries) {
+        /* Every entry is the image's: a heartbeat at the image's index
+         * (libraft frees the array, and a batch only when it has entries). */
+        raft_free(ae->entries[0].batch);
+        ae->n_entries = 0;
+    } else {
+        /* libraft frees entries[0].batch (one buffer for all) and the array. */
+        memmove(ae->entries, ae->entries + k, (ae->n_entries - k) * sizeof ae->entries[0]);
+        ae->n_entries -= (unsigned)k;
+    }
     ae->prev_log_index = image;
     ae->prev_log_term = r->log.snapshot.last_term;
     return true;
@@ -208,13 +213,13 @@ uint64_t raft_io_guard_leader_commit(raft_io_guard *g)
 static void on_recv(struct raft_io *inner, struct raft_message *m)
 {
     raft_io_guard *g = guard_of(inner);
-    if (trim_to_image(g->io.data, m))
-        g->trimmed++;
+    bool trimmed = trim_to_image(g->io.data, m);
     if (impossible(g->io.data, m)) {
         g->dropped++;
         drop(m);
         return;
     }
+    g->trimmed += trimmed;
     if (m->type == RAFT_IO_REQUEST_VOTE && g->votes_held_until != 0 &&
         time_mono_ms() < g->votes_held_until) {
         g->votes_held++;
