@@ -804,6 +804,7 @@ static void httpd_free(httpd *h)
     pthread_cond_destroy(&h->q_cv);
     pthread_mutex_destroy(&h->q_mu);
     pthread_mutex_destroy(&h->w_mu);
+    pthread_mutex_destroy(&h->feeds_mu);
     for (size_t i = 0; i < h->nroutes; i++)
         httpd_route_free(&h->routes[i]);
     free(h->routes);
@@ -853,6 +854,7 @@ int httpd_start(const httpd_config *cfg, httpd **out, char *err, size_t errlen)
     pthread_mutex_init(&h->q_mu, NULL);
     pthread_cond_init(&h->q_cv, NULL);
     pthread_mutex_init(&h->w_mu, NULL);
+    pthread_mutex_init(&h->feeds_mu, NULL);
     h->watched.next = h->watched.prev = &h->watched;
     unsigned char r[8];
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
@@ -994,6 +996,7 @@ void httpd_stop(httpd *h, unsigned grace_ms)
      *    (MHD_PANIC "Failed to remove listen FD from epoll set"); seen as
      *    a SIGABRT on about one stop in a few hundred. */
     atomic_store(&h->stopping, true);
+    httpd_feeds_stop(h); /* every feed ends its body (httpd_feed.c) */
     /* 2. Let requests in flight finish, bounded. */
     uint64_t deadline = time_mono_ms() + grace_ms;
     while (atomic_load(&h->in_flight) > 0 && time_mono_ms() < deadline)

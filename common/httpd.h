@@ -200,6 +200,22 @@ void httpd_reply_stream(httpd_req *req, unsigned status, const char *content_typ
                         uint64_t size, long (*read)(void *arg, uint64_t pos, char *buf,
                                                     size_t max),
                         void (*done)(void *arg), void *arg);
+/* A body that goes on (a change stream): of unknown length (chunked),
+ * made as it comes. read(arg, buf, max) returns the bytes it put in buf
+ * (> 0); 0 when it has nothing now: nothing is sent, and read is not
+ * called again, until httpd_feed_wake; or -1 to end the body (a whole
+ * reply). It runs on the event thread: it must not wait. done(arg) runs
+ * once when the reply is over (ended, its connection closed, or never
+ * sent); from then on the feed is gone and must not be woken: the owner
+ * keeps wake and done apart with a lock of its own. A server that stops
+ * ends every feed's body. NULL when out of memory (then done has run,
+ * and the request is answered 500). */
+typedef struct httpd_feed httpd_feed;
+httpd_feed *httpd_reply_feed(httpd_req *req, unsigned status, const char *content_type,
+                             long (*read)(void *arg, char *buf, size_t max),
+                             void (*done)(void *arg), void *arg);
+/* From any thread: read has something again. */
+void httpd_feed_wake(httpd_feed *f);
 /* No body (204, or any status with an empty body). */
 void httpd_reply_empty(httpd_req *req, unsigned status);
 /* A readiness probe's answer: 200 {"status":"ready"} when why is NULL,

@@ -98,6 +98,9 @@ struct httpd {
     char rid_prefix[17];
     _Atomic uint64_t mhd_logged_ms; /* microhttpd's messages: rate limit */
     _Atomic unsigned long mhd_lines, mhd_dropped;
+    /* Feeds whose reply is not over (httpd_feed.c): woken at a stop. */
+    pthread_mutex_t feeds_mu;
+    httpd_feed *feeds;
 };
 
 typedef struct kv {
@@ -137,6 +140,7 @@ struct httpd_req {
     void (*stream_done)(void *);
     void *stream_arg;
     uint64_t stream_size;
+    httpd_feed *stream_feed;  /* httpd_reply_feed: the feed (stream_* are its) */
 
     char *scratch;            /* decoded params and query pieces */
     kv params[MAX_PARAMS];
@@ -168,6 +172,15 @@ struct httpd_req {
  * written). 0, or -1 for a malformed percent-escape. */
 int httpd_decode_params(httpd_req *rq, char **out);
 int httpd_decode_query(httpd_req *rq, char **out);
+
+/* httpd_feed.c: a feed's body as a stream's read and done, its
+ * connection (once MHD has the response), and a stop's wake-up of every
+ * feed, so that each ends its body (MHD must not stop with a connection
+ * suspended). */
+long httpd_feed_read(void *feed, uint64_t pos, char *buf, size_t max);
+void httpd_feed_done(void *feed);
+void httpd_feed_attach(httpd_feed *f, struct MHD_Connection *conn);
+void httpd_feeds_stop(httpd *h);
 
 /* httpd_route.c */
 /* Split "/a/{b}/c" into segments. 0 or -1 (bad pattern, memory). */

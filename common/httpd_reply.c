@@ -106,14 +106,22 @@ typedef struct {
     long (*read)(void *, uint64_t, char *, size_t);
     void (*done)(void *);
     void *arg;
+    bool feed;                /* httpd_feed_read: 0 is "nothing now", -2 the end */
 } stream_body;
 
-/* MHD's content reader over a stream's read (httpd_reply_stream). */
+/* MHD's content reader over a stream's read (httpd_reply_stream, and a
+ * feed's: httpd_feed.c). */
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     stream_body *b = cls;
     long n = b->read(b->arg, pos, buf, max);
-    return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_WITH_ERROR;
+    if (n > 0)
+        return (ssize_t)n;
+    if (b->feed && n == 0)
+        return 0; /* the connection is suspended until the feed is woken */
+    if (b->feed && n == -2)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
 /* MHD is done with the response (sent, or its connection closed). */
@@ -131,7 +139,8 @@ static struct MHD_Response *stream_response(httpd_req *rq)
     stream_body *b = malloc(sizeof *b);
     if (b == NULL)
         return NULL;
-    *b = (stream_body){rq->stream_read, rq->stream_done, rq->stream_arg};
+    *b = (stream_body){rq->stream_read, rq->stream_done, rq->stream_arg,
+                       rq->stream_feed != NULL};
     struct MHD_Response *resp =
         MHD_create_response_from_callback(rq->stream_size, 64 * 1024, stream_reader, b,
                                           stream_free);
@@ -140,6 +149,8 @@ static struct MHD_Response *stream_response(httpd_req *rq)
         return NULL;
     }
     rq->stream_read = NULL; /* MHD's now: stream_free ends it */
+    if (rq->stream_feed != NULL)
+        httpd_feed_attach(rq->stream_feed, rq->conn);
     return resp;
 }
 

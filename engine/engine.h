@@ -399,6 +399,55 @@ uint64_t pc_store_max_ts(pc_engine *e);
 pc_rc pc_snapshot_pin(pc_engine *e, uint64_t ts);
 void pc_snapshot_unpin(pc_engine *e, uint64_t ts);
 
+/* ---- changes (changes.c, docs/DESIGN.md §10): what a change feed reads ---- */
+
+/* A committed put or delete of key at commit_ts by the transaction of
+ * start_ts. has_value: value holds a put's value (a short one); else a
+ * put's value is read with pc_change_value. */
+typedef struct {
+    pc_slice key, value;
+    uint64_t commit_ts, start_ts;
+    pc_op op;
+    bool has_value;
+} pc_change;
+
+/* Call fn for every put and delete a write batch commits (its write
+ * records; rollback records are no change), in the batch's order. The
+ * change's bytes are valid during the call. fn returns non-zero to stop.
+ * PC_INVALID: not a well-formed batch. */
+pc_rc pc_batch_changes(const void *batch, size_t len,
+                       int (*fn)(void *arg, const pc_change *c), void *arg);
+/* A put's value kept in the data table (key, start_ts), appended to out.
+ * PC_NOT_FOUND: not there (GC removed the version). */
+pc_rc pc_change_value(pc_session *s, pc_slice key, uint64_t start_ts, pc_buf *out);
+
+/* The changes of [start, end) (end.len == 0: no end) with after <
+ * commit_ts <= upto, by commit_ts, then key; about limit of them: when
+ * there are more, the answer stops at a commit timestamp, never inside
+ * one commit's changes, and upto says where (every change in (after,
+ * upto] is in the answer). The caller reads at or above the GC safe point
+ * (pc_snapshot_pin) for the answer to be whole. */
+typedef struct {
+    pc_change *v;
+    size_t n;
+    uint64_t upto;
+    pc_buf arena;             /* the changes' bytes */
+} pc_changes;
+pc_rc pc_changes_scan(pc_session *s, pc_slice start, pc_slice end, uint64_t after,
+                      uint64_t upto, size_t limit, pc_changes *out);
+void pc_changes_free(pc_changes *out);
+
+/* The resolved timestamp at or below upto: no change at or below it can
+ * still be committed, given that upto is at or below a timestamp the
+ * oracle handed out before the call (transactions that have not asked for
+ * their commit timestamp yet get one above it). Lowered below every lock
+ * in the store (a transaction commits above its start_ts) and below every
+ * commit in flight (memlock.c), which are read in that order, after the
+ * locks: a commit the lock scan saw done is in the store or still in
+ * flight. The caller also waits for applies that began before the call
+ * to finish, if it gathers the changes from applied batches. */
+pc_rc pc_resolved_ts(pc_session *s, uint64_t upto, uint64_t *resolved);
+
 /* Keys under these prefixes get a notify entry when a write commits.
  * Replaces the previous set. */
 pc_rc pc_notify_set_prefixes(pc_engine *e, const pc_slice *prefixes, size_t n);

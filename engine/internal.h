@@ -313,7 +313,7 @@ typedef enum {
     PC_MEMLOCK_ANY           /* a writer that needs the key free */
 } pc_memlock_mode;
 
-pc_rc pc_memlocks_new(pc_memlocks **out);
+pc_rc pc_memlocks_new(pc_memlocks **out, const _Atomic uint64_t *ts_max);
 void pc_memlocks_free(pc_memlocks *m);
 /* Take all keys for start_ts (pending), or none (PC_LOCKED, *busy names
  * the key): a key with any entry is busy. */
@@ -337,6 +337,9 @@ void pc_memlock_release_owner(pc_memlocks *m, const void *owner);
  * (start_ts 0) for pc_wait_in_flight. */
 bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, bool point,
                         uint64_t ts, pc_memlock_mode mode, pc_conflict *c);
+/* upto, lowered so that no entry's commit can land at or below it (a
+ * change feed's resolved timestamp, changes.c). */
+uint64_t pc_memlock_resolved(pc_memlocks *m, uint64_t upto);
 /* The oldest commit of key that is committed but not yet durable; 0: none. */
 uint64_t pc_memlock_oldest_commit(pc_memlocks *m, pc_slice key);
 /* Wait until no entry blocks key at ts, at most until the deadline

@@ -40,9 +40,16 @@ typedef struct {
     uint64_t from_ts;     /* snapshots at or above it must not read the key yet */
     uint64_t commit_ts;   /* 0: pending; else committed at it, not yet durable */
     const void *owner;    /* NULL, or the latches it is released with (propose mode) */
+    /* No commit of this entry lands at or below it (a change feed's
+     * resolved timestamp stays at or under it: pc_memlock_resolved): a
+     * pending commit of start_ts commits above start_ts; a blind write's
+     * timestamp, asked for after the entry was made, is above every
+     * timestamp the store held then; a committed one lands at commit_ts. */
+    uint64_t below;
 } memlock;
 
 struct pc_memlocks {
+    const _Atomic uint64_t *ts_max; /* the store's highest timestamp (a blind write's floor) */
     pthread_mutex_t mu;
     pthread_cond_t released;  /* on CLOCK_MONOTONIC */
     atomic_size_t count;
@@ -50,12 +57,13 @@ struct pc_memlocks {
     size_t n, cap;
 };
 
-pc_rc pc_memlocks_new(pc_memlocks **out)
+pc_rc pc_memlocks_new(pc_memlocks **out, const _Atomic uint64_t *ts_max)
 {
     pthread_condattr_t ca;
     pc_memlocks *m = calloc(1, sizeof(*m));
     if (m == NULL)
         return PC_NOMEM;
+    m->ts_max = ts_max;
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -114,7 +122,10 @@ static pc_rc add(pc_memlocks *m, pc_slice k, uint64_t tag, uint64_t from_ts, uin
     if (copy == NULL)
         return PC_NOMEM;
     memcpy(copy, k.data, k.len);
-    m->v[m->n++] = (memlock){copy, k.len, tag, from_ts, commit_ts, NULL};
+    uint64_t below = commit_ts != 0 ? commit_ts - 1
+                     : from_ts != 0 ? from_ts
+                                    : atomic_load(m->ts_max);
+    m->v[m->n++] = (memlock){copy, k.len, tag, from_ts, commit_ts, NULL, below};
     atomic_store(&m->count, m->n);
     return PC_OK;
 }
@@ -162,6 +173,7 @@ void pc_memlock_committed(pc_memlocks *m, const pc_mutation *muts, size_t n, uin
         /* Older snapshots cannot see it: only those at or above it wait. */
         m->v[j].from_ts = commit_ts;
         m->v[j].commit_ts = commit_ts;
+        m->v[j].below = commit_ts - 1;
     }
     pthread_cond_broadcast(&m->released);
     pthread_mutex_unlock(&m->mu);
@@ -267,6 +279,18 @@ bool pc_memlock_blocked(pc_memlocks *m, pc_slice start, const pc_slice *end, boo
     }
     pthread_mutex_unlock(&m->mu);
     return i >= 0;
+}
+
+uint64_t pc_memlock_resolved(pc_memlocks *m, uint64_t upto)
+{
+    if (atomic_load(&m->count) == 0)
+        return upto;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->v[i].below < upto)
+            upto = m->v[i].below;
+    pthread_mutex_unlock(&m->mu);
+    return upto;
 }
 
 uint64_t pc_memlock_oldest_commit(pc_memlocks *m, pc_slice key)

@@ -42,7 +42,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     pthread_rwlock_init(&e->notify_mu, NULL);
     pthread_mutex_init(&e->snap_mu, NULL);
     pthread_mutex_init(&e->slot_mu, NULL);
-    if (pc_memlocks_new(&e->memlocks) != PC_OK)
+    if (pc_memlocks_new(&e->memlocks, &e->ts_max) != PC_OK)
         goto nomem;
     pc_rc made = pc_latch_table_new(&e->latches);
     if (made != PC_OK) {

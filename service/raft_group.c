@@ -88,9 +88,16 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     uint64_t len = buf->len >= ENTRY_HEADER ? get_len(p) : UINT64_MAX;
     failpoint(g->apply_session, "raft_apply"); /* tests: a member slow to apply */
     uint64_t t0 = time_mono_ns();
+    const apply_listener *hear = &g->cfg.listen;
+    if (hear->begin != NULL)
+        hear->begin(hear->arg);
     pc_rc rc = len <= buf->len - ENTRY_HEADER
                    ? pc_apply_batch(g->apply_session, p + ENTRY_HEADER, (size_t)len, index)
                    : PC_INVALID;
+    if (rc == PC_OK && hear->batch != NULL)
+        hear->batch(hear->arg, p + ENTRY_HEADER, (size_t)len);
+    if (hear->end != NULL)
+        hear->end(hear->arg);
     metrics_observe(g->m_apply, (double)(time_mono_ns() - t0) / 1e9);
     *result = NULL;
     if (rc == PC_OK)
@@ -189,6 +196,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
         g->cfg.apply_failed("installing a raft snapshot", rc);
         return RAFT_MALFORMED;
     }
+    if (g->cfg.listen.lost != NULL)
+        g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
     log_info("service raft: installed a snapshot of %zu bytes", buf->len);
     metrics_inc(g->m_restores, 1);
     raft_free(buf->base); /* restore owns the buffer */

@@ -47,6 +47,7 @@ typedef struct {
     int listen_fd;                   /* > 0: the raft port, bound already (raft_host.h) */
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);
+    apply_listener listen;           /* who hears of applies (replicator.h); may be all NULL */
 } raft_group_config;
 
 typedef struct raft_group raft_group;

@@ -152,14 +152,17 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
                  "not lead: retry", s->cfg.shared.raft_id ? (unsigned)s->cfg.shared.raft_id : 0, by);
     } else if (l == SVC_FOLLOWS && s->fwd != NULL) {
         snprintf(out->location, sizeof out->location, "%s", st.leader_http);
-        /* A backup archive is as big as the store: not held in memory to
-         * be relayed, the client is sent to the leader for it (307). */
-        out->forward = (strcmp(httpd_method(req), "GET") != 0 &&
-                        strcmp(httpd_method(req), "HEAD") != 0) ||
-                       strcmp(httpd_path(req), "/v1/admin/backup") != 0;
+        /* A backup archive is as big as the store, and a watch never
+         * ends: neither is held in memory to be relayed, the client is
+         * sent to the leader for it (307). */
+        bool get = strcmp(httpd_method(req), "GET") == 0 ||
+                   strcmp(httpd_method(req), "HEAD") == 0;
+        bool backup = get && strcmp(httpd_path(req), "/v1/admin/backup") == 0;
+        bool watch = get && strcmp(httpd_path(req), "/v1/watch") == 0;
+        out->forward = !backup && !watch;
         if (!out->forward)
-            snprintf(out->message, sizeof out->message,
-                     "a backup archive comes from the leader: member %u at %s", st.leader_id,
+            snprintf(out->message, sizeof out->message, "%s comes from the leader: member %u at %s",
+                     backup ? "a backup archive" : "a change stream", st.leader_id,
                      st.leader_http);
     } else {
         snprintf(out->message, sizeof out->message,

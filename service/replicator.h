@@ -70,6 +70,18 @@ struct replicator {
     const replicator_ops *ops;
 };
 
+/* Who hears of what a replicator applies (the change feed, watch.h), on
+ * its applying thread: begin and end around each apply, batch for each
+ * batch applied between them, and lost when an image replaced the store
+ * (its changes are not told). Any field may be NULL. */
+typedef struct {
+    void (*begin)(void *arg);
+    void (*batch)(void *arg, const void *batch, size_t len);
+    void (*end)(void *arg);
+    void (*lost)(void *arg);
+    void *arg;
+} apply_listener;
+
 /* ---- the local replicator (replicator_local.c) ---- */
 
 /* The term a local replicator is ready in, always. */
@@ -81,9 +93,9 @@ struct replicator {
  * log (pc_sync: fsync or write, as the engine was opened). A failed apply
  * or flush calls failed (which must not return: the store would drift
  * from what its writers were told). m (may be NULL): its metrics. NULL
- * when it cannot start (logged). */
+ * when it cannot start (logged). listen (may be NULL) hears of applies. */
 replicator *replicator_local_start(pc_engine *e, void (*failed)(const char *what, pc_rc rc),
-                                   metrics_registry *m);
+                                   metrics_registry *m, const apply_listener *listen);
 /* Apply what is queued, then stop and free. Call after every writer has
  * stopped. NULL: nothing. */
 void replicator_local_stop(replicator *r);

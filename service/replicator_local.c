@@ -53,6 +53,7 @@ typedef struct {
     bool stop;
     int ready;                  /* 1: the thread has its session, -1: it could not */
     uint64_t applied;           /* the store's applied index (the thread's) */
+    apply_listener listen;      /* who hears of applies (replicator.h) */
     metrics_series *m_groups, *m_batches, *m_group_bytes;
 } local_repl;
 
@@ -192,6 +193,9 @@ static uint64_t apply_group(local_repl *l, pc_session *ps, lr_wait *group)
         one = pc_batch_join(&joined, w->batch, w->len) == PC_OK;
     uint64_t used = 0;
     pc_rc rc = PC_OK;
+    const apply_listener *hear = &l->listen;
+    if (hear->begin != NULL)
+        hear->begin(hear->arg);
     if (n == 1)
         rc = pc_apply_batch(ps, group->batch, group->len, l->applied + ++used);
     else if (one)
@@ -199,9 +203,17 @@ static uint64_t apply_group(local_repl *l, pc_session *ps, lr_wait *group)
     else /* out of memory to join them: one index each */
         for (lr_wait *w = group; w != NULL && rc == PC_OK; w = w->next)
             rc = pc_apply_batch(ps, w->batch, w->len, l->applied + ++used);
-    pc_buf_free(&joined);
     if (rc != PC_OK)
         l->failed("applying a write batch", rc);
+    /* Told before the flush below: what a crash could still take back is
+     * either in the table of commits in flight, which keeps the resolved
+     * timestamp below it (memlock.c), or a secondary's commit, which a
+     * resolve makes again at the same commit_ts (docs/DESIGN.md §10). */
+    for (lr_wait *w = group; hear->batch != NULL && w != NULL; w = w->next)
+        hear->batch(hear->arg, w->batch, w->len);
+    if (hear->end != NULL)
+        hear->end(hear->arg);
+    pc_buf_free(&joined);
     /* Tests widen the window between apply and flush here, or fail the
      * flush. */
     failpoint(ps, "local_sync");
@@ -285,11 +297,13 @@ static void init_metrics(local_repl *l, metrics_registry *m)
 }
 
 replicator *replicator_local_start(pc_engine *e, void (*failed)(const char *what, pc_rc rc),
-                                   metrics_registry *m)
+                                   metrics_registry *m, const apply_listener *listen)
 {
     local_repl *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return NULL;
+    if (listen != NULL)
+        l->listen = *listen;
     l->base.ops = &local_ops;
     l->engine = e;
     l->failed = failed;

@@ -49,11 +49,13 @@ typedef struct svc_config {
     uint64_t max_reply_bytes, max_sessions, max_session_bytes;
     bool one_pc;
     uint64_t raft_snapshot_entries; /* log compaction: a snapshot every this many entries */
+    uint64_t watch_max, watch_buffer_bytes; /* the change feed (watch.h) */
 } svc_config;
 
 typedef struct sessions sessions;
 typedef struct observers observers;
 typedef struct write_batch write_batch;
+typedef struct watch_hub watch_hub;
 
 /* Metrics the protocol layers update (HTTP ones live in httpd). */
 typedef struct svc_metrics {
@@ -75,6 +77,7 @@ typedef struct svc {
     sessions *sessions;
     observers *obs;
     write_batch *batch;             /* committer of blind writes; NULL: none */
+    watch_hub *watch;               /* the change feed (watch.h) */
     metrics_registry *metrics;
     svc_metrics m;
     token auth;                     /* secret NULL: no auth */
@@ -286,6 +289,8 @@ extern const httpd_route admin_routes[];
 extern const size_t admin_routes_n;
 extern const httpd_route members_routes[];
 extern const size_t members_routes_n;
+extern const httpd_route watch_routes[];
+extern const size_t watch_routes_n;
 
 /* The router's authorize check (httpd_config.authorize): NULL when the
  * request carries the bearer token (or no token is configured). */

@@ -27,6 +27,7 @@
 #include "program.h"
 #include "service.h"
 #include "sessions.h"
+#include "watch.h"
 #include "write_batch.h"
 
 #define PROG "percolator-service"
@@ -181,9 +182,17 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         return 1;
     }
 
+    /* The change feed hears of every batch applied (watch.h). */
+    watch_config wc = {.max_watchers = c->watch_max, .ring_bytes = c->watch_buffer_bytes,
+                       .slow_ms = c->gc_retention_ms > 10000 ? c->gc_retention_ms : 10000};
+    if ((s->watch = watch_hub_new(s, &wc)) == NULL)
+        return 1;
+    apply_listener hear = {watch_apply_begin, watch_applied, watch_apply_end, watch_lost,
+                           s->watch};
     /* From here on every write goes through the replicator (replica.c): a
      * member's Raft group, or a single node's log of one. */
     if (rcfg != NULL) {
+        rcfg->listen = hear;
         rcfg->engine = s->engine;
         rcfg->restored = c->restore_from[0] != '\0';
         rcfg->apply_failed = svc_storage_failed;
@@ -192,8 +201,8 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
             return 1;
         }
         s->repl = raft_group_replicator(s->raft);
-    } else if ((s->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics)) ==
-               NULL) {
+    } else if ((s->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics,
+                                                 &hear)) == NULL) {
         /* A single node is a group of one: its own log (replicator.h). */
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
@@ -214,6 +223,10 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_error("cannot start the write committer");
         return 1;
     }
+    if (watch_hub_start(s->watch) != 0) {
+        log_error("cannot start the change feed");
+        return 1;
+    }
     return 0;
 }
 
@@ -227,6 +240,8 @@ void svc_close(svc *s)
         replicator_local_stop(s->repl); /* the same */
     s->raft = NULL;
     s->repl = NULL;
+    watch_hub_free(s->watch); /* after the replicator: nothing applies any more */
+    s->watch = NULL;
     svc_close_engine_sessions(s);
     pc_engine_close(s->engine);
     s->engine = NULL;

@@ -122,7 +122,7 @@ static void *worker_main(void *arg)
 static void answered_writes_are_applied_and_durable(void **state)
 {
     fx *f = *state;
-    replicator *r = replicator_local_start(f->e, storage_failed, NULL);
+    replicator *r = replicator_local_start(f->e, storage_failed, NULL, NULL);
     assert_non_null(r);
     pthread_t t[THREADS];
     worker w[THREADS];
@@ -155,7 +155,7 @@ static void answered_writes_are_applied_and_durable(void **state)
             must_read(f->s, key, value);
         }
     /* A restarted replicator goes on from the stored index. */
-    r = replicator_local_start(f->e, storage_failed, NULL);
+    r = replicator_local_start(f->e, storage_failed, NULL, NULL);
     assert_non_null(r);
     r->ops->status(r, &st);
     assert_int_equal(st.applied_index, applied);
@@ -191,7 +191,7 @@ static void answered(void *arg, rp_rc rc)
 static void submitted_batches_are_answered_in_order(void **state)
 {
     fx *f = *state;
-    replicator *r = replicator_local_start(f->e, storage_failed, NULL);
+    replicator *r = replicator_local_start(f->e, storage_failed, NULL, NULL);
     assert_non_null(r);
     enum { N = 300 };
     static ticket tickets[N];
@@ -232,7 +232,7 @@ static void submitted_batches_are_answered_in_order(void **state)
 static void a_batch_of_another_term_is_refused(void **state)
 {
     fx *f = *state;
-    replicator *r = replicator_local_start(f->e, storage_failed, NULL);
+    replicator *r = replicator_local_start(f->e, storage_failed, NULL, NULL);
     assert_non_null(r);
     pc_buf batch = {0};
     pc_txn_meta t = fx_meta(ts(), "refused");

@@ -1,0 +1,851 @@
+/*
+ * watch.c — the change feed's hub: capture, resolved timestamp, the ring of
+ * recent changes, and filling each watcher (watch.h; docs/DESIGN.md §10).
+ *
+ * Why the capture is complete: the changes come from the batches the
+ * replicator applies on this member (watch_applied), captured only while
+ * it leads. The hub's first tick after capture began (or after it lost
+ * changes: an image, a full capture buffer) starts the ring at that
+ * tick's resolved timestamp F: every change at or below F is in the
+ * store, where a watcher behind F reads it; every change above F is
+ * applied after the capture began, so it is captured. A tick takes the
+ * captured changes at or below its resolved timestamp R once every apply
+ * that began before R's lock scan ended has ended too (the begin/end
+ * counts): an apply that committed before the scan's snapshot began
+ * before that, so a commit the scan saw done has been captured.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "keyspace.h"
+#include "log.h"
+#include "service.h"
+#include "timeutil.h"
+#include "watch.h"
+
+#define TICK_MS 20                /* how often the resolved timestamp moves */
+#define IDLE_MS 100               /* the thread's nap when nobody watches */
+#define PROGRESS_MS 1000          /* a progress line at least this often */
+#define OUT_MAX (256 * 1024)      /* bytes queued for one watcher before it must read */
+#define PAGE 256                  /* changes a replay reads from the store at once */
+#define PAGES_PER_TICK 4          /* replay pages one watcher gets per tick */
+#define CAPTURE_MAX (64u << 20)   /* captured bytes not yet resolved; past it: lost */
+
+/* A change captured from an applied batch, not yet resolved. */
+typedef struct {
+    uint64_t commit_ts, start_ts;
+    uint8_t *key;                 /* the engine key */
+    size_t klen, vlen;
+    uint8_t *value;               /* the short value, or NULL */
+    bool del, has_value;
+} captured;
+
+/* A resolved change in the ring: the user key, then the value. */
+typedef struct {
+    uint64_t commit_ts;
+    uint8_t *bytes;
+    size_t klen, vlen;
+    bool del;
+} event;
+
+struct watcher {
+    watcher *next;                /* hub->watchers (under hub->mu) */
+    pthread_mutex_t mu;           /* out, ending, gone, wake */
+    buf out;                      /* queued lines; [off, len) not yet read */
+    size_t off;
+    bool ending;                  /* end the body once out is read */
+    bool gone;                    /* watch_done ran: the hub frees it */
+    void (*wake)(void *);
+    void *wake_arg;
+    uint64_t read_ms;             /* when the client last took bytes */
+
+    /* The hub thread's alone. */
+    char *start, *end;            /* user keys [start, end) */
+    size_t slen, elen;
+    codec_enc enc;
+    uint64_t cursor;              /* every change at or below it is queued */
+    uint64_t pinned;              /* the timestamp pinned against GC */
+    uint64_t next_seq;            /* in the ring: the next event to look at */
+    uint64_t ring_epoch;          /* the ring next_seq belongs to */
+    uint64_t progress_ts, progress_ms; /* the last progress line */
+};
+
+struct watch_hub {
+    struct svc *s;
+    watch_config cfg;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+
+    pthread_mutex_t mu;           /* watchers, n; the capture below */
+    watcher *watchers;
+    uint64_t n;
+
+    /* Capture (the applying thread appends, the hub thread takes). */
+    pthread_mutex_t cap_mu;
+    pthread_cond_t cap_cv;        /* applies finishing */
+    bool capturing;
+    uint64_t lost_seq;            /* bumped whenever captured changes were dropped */
+    uint64_t apply_began, apply_ended;
+    captured *cap;
+    size_t ncap, capcap, cap_bytes;
+
+    /* The ring (the hub thread's alone): events in (floor, ring_ts]. */
+    event *ring;
+    size_t rhead, rn, rcap;       /* live events: ring[rhead .. rhead+rn) */
+    uint64_t ring_base;           /* the seq of ring[rhead] */
+    uint64_t ring_bytes;
+    uint64_t floor, ring_ts;
+    bool ring_ready;
+    uint64_t ring_epoch;
+    uint64_t handled_seq;         /* the lost_seq the ring started after */
+    uint64_t term;                /* the term the hub serves in (0: none) */
+};
+
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+
+/* ---- capture (the applying thread) ---- */
+
+static void captured_free(captured *c)
+{
+    free(c->key);
+    free(c->value);
+}
+
+/* Drop every captured change (cap_mu held): the ring starts again. */
+static void capture_drop(watch_hub *h)
+{
+    for (size_t i = 0; i < h->ncap; i++)
+        captured_free(&h->cap[i]);
+    h->ncap = 0;
+    h->cap_bytes = 0;
+    h->lost_seq++;
+}
+
+static int capture_one(void *arg, const pc_change *c)
+{
+    watch_hub *h = arg;
+    pc_slice user;
+    if (!ks_is_user(c->key, &user))
+        return 0; /* the service's own records */
+    if (h->ncap == h->capcap) {
+        size_t cap = h->capcap ? h->capcap * 2 : 256;
+        captured *v = realloc(h->cap, cap * sizeof(*v));
+        if (v == NULL) {
+            capture_drop(h);
+            return 1;
+        }
+        h->cap = v;
+        h->capcap = cap;
+    }
+    captured *k = &h->cap[h->ncap];
+    *k = (captured){c->commit_ts, c->start_ts, malloc(c->key.len ? c->key.len : 1), c->key.len,
+                    c->has_value ? c->value.len : 0, NULL, c->op == PC_OP_DELETE,
+                    c->has_value};
+    if (c->has_value)
+        k->value = malloc(c->value.len ? c->value.len : 1);
+    if (k->key == NULL || (c->has_value && k->value == NULL) ||
+        h->cap_bytes + c->key.len + k->vlen > CAPTURE_MAX) {
+        captured_free(k);
+        capture_drop(h); /* the ring starts again above what was lost */
+        return 1;
+    }
+    memcpy(k->key, c->key.data, c->key.len);
+    if (c->has_value)
+        memcpy(k->value, c->value.data, c->value.len);
+    h->cap_bytes += c->key.len + k->vlen;
+    h->ncap++;
+    return 0;
+}
+
+void watch_apply_begin(void *hub)
+{
+    watch_hub *h = hub;
+    pthread_mutex_lock(&h->cap_mu);
+    h->apply_began++;
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+void watch_applied(void *hub, const void *batch, size_t len)
+{
+    watch_hub *h = hub;
+    pthread_mutex_lock(&h->cap_mu);
+    if (h->capturing)
+        (void)pc_batch_changes(batch, len, capture_one, h);
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+void watch_apply_end(void *hub)
+{
+    watch_hub *h = hub;
+    pthread_mutex_lock(&h->cap_mu);
+    h->apply_ended++;
+    pthread_cond_broadcast(&h->cap_cv);
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+void watch_lost(void *hub)
+{
+    watch_hub *h = hub;
+    pthread_mutex_lock(&h->cap_mu);
+    capture_drop(h);
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+static void capture_set(watch_hub *h, bool on)
+{
+    pthread_mutex_lock(&h->cap_mu);
+    if (h->capturing != on) {
+        h->capturing = on;
+        capture_drop(h); /* on: the ring starts after this; off: nothing kept */
+    }
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+/* ---- the ring (the hub thread) ---- */
+
+static void ring_clear(watch_hub *h)
+{
+    for (size_t i = 0; i < h->rn; i++)
+        free(h->ring[h->rhead + i].bytes);
+    h->ring_base += h->rn;
+    h->rhead = h->rn = 0;
+    h->ring_bytes = 0;
+    h->ring_epoch++;
+}
+
+static bool ring_push(watch_hub *h, uint64_t commit_ts, const void *key, size_t klen,
+                      const void *value, size_t vlen, bool del)
+{
+    if (h->rhead + h->rn == h->rcap) {
+        if (h->rhead > 0) { /* slide the live part down */
+            memmove(h->ring, h->ring + h->rhead, h->rn * sizeof(*h->ring));
+            h->rhead = 0;
+        }
+        if (h->rn == h->rcap) {
+            size_t cap = h->rcap ? h->rcap * 2 : 1024;
+            event *v = realloc(h->ring, cap * sizeof(*v));
+            if (v == NULL)
+                return false;
+            h->ring = v;
+            h->rcap = cap;
+        }
+    }
+    uint8_t *b = malloc(klen + vlen + 1);
+    if (b == NULL)
+        return false;
+    memcpy(b, key, klen);
+    if (vlen > 0)
+        memcpy(b + klen, value, vlen);
+    h->ring[h->rhead + h->rn++] = (event){commit_ts, b, klen, vlen, del};
+    h->ring_bytes += klen + vlen + sizeof(event);
+    return true;
+}
+
+/* Evict the oldest commits until the ring fits; the floor rises to them
+ * (they are in the store: a watcher that still needs them reads it). */
+static void ring_evict(watch_hub *h)
+{
+    while (h->rn > 0 && h->ring_bytes > h->cfg.ring_bytes) {
+        uint64_t ts = h->ring[h->rhead].commit_ts;
+        while (h->rn > 0 && h->ring[h->rhead].commit_ts == ts) {
+            event *e = &h->ring[h->rhead];
+            h->ring_bytes -= e->klen + e->vlen + sizeof(event);
+            free(e->bytes);
+            h->rhead++;
+            h->rn--;
+            h->ring_base++;
+        }
+        h->floor = ts;
+    }
+}
+
+/* The seq of the first event above ts. */
+static uint64_t ring_seek(const watch_hub *h, uint64_t ts)
+{
+    size_t lo = 0, hi = h->rn;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->ring[h->rhead + mid].commit_ts <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return h->ring_base + lo;
+}
+
+static int by_commit_key(const void *x, const void *y)
+{
+    const captured *a = x, *b = y;
+    if (a->commit_ts != b->commit_ts)
+        return a->commit_ts < b->commit_ts ? -1 : 1;
+    return key_cmp(a->key, a->klen, b->key, b->klen);
+}
+
+/* ---- one tick: the resolved timestamp, and the ring up to it ---- */
+
+/* Take the captured changes at or below r (they move to *out). */
+static void capture_take(watch_hub *h, uint64_t r, captured **out, size_t *n)
+{
+    size_t k = 0, keep = 0;
+    *out = NULL;
+    *n = 0;
+    for (size_t i = 0; i < h->ncap; i++)
+        k += h->cap[i].commit_ts <= r;
+    if (k == 0 || (*out = malloc(k * sizeof(**out))) == NULL) {
+        if (k > 0)
+            capture_drop(h);
+        return;
+    }
+    for (size_t i = 0; i < h->ncap; i++) {
+        if (h->cap[i].commit_ts <= r) {
+            (*out)[(*n)++] = h->cap[i];
+            h->cap_bytes -= h->cap[i].klen + h->cap[i].vlen;
+        } else {
+            h->cap[keep++] = h->cap[i];
+        }
+    }
+    h->ncap = keep;
+}
+
+static void tick(watch_hub *h, pc_session *ps)
+{
+    svc *s = h->s;
+    uint64_t t, r;
+
+    pthread_mutex_lock(&h->cap_mu);
+    uint64_t seq0 = h->lost_seq;
+    pthread_mutex_unlock(&h->cap_mu);
+    /* A timestamp from the oracle bounds what is not yet committed: a
+     * transaction still to ask for its commit timestamp gets one above. */
+    if (!svc_timestamp(s, &t) || pc_resolved_ts(ps, t, &r) != PC_OK)
+        return;
+    /* Every apply that committed before the lock scan's snapshot began
+     * before this point: once they have all ended, their changes are
+     * captured (a commit the scan saw done is in hand). */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    captured *got = NULL;
+    size_t ngot = 0;
+    pthread_mutex_lock(&h->cap_mu);
+    uint64_t began = h->apply_began;
+    while (h->apply_ended < began &&
+           pthread_cond_timedwait(&h->cap_cv, &h->cap_mu, &until) != ETIMEDOUT)
+        ;
+    bool whole = h->apply_ended >= began && h->lost_seq == seq0;
+    if (whole)
+        capture_take(h, r, &got, &ngot);
+    pthread_mutex_unlock(&h->cap_mu);
+    if (!whole)
+        return; /* changes were lost meanwhile: the next tick starts the ring again */
+    if (!h->ring_ready || h->handled_seq != seq0) {
+        /* The ring starts (again) at r: below it, the store. */
+        ring_clear(h);
+        h->floor = h->ring_ts = r;
+        h->handled_seq = seq0;
+        h->ring_ready = true;
+    } else if (r > h->ring_ts) {
+        if (ngot > 1)
+            qsort(got, ngot, sizeof(*got), by_commit_key);
+        if (ngot > 0 && got[0].commit_ts <= h->ring_ts)
+            log_error("watch: a change at %llu was captured after the resolved timestamp "
+                      "%llu had passed it: watchers may miss it (a bug)",
+                      (unsigned long long)got[0].commit_ts, (unsigned long long)h->ring_ts);
+        bool ok = true;
+        for (size_t i = 0; i < ngot && ok; i++) {
+            captured *c = &got[i];
+            pc_buf v = {0};
+            pc_slice user, key = {c->key, c->klen};
+            (void)ks_is_user(key, &user);
+            if (!c->del && !c->has_value &&
+                pc_change_value(ps, key, c->start_ts, &v) != PC_OK)
+                ok = false;
+            else
+                ok = ring_push(h, c->commit_ts, user.data, user.len,
+                               c->has_value ? c->value : (uint8_t *)v.data,
+                               c->has_value ? c->vlen : v.len, c->del);
+            pc_buf_free(&v);
+        }
+        if (ok) {
+            h->ring_ts = r;
+        } else { /* cannot hold them: start again above them */
+            log_warn("watch: the ring could not take %zu changes (memory): it starts again",
+                     ngot);
+            ring_clear(h);
+            h->floor = h->ring_ts = r;
+        }
+        ring_evict(h);
+    }
+    for (size_t i = 0; i < ngot; i++)
+        captured_free(&got[i]);
+    free(got);
+}
+
+/* ---- filling a watcher (the hub thread) ---- */
+
+/* Bytewise, a prefix first (the store's key order). */
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+static bool in_range(const watcher *w, const void *key, size_t klen)
+{
+    if (key_cmp(key, klen, w->start, w->slen) < 0)
+        return false;
+    return w->elen == 0 || key_cmp(key, klen, w->end, w->elen) < 0;
+}
+
+/* Append one line (a JSON object, taken) to w's output. */
+static bool queue_line(watcher *w, json_t *line)
+{
+    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    json_decref(line);
+    if (text == NULL)
+        return false;
+    pthread_mutex_lock(&w->mu);
+    bool ok = buf_append(&w->out, text, strlen(text)) == 0 && buf_append(&w->out, "\n", 1) == 0;
+    pthread_mutex_unlock(&w->mu);
+    free(text);
+    return ok;
+}
+
+static json_t *bytes_field(json_t *o, const char *name, const char *enc_name, const void *p,
+                           size_t len, codec_enc enc)
+{
+    bool b64 = false;
+    json_t *v = codec_to_json_marked(p, len, enc, &b64);
+    if (o == NULL || v == NULL || json_object_set_new(o, name, v) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    if (b64 && json_object_set_new(o, enc_name, json_string("base64")) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static bool queue_change(watcher *w, uint64_t commit_ts, const void *key, size_t klen,
+                         const void *value, size_t vlen, bool del)
+{
+    json_t *o = json_pack("{s:s,s:I}", "type", del ? "delete" : "put", "commit_ts",
+                          (json_int_t)commit_ts);
+    o = bytes_field(o, "key", "key_encoding", key, klen, w->enc);
+    if (!del)
+        o = bytes_field(o, "value", "value_encoding", value, vlen, w->enc);
+    return queue_line(w, o);
+}
+
+static void queue_progress(watcher *w, uint64_t ts)
+{
+    if (queue_line(w, json_pack("{s:s,s:I}", "type", "progress", "resolved_ts", (json_int_t)ts))) {
+        w->progress_ts = ts;
+        w->progress_ms = time_mono_ms();
+    }
+}
+
+/* End w's body with an error line saying where to resume from. */
+static void queue_end(watcher *w, const char *code, const char *message)
+{
+    (void)queue_line(w, json_pack("{s:s,s:{s:s,s:s,s:I}}", "type", "error", "error", "code", code,
+                                  "message", message, "resume_ts", (json_int_t)w->cursor));
+    pthread_mutex_lock(&w->mu);
+    w->ending = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static size_t pending(watcher *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->out.len - w->off;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+/* Move w's GC pin up to its cursor. */
+static void repin(watch_hub *h, watcher *w)
+{
+    if (w->cursor <= w->pinned || pc_snapshot_pin(h->s->engine, w->cursor) != PC_OK)
+        return;
+    pc_snapshot_unpin(h->s->engine, w->pinned);
+    w->pinned = w->cursor;
+}
+
+/* One page of w's changes from the store, up to the ring's floor. */
+static bool replay_page(watch_hub *h, pc_session *ps, watcher *w)
+{
+    char sb[KS_MAX + 1], eb[KS_MAX + 1];
+    pc_slice start, end;
+    pc_changes page;
+    ks_user_range(w->start, w->slen, w->end, w->elen, sb, &start, eb, &end);
+    if (pc_changes_scan(ps, start, end, w->cursor, h->floor, PAGE, &page) != PC_OK)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; i < page.n && ok; i++) {
+        const pc_change *c = &page.v[i];
+        pc_buf v = {0};
+        pc_slice user;
+        if (!ks_is_user(c->key, &user))
+            continue;
+        if (c->op == PC_OP_PUT && !c->has_value &&
+            pc_change_value(ps, c->key, c->start_ts, &v) != PC_OK) {
+            ok = false;
+        } else {
+            const void *val = c->has_value ? c->value.data : v.data;
+            size_t vlen = c->has_value ? c->value.len : v.len;
+            ok = queue_change(w, c->commit_ts, user.data, user.len, val, vlen,
+                              c->op == PC_OP_DELETE);
+        }
+        pc_buf_free(&v);
+    }
+    if (ok)
+        w->cursor = page.upto;
+    pc_changes_free(&page);
+    return ok;
+}
+
+/* Queue what w has not seen, as far as its output allows; whether a line
+ * was queued. */
+static bool fill(watch_hub *h, pc_session *ps, watcher *w)
+{
+    size_t before = pending(w);
+    bool sent;
+    for (int pages = 0; w->cursor < h->floor && pages < PAGES_PER_TICK; pages++) {
+        if (pending(w) >= OUT_MAX)
+            break;
+        if (!replay_page(h, ps, w)) {
+            queue_end(w, "watch_failed", "the store's changes could not be read: resume");
+            return true;
+        }
+    }
+    if (w->cursor >= h->floor) {
+        if (w->ring_epoch != h->ring_epoch || w->next_seq < h->ring_base) {
+            w->next_seq = ring_seek(h, w->cursor);
+            w->ring_epoch = h->ring_epoch;
+        }
+        uint64_t end = h->ring_base + h->rn, group = 0;
+        while (w->next_seq < end) {
+            event *e = &h->ring[h->rhead + (w->next_seq - h->ring_base)];
+            if (e->commit_ts != group) {
+                /* A commit's changes go together: stop only between
+                 * commits; the cursor passes a commit once all of its
+                 * changes are queued (the ring holds whole commits). */
+                if (pending(w) >= OUT_MAX)
+                    break;
+                if (group > w->cursor)
+                    w->cursor = group;
+                group = e->commit_ts;
+            }
+            if (e->commit_ts > w->cursor && in_range(w, e->bytes, e->klen) &&
+                !queue_change(w, e->commit_ts, e->bytes, e->klen, e->bytes + e->klen, e->vlen,
+                              e->del)) {
+                queue_end(w, "watch_failed", "out of memory: resume");
+                return true;
+            }
+            w->next_seq++;
+        }
+        if (w->next_seq == end && h->ring_ts > w->cursor)
+            w->cursor = h->ring_ts; /* every commit up to it is out */
+        else if (group > w->cursor && w->next_seq == end)
+            w->cursor = group;
+    }
+    sent = pending(w) > before;
+    repin(h, w);
+    /* A progress line after changes, and at least every PROGRESS_MS: it
+     * says everything up to it is out (or, behind, that the stream lives). */
+    bool caught_up = w->cursor >= h->ring_ts;
+    bool due = time_mono_ms() - w->progress_ms >= PROGRESS_MS;
+    if (caught_up && w->cursor > w->progress_ts && (sent || due))
+        queue_progress(w, w->cursor);
+    else if (due)
+        queue_progress(w, w->progress_ts);
+    return pending(w) > before;
+}
+
+static void wake(watcher *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->wake != NULL && !w->gone)
+        w->wake(w->wake_arg);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A listed watcher: its pin goes with it. */
+static void watcher_free(watch_hub *h, watcher *w)
+{
+    pc_snapshot_unpin(h->s->engine, w->pinned);
+    buf_free(&w->out);
+    pthread_mutex_destroy(&w->mu);
+    free(w->start);
+    free(w->end);
+    free(w);
+}
+
+/* Free the watchers whose reply is over; the rest, as a list to fill
+ * (their next links are stable: only this thread unlinks). */
+static watcher *sweep(watch_hub *h)
+{
+    pthread_mutex_lock(&h->mu);
+    for (watcher **p = &h->watchers; *p != NULL;) {
+        watcher *w = *p;
+        pthread_mutex_lock(&w->mu);
+        bool gone = w->gone;
+        pthread_mutex_unlock(&w->mu);
+        if (gone) {
+            *p = w->next;
+            h->n--;
+            watcher_free(h, w);
+        } else {
+            p = &w->next;
+        }
+    }
+    watcher *first = h->watchers;
+    pthread_mutex_unlock(&h->mu);
+    return first;
+}
+
+/* End every watcher with an error line (a lost lead, a stop). */
+static void end_all(watch_hub *h, const char *code, const char *message)
+{
+    pthread_mutex_lock(&h->mu);
+    for (watcher *w = h->watchers; w != NULL; w = w->next) {
+        pthread_mutex_lock(&w->mu);
+        bool done = w->ending || w->gone;
+        pthread_mutex_unlock(&w->mu);
+        if (!done) {
+            queue_end(w, code, message);
+            wake(w);
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void serve(watch_hub *h, pc_session *ps, watcher *first)
+{
+    uint64_t now = time_mono_ms();
+    for (watcher *w = first; w != NULL; w = w->next) {
+        pthread_mutex_lock(&w->mu);
+        bool skip = w->ending || w->gone;
+        uint64_t read_ms = w->read_ms;
+        pthread_mutex_unlock(&w->mu);
+        if (skip)
+            continue;
+        /* A client that takes nothing holds back GC (its place is
+         * pinned): cut it; it resumes from resume_ts. */
+        if (pending(w) >= OUT_MAX && now - read_ms > h->cfg.slow_ms) {
+            queue_end(w, "watch_too_slow", "the client read nothing for too long: resume");
+            wake(w);
+            continue;
+        }
+        if (fill(h, ps, w))
+            wake(w);
+    }
+}
+
+static void *hub_main(void *arg)
+{
+    watch_hub *h = arg;
+    svc *s = h->s;
+    while (!atomic_load(&h->stop)) {
+        watcher *first = sweep(h);
+        if (first == NULL) { /* nobody watches: capture nothing */
+            capture_set(h, false);
+            h->ring_ready = false;
+            ring_clear(h);
+            time_sleep_ms(IDLE_MS);
+            continue;
+        }
+        pc_session *ps = svc_engine_session(s);
+        uint64_t term = svc_leadership_of(s, NULL) == SVC_LEADS ? svc_leader_term(s) : 0;
+        if (ps == NULL || term == 0 || term != h->term) {
+            /* Not leading any more, or leading in a new term: the stream
+             * goes on from the member that leads. */
+            if (h->term != 0)
+                end_all(h, "not_leader",
+                        "this member does not lead any more: resume from another member");
+            capture_set(h, false);
+            h->ring_ready = false;
+            ring_clear(h);
+            h->term = term;
+            if (term == 0 || ps == NULL) {
+                time_sleep_ms(TICK_MS);
+                continue;
+            }
+        }
+        capture_set(h, true);
+        tick(h, ps);
+        if (h->ring_ready)
+            serve(h, ps, first);
+        time_sleep_ms(TICK_MS);
+    }
+    return NULL;
+}
+
+/* ---- the hub ---- */
+
+watch_hub *watch_hub_new(struct svc *s, const watch_config *cfg)
+{
+    watch_hub *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return NULL;
+    h->s = s;
+    h->cfg = *cfg;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->cap_mu, NULL);
+    pthread_cond_init(&h->cap_cv, NULL);
+    atomic_init(&h->stop, false);
+    return h;
+}
+
+int watch_hub_start(watch_hub *h)
+{
+    if (pthread_create(&h->thread, NULL, hub_main, h) != 0)
+        return -1;
+    h->started = true;
+    return 0;
+}
+
+void watch_hub_stop(watch_hub *h)
+{
+    if (h == NULL || !h->started)
+        return;
+    atomic_store(&h->stop, true);
+    pthread_join(h->thread, NULL);
+    h->started = false;
+    end_all(h, "shutting_down", "the service is stopping: resume from another member or later");
+}
+
+void watch_hub_free(watch_hub *h)
+{
+    if (h == NULL)
+        return;
+    watch_hub_stop(h);
+    for (watcher *w = h->watchers, *next; w != NULL; w = next) {
+        next = w->next;
+        watcher_free(h, w);
+    }
+    pthread_mutex_lock(&h->cap_mu);
+    capture_drop(h);
+    pthread_mutex_unlock(&h->cap_mu);
+    free(h->cap);
+    ring_clear(h);
+    free(h->ring);
+    pthread_cond_destroy(&h->cap_cv);
+    pthread_mutex_destroy(&h->cap_mu);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+uint64_t watch_count(watch_hub *h)
+{
+    pthread_mutex_lock(&h->mu);
+    uint64_t n = h->n;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+/* ---- a watcher's life ---- */
+
+static char *copy_bytes(const void *p, size_t len)
+{
+    char *c = malloc(len + 1);
+    if (c != NULL && len > 0)
+        memcpy(c, p, len);
+    return c;
+}
+
+watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
+                    uint64_t *safe_point)
+{
+    watcher *w = calloc(1, sizeof(*w));
+    *why = WATCH_NOMEM;
+    if (w == NULL || (w->start = copy_bytes(spec->start, spec->slen)) == NULL ||
+        (w->end = copy_bytes(spec->end, spec->elen)) == NULL) {
+        if (w != NULL) {
+            free(w->start);
+            free(w);
+        }
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    w->slen = spec->slen;
+    w->elen = spec->elen;
+    w->enc = spec->enc;
+    w->cursor = w->progress_ts = spec->after;
+    w->pinned = spec->after > 0 ? spec->after : 1; /* the engine pins no 0 */
+    w->read_ms = w->progress_ms = time_mono_ms();
+    pthread_mutex_lock(&h->mu);
+    bool full = h->n >= h->cfg.max_watchers;
+    /* Pinned before it is listed: GC cannot pass its start meanwhile. */
+    bool pinned = !full && spec->after >= pc_gc_safe_point(h->s->engine) &&
+                  pc_snapshot_pin(h->s->engine, w->pinned) == PC_OK;
+    if (pinned) {
+        w->next = h->watchers;
+        h->watchers = w;
+        h->n++;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (!pinned) {
+        *why = full ? WATCH_TOO_MANY : WATCH_COMPACTED;
+        *safe_point = pc_gc_safe_point(h->s->engine);
+        pthread_mutex_destroy(&w->mu);
+        free(w->start);
+        free(w->end);
+        free(w);
+        return NULL;
+    }
+    *why = WATCH_OK;
+    return w;
+}
+
+void watch_attach(watcher *w, void (*wake_fn)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->gone) {
+        w->wake = wake_fn;
+        w->wake_arg = arg;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+long watch_read(void *p, char *buf, size_t max)
+{
+    watcher *w = p;
+    long n;
+    pthread_mutex_lock(&w->mu);
+    size_t have = w->out.len - w->off;
+    if (have > 0) {
+        n = (long)(have < max ? have : max);
+        memcpy(buf, w->out.data + w->off, (size_t)n);
+        w->off += (size_t)n;
+        if (w->off == w->out.len)
+            w->out.len = w->off = 0;
+        else if (w->off > OUT_MAX) { /* keep the buffer from creeping */
+            memmove(w->out.data, w->out.data + w->off, w->out.len - w->off);
+            w->out.len -= w->off;
+            w->off = 0;
+        }
+        w->read_ms = time_mono_ms();
+    } else {
+        n = w->ending ? -1 : 0;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+void watch_done(void *p)
+{
+    watcher *w = p;
+    pthread_mutex_lock(&w->mu);
+    w->gone = true;
+    w->wake = NULL;
+    pthread_mutex_unlock(&w->mu);
+}
