@@ -10,7 +10,8 @@
 // begin example got back), and its request body example, if any; no query
 // parameters (the examples of those are for reading, not for running).
 // Operations not in ORDER (backup: needs --backup-dir; rollback and the
-// session deletes: they would end the story's session) are not sent.
+// session deletes: they would end the story's session; watch: a stream
+// that does not end, tested by tests/integration/test_watch.c) are not sent.
 // Output: one line per failure, then a summary. Exit 1 on any failure.
 
 import { loadSpecs } from './validate.mjs';

@@ -13,6 +13,7 @@
  *   members.c  member list|add|remove|lead (a Raft group's membership)
  *   backup.c   backup save|restore (an archive of the store, taken home)
  *   status.c   status (what each endpoint says of itself)
+ *   watch.c    watch (a change stream, resumed across cuts and members)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -56,10 +57,10 @@ typedef struct cli_opts {
     long timeout_ms;
     long retries;
     /* command options; has_* says whether they were given */
-    bool has_ts, has_if_commit_ts, has_limit;
-    uint64_t ts, if_commit_ts;
+    bool has_ts, has_if_commit_ts, has_limit, has_count, has_start_ts;
+    uint64_t ts, if_commit_ts, start_ts;
     long limit, page_size, count, wait_ms;
-    const char *prefix, *start, *end;
+    const char *prefix, *start, *end, *key;
     const char *dir;         /* backup restore --dir */
     /* positional arguments after the command */
     char **args;
@@ -101,6 +102,12 @@ void cli_reply_free(cli_reply *r);
 size_t cli_endpoint_count(void);
 const char *cli_endpoint(size_t i);
 void cli_request_one(size_t i, const char *path, cli_reply *r);
+/* GET path from endpoint i (following a follower's 307), a 200's body
+ * handed to fn as it comes (fn returns how many bytes it took: fewer ends
+ * the transfer); it fails once no byte came for --timeout-ms. Any other
+ * reply's body is kept in r. One try: the caller resumes. */
+void cli_stream_one(size_t i, const char *path, size_t (*fn)(void *arg, const char *p, size_t n),
+                    void *arg, cli_reply *r);
 /* The exit code for a reply that is not the success the caller wanted,
  * with the reason on stderr ("percolator: 409 write_conflict: ..."). */
 int cli_fail(const cli_reply *r);
@@ -125,6 +132,8 @@ int cli_del(const cli_opts *o);
 int cli_scan(const cli_opts *o);
 int cli_txn(const cli_opts *o);
 int cli_watch_claim(const cli_opts *o);
+/* --- watch.c --- */
+int cli_watch(const cli_opts *o);
 /* --- members.c --- */
 int cli_member(const cli_opts *o);
 /* --- backup.c --- */

@@ -19,7 +19,7 @@
 
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
-       C_BACKUP = 128, C_STATUS = 256, C_ALL = 511 };
+       C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_ALL = 1023 };
 
 typedef struct command {
     const char *name;
@@ -35,6 +35,7 @@ static const command commands[] = {
     {"scan", C_SCAN, 0, 0, cli_scan},
     {"txn", C_TXN, 0, 1, cli_txn},
     {"watch-claim", C_WATCH, 1, 1, cli_watch_claim},
+    {"watch", C_STREAM, 0, 1, cli_watch},
     {"member", C_MEMBER, 1, 4, cli_member},
     {"backup", C_BACKUP, 2, 2, cli_backup},
     {"status", C_STATUS, 0, 0, cli_status},
@@ -65,7 +66,9 @@ static const option options[] = {
     {"end", O_STR, C_SCAN, 0, 0},
     {"limit", O_LONG, C_SCAN, 1, 1000000000},
     {"page-size", O_LONG, C_SCAN, 1, 10000},
-    {"count", O_LONG, C_WATCH, 1, 1000000},
+    {"count", O_LONG, C_WATCH | C_STREAM, 1, 1000000000},
+    {"start-ts", O_U64, C_STREAM, 0, 0},
+    {"key", O_STR, C_STREAM, 0, 0},
     {"wait-ms", O_LONG, C_WATCH, 0, 3600000},
     {"no-ack", O_FLAG, C_WATCH, 0, 0},
     {"dir", O_STR, C_BACKUP, 0, 0},
@@ -96,6 +99,15 @@ static const char usage_text[] =
     "                             (5000); print each (KEY<TAB>VALUE, a deleted key alone)\n"
     "                             and acknowledge it by committing the claim's session\n"
     "                             (--no-ack: roll it back, so the change stays pending)\n"
+    "  watch [PREFIX] [--key K] [--start-ts TS] [--count N]\n"
+    "                             follow every committed change under PREFIX (or of key K,\n"
+    "                             or of every key), in commit order: one COMMIT_TS<TAB>put\n"
+    "                             <TAB>KEY<TAB>VALUE or COMMIT_TS<TAB>delete<TAB>KEY line each\n"
+    "                             (the stream's JSON lines with --json, progress lines\n"
+    "                             too), from TS on (default: now); a cut stream is resumed\n"
+    "                             from its last progress, on the next endpoint when one is\n"
+    "                             gone, each change printed once; stops after N changes, or\n"
+    "                             exit 4 after --retries + 3 tries in a row with no progress\n"
     "  member list                the Raft group's members as its leader sees them (ID,\n"
     "                             RAFT-ID, ADDRESS, ROLE, LEADER, MATCH-INDEX, LAG, ANSWERS)\n"
     "  member add ID [HOST:PORT [URL]]\n"
@@ -211,9 +223,14 @@ static int set_option(cli_opts *o, const option *op, const char *v)
                          : strcmp(n, "prefix") == 0     ? &o->prefix
                          : strcmp(n, "start") == 0      ? &o->start
                          : strcmp(n, "dir") == 0        ? &o->dir
+                         : strcmp(n, "key") == 0        ? &o->key
                                                         : &o->end;
         *s = v;
         return 0;
+    }
+    if (op->kind == O_U64 && strcmp(n, "start-ts") == 0) {
+        o->has_start_ts = true;
+        return parse_u64(v, &o->start_ts);
     }
     if (op->kind == O_U64) {
         bool ts = strcmp(n, "ts") == 0;
@@ -227,6 +244,7 @@ static int set_option(cli_opts *o, const option *op, const char *v)
               : strcmp(n, "count") == 0    ? &o->count
                                            : &o->wait_ms;
     o->has_limit |= strcmp(n, "limit") == 0;
+    o->has_count |= strcmp(n, "count") == 0;
     return parse_long(v, op->min, op->max, l);
 }
 

@@ -98,16 +98,23 @@ void cli_http_done(void)
     curl_global_cleanup();
 }
 
-/* cli_download's file: a 200's body goes there, any other into the reply. */
+/* cli_download's file: a 200's body goes there, any other into the reply;
+ * or cli_stream_one's function. */
 static FILE *sink;
+static size_t (*stream_fn)(void *, const char *, size_t);
+static void *stream_arg;
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
     buf *b = ud;
     size_t len = size * n;
     long status = 0;
-    if (sink != NULL && curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
-        status == 200)
+    bool ok = (sink != NULL || stream_fn != NULL) &&
+              curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+              status == 200;
+    if (ok && stream_fn != NULL)
+        return stream_fn(stream_arg, p, len);
+    if (ok)
         return fwrite(p, 1, len, sink); /* short: CURLE_WRITE_ERROR */
     if (b->len + len > CLI_MAX_REPLY || buf_append(b, p, len) != 0)
         return 0; /* makes curl fail the transfer: CURLE_WRITE_ERROR */
@@ -152,7 +159,8 @@ static int setup(const char *method, const char *url, const char *body, long tim
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r->body) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, sink != NULL ? 0L : timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                         sink != NULL || stream_fn != NULL ? 0L : timeout_ms) != CURLE_OK ||
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, opts->timeout_ms) != CURLE_OK)
         return -1;
     /* A download may take long; it fails when no byte came for the
@@ -161,6 +169,13 @@ static int setup(const char *method, const char *url, const char *body, long tim
     long idle_s = timeout_ms / 1000 > 600 ? timeout_ms / 1000 : 600;
     if (sink != NULL && (curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
                          curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK))
+        return -1;
+    /* A stream sends a line a second at least: silence for the timeout
+     * means the member is gone. */
+    long stream_s = timeout_ms / 1000 > 1 ? timeout_ms / 1000 : 1;
+    if (stream_fn != NULL &&
+        (curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
+         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, stream_s) != CURLE_OK))
         return -1;
     /* A follower of an oracle group, or a member whose leader moved during
      * a membership change, answers 307 to its leader (the same request,
@@ -354,6 +369,16 @@ void cli_request_one(size_t i, const char *path, cli_reply *r)
     buf_free(&url);
     if (r->status != 0 && r->body.len > 0)
         r->json = json_loadb(r->body.data, r->body.len, JSON_ALLOW_NUL, NULL);
+}
+
+void cli_stream_one(size_t i, const char *path, size_t (*fn)(void *arg, const char *p, size_t n),
+                    void *arg, cli_reply *r)
+{
+    stream_fn = fn;
+    stream_arg = arg;
+    cli_request_one(i, path, r);
+    stream_fn = NULL;
+    stream_arg = NULL;
 }
 
 void cli_download(const char *path, FILE *out, cli_reply *r)

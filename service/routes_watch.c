@@ -88,7 +88,8 @@ static void h_watch(httpd_req *req, void *ctx)
                           (unsigned long long)s->cfg.watch_max);
         return;
     case WATCH_NOMEM:
-        httpd_reply_error(req, 503, "out_of_memory", NULL, "no memory for a watcher: retry");
+        httpd_add_header(req, "Retry-After", "1");
+        httpd_reply_error(req, 503, "busy", NULL, "no memory for a watcher: retry");
         return;
     }
     httpd_add_header(req, "Cache-Control", "no-store");

@@ -4,15 +4,16 @@
  *
  * Why the capture is complete: the changes come from the batches the
  * replicator applies on this member (watch_applied), captured only while
- * it leads. The hub's first tick after capture began (or after it lost
- * changes: an image, a full capture buffer) starts the ring at that
- * tick's resolved timestamp F: every change at or below F is in the
- * store, where a watcher behind F reads it; every change above F is
- * applied after the capture began, so it is captured. A tick takes the
- * captured changes at or below its resolved timestamp R once every apply
- * that began before R's lock scan ended has ended too (the begin/end
- * counts): an apply that committed before the scan's snapshot began
- * before that, so a commit the scan saw done has been captured.
+ * it leads. When capture begins (or lost changes: an image, a full
+ * capture buffer), the ring starts over at a timestamp t the oracle
+ * handed out after that: every change above t is applied after the
+ * capture began, so it is captured; every change at or below t is in the
+ * store once the resolved timestamp passes t, and watchers behind the
+ * ring read it there. A tick takes the captured changes at or below its
+ * resolved timestamp R once every apply that began before R's lock scan
+ * ended has ended too (the begin/end counts): an apply that committed
+ * before the scan's snapshot began before that, so a commit the scan saw
+ * done has been captured. docs/DESIGN.md §10 has the rules.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 
 #include "keyspace.h"
 #include "log.h"
+#include "metrics.h"
 #include "service.h"
 #include "timeutil.h"
 #include "watch.h"
@@ -32,8 +34,9 @@
 #define IDLE_MS 100               /* the thread's nap when nobody watches */
 #define PROGRESS_MS 1000          /* a progress line at least this often */
 #define OUT_MAX (256 * 1024)      /* bytes queued for one watcher before it must read */
-#define PAGE 256                  /* changes a replay reads from the store at once */
+#define PAGE 64                   /* changes a replay reads from the store at once */
 #define PAGES_PER_TICK 4          /* replay pages one watcher gets per tick */
+#define REPLAY_MS 20              /* replay work of all watchers in one tick, at most */
 #define CAPTURE_MAX (64u << 20)   /* captured bytes not yet resolved; past it: lost */
 
 /* A change captured from an applied batch, not yet resolved. */
@@ -105,6 +108,8 @@ struct watch_hub {
     uint64_t ring_epoch;
     uint64_t handled_seq;         /* the lost_seq the ring started after */
     uint64_t term;                /* the term the hub serves in (0: none) */
+
+    metrics_series *m_watchers, *m_changes, *m_replayed, *m_ring_bytes, *m_resolved, *m_cut;
 };
 
 static int key_cmp(const void *a, size_t alen, const void *b, size_t blen);
@@ -175,8 +180,8 @@ void watch_applied(void *hub, const void *batch, size_t len)
 {
     watch_hub *h = hub;
     pthread_mutex_lock(&h->cap_mu);
-    if (h->capturing)
-        (void)pc_batch_changes(batch, len, capture_one, h);
+    if (h->capturing && pc_batch_changes(batch, len, capture_one, h) != PC_OK)
+        capture_drop(h); /* some of its changes may be missing */
     pthread_mutex_unlock(&h->cap_mu);
 }
 
@@ -313,6 +318,59 @@ static void capture_take(watch_hub *h, uint64_t r, captured **out, size_t *n)
     h->ncap = keep;
 }
 
+/* The ring starts over at t, a timestamp the oracle handed out after the
+ * capture began (again): every change above t is applied after that, so
+ * it is captured; every change at or below t is in the store once the
+ * resolved timestamp reaches t, and only then is the ring ready. */
+static void ring_restart(watch_hub *h, uint64_t t)
+{
+    ring_clear(h);
+    h->floor = h->ring_ts = t;
+    h->ring_ready = false;
+}
+
+/* Changes that cannot be told in order (memory, a value gone): drop the
+ * capture, so that the next tick starts the ring again. */
+static void capture_lost(watch_hub *h, const char *why)
+{
+    log_warn("watch: %s: the change feed starts again from the store", why);
+    pthread_mutex_lock(&h->cap_mu);
+    capture_drop(h);
+    pthread_mutex_unlock(&h->cap_mu);
+}
+
+/* Sorted changes at or below r into the ring; false when they cannot be. */
+static bool ring_take(watch_hub *h, pc_session *ps, captured *got, size_t ngot)
+{
+    if (ngot > 1)
+        qsort(got, ngot, sizeof(*got), by_commit_key);
+    for (size_t i = 0; i < ngot; i++) {
+        captured *c = &got[i];
+        if (c->commit_ts <= h->floor)
+            continue; /* in the store, below the ring */
+        if (c->commit_ts <= h->ring_ts) {
+            log_error("watch: a change at %llu was captured after the resolved timestamp "
+                      "%llu had passed it (a bug)",
+                      (unsigned long long)c->commit_ts, (unsigned long long)h->ring_ts);
+            return false;
+        }
+        pc_buf v = {0};
+        pc_slice user, key = {c->key, c->klen};
+        (void)ks_is_user(key, &user);
+        bool ok = c->del || c->has_value || pc_change_value(ps, key, c->start_ts, &v) == PC_OK;
+        ok = ok && ring_push(h, c->commit_ts, user.data, user.len,
+                             c->has_value ? c->value : (uint8_t *)v.data,
+                             c->has_value ? c->vlen : v.len, c->del);
+        pc_buf_free(&v);
+        if (!ok)
+            return false;
+        /* Keep within the bound as it fills: whole commits only. */
+        if (i + 1 == ngot || got[i + 1].commit_ts != c->commit_ts)
+            ring_evict(h);
+    }
+    return true;
+}
+
 static void tick(watch_hub *h, pc_session *ps)
 {
     svc *s = h->s;
@@ -338,49 +396,29 @@ static void tick(watch_hub *h, pc_session *ps)
     while (h->apply_ended < began &&
            pthread_cond_timedwait(&h->cap_cv, &h->cap_mu, &until) != ETIMEDOUT)
         ;
-    bool whole = h->apply_ended >= began && h->lost_seq == seq0;
-    if (whole)
+    if (h->apply_ended >= began && h->lost_seq == seq0)
         capture_take(h, r, &got, &ngot);
+    bool whole = h->apply_ended >= began && h->lost_seq == seq0; /* the take may drop */
     pthread_mutex_unlock(&h->cap_mu);
-    if (!whole)
-        return; /* changes were lost meanwhile: the next tick starts the ring again */
-    if (!h->ring_ready || h->handled_seq != seq0) {
-        /* The ring starts (again) at r: below it, the store. */
-        ring_clear(h);
-        h->floor = h->ring_ts = r;
+    /* Still the leader, with everything committed before now applied: a
+     * member deposed meanwhile may have let go of commits in flight that
+     * a new leader applies, so it publishes nothing. */
+    bool leads = whole && svc_read_fence(s) == PC_OK;
+    if (!whole || !leads) {
+        if (whole)
+            capture_lost(h, "this member could not confirm it leads");
+    } else if (h->handled_seq != seq0) {
+        ring_restart(h, t); /* t was handed out after the capture began (seq0) */
         h->handled_seq = seq0;
-        h->ring_ready = true;
     } else if (r > h->ring_ts) {
-        if (ngot > 1)
-            qsort(got, ngot, sizeof(*got), by_commit_key);
-        if (ngot > 0 && got[0].commit_ts <= h->ring_ts)
-            log_error("watch: a change at %llu was captured after the resolved timestamp "
-                      "%llu had passed it: watchers may miss it (a bug)",
-                      (unsigned long long)got[0].commit_ts, (unsigned long long)h->ring_ts);
-        bool ok = true;
-        for (size_t i = 0; i < ngot && ok; i++) {
-            captured *c = &got[i];
-            pc_buf v = {0};
-            pc_slice user, key = {c->key, c->klen};
-            (void)ks_is_user(key, &user);
-            if (!c->del && !c->has_value &&
-                pc_change_value(ps, key, c->start_ts, &v) != PC_OK)
-                ok = false;
-            else
-                ok = ring_push(h, c->commit_ts, user.data, user.len,
-                               c->has_value ? c->value : (uint8_t *)v.data,
-                               c->has_value ? c->vlen : v.len, c->del);
-            pc_buf_free(&v);
-        }
-        if (ok) {
+        if (ring_take(h, ps, got, ngot)) {
             h->ring_ts = r;
-        } else { /* cannot hold them: start again above them */
-            log_warn("watch: the ring could not take %zu changes (memory): it starts again",
-                     ngot);
-            ring_clear(h);
-            h->floor = h->ring_ts = r;
+            h->ring_ready = true;
+            metrics_set(h->m_resolved, (int64_t)r);
+        } else {
+            capture_lost(h, "changes could not be held in order (memory, or a value gone)");
         }
-        ring_evict(h);
+        metrics_set(h->m_ring_bytes, (int64_t)h->ring_bytes);
     }
     for (size_t i = 0; i < ngot; i++)
         captured_free(&got[i]);
@@ -421,8 +459,10 @@ static json_t *bytes_field(json_t *o, const char *name, const char *enc_name, co
                            size_t len, codec_enc enc)
 {
     bool b64 = false;
+    if (o == NULL)
+        return NULL;
     json_t *v = codec_to_json_marked(p, len, enc, &b64);
-    if (o == NULL || v == NULL || json_object_set_new(o, name, v) != 0) {
+    if (v == NULL || json_object_set_new(o, name, v) != 0) { /* set_new took v */
         json_decref(o);
         return NULL;
     }
@@ -489,10 +529,17 @@ static bool replay_page(watch_hub *h, pc_session *ps, watcher *w)
     if (pc_changes_scan(ps, start, end, w->cursor, h->floor, PAGE, &page) != PC_OK)
         return false;
     bool ok = true;
+    uint64_t upto = page.upto;
     for (size_t i = 0; i < page.n && ok; i++) {
         const pc_change *c = &page.v[i];
         pc_buf v = {0};
         pc_slice user;
+        /* Between two commits, a full output stops the page: the cursor
+         * stays after the last whole commit queued. */
+        if (i > 0 && c->commit_ts != page.v[i - 1].commit_ts && pending(w) >= OUT_MAX) {
+            upto = page.v[i - 1].commit_ts;
+            break;
+        }
         if (!ks_is_user(c->key, &user))
             continue;
         if (c->op == PC_OP_PUT && !c->has_value &&
@@ -503,23 +550,24 @@ static bool replay_page(watch_hub *h, pc_session *ps, watcher *w)
             size_t vlen = c->has_value ? c->value.len : v.len;
             ok = queue_change(w, c->commit_ts, user.data, user.len, val, vlen,
                               c->op == PC_OP_DELETE);
+            metrics_inc(h->m_replayed, 1);
         }
         pc_buf_free(&v);
     }
     if (ok)
-        w->cursor = page.upto;
+        w->cursor = upto;
     pc_changes_free(&page);
     return ok;
 }
 
 /* Queue what w has not seen, as far as its output allows; whether a line
  * was queued. */
-static bool fill(watch_hub *h, pc_session *ps, watcher *w)
+static bool fill(watch_hub *h, pc_session *ps, watcher *w, uint64_t replay_until_ms)
 {
     size_t before = pending(w);
     bool sent;
     for (int pages = 0; w->cursor < h->floor && pages < PAGES_PER_TICK; pages++) {
-        if (pending(w) >= OUT_MAX)
+        if (pending(w) >= OUT_MAX || time_mono_ms() >= replay_until_ms)
             break;
         if (!replay_page(h, ps, w)) {
             queue_end(w, "watch_failed", "the store's changes could not be read: resume");
@@ -538,10 +586,10 @@ static bool fill(watch_hub *h, pc_session *ps, watcher *w)
                 /* A commit's changes go together: stop only between
                  * commits; the cursor passes a commit once all of its
                  * changes are queued (the ring holds whole commits). */
-                if (pending(w) >= OUT_MAX)
-                    break;
                 if (group > w->cursor)
                     w->cursor = group;
+                if (pending(w) >= OUT_MAX)
+                    break;
                 group = e->commit_ts;
             }
             if (e->commit_ts > w->cursor && in_range(w, e->bytes, e->klen) &&
@@ -550,6 +598,8 @@ static bool fill(watch_hub *h, pc_session *ps, watcher *w)
                 queue_end(w, "watch_failed", "out of memory: resume");
                 return true;
             }
+            if (e->commit_ts > w->cursor && in_range(w, e->bytes, e->klen))
+                metrics_inc(h->m_changes, 1);
             w->next_seq++;
         }
         if (w->next_seq == end && h->ring_ts > w->cursor)
@@ -602,6 +652,7 @@ static watcher *sweep(watch_hub *h)
         if (gone) {
             *p = w->next;
             h->n--;
+            metrics_set(h->m_watchers, (int64_t)h->n);
             watcher_free(h, w);
         } else {
             p = &w->next;
@@ -630,7 +681,7 @@ static void end_all(watch_hub *h, const char *code, const char *message)
 
 static void serve(watch_hub *h, pc_session *ps, watcher *first)
 {
-    uint64_t now = time_mono_ms();
+    uint64_t replay_until = time_mono_ms() + REPLAY_MS;
     for (watcher *w = first; w != NULL; w = w->next) {
         pthread_mutex_lock(&w->mu);
         bool skip = w->ending || w->gone;
@@ -640,12 +691,22 @@ static void serve(watch_hub *h, pc_session *ps, watcher *first)
             continue;
         /* A client that takes nothing holds back GC (its place is
          * pinned): cut it; it resumes from resume_ts. */
-        if (pending(w) >= OUT_MAX && now - read_ms > h->cfg.slow_ms) {
+        if (pending(w) >= OUT_MAX && read_ms + h->cfg.slow_ms < time_mono_ms()) {
+            metrics_inc(h->m_cut, 1);
             queue_end(w, "watch_too_slow", "the client read nothing for too long: resume");
             wake(w);
             continue;
         }
-        if (fill(h, ps, w))
+        bool queued;
+        if (h->ring_ready) {
+            queued = fill(h, ps, w, replay_until);
+        } else { /* the feed (re)starts: say the stream lives */
+            size_t before = pending(w);
+            if (time_mono_ms() - w->progress_ms >= PROGRESS_MS)
+                queue_progress(w, w->progress_ts);
+            queued = pending(w) > before;
+        }
+        if (queued)
             wake(w);
     }
 }
@@ -668,7 +729,7 @@ static void *hub_main(void *arg)
         if (ps == NULL || term == 0 || term != h->term) {
             /* Not leading any more, or leading in a new term: the stream
              * goes on from the member that leads. */
-            if (h->term != 0)
+            if (term == 0 || ps == NULL || h->term != 0) /* not the first term it serves */
                 end_all(h, "not_leader",
                         "this member does not lead any more: resume from another member");
             capture_set(h, false);
@@ -682,8 +743,7 @@ static void *hub_main(void *arg)
         }
         capture_set(h, true);
         tick(h, ps);
-        if (h->ring_ready)
-            serve(h, ps, first);
+        serve(h, ps, first);
         time_sleep_ms(TICK_MS);
     }
     return NULL;
@@ -702,6 +762,22 @@ watch_hub *watch_hub_new(struct svc *s, const watch_config *cfg)
     pthread_mutex_init(&h->cap_mu, NULL);
     pthread_cond_init(&h->cap_cv, NULL);
     atomic_init(&h->stop, false);
+    metrics_registry *m = s->metrics;
+    h->m_watchers = metrics_gauge1(m, "percolator_watchers",
+                                   "Watchers connected (GET /v1/watch), against --watch-max.");
+    h->m_changes = metrics_counter1(m, "percolator_watch_changes_sent_total",
+                                    "Changes queued to watchers from the ring of recent changes.");
+    h->m_replayed = metrics_counter1(m, "percolator_watch_changes_replayed_total",
+                                     "Changes queued to watchers read back from the store (a "
+                                     "watcher behind the ring).");
+    h->m_ring_bytes = metrics_gauge1(m, "percolator_watch_ring_bytes",
+                                     "Bytes of recent changes held for watchers, against "
+                                     "--watch-buffer-bytes.");
+    h->m_resolved = metrics_gauge1(m, "percolator_watch_resolved_ts",
+                                   "The change feed's resolved timestamp: no change at or "
+                                   "below it can still come.");
+    h->m_cut = metrics_counter1(m, "percolator_watchers_cut_total",
+                                "Watchers ended because they read nothing for too long.");
     return h;
 }
 
@@ -781,7 +857,8 @@ watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
     w->enc = spec->enc;
     w->cursor = w->progress_ts = spec->after;
     w->pinned = spec->after > 0 ? spec->after : 1; /* the engine pins no 0 */
-    w->read_ms = w->progress_ms = time_mono_ms();
+    w->read_ms = time_mono_ms();
+    w->progress_ms = 0; /* a first progress line at once: the stream's start */
     pthread_mutex_lock(&h->mu);
     bool full = h->n >= h->cfg.max_watchers;
     /* Pinned before it is listed: GC cannot pass its start meanwhile. */
@@ -791,6 +868,7 @@ watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
         w->next = h->watchers;
         h->watchers = w;
         h->n++;
+        metrics_set(h->m_watchers, (int64_t)h->n);
     }
     pthread_mutex_unlock(&h->mu);
     if (!pinned) {

@@ -385,6 +385,62 @@ static void progress_stays_below_a_lock_in_flight(void **state)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
+/* A watcher that begins while an abandoned lock holds the resolved
+ * timestamp back (its owner was killed after its primary's prewrite)
+ * must still get a change committed above that lock before it began: the
+ * feed starts above every change applied before it watched, and reads
+ * those from the store once the lock is resolved. */
+static void a_change_committed_before_the_feed_started_is_seen(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--one-pc", "off", "--janitor-interval-ms", "3000", NULL};
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/h%2F0", "{\"value\":\"first\"}", 200));
+    assert_int_equal(tl_service_stop(&st), 0);
+    snprintf(st.svc.env[0], sizeof st.svc.env[0], "PERCOLATOR_FAILPOINT=after_prewrite_primary");
+    st.svc.nenv = 1;
+    assert_int_equal(tl_service_start(&st), 0);
+    json_t *j = tl_expect(&st, "POST", "/v1/txns", NULL, 201);
+    uint64_t start_ts = (uint64_t)json_integer_value(json_object_get(j, "start_ts"));
+    char path[200];
+    snprintf(path, sizeof path, "/v1/txns/%s/keys/h%%2Fa",
+             json_string_value(json_object_get(j, "id")));
+    json_decref(tl_expect(&st, "PUT", path, "{\"value\":\"never\"}", 204));
+    snprintf(path, sizeof path, "/v1/txns/%s/commit", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    assert_int_equal(tl_try_call(&st, "POST", path, NULL, NULL), 0); /* it dies there */
+    assert_true(tl_wait_exit(st.svc.pid, WAIT_MS) >= 0);
+    st.svc.pid = 0;
+    st.svc.nenv = 0;
+    st.svc.nargs = 0; /* one-phase commits again, the janitor as slow */
+    snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "--janitor-interval-ms");
+    snprintf(st.svc.args[st.svc.nargs++], sizeof st.svc.args[0], "3000");
+    assert_int_equal(tl_service_start(&st), 0);
+    j = tl_expect(&st, "PUT", "/v1/kv/h%2Fx", "{\"value\":\"above\"}", 200);
+    uint64_t above = (uint64_t)json_integer_value(json_object_get(j, "commit_ts"));
+    json_decref(j);
+    assert_true(above > start_ts);
+    j = tl_expect(&st, "GET", "/v1/locks", NULL, 200);
+    size_t locks = json_array_size(json_object_get(j, "locks"));
+    json_decref(j);
+    printf("# lock at %llu %s when the watch began; h/x committed at %llu before it\n",
+           (unsigned long long)start_ts, locks ? "still held" : "already resolved",
+           (unsigned long long)above);
+    char q[96];
+    snprintf(q, sizeof q, "prefix=h%%2F&start_ts=%llu", (unsigned long long)start_ts - 1);
+    tl_watch *w = watch_at(st.svc.port, q);
+    assert_true(tl_watch_wait_progress(w, above, WAIT_MS));
+    json_t *events = tl_watch_settled(w);
+    assert_int_equal(json_array_size(events), 1); /* h/x; h/a was rolled back */
+    json_t *e = json_array_get(events, 0);
+    assert_string_equal(json_string_value(json_object_get(e, "key")), "h/x");
+    assert_int_equal(json_integer_value(json_object_get(e, "commit_ts")), (json_int_t)above);
+    json_decref(events);
+    tl_watch_stop(w);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 /* ---- refusals ---- */
 
 static void a_start_below_the_safe_point_is_compacted(void **state)
@@ -589,14 +645,69 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
     tl_group_stop(&g);
 }
 
+/* ---- the command-line client ---- */
+
+/* `percolator watch` prints every change once, in commit order, across a
+ * restart of the service under it (a stream ended with shutting_down,
+ * then no service for a while: it resumes from its last progress). */
+static void the_cli_follows_and_resumes(void **state)
+{
+    (void)state;
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, NULL), 0);
+    char ep[96], out[700];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", st.svc.port);
+    snprintf(out, sizeof out, "%s/watch.out", st.dir);
+    const char *args[] = {"--endpoints", ep, "--retries", "50", "--timeout-ms", "3000",
+                          "watch", "c/", "--start-ts", "0", "--count", "6", NULL};
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/c%2Fa", "{\"value\":\"1\"}", 200));
+    pid_t cli = tl_spawn("percolator", args, NULL, out);
+    assert_true(cli > 0);
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/c%2Fb", "{\"value\":\"2\"}", 200));
+    json_decref(tl_expect(&st, "DELETE", "/v1/kv/c%2Fa", NULL, 200));
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/other", "{\"value\":\"x\"}", 200));
+    time_sleep_ms(500);
+    assert_int_equal(tl_service_stop(&st), 0); /* the stream ends: shutting_down */
+    time_sleep_ms(500);
+    assert_int_equal(tl_service_start(&st), 0); /* same port, same store */
+    json_decref(tl_expect(&st, "PUT", "/v1/kv/c%2Fc", "{\"value\":\"3\"}", 200));
+    const char *txn = "{\"writes\":[{\"key\":\"c/d\",\"value\":\"4\"},"
+                      "{\"key\":\"c/e\",\"value\":\"5\"}]}";
+    json_decref(tl_expect(&st, "POST", "/v1/txn", txn, 200));
+    assert_int_equal(tl_wait_exit(cli, WAIT_MS), 0);
+    size_t len = 0;
+    char *text = tl_read_file(out, &len);
+    assert_non_null(text);
+    printf("# percolator watch printed:\n%s", text);
+    /* Six lines: the changes of c/ in commit order, each once. */
+    const char *want[] = {"put\tc/a\t1", "put\tc/b\t2", "delete\tc/a", "put\tc/c\t3",
+                          "put\tc/d\t4", "put\tc/e\t5"};
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    unsigned long long last = 0;
+    for (size_t i = 0; i < 6; i++, line = strtok_r(NULL, "\n", &save)) {
+        assert_non_null(line);
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        unsigned long long ts = strtoull(line, NULL, 10);
+        assert_true(ts >= last && ts > 0);
+        last = ts;
+        assert_string_equal(tab + 1, want[i]);
+    }
+    assert_null(line);
+    free(text);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_change_is_seen_once_in_commit_order),
         cmocka_unit_test(progress_stays_below_a_lock_in_flight),
+        cmocka_unit_test(a_change_committed_before_the_feed_started_is_seen),
         cmocka_unit_test(a_start_below_the_safe_point_is_compacted),
         cmocka_unit_test(bad_watch_requests_are_refused),
         cmocka_unit_test(a_watcher_resumes_on_the_new_leader),
+        cmocka_unit_test(the_cli_follows_and_resumes),
     };
     return cmocka_run_group_tests_name("service: the change feed (GET /v1/watch)", tests, NULL,
                                        NULL);
