@@ -1,8 +1,9 @@
 /*
  * changes.c — the committed changes of the store, for a change feed
- * (docs/DESIGN.md §10): what a write batch commits, the changes of a key
- * range between two timestamps read back from the write table, and the
- * resolved timestamp below which no change can still appear.
+ * (docs/DESIGN.md §10): the changes of a key range between two
+ * timestamps read back from the write table, a long value, and the
+ * resolved timestamp below which no change can still appear. What a
+ * write batch commits is batch_changes.c's.
  *
  * A change is a put or a delete: a write record of type put or delete at
  * commit_ts (rollback records are not changes). Its value is in the write
@@ -13,54 +14,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define WRITE_TABLE 2 /* the batch's table numbers: data lock write notify */
-
-/* The write record rec at the versioned key vk as a change: 1, or 0 for
- * a rollback record, -1 when either does not decode (keybuf: PC_KEY_MAX
- * bytes, where c->key points). */
-static int change_of(const uint8_t *vk, size_t vklen, const void *rec, size_t rlen,
-                     uint8_t *keybuf, pc_change *c)
-{
-    size_t klen;
-    pc_write_rec w;
-    if (pc_vkey_decode(vk, vklen, keybuf, &klen, &c->commit_ts) != 0 ||
-        pc_write_decode(rec, rlen, &w) != PC_OK)
-        return -1;
-    c->key = (pc_slice){keybuf, klen};
-    c->start_ts = w.start_ts;
-    c->op = w.type == PC_W_DELETE ? PC_OP_DELETE : PC_OP_PUT;
-    c->has_value = w.type == PC_W_PUT && w.has_value;
-    c->value = c->has_value ? w.value : (pc_slice){NULL, 0};
-    return w.type == PC_W_PUT || w.type == PC_W_DELETE;
-}
-
-pc_rc pc_batch_changes(const void *batch, size_t len,
-                       int (*fn)(void *arg, const pc_change *c), void *arg)
-{
-    static _Thread_local uint8_t key[PC_KEY_MAX];
-    const uint8_t *p = batch, *end = p + len;
-    pc_batch_op o;
-
-    if (pc_batch_check(batch, len) != PC_OK)
-        return PC_INVALID;
-    p += PC_BATCH_HEADER;
-    while (p < end) {
-        if (!pc_batch_next(&p, end, &o))
-            return PC_INVALID;
-        pc_change c;
-        if (o.op != PC_BATCH_PUT || o.table != WRITE_TABLE)
-            continue;
-        int is = change_of(o.key, o.klen, o.val, o.vlen, key, &c);
-        if (is < 0)
-            return PC_INVALID;
-        if (is == 0)
-            continue;
-        if (fn(arg, &c) != 0)
-            break;
-    }
-    return PC_OK;
-}
 
 /* ---- a put's long value ---- */
 
@@ -186,7 +139,7 @@ static pc_rc changes_body(pc_session *s, void *arg)
         pc_change ch;
         if ((ret = c->get_key(c, &k)) != 0 || (ret = c->get_value(c, &v)) != 0)
             return pc_wt_error(s, ret, "write cursor");
-        int is_change = change_of(k.data, k.size, v.data, v.size, key, &ch);
+        int is_change = pc_change_of(k.data, k.size, v.data, v.size, key, &ch);
         if (is_change < 0) {
             pc_log(s->e, PC_LOG_ERROR, "corrupt write record (%zu bytes)", v.size);
             return PC_ERROR;

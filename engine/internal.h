@@ -250,6 +250,12 @@ pc_rc pc_buf_reserve(pc_buf *b, size_t extra);
  * transaction; commit.c). */
 pc_rc pc_write_put(pc_session *s, pc_slice key, uint64_t ts, const pc_write_rec *w);
 
+/* batch_changes.c: the write record rec at the versioned key vk as a
+ * change: 1, or 0 for a rollback record, -1 when either does not decode
+ * (keybuf: PC_KEY_MAX bytes, where c->key then points). */
+int pc_change_of(const uint8_t *vk, size_t vklen, const void *rec, size_t rlen, uint8_t *keybuf,
+                 pc_change *c);
+
 /* ---- mvcc.c: lookups the actions share (none writes) ---- */
 
 /* The lock on key, if any: PC_OK with *r pointing into the lock cursor. */
