@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -257,7 +257,7 @@ systemd-test: all man
 # per row, default 5; about 5 minutes with bench-failover at its end).
 # bench/compare-etcd.sh runs the same load generator against etcd and the
 # service side by side.
-BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty
+BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty $(BUILD)/bench/watchers
 bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
 	@echo; $(MAKE) --no-print-directory bench-oracle
@@ -283,6 +283,11 @@ bench-failover: bench-tools
 # follower killed (bench/catchup.sh; CATCHUP_ROUNDS, CATCHUP_WARM; ~1 min a round).
 bench-catchup: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/catchup.sh
+
+# bench-watch: the change feed under load: watchers of one prefix while
+# writers put keys under it (bench/watch.sh; WATCH_ROWS, WATCH_SECONDS).
+bench-watch: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/watch.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

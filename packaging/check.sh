@@ -163,7 +163,7 @@ while IFS='|' read -r line want; do
     got=$(complete "$line")
     [ "$got" = "$want" ] || fail "completion of '$line': got '$got', want '$want'"
 done <<EOF
-percolator |backup del get member put scan status txn watch-claim
+percolator |backup del get member put scan status txn watch watch-claim
 percolator g|get
 percolator --json member |add lead list remove
 percolator member r|remove
@@ -176,6 +176,7 @@ percolator --|$G
 percolator get k --|--base64 --endpoint --endpoints --help --json --retries --timeout-ms --token-file --ts --verbose --version
 percolator scan --p|--page-size --prefix
 percolator --json watch-claim obs --n|--no-ack
+percolator watch svc/ --s|--start-ts
 percolator put --if|--if-commit-ts
 percolator --timeout-ms |
 percolator --token-file tok|token.txt tokens

@@ -48,12 +48,16 @@ typedef struct {
     bool del, has_value;
 } captured;
 
-/* A resolved change in the ring: the user key, then the value. */
+/* A resolved change in the ring: the user key, then the value; its line
+ * as text and as base64 once a watcher asked for it (encoded once for
+ * every watcher: fan-out costs a copy, not an encoding, per watcher). */
 typedef struct {
     uint64_t commit_ts;
     uint8_t *bytes;
     size_t klen, vlen;
     bool del;
+    char *line[2];                /* [ENC_TEXT], [ENC_BASE64]: "...\n", or NULL */
+    size_t line_len[2];
 } event;
 
 struct watcher {
@@ -214,10 +218,17 @@ static void capture_set(watch_hub *h, bool on)
 
 /* ---- the ring (the hub thread) ---- */
 
+static void event_free(event *e)
+{
+    free(e->bytes);
+    free(e->line[0]);
+    free(e->line[1]);
+}
+
 static void ring_clear(watch_hub *h)
 {
     for (size_t i = 0; i < h->rn; i++)
-        free(h->ring[h->rhead + i].bytes);
+        event_free(&h->ring[h->rhead + i]);
     h->ring_base += h->rn;
     h->rhead = h->rn = 0;
     h->ring_bytes = 0;
@@ -247,7 +258,7 @@ static bool ring_push(watch_hub *h, uint64_t commit_ts, const void *key, size_t 
     memcpy(b, key, klen);
     if (vlen > 0)
         memcpy(b + klen, value, vlen);
-    h->ring[h->rhead + h->rn++] = (event){commit_ts, b, klen, vlen, del};
+    h->ring[h->rhead + h->rn++] = (event){commit_ts, b, klen, vlen, del, {NULL, NULL}, {0, 0}};
     h->ring_bytes += klen + vlen + sizeof(event);
     return true;
 }
@@ -260,8 +271,8 @@ static void ring_evict(watch_hub *h)
         uint64_t ts = h->ring[h->rhead].commit_ts;
         while (h->rn > 0 && h->ring[h->rhead].commit_ts == ts) {
             event *e = &h->ring[h->rhead];
-            h->ring_bytes -= e->klen + e->vlen + sizeof(event);
-            free(e->bytes);
+            h->ring_bytes -= e->klen + e->vlen + sizeof(event) + e->line_len[0] + e->line_len[1];
+            event_free(e);
             h->rhead++;
             h->rn--;
             h->ring_base++;
@@ -473,15 +484,61 @@ static json_t *bytes_field(json_t *o, const char *name, const char *enc_name, co
     return o;
 }
 
-static bool queue_change(watcher *w, uint64_t commit_ts, const void *key, size_t klen,
-                         const void *value, size_t vlen, bool del)
+/* A change's line, "{...}\n" (malloc'd; *len its length), or NULL. */
+static char *change_line(codec_enc enc, uint64_t commit_ts, const void *key, size_t klen,
+                         const void *value, size_t vlen, bool del, size_t *len)
 {
     json_t *o = json_pack("{s:s,s:I}", "type", del ? "delete" : "put", "commit_ts",
                           (json_int_t)commit_ts);
-    o = bytes_field(o, "key", "key_encoding", key, klen, w->enc);
+    o = bytes_field(o, "key", "key_encoding", key, klen, enc);
     if (!del)
-        o = bytes_field(o, "value", "value_encoding", value, vlen, w->enc);
-    return queue_line(w, o);
+        o = bytes_field(o, "value", "value_encoding", value, vlen, enc);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text == NULL)
+        return NULL;
+    size_t n = strlen(text);
+    char *line = realloc(text, n + 2);
+    if (line == NULL) {
+        free(text);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    *len = n + 1;
+    return line;
+}
+
+static bool queue_raw(watcher *w, const char *p, size_t len)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = buf_append(&w->out, p, len) == 0;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+static bool queue_change(watcher *w, uint64_t commit_ts, const void *key, size_t klen,
+                         const void *value, size_t vlen, bool del)
+{
+    size_t len;
+    char *line = change_line(w->enc, commit_ts, key, klen, value, vlen, del, &len);
+    bool ok = line != NULL && queue_raw(w, line, len);
+    free(line);
+    return ok;
+}
+
+/* A ring event's line in w's encoding, made the first time one is asked. */
+static bool queue_event(watch_hub *h, watcher *w, event *e)
+{
+    int i = w->enc == ENC_BASE64;
+    if (e->line[i] == NULL) {
+        e->line[i] = change_line(w->enc, e->commit_ts, e->bytes, e->klen, e->bytes + e->klen,
+                                 e->vlen, e->del, &e->line_len[i]);
+        if (e->line[i] == NULL)
+            return false;
+        h->ring_bytes += e->line_len[i];
+    }
+    return queue_raw(w, e->line[i], e->line_len[i]);
 }
 
 static void queue_progress(watcher *w, uint64_t ts)
@@ -593,8 +650,7 @@ static bool fill(watch_hub *h, pc_session *ps, watcher *w, uint64_t replay_until
                 group = e->commit_ts;
             }
             if (e->commit_ts > w->cursor && in_range(w, e->bytes, e->klen) &&
-                !queue_change(w, e->commit_ts, e->bytes, e->klen, e->bytes + e->klen, e->vlen,
-                              e->del)) {
+                !queue_event(h, w, e)) {
                 queue_end(w, "watch_failed", "out of memory: resume");
                 return true;
             }
@@ -858,7 +914,9 @@ watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
     w->cursor = w->progress_ts = spec->after;
     w->pinned = spec->after > 0 ? spec->after : 1; /* the engine pins no 0 */
     w->read_ms = time_mono_ms();
-    w->progress_ms = 0; /* a first progress line at once: the stream's start */
+    /* The first line: a progress line at the stream's start, so a client
+     * knows where to resume from before anything else comes. */
+    queue_progress(w, spec->after);
     pthread_mutex_lock(&h->mu);
     bool full = h->n >= h->cfg.max_watchers;
     /* Pinned before it is listed: GC cannot pass its start meanwhile. */
@@ -874,6 +932,7 @@ watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
     if (!pinned) {
         *why = full ? WATCH_TOO_MANY : WATCH_COMPACTED;
         *safe_point = pc_gc_safe_point(h->s->engine);
+        buf_free(&w->out);
         pthread_mutex_destroy(&w->mu);
         free(w->start);
         free(w->end);

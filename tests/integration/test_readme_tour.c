@@ -4,8 +4,9 @@
  * The commands between <!-- tour:begin --> and <!-- tour:end --> in
  * README.md run in one bash against a fresh oracle and service (the tour's
  * http://127.0.0.1:8080 becomes the test's port). A command followed by a
- * "# → output" line must print that output; numbers are compared as
- * "some number", since timestamps depend on the run.
+ * "# → output" line must print that output (several such lines in a row:
+ * its lines); numbers are compared as "some number", since timestamps
+ * depend on the run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,19 +64,35 @@ static void tour_runs_as_written(void **state)
     FILE *sh = fopen(script_path, "w");
     assert_non_null(sh);
     fprintf(sh, "set -u\n");
-    char *expected[MAX_CHECKS];
+    char *expected[MAX_CHECKS], *owned[MAX_CHECKS]; /* owned: a joined expectation */
     int nexp = 0, commands = 0;
+    bool prev_expected = false;
     char host[64];
     snprintf(host, sizeof(host), "127.0.0.1:%d", st.svc.port);
     for (char *line = strtok(begin, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         if (strncmp(line, "```", 3) == 0 || strncmp(line, "<!--", 4) == 0 || line[0] == '\0')
             continue;
         if (strncmp(line, "# → ", strlen("# → ")) == 0) {
+            const char *text = line + strlen("# → ");
+            if (prev_expected) { /* one more line of the same command's output */
+                size_t a = strlen(expected[nexp - 1]), b = strlen(text);
+                char *joined = malloc(a + b + 2);
+                assert_non_null(joined);
+                memcpy(joined, expected[nexp - 1], a);
+                joined[a] = '\n';
+                memcpy(joined + a + 1, text, b + 1);
+                free(owned[nexp - 1]);
+                expected[nexp - 1] = owned[nexp - 1] = joined;
+                continue;
+            }
             assert_true(nexp < MAX_CHECKS);
-            expected[nexp++] = line + strlen("# → ");
+            owned[nexp] = NULL;
+            expected[nexp++] = (char *)text;
             fprintf(sh, "printf '\\n%s\\n'\n", MARK);
+            prev_expected = true;
             continue;
         }
+        prev_expected = false;
         if (line[0] == '#')
             continue;
         /* Point the tour at this test's service. */
@@ -113,6 +130,8 @@ static void tour_runs_as_written(void **state)
         free(want);
         chunk = mark + strlen(MARK);
     }
+    for (int i = 0; i < nexp; i++)
+        free(owned[i]);
     free(out);
     free(readme);
     assert_int_equal(tl_stack_stop(&st), 0);
