@@ -27,7 +27,7 @@ for row in $ROWS; do
   start_percolator --watch-max 5000 --max-connections-per-ip 6000 --max-connections 6000
   "$WT" --url "$SVC_URL" --watchers "$w" --writers 32 --rate "$rate" --seconds "$WSECS" \
     --pid "$SVC_PID" --prefix "wb/" 2>"$TMP/watchers.err" || { cat "$TMP/watchers.err"; die "watchers failed"; }
-  cleanup
+  cleanup || true
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/percolator-bench.XXXXXX")
 done
 echo
@@ -46,6 +46,6 @@ for w in 0 100 1000; do
   run_lg "$SVC_URL" pc-put 64
   echo "| $w | $R_OPS | $R_P50 | $R_P99 |"
   [ "$w" -gt 0 ] && wait "$BG" 2>/dev/null || true
-  cleanup
+  cleanup || true
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/percolator-bench.XXXXXX")
 done
