@@ -16,7 +16,7 @@
 #include "signals.h"
 #include "tls_reload.h"
 
-#define NSHARED 21
+#define NSHARED 22
 
 /* The shared flags' table, before the program's own in --help. */
 static void shared_defs(program_flags *f, const program_texts *t, flag_def *d)
@@ -37,6 +37,7 @@ static void shared_defs(program_flags *f, const program_texts *t, flag_def *d)
         {"raft-peers", FLAG_STRING, &f->raft_peers, "", t->raft_peers, NULL, 0, 0},
         {"raft-urls", FLAG_STRING, &f->raft_urls, "", t->raft_urls, NULL, 0, 0},
         {"raft-initial-members", FLAG_STRING, &f->raft_initial, "", "the members of --raft-peers that bootstrap the group, ID,ID,... (default: all); the others join it when they start, and the leader adds them", NULL, 0, 0},
+        {"raft-ready-lag", FLAG_UINT64, &f->ready_lag, "1024", "a member more than this many committed entries behind its leader answers /v1/ready 503 (catching up)", NULL, 1, 1000000000},
         {"raft-election-timeout-ms", FLAG_UINT64, &f->election_ms, "1000", "a follower that hears no leader for this long (randomized up to twice it) starts an election; at least 5 heartbeats", NULL, 50, 60000},
         {"raft-heartbeat-ms", FLAG_UINT64, &f->heartbeat_ms, "100", "the leader's heartbeat, also libraft's timer tick", NULL, 10, 1000},
         {"peer-cert-file", FLAG_STRING, &f->peer.cert_file, "", "PEM certificate this member proves itself with to the other members (mutual TLS on the raft transport); it must name this member's --raft-peers host as an IP subjectAltName (read again on SIGHUP)", NULL, 0, 0},
@@ -70,6 +71,7 @@ void program_parse_or_exit(const char *prog, const char *about, const flag_def *
         log_startup_error(prog, "--listen: %s", err);
         exit(2);
     }
+    raft_host_set_ready_lag(f->ready_lag);
     /* Checked even on a single node: a bad pair is a mistake either way. */
     if (raft_host_check_timeouts((unsigned)f->election_ms, (unsigned)f->heartbeat_ms, err,
                                  sizeof err) != 0) {

@@ -37,7 +37,7 @@ typedef struct program_flags {
     bool access_log;
     const char *tls_cert_file, *tls_key_file, *tls_ca_file;
     int log_level, log_format;
-    uint64_t raft_id, election_ms, heartbeat_ms;
+    uint64_t raft_id, election_ms, heartbeat_ms, ready_lag;
     const char *raft_peers, *raft_urls, *raft_initial;
     peer_tls_flags peer;
 } program_flags;

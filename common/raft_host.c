@@ -1141,15 +1141,23 @@ void raft_host_status(raft_host *h, rp_status *st)
     st->lag = group > st->applied_index ? group - st->applied_index : 0;
 }
 
+static _Atomic uint64_t ready_lag = RAFT_HOST_READY_LAG;
+
+void raft_host_set_ready_lag(uint64_t entries)
+{
+    atomic_store(&ready_lag, entries);
+}
+
 const char *raft_host_not_ready(const rp_status *st, char *buf, size_t len)
 {
+    uint64_t bound = atomic_load(&ready_lag);
     if (strcmp(st->membership, "voter") != 0)
         return "this member is not a voter of its group yet (it is joining, or came back "
                "without its data, and is being caught up: docs/DESIGN.md 7.3)";
-    if (st->lag > RAFT_HOST_READY_LAG) {
+    if (st->lag > bound) {
         snprintf(buf, len, "this member is catching up: %llu entries its leader committed are "
-                 "not applied here yet (ready again within %d of it: docs/DESIGN.md 7.3)",
-                 (unsigned long long)st->lag, RAFT_HOST_READY_LAG);
+                 "not applied here yet (ready again within %llu of it: docs/DESIGN.md 7.3)",
+                 (unsigned long long)st->lag, (unsigned long long)bound);
         return buf;
     }
     if (st->leader_id == 0)

@@ -98,10 +98,12 @@ raft_proposer *raft_host_proposer(raft_host *h);
  * step, with what the member is in its group (raft_host_membership). */
 void raft_host_status(raft_host *h, rp_status *st);
 /* Whether a member with this status is still catching up: more than
- * RAFT_HOST_READY_LAG entries its leader committed are not applied here
- * yet (/v1/ready answers 503 then; docs/DESIGN.md 7.3). A follower that
- * keeps up lags by the entries in flight, far fewer. */
+ * --raft-ready-lag (RAFT_HOST_READY_LAG by default) entries its leader
+ * committed are not applied here yet (/v1/ready answers 503 then;
+ * docs/DESIGN.md 7.3). A follower that keeps up lags by the entries in
+ * flight, far fewer. Set once at start, for the process. */
 #define RAFT_HOST_READY_LAG 1024
+void raft_host_set_ready_lag(uint64_t entries);
 /* Why a member with this status cannot serve yet (/v1/ready's 503 of
  * both programs), or NULL: not a voter yet (joining, or back without its
  * data and being caught up), lagging as above (the text, with the count,

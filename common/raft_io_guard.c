@@ -187,10 +187,11 @@ uint64_t raft_io_guard_heard_ms(const raft_io_guard *g, raft_id id)
     return 0;
 }
 
-/* After libraft handled an AppendEntries: from the leader it now follows,
- * in its current term, the commit index it carried is how far the group
- * has gone (a message of another term, or from a member that is not the
- * leader, says nothing). */
+/* Before and after libraft handled an AppendEntries: from the leader it
+ * follows, in its current term, the commit index it carried is how far
+ * the group has gone (a message of another term, or from a member that is
+ * not the leader, says nothing; after the call, a message that made this
+ * member follow a new leader counts). */
 static void note_leader_commit(raft_io_guard *g, raft_id from)
 {
     const struct raft *r = g->io.data;
@@ -245,6 +246,11 @@ static void on_recv(struct raft_io *inner, struct raft_message *m)
     }
     raft_id from = m->server_id;
     bool append = m->type == RAFT_IO_APPEND_ENTRIES;
+    /* Noted before libraft too: a heartbeat that lets it commit a backlog
+     * it holds applies that backlog inside this call (seconds, for a
+     * member far behind), and its lag must show meanwhile. */
+    if (append)
+        note_leader_commit(g, from);
     g->recv(&g->io, m); /* m is libraft's now */
     /* Accepted and being written (the reply comes when the write ends). */
     if (g->msg_term != 0 && g->wrote)

@@ -101,8 +101,10 @@ typedef struct {
     uint64_t term, commit_index, applied_index;
     uint64_t ready_term;           /* leads, its first barrier applied in this term: it may
                                       propose (0: not) */
-    uint64_t lag;                  /* entries its leader committed that it has not applied
-                                      (raft_host_status fills it in; 0 on the leader) */
+    uint64_t lag;                  /* entries committed that it has not applied: on the
+                                      leader its own commit index minus applied, on a
+                                      follower the highest commit index a leader sent it
+                                      (raft_host_status fills it in) */
 } rp_status;
 
 typedef struct {

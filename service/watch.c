@@ -69,7 +69,7 @@ struct watcher {
     bool gone;                    /* watch_done ran: the hub frees it */
     void (*wake)(void *);
     void *wake_arg;
-    uint64_t read_ms;             /* when the client last took bytes */
+    uint64_t drained_ms;          /* when its queue was last under half full */
 
     /* The hub thread's alone. */
     char *start, *end;            /* user keys [start, end) */
@@ -741,15 +741,17 @@ static void serve(watch_hub *h, pc_session *ps, watcher *first)
     for (watcher *w = first; w != NULL; w = w->next) {
         pthread_mutex_lock(&w->mu);
         bool skip = w->ending || w->gone;
-        uint64_t read_ms = w->read_ms;
+        uint64_t drained_ms = w->drained_ms;
         pthread_mutex_unlock(&w->mu);
         if (skip)
             continue;
-        /* A client that takes nothing holds back GC (its place is
-         * pinned): cut it; it resumes from resume_ts. */
-        if (pending(w) >= OUT_MAX && read_ms + h->cfg.slow_ms < time_mono_ms()) {
+        /* A client that does not keep up holds back GC (its place is
+         * pinned): one whose queue has not been under half full for the
+         * GC's retention is cut, even if it reads a byte now and then; it
+         * resumes from resume_ts. */
+        if (pending(w) >= OUT_MAX && drained_ms + h->cfg.slow_ms < time_mono_ms()) {
             metrics_inc(h->m_cut, 1);
-            queue_end(w, "watch_too_slow", "the client read nothing for too long: resume");
+            queue_end(w, "watch_too_slow", "the client did not keep up for too long: resume");
             wake(w);
             continue;
         }
@@ -833,7 +835,8 @@ watch_hub *watch_hub_new(struct svc *s, const watch_config *cfg)
                                    "The change feed's resolved timestamp: no change at or "
                                    "below it can still come.");
     h->m_cut = metrics_counter1(m, "percolator_watchers_cut_total",
-                                "Watchers ended because they read nothing for too long.");
+                                "Watchers ended because they did not keep up for "
+                                "--gc-retention-ms.");
     return h;
 }
 
@@ -913,7 +916,7 @@ watcher *watch_open(watch_hub *h, const watch_spec *spec, watch_refusal *why,
     w->enc = spec->enc;
     w->cursor = w->progress_ts = spec->after;
     w->pinned = spec->after > 0 ? spec->after : 1; /* the engine pins no 0 */
-    w->read_ms = time_mono_ms();
+    w->drained_ms = time_mono_ms();
     /* The first line: a progress line at the stream's start, so a client
      * knows where to resume from before anything else comes. */
     queue_progress(w, spec->after);
@@ -970,7 +973,8 @@ long watch_read(void *p, char *buf, size_t max)
             w->out.len -= w->off;
             w->off = 0;
         }
-        w->read_ms = time_mono_ms();
+        if (w->out.len - w->off < OUT_MAX / 2)
+            w->drained_ms = time_mono_ms();
     } else {
         n = w->ending ? -1 : 0;
     }

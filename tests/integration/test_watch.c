@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "svc_fixture.h"
 #include "svc_group.h"
@@ -441,6 +443,63 @@ static void a_change_committed_before_the_feed_started_is_seen(void **state)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
+/* A client that does not keep up (it reads a byte a second) holds its
+ * place, and GC, back: with a 1 ms retention (cuts after the 10 s floor)
+ * the feed ends it with watch_too_slow, while a watcher that reads goes on
+ * with every change. */
+static void a_watcher_that_does_not_keep_up_is_cut(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--gc-retention-ms", "1", NULL};
+    tl_stack st;
+    assert_int_equal(tl_stack_start(&st, extra), 0);
+    int fd = tl_dial("127.0.0.1", st.svc.port);
+    assert_true(fd >= 0);
+    int small = 4096; /* little room in the kernel for what it does not read */
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    const char req[] = "GET /v1/watch?prefix=s%2F HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    tl_watch *good = watch_at(st.svc.port, "prefix=s%2F");
+    /* 16 MiB of changes: far more than the watcher's queue and both
+     * sockets' buffers. */
+    char *body = malloc(70000);
+    assert_non_null(body);
+    memcpy(body, "{\"value\":\"", 10);
+    memset(body + 10, 'v', 65536);
+    memcpy(body + 10 + 65536, "\"}", 3);
+    for (int i = 0; i < 256; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/kv/s%%2F%d", i);
+        json_decref(tl_expect(&st, "PUT", path, body, 200));
+    }
+    free(body);
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    double cut = 0;
+    char byte;
+    while ((cut = tl_service_metric(&st, "percolator_watchers_cut_total")) < 1 &&
+           time_mono_ms() < deadline) {
+        ssize_t got = read(fd, &byte, 1); /* a byte a second: not keeping up */
+        (void)got;
+        time_sleep_ms(1000);
+    }
+    printf("# watchers cut: %.0f after %llu s\n", cut,
+           (unsigned long long)(WAIT_MS - (deadline - time_mono_ms())) / 1000);
+    assert_true(cut >= 1);
+    /* The one that read is still there, with all 256 changes. */
+    long status = 0;
+    assert_false(tl_watch_ended(good, &status));
+    json_t *lines = tl_watch_lines(good);
+    size_t puts = 0;
+    for (size_t i = 0; i < json_array_size(lines); i++)
+        puts += strcmp(json_string_value(json_object_get(json_array_get(lines, i), "type")),
+                       "put") == 0;
+    assert_int_equal(puts, 256);
+    json_decref(lines);
+    tl_watch_stop(good);
+    close(fd);
+    assert_int_equal(tl_stack_stop(&st), 0);
+}
+
 /* ---- refusals ---- */
 
 static void a_start_below_the_safe_point_is_compacted(void **state)
@@ -706,6 +765,7 @@ int main(void)
         cmocka_unit_test(a_change_committed_before_the_feed_started_is_seen),
         cmocka_unit_test(a_start_below_the_safe_point_is_compacted),
         cmocka_unit_test(bad_watch_requests_are_refused),
+        cmocka_unit_test(a_watcher_that_does_not_keep_up_is_cut),
         cmocka_unit_test(a_watcher_resumes_on_the_new_leader),
         cmocka_unit_test(the_cli_follows_and_resumes),
     };
