@@ -14,6 +14,7 @@
  *   backup.c   backup save|restore (an archive of the store, taken home)
  *   status.c   status (what each endpoint says of itself)
  *   watch.c    watch (a change stream, resumed across cuts and members)
+ *   lease.c    lease grant|keepalive|revoke|get|list (keys that expire)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -59,7 +60,9 @@ typedef struct cli_opts {
     /* command options; has_* says whether they were given */
     bool has_ts, has_if_commit_ts, has_limit, has_count, has_start_ts;
     uint64_t ts, if_commit_ts, start_ts;
+    uint64_t lease;          /* put --lease (0: none) */
     long limit, page_size, count, wait_ms;
+    long every_ms;           /* lease keepalive --every-ms (0: once) */
     const char *prefix, *start, *end, *key;
     const char *dir;         /* backup restore --dir */
     /* positional arguments after the command */
@@ -140,5 +143,7 @@ int cli_member(const cli_opts *o);
 int cli_backup(const cli_opts *o);
 /* --- status.c --- */
 int cli_status(const cli_opts *o);
+/* --- lease.c --- */
+int cli_lease(const cli_opts *o);
 
 #endif

@@ -116,6 +116,7 @@ int cli_put(const cli_opts *o)
     if (body == NULL || json_object_set_new(body, "value", v) != 0 ||
         (o->has_if_commit_ts &&
          json_object_set_new(body, "if_commit_ts", json_integer((json_int_t)o->if_commit_ts)) != 0) ||
+        (o->lease != 0 && json_object_set_new(body, "lease", json_integer((json_int_t)o->lease)) != 0) ||
         (text = json_dumps(body, JSON_COMPACT)) == NULL) {
         json_decref(body);
         fprintf(stderr, "percolator: out of memory\n");

@@ -19,7 +19,7 @@
 
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
-       C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_ALL = 1023 };
+       C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_LEASE = 1024, C_ALL = 2047 };
 
 typedef struct command {
     const char *name;
@@ -39,6 +39,7 @@ static const command commands[] = {
     {"member", C_MEMBER, 1, 4, cli_member},
     {"backup", C_BACKUP, 2, 2, cli_backup},
     {"status", C_STATUS, 0, 0, cli_status},
+    {"lease", C_LEASE, 1, 2, cli_lease},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -66,7 +67,9 @@ static const option options[] = {
     {"end", O_STR, C_SCAN, 0, 0},
     {"limit", O_LONG, C_SCAN, 1, 1000000000},
     {"page-size", O_LONG, C_SCAN, 1, 10000},
-    {"count", O_LONG, C_WATCH | C_STREAM, 1, 1000000000},
+    {"count", O_LONG, C_WATCH | C_STREAM | C_LEASE, 1, 1000000000},
+    {"lease", O_U64, C_PUT, 0, 0},
+    {"every-ms", O_LONG, C_LEASE, 1, 3600000},
     {"start-ts", O_U64, C_STREAM, 0, 0},
     {"key", O_STR, C_STREAM, 0, 0},
     {"wait-ms", O_LONG, C_WATCH, 0, 3600000},
@@ -82,10 +85,11 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  get KEY [--ts TS]          print the value\n"
-    "  put KEY VALUE|- [--if-commit-ts N]\n"
+    "  put KEY VALUE|- [--if-commit-ts N] [--lease ID]\n"
     "                             write (\"-\": the value from stdin); prints the commit_ts;\n"
     "                             --if-commit-ts: only if the key's latest commit_ts is N\n"
-    "                             (0: only if it does not exist)\n"
+    "                             (0: only if it does not exist); --lease: the key is\n"
+    "                             deleted when lease ID ends\n"
     "  del KEY [--if-commit-ts N]\n"
     "                             delete; prints the commit_ts; --if-commit-ts as for put\n"
     "  scan [--prefix P | --start S --end E] [--limit N] [--page-size N] [--ts TS]\n"
@@ -108,6 +112,14 @@ static const char usage_text[] =
     "                             from its last progress, on the next endpoint when one is\n"
     "                             gone, each change printed once; stops after N changes, or\n"
     "                             exit 4 after --retries + 3 tries in a row with no progress\n"
+    "  lease grant TTL_MS         a new lease; prints its id. It ends (and every key put\n"
+    "                             with it is deleted) TTL_MS after its last keep-alive\n"
+    "  lease keepalive ID [--every-ms MS [--count N]]\n"
+    "                             keep lease ID alive: once, or every MS until N were sent\n"
+    "                             (without --count: until the lease is gone, exit 1)\n"
+    "  lease revoke ID            end lease ID now: its keys are deleted in one transaction\n"
+    "  lease get ID               its TTL, the time left and its keys (one a line)\n"
+    "  lease list                 every lease: ID, TTL-MS, REMAINING-MS\n"
     "  member list                the Raft group's members as its leader sees them (ID,\n"
     "                             RAFT-ID, ADDRESS, ROLE, LEADER, MATCH-INDEX, LAG, ANSWERS)\n"
     "  member add ID [HOST:PORT [URL]]\n"
@@ -154,7 +166,7 @@ static const char usage_text[] =
     "\n"
     "exit codes:\n"
     "  0  ok\n"
-    "  1  not found (get, an unknown observer), a condition failed (put --if-commit-ts,\n"
+    "  1  not found (get, an unknown observer or lease), a condition failed (put --if-commit-ts,\n"
     "     txn conditions), nothing to claim (watch-claim)\n"
     "  2  usage error, or the service refused the request as malformed (400, 413, 415)\n"
     "  3  conflict (409 write_conflict, key_locked, membership_refused, ...; 410)\n"
@@ -232,6 +244,8 @@ static int set_option(cli_opts *o, const option *op, const char *v)
         o->has_start_ts = true;
         return parse_u64(v, &o->start_ts);
     }
+    if (op->kind == O_U64 && strcmp(n, "lease") == 0)
+        return parse_u64(v, &o->lease) != 0 || o->lease == 0 ? -1 : 0;
     if (op->kind == O_U64) {
         bool ts = strcmp(n, "ts") == 0;
         *(ts ? &o->has_ts : &o->has_if_commit_ts) = true;
@@ -242,6 +256,7 @@ static int set_option(cli_opts *o, const option *op, const char *v)
               : strcmp(n, "limit") == 0    ? &o->limit
               : strcmp(n, "page-size") == 0 ? &o->page_size
               : strcmp(n, "count") == 0    ? &o->count
+              : strcmp(n, "every-ms") == 0 ? &o->every_ms
                                            : &o->wait_ms;
     o->has_limit |= strcmp(n, "limit") == 0;
     o->has_count |= strcmp(n, "count") == 0;

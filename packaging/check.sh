@@ -163,7 +163,7 @@ while IFS='|' read -r line want; do
     got=$(complete "$line")
     [ "$got" = "$want" ] || fail "completion of '$line': got '$got', want '$want'"
 done <<EOF
-percolator |backup del get member put scan status txn watch watch-claim
+percolator |backup del get lease member put scan status txn watch watch-claim
 percolator g|get
 percolator --json member |add lead list remove
 percolator member r|remove
@@ -178,6 +178,8 @@ percolator scan --p|--page-size --prefix
 percolator --json watch-claim obs --n|--no-ack
 percolator watch svc/ --s|--start-ts
 percolator put --if|--if-commit-ts
+percolator lease |get grant keepalive list revoke
+percolator lease keepalive 5 --e|--every-ms
 percolator --timeout-ms |
 percolator --token-file tok|token.txt tokens
 percolator put -- -k |

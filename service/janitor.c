@@ -12,6 +12,7 @@
  *     resolved through its primary — rolled forward when the primary
  *     committed, rolled back otherwise (the paper's lazy cleanup, done eagerly
  *     here so abandoned locks do not wait for a reader);
+ *  2b. ends the leases that ran out (leases.h), deleting their keys;
  *  3. runs MVCC garbage collection below a safe point: the timestamp the
  *     oracle gave --gc-retention-ms ago, never above the start of the
  *     oldest session still running or the oldest lock; the engine keeps it
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "janitor.h"
+#include "leases.h"
 #include "log.h"
 #include "observers.h"
 #include "resolve.h"
@@ -215,6 +217,8 @@ static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
         log_info("janitor: %zu session(s) expired", expired);
     }
     sweep_locks(j, ps);
+    if (svc_leads(s))
+        leases_expire(s, ps);
 }
 
 /* Run l->tick every --janitor-interval-ms until told to stop. */

@@ -16,6 +16,8 @@
 #define KS_USER 'u'      /* user keys */
 #define KS_ACK 'a'       /* observer acknowledgments: 'a' name '\0' user-key */
 #define KS_OBSERVER 'o'  /* observer registrations: 'o' name -> prefix */
+#define KS_LEASE 'l'     /* leases: 'l' id(8) -> TTL (leases.h) */
+#define KS_LEASE_KEY 'm' /* keys attached to a lease: 'm' id(8) user-key */
 #define KS_MAX (SVC_MAX_KEY + 1)
 
 /* User key -> engine key ("u" + key); out has KS_MAX bytes. */

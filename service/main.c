@@ -176,6 +176,7 @@ int main(int argc, char **argv)
         {"max-txn-bytes", FLAG_SIZE, &c->max_txn_bytes, "16MiB", "most bytes a session may buffer", NULL, 1, (int64_t)1 << 32},
         {"watch-max", FLAG_UINT64, &c->watch_max, "1000", "watchers (GET /v1/watch) connected at once; past it a new one answers 503 too_many_watchers", NULL, 1, 100000},
         {"watch-buffer-bytes", FLAG_UINT64, &c->watch_buffer_bytes, "67108864", "recent changes kept in memory for watchers; one further behind reads the store", NULL, 1 << 20, 1ull << 40},
+        {"lease-max", FLAG_UINT64, &c->lease_max, "10000", "leases (POST /v1/leases) alive at once; past it a grant answers 503 too_many_leases", NULL, 1, 1000000},
         {"max-sessions", FLAG_UINT64, &c->max_sessions, "10000", "sessions open at once; past it beginning one answers 503 too_many_sessions", NULL, 1, 10000000},
         {"max-session-bytes", FLAG_SIZE, &c->max_session_bytes, "256MiB", "bytes buffered by all sessions together; past it a write answers 503 session_memory_full", NULL, 1 << 20, (int64_t)1 << 42},
         {"max-reply-bytes", FLAG_SIZE, &c->max_reply_bytes, "16MiB", "bytes of items in a scan page; past it the page ends early with next (one item is always sent)", NULL, 1 << 10, (int64_t)1 << 32},
@@ -292,9 +293,9 @@ int main(int argc, char **argv)
 
     /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
-                                   admin_routes, members_routes, watch_routes};
+                                   admin_routes, members_routes, watch_routes, lease_routes};
     const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n,
-                            admin_routes_n, members_routes_n, watch_routes_n};
+                            admin_routes_n, members_routes_n, watch_routes_n, lease_routes_n};
     size_t n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         n += sizes[g];

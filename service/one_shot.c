@@ -50,9 +50,11 @@ static bool build_mutations(httpd_req *req, one_shot *o)
 {
     const write_list *wl = &o->wl;
     size_t n = wl->n, off = 0;
+    /* With a lease, each put also writes its attachment (leases.h). */
+    size_t most = o->lease ? 2 * n : n;
 
-    o->writes = calloc(n ? n : 1, sizeof(*o->writes));
-    o->ekeys = malloc(wl->keys.len + n + 1);
+    o->writes = calloc(most ? most : 1, sizeof(*o->writes));
+    o->ekeys = malloc(wl->keys.len + n + 1 + (o->lease ? wl->keys.len + 9 * n : 0));
     if (o->writes == NULL || o->ekeys == NULL) {
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
         return false;
@@ -65,6 +67,14 @@ static bool build_mutations(httpd_req *req, one_shot *o)
             .value = {wl->vals[i].data, wl->vals[i].len},
         };
         off += kn;
+    }
+    for (size_t i = 0; o->lease && i < wl->n; i++) {
+        if (wl->w[i].deleted)
+            continue;
+        size_t kn = lease_attach_key(o->ekeys + off, o->lease, writes_key(wl, i), wl->w[i].klen);
+        o->writes[n++] = (pc_mutation){.op = PC_OP_PUT, .key = {o->ekeys + off, kn}};
+        off += kn;
+        o->nputs++;
     }
     o->nwrites = n;
     qsort(o->writes, n, sizeof(*o->writes), cmp_mutation);
@@ -160,9 +170,24 @@ static bool parse_conditions(httpd_req *req, svc *s, json_t *conds, one_shot *o)
     return true;
 }
 
+/* "lease": a lease id, or absent (0). false when it answered. */
+static bool parse_lease(httpd_req *req, json_t *body, one_shot *o)
+{
+    json_t *l = json_object_get(body, "lease");
+    if (l == NULL)
+        return true;
+    if (!json_is_integer(l) || json_integer_value(l) <= 0) {
+        httpd_reply_error(req, 400, "bad_request", NULL,
+                          "\"lease\" must be a lease id (a positive integer from POST /v1/leases)");
+        return false;
+    }
+    o->lease = (uint64_t)json_integer_value(l);
+    return true;
+}
+
 bool one_shot_parse_txn(httpd_req *req, svc *s, json_t *body, one_shot *o)
 {
-    static const char *const fields[] = {"conditions", "reads", "writes", NULL};
+    static const char *const fields[] = {"conditions", "reads", "writes", "lease", NULL};
     if (!json_is_object(body)) {
         httpd_reply_error(req, 400, "bad_request", NULL,
                           "the body must be {\"conditions\":[...],\"reads\":[...],\"writes\":[...]}");
@@ -170,7 +195,8 @@ bool one_shot_parse_txn(httpd_req *req, svc *s, json_t *body, one_shot *o)
     }
     if (!body_fields_known(req, body, "the body", fields))
         return false;
-    return parse_conditions(req, s, json_object_get(body, "conditions"), o) &&
+    return parse_lease(req, body, o) &&
+           parse_conditions(req, s, json_object_get(body, "conditions"), o) &&
            keys_parse(req, json_object_get(body, "reads"), "reads", o->enc, MAX_ITEMS,
                       &o->reads) &&
            writes_parse(req, json_object_get(body, "writes"), o->enc, MAX_ITEMS,
@@ -205,7 +231,7 @@ bool one_shot_parse_single(httpd_req *req, svc *s, bool del, one_shot *o)
     if (!codec_encoding(req, &o->enc) || !codec_path_key(req, "key", o->enc, key, &klen))
         return false;
     if (!del || httpd_body(req, NULL)[0] != '\0') {
-        static const char *const put_fields[] = {"value", "if_commit_ts", NULL};
+        static const char *const put_fields[] = {"value", "if_commit_ts", "lease", NULL};
         static const char *const del_fields[] = {"if_commit_ts", NULL};
         if ((body = body_object(req, del ? del_fields : put_fields)) == NULL)
             return false;
@@ -215,9 +241,12 @@ bool one_shot_parse_single(httpd_req *req, svc *s, bool del, one_shot *o)
             (cas != NULL && (!json_is_integer(cas) || json_integer_value(cas) < 0))) {
             httpd_reply_error(req, 400, "bad_request", NULL,
                               del ? "the body may only hold {\"if_commit_ts\": C}"
-                                  : "the body must be {\"value\": ..., \"if_commit_ts\"?: C}");
+                                  : "the body must be {\"value\": ..., \"if_commit_ts\"?: C, "
+                                    "\"lease\"?: ID}");
             goto out;
         }
+        if (!parse_lease(req, body, o))
+            goto out;
     }
     if (!single_write_list(req, &o->wl, key, klen, del) ||
         (v != NULL &&
@@ -390,16 +419,32 @@ void one_shot_outcome_free(one_shot_outcome *out)
     outcome_reset(out);
 }
 
-pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome *out)
+/* With a lease: how many of the attachments the commit would create (the
+ * lease's count of keys stays exact, leases.h), read at start. */
+static pc_rc new_attachments(svc *s, pc_session *ps, const one_shot *o, uint64_t start,
+                             size_t *added, pc_conflict *c)
 {
-    pc_session *ps = svc_engine_session(s);
-    retry_policy policy = policy_for(s, o);
-
-    *out = (one_shot_outcome){0};
-    if (ps == NULL) {
-        out->no_session = true;
-        return out->rc = PC_NOMEM;
+    pc_rc rc = leases_count_known(s, ps, o->lease, start);
+    *added = 0;
+    for (size_t i = 0; rc == PC_OK && i < o->nwrites; i++) {
+        pc_buf v = {0};
+        uint64_t cts;
+        if (((const char *)o->writes[i].key.data)[0] != KS_LEASE_KEY)
+            continue;
+        rc = rd_get(s, ps, o->writes[i].key, start, &v, &cts, c);
+        pc_buf_free(&v);
+        if (rc == PC_NOT_FOUND) {
+            (*added)++;
+            rc = PC_OK;
+        }
     }
+    return rc;
+}
+
+static pc_rc exec_held(svc *s, pc_session *ps, const one_shot *o, bool want_reads,
+                       one_shot_outcome *out, size_t *added)
+{
+    retry_policy policy = policy_for(s, o);
     for (;;) {
         uint64_t start;
         if (!svc_timestamp(s, &start))
@@ -407,6 +452,8 @@ pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome
         pc_rc rc = check_conditions(s, ps, o, start, out);
         if (rc == PC_OK && want_reads)
             rc = do_reads(s, ps, o, start, out);
+        if (rc == PC_OK && o->lease)
+            rc = new_attachments(s, ps, o, start, added, &out->conflict);
         if (out->cond_failed)
             return out->rc = PC_NOT_FOUND;
         if (rc == PC_OK)
@@ -425,6 +472,26 @@ pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome
             return out->rc = rc;
         }
     }
+}
+
+pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome *out)
+{
+    pc_session *ps = svc_engine_session(s);
+    size_t added = 0;
+
+    *out = (one_shot_outcome){0};
+    if (ps == NULL) {
+        out->no_session = true;
+        return out->rc = PC_NOMEM;
+    }
+    /* The lease is held from before the start timestamp to after the
+     * commit: it cannot end in between (leases.h). */
+    if (o->lease && (out->lease = leases_hold(s, o->lease, o->nputs)) != LEASE_HELD)
+        return out->rc = PC_NOT_FOUND;
+    pc_rc rc = exec_held(s, ps, o, want_reads, out, &added);
+    if (o->lease)
+        leases_release(s, o->lease, o->nputs, rc == PC_OK ? added : 0);
+    return rc;
 }
 
 bool one_shot_exec_blind(svc *s, const one_shot *o, one_shot_outcome *out)

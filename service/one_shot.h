@@ -14,6 +14,7 @@
 
 #include "codec.h"
 #include "engine.h"
+#include "leases.h"
 #include "service.h"
 #include "writes.h"
 
@@ -35,6 +36,8 @@ typedef struct one_shot {
     pc_mutation *writes;  /* the same as engine mutations: sorted, distinct */
     char *ekeys;          /* their engine keys, back to back */
     size_t nwrites;
+    uint64_t lease;       /* "lease": the puts attach their keys to it (0: none) */
+    size_t nputs;         /* the puts so attached */
 } one_shot;
 
 /* {"conditions":[...],"reads":[...],"writes":[...]} into o (o->enc set by
@@ -45,10 +48,11 @@ bool one_shot_parse_txn(httpd_req *req, svc *s, json_t *body, one_shot *o);
  * encoding, key and body into o. false when it answered. */
 bool one_shot_parse_single(httpd_req *req, svc *s, bool del, one_shot *o);
 
-/* A blind write: no condition (and no read: single writes have none). */
+/* A blind write: no condition, no lease (and no read: single writes have
+ * none). */
 static inline bool one_shot_blind(const one_shot *o)
 {
-    return o->ckeys.n == 0 && o->reads.n == 0;
+    return o->ckeys.n == 0 && o->reads.n == 0 && o->lease == 0;
 }
 
 /* One read of a run: its value and commit_ts when found. */
@@ -68,6 +72,9 @@ typedef struct {
  *   PC_TS_UNAVAILABLE   no timestamp from the oracle: nothing written
  *   PC_NOMEM            with no_session: this thread has no storage
  *                       session: nothing done
+ *   PC_NOT_FOUND        with lease (LEASE_MISSING, LEASE_FULL): the lease
+ *                       does not exist (any more), or has no room for the
+ *                       keys: nothing written
  *   anything else       as reply_engine answers it (conflict names the
  *                       key of a write_conflict or key_locked, after the
  *                       retries; PC_NOT_LEADER, PC_UNAVAILABLE) */
@@ -79,6 +86,7 @@ typedef struct {
     char why[128];
     bool not_text;
     bool no_session;
+    lease_hold lease;     /* LEASE_HELD (0): the lease, if any, was not the problem */
     one_shot_read *reads;
     size_t nreads;
     pc_conflict conflict;

@@ -83,6 +83,18 @@ void reply_oracle_unavailable(httpd_req *req, svc *s)
     }
 }
 
+void reply_lease_refused(httpd_req *req, uint64_t id, lease_hold why)
+{
+    if (why == LEASE_FULL)
+        httpd_reply_error(req, 409, "lease_full", json_pack("{s:I}", "lease", (json_int_t)id),
+                          "lease %llu has %d keys attached already", (unsigned long long)id,
+                          LEASE_MAX_KEYS);
+    else
+        httpd_reply_error(req, 404, "lease_not_found", json_pack("{s:I}", "lease", (json_int_t)id),
+                          "no lease %llu: it was never granted, or it expired or was revoked",
+                          (unsigned long long)id);
+}
+
 void reply_not_leader(httpd_req *req)
 {
     httpd_add_header(req, "Retry-After", "1");
@@ -440,7 +452,9 @@ void reply_one_shot(httpd_req *req, svc *s, const one_shot *o, const one_shot_ou
     case PC_OK:
         break;
     case PC_NOT_FOUND:
-        if (out->cond_failed && out->cond < o->ckeys.n)
+        if (out->lease != LEASE_HELD)
+            reply_lease_refused(req, o->lease, out->lease);
+        else if (out->cond_failed && out->cond < o->ckeys.n)
             reply_condition_failed(req, keys_at(&o->ckeys, out->cond), o->ckeys.len[out->cond],
                                    o->enc, out->cond, out->why);
         else

@@ -20,6 +20,8 @@ void reply_oracle_unavailable(httpd_req *req, svc *s);
 void reply_not_taken_over(httpd_req *req);
 /* 503 not_leader (a member of a Raft group that does not lead). */
 void reply_not_leader(httpd_req *req);
+/* 404 lease_not_found, or 409 lease_full (LEASE_MAX_KEYS attached). */
+void reply_lease_refused(httpd_req *req, uint64_t id, lease_hold why);
 /* 500 internal: this HTTP thread has no storage session (svc_engine_session
  * failed: out of memory or descriptors, logged there). */
 void reply_no_session(httpd_req *req);

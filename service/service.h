@@ -50,12 +50,14 @@ typedef struct svc_config {
     bool one_pc;
     uint64_t raft_snapshot_entries; /* log compaction: a snapshot every this many entries */
     uint64_t watch_max, watch_buffer_bytes; /* the change feed (watch.h) */
+    uint64_t lease_max;             /* leases at once (leases.h) */
 } svc_config;
 
 typedef struct sessions sessions;
 typedef struct observers observers;
 typedef struct write_batch write_batch;
 typedef struct watch_hub watch_hub;
+typedef struct leases leases;
 
 /* Metrics the protocol layers update (HTTP ones live in httpd). */
 typedef struct svc_metrics {
@@ -68,6 +70,7 @@ typedef struct svc_metrics {
     metrics_family *janitor_resolved; /* label: how */
     metrics_series *gc_versions_removed, *mvcc_versions, *gc_safe_point;
     metrics_series *notify_scanned, *notif_claimed, *notif_acked, *notif_pending;
+    metrics_series *leases, *leases_expired;
 } svc_metrics;
 
 typedef struct svc {
@@ -76,6 +79,7 @@ typedef struct svc {
     oc_client *oracle;
     sessions *sessions;
     observers *obs;
+    leases *leases;                 /* keys that expire (leases.h) */
     write_batch *batch;             /* committer of blind writes; NULL: none */
     watch_hub *watch;               /* the change feed (watch.h) */
     metrics_registry *metrics;
@@ -285,6 +289,8 @@ extern const httpd_route ops_routes[];
 extern const size_t ops_routes_n;
 extern const httpd_route observer_routes[];
 extern const size_t observer_routes_n;
+extern const httpd_route lease_routes[];
+extern const size_t lease_routes_n;
 extern const httpd_route admin_routes[];
 extern const size_t admin_routes_n;
 extern const httpd_route members_routes[];

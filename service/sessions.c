@@ -253,6 +253,12 @@ uint64_t sessions_stall_credit_ms(sessions *s)
     return end != 0 && now <= end + len ? len : 0;
 }
 
+void sessions_last_stall(sessions *s, uint64_t *end, uint64_t *len)
+{
+    *end = atomic_load(&s->stall_end);
+    *len = atomic_load(&s->stall_len);
+}
+
 /* The lease's end, counting the grace a stall gives to sessions that were
  * alive when it began. */
 static uint64_t lease_end(sessions *s, const txn *t)

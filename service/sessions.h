@@ -114,6 +114,8 @@ void sessions_set_stall_ms(sessions *s, uint64_t stall_ms);
 /* How long the last stall lasted, while its grace period runs (else 0):
  * wall-clock checks of lock ages subtract it. */
 uint64_t sessions_stall_credit_ms(sessions *s);
+/* The last stall: when it ended and how long it lasted (0, 0: none). */
+void sessions_last_stall(sessions *s, uint64_t *end, uint64_t *len);
 
 /* Renew the lease; false if it had already run out (the caller then ends
  * the session as expired). Only for active sessions. */

@@ -22,6 +22,7 @@
 #include "engine_admin.h"
 #include "engine_replica.h"
 #include "failpoint.h"
+#include "leases.h"
 #include "log.h"
 #include "observers.h"
 #include "program.h"
@@ -92,6 +93,9 @@ static void init_metrics(svc *s)
                                         "Observer transactions committed (acknowledged).");
     s->m.notif_pending = metrics_gauge1(r, "percolator_notifications_pending",
                                         "Unacknowledged notifications at the last listing.");
+    s->m.leases = metrics_gauge1(r, "percolator_leases", "Leases alive (on the leader).");
+    s->m.leases_expired = metrics_counter1(r, "percolator_leases_expired_total",
+                                           "Leases that ran out and were ended by the janitor.");
 }
 
 /* Between two parts of an image's install (engine/apply.c): the crash
@@ -115,7 +119,7 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
     }
     if ((s->metrics = metrics_registry_new()) == NULL ||
         (s->sessions = sessions_new(s->run_id, c->txn_retention_ms)) == NULL ||
-        (s->obs = observers_new()) == NULL)
+        (s->obs = observers_new()) == NULL || (s->leases = leases_new()) == NULL)
         return 1;
     sessions_set_end_hook(s->sessions, observers_session_ended, s);
     s->on_commit = observers_wake;
@@ -251,6 +255,8 @@ void svc_close(svc *s)
     s->sessions = NULL;
     observers_free(s->obs);
     s->obs = NULL;
+    leases_free(s->leases);
+    s->leases = NULL;
     metrics_registry_free(s->metrics);
     s->metrics = NULL;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "leases.h"
 #include "observers.h"
 #include "service.h"
 
@@ -18,6 +19,8 @@
  *    record. Committed under another leader, they were applied here but
  *    not loaded, and every change written before a later reload would
  *    have been missed for good.
+ *  - The leases (leases.h): which exist, their TTLs; each gets its whole
+ *    TTL again from now, since its keep-alives went to the last leader.
  *  - The highest timestamp handed out (ts_seen, for reads at a given
  *    ts, svc_snapshot_begin): at least the store's highest.
  * The oracle's floor needs nothing here: svc_timestamps reads the store's
@@ -41,18 +44,18 @@ bool svc_take_over(svc *s)
     if (atomic_load(&s->served_term) != term) {
         pc_session *ps = svc_engine_session(s);
         uint64_t max = pc_store_max_ts(s->engine);
-        ok = ps != NULL && observers_load(s, ps);
+        ok = ps != NULL && observers_load(s, ps) && leases_load(s, ps);
         if (ok) {
             uint64_t seen = atomic_load(&s->ts_seen);
             while (seen < max && !atomic_compare_exchange_weak(&s->ts_seen, &seen, max))
                 ;
             atomic_store(&s->served_term, term);
             log_info("service: leading in term %llu: the store's highest timestamp is %llu, "
-                     "the observers' registrations are loaded",
+                     "the observers' registrations and the leases are loaded",
                      (unsigned long long)term, (unsigned long long)max);
         } else {
-            log_error("service: leading in term %llu, but the observers' registrations could "
-                      "not be read: no timestamp is handed out until they are",
+            log_error("service: leading in term %llu, but the observers' registrations or the "
+                      "leases could not be read: no timestamp is handed out until they are",
                       (unsigned long long)term);
         }
     }

@@ -14,6 +14,7 @@ for t in "$@"; do
   else
     unset PERCOLATOR_EXCHANGE_LOG
   fi
+  began=$SECONDS
   if timeout --signal=KILL "$limit" "$t"; then
     passed=$((passed + 1))
   else
@@ -21,6 +22,8 @@ for t in "$@"; do
     echo "!!! $t failed (exit $rc)"
     failed=$((failed + 1)); failed_names+=("$t")
   fi
+  # Each program's time, so the suite's budget can be seen where it goes.
+  echo "--- $(basename "$t"): $((SECONDS - began)) s"
 done
 [ "$failed" -gt 0 ] && printf 'failed: %s\n' "${failed_names[@]}"
 echo "$passed passed, $failed failed"

@@ -13,9 +13,14 @@
  *    start_ts, and its changes come once it commits;
  *  - a start below the GC safe point answers 410 compacted;
  *  - bad requests answer 400, a watcher past --watch-max 503;
- *  - in a three-member group: a watcher sent to the leader by a
- *    follower's 307 that loses its leader to kill -9 resumes from its last
- *    progress on the new leader and sees every acknowledged change once.
+ *  - in a three-member group under the bank workload (two clients moving
+ *    money between 8 accounts, each transfer a compare-and-set
+ *    transaction with a marker key): a watcher sent to the leader by a
+ *    follower's 307 that loses its leader to kill -9, twice, resumes from
+ *    its last progress on the new leader and sees every acknowledged
+ *    change once, in commit order (a transfer whose answer was lost: at
+ *    most once, by its marker), and the balances it replays add up after
+ *    every transfer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -572,43 +577,148 @@ static void bad_watch_requests_are_refused(void **state)
 
 /* ---- a group: a leader killed under a watcher ---- */
 
+/* The bank workload on g/: ACCTS accounts of 100; each transfer reads two
+ * (POST /v1/txn reads) and writes both and its marker g/mark-N with a
+ * compare-and-set on the balances it read, one transaction. */
+#define ACCTS 8
+#define BANKERS 2
+
 typedef struct {
     tl_svc_group *g;
     history *h;
     atomic_bool stop;
-    atomic_int writes;
+    atomic_int writes;      /* transfers acknowledged */
+    atomic_int next;        /* the next marker's number */
 } group_writer;
+
+/* POST /v1/txn with body at the leader; 200's JSON or NULL (*lost: no
+ * answer, or a 5xx that may follow a lost one). */
+static json_t *txn_at_leader(tl_svc_group *g, const char *body, bool *lost)
+{
+    char url[128];
+    int leader = tl_group_leader(g, -1, 10000);
+    *lost = false;
+    if (leader < 0)
+        return NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/txn", g->http[leader]);
+    tl_resp r = {0};
+    int rc = tl_http("POST", url, body, strlen(body), "application/json", 10000, &r);
+    json_t *j = rc == 0 && r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    *lost = rc != 0 || r.status == 0 || r.status >= 500;
+    tl_resp_free(&r);
+    return j;
+}
 
 static void *group_write_loop(void *arg)
 {
     group_writer *gw = arg;
-    char url[160], key[64], body[96];
-    for (int i = 0; !atomic_load(&gw->stop) && i < 5000; i++) {
-        int leader = tl_group_leader(gw->g, -1, 10000);
-        if (leader < 0)
+    unsigned seed = (unsigned)atomic_fetch_add(&gw->next, 1) * 7919u + 1;
+    char body[512], keys[3][32], vals[2][32];
+    while (!atomic_load(&gw->stop)) {
+        int from = (int)(rand_r(&seed) % ACCTS), to = (int)(rand_r(&seed) % (ACCTS - 1));
+        to += to >= from;
+        bool lost;
+        snprintf(body, sizeof body, "{\"reads\":[\"g/acct-%d\",\"g/acct-%d\"]}", from, to);
+        json_t *j = txn_at_leader(gw->g, body, &lost);
+        if (j == NULL)
             continue;
-        snprintf(key, sizeof key, "g/%04d", i);
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/kv/%s", gw->g->http[leader], key);
-        snprintf(body, sizeof body, "{\"value\":\"v%d\"}", i);
-        tl_resp r = {0};
-        int rc = tl_http("PUT", url, body, strlen(body), "application/json", 10000, &r);
-        json_t *j = rc == 0 && r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
-        if (j != NULL) {
-            char v[32];
-            snprintf(v, sizeof v, "v%d", i);
-            history_add(gw->h, key, (uint64_t)json_integer_value(json_object_get(j, "commit_ts")),
-                        v, false);
-            atomic_fetch_add(&gw->writes, 1);
-        } else if (rc != 0 || r.status == 0 || r.status >= 500) {
-            /* No answer, or a refusal that may follow a lost answer: the
-             * write may have committed, at an unknown timestamp. */
-            history_add(gw->h, key, 0, "?", true);
+        json_t *reads = json_object_get(j, "reads");
+        json_t *ra = json_array_get(reads, 0), *rb = json_array_get(reads, 1);
+        long fa = strtol(json_string_value(json_object_get(ra, "value")), NULL, 10);
+        long tb = strtol(json_string_value(json_object_get(rb, "value")), NULL, 10);
+        long long ca = json_integer_value(json_object_get(ra, "commit_ts"));
+        long long cb = json_integer_value(json_object_get(rb, "commit_ts"));
+        json_decref(j);
+        long amount = fa < 7 ? fa : 7;
+        int mark = atomic_fetch_add(&gw->next, 1);
+        snprintf(keys[0], sizeof keys[0], "g/acct-%d", from);
+        snprintf(keys[1], sizeof keys[1], "g/acct-%d", to);
+        snprintf(keys[2], sizeof keys[2], "g/mark-%05d", mark);
+        snprintf(vals[0], sizeof vals[0], "%ld", fa - amount);
+        snprintf(vals[1], sizeof vals[1], "%ld", tb + amount);
+        snprintf(body, sizeof body,
+                 "{\"conditions\":[{\"key\":\"%s\",\"commit_ts\":%lld},{\"key\":\"%s\","
+                 "\"commit_ts\":%lld}],\"writes\":[{\"key\":\"%s\",\"value\":\"%s\"},"
+                 "{\"key\":\"%s\",\"value\":\"%s\"},{\"key\":\"%s\",\"value\":\"x\"}]}",
+                 keys[0], ca, keys[1], cb, keys[0], vals[0], keys[1], vals[1], keys[2]);
+        j = txn_at_leader(gw->g, body, &lost);
+        if (j != NULL || lost) {
+            /* Acknowledged at its commit_ts; or it may have committed, at
+             * a timestamp its marker will tell (settle_maybe). */
+            uint64_t cts = j ? (uint64_t)json_integer_value(json_object_get(j, "commit_ts")) : 0;
+            history_add(gw->h, keys[0], cts, vals[0], j == NULL);
+            history_add(gw->h, keys[1], cts, vals[1], j == NULL);
+            history_add(gw->h, keys[2], cts, "x", j == NULL);
+            if (j != NULL)
+                atomic_fetch_add(&gw->writes, 1);
         }
         json_decref(j);
-        tl_resp_free(&r);
         time_sleep_ms(5);
     }
     return NULL;
+}
+
+/* A transfer whose answer was lost committed if its marker was seen: its
+ * three changes take the marker's commit_ts (values as seen: the balances
+ * it read may not be the ones it wrote, when a retry went in). */
+static void settle_maybe(history *h, json_t *events)
+{
+    for (size_t i = 0; i + 2 < h->n; i++) {
+        change *c = &h->v[i];
+        if (!c->maybe || strncmp(h->v[i + 2].key, "g/mark-", 7) != 0 || !h->v[i + 2].maybe)
+            continue;
+        for (size_t k = 0; k < json_array_size(events); k++) {
+            json_t *e = json_array_get(events, k);
+            if (strcmp(json_string_value(json_object_get(e, "key")), h->v[i + 2].key) != 0)
+                continue;
+            uint64_t ts = (uint64_t)json_integer_value(json_object_get(e, "commit_ts"));
+            for (size_t m = i; m < i + 3; m++) {
+                h->v[m].commit_ts = ts;
+                for (size_t q = 0; q < json_array_size(events); q++) {
+                    json_t *f = json_array_get(events, q);
+                    if ((uint64_t)json_integer_value(json_object_get(f, "commit_ts")) == ts &&
+                        strcmp(json_string_value(json_object_get(f, "key")), h->v[m].key) == 0) {
+                        free(h->v[m].value);
+                        h->v[m].value = strdup(json_string_value(json_object_get(f, "value")));
+                    }
+                }
+            }
+        }
+        i += 2;
+    }
+}
+
+/* Replayed in commit order, the watched balances always add up: after
+ * each transaction's changes (one commit_ts), the total is ACCTS * 100. */
+static void check_conserved(json_t *events)
+{
+    long bal[ACCTS] = {0}, total = 0;
+    size_t n = json_array_size(events), commits = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(events, i);
+        const char *key = json_string_value(json_object_get(e, "key"));
+        uint64_t ts = (uint64_t)json_integer_value(json_object_get(e, "commit_ts"));
+        if (strncmp(key, "g/acct-", 7) == 0) {
+            int a = atoi(key + 7);
+            long v = strtol(json_string_value(json_object_get(e, "value")), NULL, 10);
+            total += v - bal[a];
+            bal[a] = v;
+        }
+        json_t *next = i + 1 < n ? json_array_get(events, i + 1) : NULL;
+        bool last_of_commit =
+            next == NULL || (uint64_t)json_integer_value(json_object_get(next, "commit_ts")) != ts;
+        if (last_of_commit && i + 1 >= ACCTS) { /* the accounts all opened */
+            commits++;
+            if (total != ACCTS * 100) {
+                fprintf(stderr, "after the commit at %llu the balances add up to %ld\n",
+                        (unsigned long long)ts, total);
+                fail();
+            }
+        }
+    }
+    printf("# the watched balances add up to %d after each of %zu transfers\n", ACCTS * 100,
+           commits);
+    assert_true(commits > 0);
 }
 
 /* Settled events of every stream a client read, one after another. */
@@ -636,11 +746,25 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
     tl_watch *ws[4];
     int nws = 0;
     ws[nws++] = watch_at(g.http[follower], "prefix=g%2F&start_ts=0");
+    /* The accounts, then the bank's transfers. */
+    for (int a = 0; a < ACCTS; a++) {
+        char key[32];
+        bool lost;
+        snprintf(key, sizeof key, "g/acct-%d", a);
+        char open[96];
+        snprintf(open, sizeof open, "{\"writes\":[{\"key\":\"%s\",\"value\":\"100\"}]}", key);
+        json_t *j = txn_at_leader(&g, open, &lost);
+        assert_non_null(j);
+        history_add(&h, key, (uint64_t)json_integer_value(json_object_get(j, "commit_ts")), "100",
+                    false);
+        json_decref(j);
+    }
     group_writer gw = {.g = &g, .h = &h};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, group_write_loop, &gw), 0);
+    pthread_t t[BANKERS];
+    for (int b = 0; b < BANKERS; b++)
+        assert_int_equal(pthread_create(&t[b], NULL, group_write_loop, &gw), 0);
     for (int kill = 0; kill < 2; kill++) {
-        while (atomic_load(&gw.writes) < 40 * (kill + 1))
+        while (atomic_load(&gw.writes) < 30 * (kill + 1))
             time_sleep_ms(10);
         leader = tl_group_leader(&g, -1, WAIT_MS);
         assert_true(leader >= 0);
@@ -675,28 +799,17 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
         ws[nws++] = next;
         tl_group_member_start(&g, leader); /* back, as a follower */
     }
-    while (atomic_load(&gw.writes) < 120)
+    while (atomic_load(&gw.writes) < 90)
         time_sleep_ms(10);
     atomic_store(&gw.stop, true);
-    pthread_join(t, NULL);
+    for (int b = 0; b < BANKERS; b++)
+        pthread_join(t[b], NULL);
     uint64_t last = history_max_ts(&h);
     assert_true(tl_watch_wait_progress(ws[nws - 1], last, WAIT_MS));
-    /* A `maybe` write has no timestamp: match it by key alone. */
     json_t *events = settled_of(ws, nws);
-    for (size_t i = 0; i < h.n; i++) {
-        change *c = &h.v[i];
-        if (!c->maybe)
-            continue;
-        for (size_t k = 0; k < json_array_size(events); k++) {
-            json_t *e = json_array_get(events, k);
-            if (strcmp(json_string_value(json_object_get(e, "key")), c->key) == 0) {
-                c->commit_ts = (uint64_t)json_integer_value(json_object_get(e, "commit_ts"));
-                free(c->value);
-                c->value = strdup(json_string_value(json_object_get(e, "value")));
-            }
-        }
-    }
-    check_events(events, &h, "g/", "g0", 0, "across two leader kills");
+    settle_maybe(&h, events);
+    check_events(events, &h, "g/", "g0", 0, "the bank across two leader kills");
+    check_conserved(events);
     json_decref(events);
     for (int i = 0; i < nws; i++)
         tl_watch_stop(ws[i]);
@@ -769,6 +882,9 @@ int main(void)
         cmocka_unit_test(a_watcher_resumes_on_the_new_leader),
         cmocka_unit_test(the_cli_follows_and_resumes),
     };
+    /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
+    if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
     return cmocka_run_group_tests_name("service: the change feed (GET /v1/watch)", tests, NULL,
                                        NULL);
 }
