@@ -151,11 +151,14 @@ test: deps
 	$(MAKE) api-check
 	$(MAKE) fuzz FUZZ_SECONDS=8
 
-# check: build this flavour and run its unit then integration tests.
+# check: build this flavour and run its unit then integration tests,
+# TEST_JOBS programs at a time (tests/run.sh: each takes its own ports and
+# directories; most of their time is spent waiting on elections and TTLs).
+TEST_JOBS ?= 2
 check: $(PROGS) $(UNIT_BIN) $(INTEG_BIN)
 	rm -rf $(BUILD)/exchanges && mkdir -p $(BUILD)/exchanges
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) PERCOLATOR_EXCHANGE_DIR=$(abspath $(BUILD))/exchanges \
-	  tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
+	  PERCOLATOR_TEST_JOBS=$(TEST_JOBS) tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
 
 # check-layers: no call loop between the files of engine/ or service/, the
 # engine calls nothing above it, nothing but the engine calls WiredTiger

@@ -42,17 +42,22 @@ leases *leases_new(void);
 void leases_free(leases *l);
 
 /* Read every lease back from the store, in place of those in memory, each
- * with a fresh TTL: at start-up and when a member begins to lead
- * (takeover.c). */
-bool leases_load(svc *s, pc_session *ps);
+ * with a fresh TTL: when a member begins to lead in term `term` (a single
+ * node: at start; takeover.c). Until then, and on a member that does not
+ * lead in the term the table was read for, nothing is granted, held, kept
+ * alive or ended (PC_NOT_LEADER, LEASE_NOT_READY). */
+bool leases_load(svc *s, pc_session *ps, uint64_t term);
 
 /* Grant: a new lease (its id is an oracle timestamp, so unique across
- * leaders). PC_OK with *id; PC_INVALID: --lease-max leases exist already;
- * PC_TS_UNAVAILABLE: no oracle; else as the engine answers. */
+ * leaders). PC_OK with *id; PC_INVALID: --lease-max leases exist already
+ * (grants under way count); PC_TS_UNAVAILABLE: no oracle; else as the
+ * engine answers (a grant whose outcome is unknown is kept as ending: the
+ * janitor removes its record if it was written). */
 pc_rc leases_grant(svc *s, pc_session *ps, uint64_t ttl_ms, uint64_t *id);
 
-/* Keep alive: its deadline is now + TTL. PC_NOT_FOUND: no such lease (it
- * ended, or is ending). */
+/* Keep alive: its deadline is now + TTL, once this member has confirmed
+ * it leads (a read fence). PC_NOT_FOUND: no such lease (it ended, is
+ * ending, or its TTL ran out); a refusal of the fence as it comes. */
 pc_rc leases_keepalive(svc *s, uint64_t id, uint64_t *ttl_ms);
 
 /* End a lease now (revoke; the janitor's expiry): every key still attached
@@ -70,21 +75,34 @@ pc_rc leases_lookup(svc *s, pc_session *ps, uint64_t id, codec_enc enc, json_t *
 /* {"leases":[{"id","ttl_ms","remaining_ms"}]}, by id. */
 json_t *leases_list(svc *s);
 
-/* The janitor: end every lease whose deadline passed (and every one whose
- * end failed before). Leader only. */
+/* The janitor: end the leases whose deadline passed (and those whose end
+ * failed before), up to 64 a tick. Leader only (the table's term). */
 void leases_expire(svc *s, pc_session *ps);
 
 /* A put attaching nputs keys to lease id holds it while it commits, so
  * that the lease cannot end between the put's start and its commit (the
  * end's transaction would not see the attachment, and the key would
- * outlive its lease). */
-typedef enum { LEASE_HELD, LEASE_MISSING, LEASE_FULL } lease_hold;
-lease_hold leases_hold(svc *s, uint64_t id, size_t nputs);
-/* How many of the put's attachment keys exist already (so the count stays
- * exact): PC_OK with *n. Called at the put's start_ts while held. */
-pc_rc leases_count_known(svc *s, pc_session *ps, uint64_t id, uint64_t ts);
-/* Let go of the hold; added: attachment keys the committed put created. */
-void leases_release(svc *s, uint64_t id, size_t nputs, size_t added);
+ * outlive its lease). LEASE_HELD with *gen, the table's generation;
+ * LEASE_MISSING, LEASE_FULL: refused; LEASE_UNCOUNTED: leases_count, then
+ * again; LEASE_NOT_READY: this member does not lead (yet). */
+typedef enum {
+    LEASE_HELD,
+    LEASE_MISSING,
+    LEASE_FULL,
+    LEASE_UNCOUNTED,
+    LEASE_NOT_READY
+} lease_hold;
+lease_hold leases_hold(svc *s, uint64_t id, size_t nputs, uint64_t *gen);
+/* Whether a hold of generation gen still counts: no read-back since (a
+ * put checks it after its start timestamp, before it commits). */
+bool leases_still_held(svc *s, uint64_t gen);
+/* Count the lease's attachment records (read back, or after a put whose
+ * outcome is unknown), once no put holds it. */
+pc_rc leases_count(svc *s, pc_session *ps, uint64_t id);
+/* Let go of the hold of the put that ended with rc; added: the attachment
+ * keys it created, if it committed. An unknown outcome makes the lease
+ * counted again. */
+void leases_release(svc *s, uint64_t id, uint64_t gen, size_t nputs, size_t added, pc_rc rc);
 
 /* lease_keys.c: the records' keys. A lease's ('l' id; out has
  * LEASE_RECORD_KEY bytes); an attachment's ('m' id user-key; out has

@@ -424,7 +424,7 @@ void one_shot_outcome_free(one_shot_outcome *out)
 static pc_rc new_attachments(svc *s, pc_session *ps, const one_shot *o, uint64_t start,
                              size_t *added, pc_conflict *c)
 {
-    pc_rc rc = leases_count_known(s, ps, o->lease, start);
+    pc_rc rc = PC_OK;
     *added = 0;
     for (size_t i = 0; rc == PC_OK && i < o->nwrites; i++) {
         pc_buf v = {0};
@@ -442,13 +442,17 @@ static pc_rc new_attachments(svc *s, pc_session *ps, const one_shot *o, uint64_t
 }
 
 static pc_rc exec_held(svc *s, pc_session *ps, const one_shot *o, bool want_reads,
-                       one_shot_outcome *out, size_t *added)
+                       one_shot_outcome *out, uint64_t gen, size_t *added)
 {
     retry_policy policy = policy_for(s, o);
     for (;;) {
         uint64_t start;
         if (!svc_timestamp(s, &start))
             return out->rc = PC_TS_UNAVAILABLE;
+        /* The timestamp is taken once this member has read the leases
+         * back for its term: a hold from before that is void. */
+        if (o->lease && !leases_still_held(s, gen))
+            return out->rc = PC_NOT_LEADER;
         pc_rc rc = check_conditions(s, ps, o, start, out);
         if (rc == PC_OK && want_reads)
             rc = do_reads(s, ps, o, start, out);
@@ -474,6 +478,33 @@ static pc_rc exec_held(svc *s, pc_session *ps, const one_shot *o, bool want_read
     }
 }
 
+/* Hold the lease the puts attach to (leases.h): PC_OK with *gen; PC_NOT_FOUND
+ * with out->lease when refused; PC_NOT_LEADER when this member does not
+ * lead (its leases not read back). */
+static pc_rc hold_lease(svc *s, pc_session *ps, const one_shot *o, one_shot_outcome *out,
+                        uint64_t *gen)
+{
+    if (!svc_take_over(s))
+        return PC_NOT_LEADER;
+    for (int tries = 0; tries < 3; tries++) {
+        lease_hold h = leases_hold(s, o->lease, o->nputs, gen);
+        if (h == LEASE_HELD)
+            return PC_OK;
+        if (h == LEASE_NOT_READY)
+            return PC_NOT_LEADER;
+        if (h != LEASE_UNCOUNTED) {
+            out->lease = h;
+            return PC_NOT_FOUND;
+        }
+        pc_rc rc = leases_count(s, ps, o->lease);
+        if (rc != PC_OK)
+            return rc;
+    }
+    /* Put after put of this lease ended with an unknown outcome meanwhile
+     * (an election under way): 503, retried. */
+    return PC_NOT_LEADER;
+}
+
 pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome *out)
 {
     pc_session *ps = svc_engine_session(s);
@@ -486,11 +517,15 @@ pc_rc one_shot_exec(svc *s, const one_shot *o, bool want_reads, one_shot_outcome
     }
     /* The lease is held from before the start timestamp to after the
      * commit: it cannot end in between (leases.h). */
-    if (o->lease && (out->lease = leases_hold(s, o->lease, o->nputs)) != LEASE_HELD)
-        return out->rc = PC_NOT_FOUND;
-    pc_rc rc = exec_held(s, ps, o, want_reads, out, &added);
+    uint64_t gen = 0;
+    if (o->lease) {
+        pc_rc rc = hold_lease(s, ps, o, out, &gen);
+        if (rc != PC_OK)
+            return out->rc = rc;
+    }
+    pc_rc rc = exec_held(s, ps, o, want_reads, out, gen, &added);
     if (o->lease)
-        leases_release(s, o->lease, o->nputs, rc == PC_OK ? added : 0);
+        leases_release(s, o->lease, gen, o->nputs, added, rc);
     return rc;
 }
 

@@ -48,6 +48,14 @@ void reply_not_taken_over(httpd_req *req)
                       "leader's state (see its log): retry");
 }
 
+bool reply_unless_taken_over(httpd_req *req, svc *s)
+{
+    if (svc_take_over(s))
+        return false;
+    reply_not_taken_over(req);
+    return true;
+}
+
 void reply_oracle_unavailable(httpd_req *req, svc *s)
 {
     if (svc_takeover_failed()) { /* svc_timestamps stopped before the oracle */

@@ -20,6 +20,11 @@ void reply_oracle_unavailable(httpd_req *req, svc *s);
 void reply_not_taken_over(httpd_req *req);
 /* 503 not_leader (a member of a Raft group that does not lead). */
 void reply_not_leader(httpd_req *req);
+/* What the leader keeps in memory (the observers' registrations, the
+ * leases) is read back by a member that has just begun to lead before it
+ * serves them (svc_take_over): true when it could not, and a 503 was
+ * answered. */
+bool reply_unless_taken_over(httpd_req *req, svc *s);
 /* 404 lease_not_found, or 409 lease_full (LEASE_MAX_KEYS attached). */
 void reply_lease_refused(httpd_req *req, uint64_t id, lease_hold why);
 /* 500 internal: this HTTP thread has no storage session (svc_engine_session

@@ -10,17 +10,6 @@
 #include "leases.h"
 #include "respond.h"
 
-/* The leases are the leader's: on a member that has just begun to lead,
- * read them back first (svc_take_over); true when it could not and a 503
- * was answered. */
-static bool reply_unless_taken_over(httpd_req *req, svc *s)
-{
-    if (svc_take_over(s))
-        return false;
-    reply_not_taken_over(req);
-    return true;
-}
-
 /* The {id} path parameter; false after answering 400. */
 static bool id_param(httpd_req *req, uint64_t *id)
 {
@@ -34,9 +23,36 @@ static bool id_param(httpd_req *req, uint64_t *id)
     return true;
 }
 
-static void reply_not_found(httpd_req *req, uint64_t id)
+/* The start of a request about lease {id}: its id, a storage session, and
+ * the leases read back on a member that has just begun to lead. false
+ * when it answered. */
+static bool lease_request(httpd_req *req, svc *s, uint64_t *id, pc_session **ps)
 {
-    reply_lease_refused(req, id, LEASE_MISSING);
+    if (!id_param(req, id))
+        return false;
+    if ((*ps = svc_engine_session(s)) == NULL) {
+        reply_no_session(req);
+        return false;
+    }
+    return !reply_unless_taken_over(req, s);
+}
+
+/* A lease action that failed. */
+static void reply_failed(httpd_req *req, svc *s, pc_rc rc, uint64_t id, codec_enc enc)
+{
+    if (rc == PC_NOT_FOUND) {
+        reply_lease_refused(req, id, LEASE_MISSING);
+    } else if (rc == PC_WRITE_CONFLICT || rc == PC_LOCKED) {
+        /* Its keys kept being written while it ended: it stays ending
+         * (refused to puts and keep-alives), and the janitor goes on. */
+        httpd_add_header(req, "Retry-After", "1");
+        httpd_reply_error(req, 503, "busy", json_pack("{s:i}", "retry_after_ms", 1000),
+                          "lease %llu is ending but its keys are busy: the janitor ends it "
+                          "shortly; revoke again to wait for it", (unsigned long long)id);
+    } else if (rc == PC_TS_UNAVAILABLE)
+        reply_oracle_unavailable(req, s);
+    else
+        reply_engine(req, s, rc, NULL, enc);
 }
 
 static void h_grant(httpd_req *req, void *ctx)
@@ -87,10 +103,11 @@ static void h_keepalive(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     uint64_t id, ttl_ms = 0;
-    if (!id_param(req, &id) || reply_unless_taken_over(req, s))
+    pc_session *ps;
+    if (!lease_request(req, s, &id, &ps))
         return;
     if (leases_keepalive(s, id, &ttl_ms) != PC_OK)
-        reply_not_found(req, id);
+        reply_lease_refused(req, id, LEASE_MISSING);
     else
         httpd_reply_json(req, 200, json_pack("{s:I,s:I}", "id", (json_int_t)id, "ttl_ms",
                                              (json_int_t)ttl_ms));
@@ -103,25 +120,15 @@ static void h_revoke(httpd_req *req, void *ctx)
     size_t deleted = 0;
     pc_session *ps;
 
-    if (!id_param(req, &id))
-        return;
-    if ((ps = svc_engine_session(s)) == NULL) {
-        reply_no_session(req);
-        return;
-    }
-    if (reply_unless_taken_over(req, s))
+    if (!lease_request(req, s, &id, &ps))
         return;
     pc_rc rc = leases_revoke(s, ps, id, &deleted, &cts);
     if (rc == PC_OK)
         httpd_reply_json(req, 200, json_pack("{s:I,s:I,s:I}", "id", (json_int_t)id,
                                              "deleted_keys", (json_int_t)deleted, "commit_ts",
                                              (json_int_t)cts));
-    else if (rc == PC_NOT_FOUND)
-        reply_not_found(req, id);
-    else if (rc == PC_TS_UNAVAILABLE)
-        reply_oracle_unavailable(req, s);
     else
-        reply_engine(req, s, rc, NULL, ENC_TEXT);
+        reply_failed(req, s, rc, id, ENC_TEXT);
 }
 
 static void h_lookup(httpd_req *req, void *ctx)
@@ -132,25 +139,15 @@ static void h_lookup(httpd_req *req, void *ctx)
     pc_session *ps;
     json_t *ans = NULL;
 
-    if (!codec_encoding(req, &enc) || !id_param(req, &id))
-        return;
-    if ((ps = svc_engine_session(s)) == NULL) {
-        reply_no_session(req);
-        return;
-    }
-    if (reply_unless_taken_over(req, s))
+    if (!codec_encoding(req, &enc) || !lease_request(req, s, &id, &ps))
         return;
     pc_rc rc = leases_lookup(s, ps, id, enc, &ans);
     if (rc == PC_OK && ans == NULL)
         codec_reply_not_text(req);
     else if (rc == PC_OK)
         httpd_reply_json(req, 200, ans);
-    else if (rc == PC_NOT_FOUND)
-        reply_not_found(req, id);
-    else if (rc == PC_TS_UNAVAILABLE)
-        reply_oracle_unavailable(req, s);
     else
-        reply_engine(req, s, rc, NULL, enc);
+        reply_failed(req, s, rc, id, enc);
 }
 
 static void h_list(httpd_req *req, void *ctx)

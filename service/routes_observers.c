@@ -8,17 +8,6 @@
 #include "respond.h"
 
 /* The {name} path parameter, checked; NULL after answering 400. */
-/* The registrations are the leader's: on a member that has just begun to
- * lead, read them back first (svc_take_over); true when it could not and
- * a 503 was answered. */
-static bool reply_unless_taken_over(httpd_req *req, svc *s)
-{
-    if (svc_take_over(s))
-        return false;
-    reply_not_taken_over(req);
-    return true;
-}
-
 static const char *name_param(httpd_req *req, char *out)
 {
     size_t len = 0;

@@ -44,7 +44,7 @@ bool svc_take_over(svc *s)
     if (atomic_load(&s->served_term) != term) {
         pc_session *ps = svc_engine_session(s);
         uint64_t max = pc_store_max_ts(s->engine);
-        ok = ps != NULL && observers_load(s, ps) && leases_load(s, ps);
+        ok = ps != NULL && observers_load(s, ps) && leases_load(s, ps, term);
         if (ok) {
             uint64_t seen = atomic_load(&s->ts_seen);
             while (seen < max && !atomic_compare_exchange_weak(&s->ts_seen, &seen, max))
