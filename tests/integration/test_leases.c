@@ -479,6 +479,9 @@ static void a_new_leader_gives_the_lease_its_whole_ttl_again(void **state)
     snprintf(body, sizeof body, "{\"value\":\"v\",\"lease\":%llu}", (unsigned long long)id);
     assert_int_equal(member_call(&g, follower, "PUT", "/v1/kv/g", body, &j), 200);
     json_decref(j);
+    snprintf(path, sizeof path, "/v1/leases/%llu/keepalive", (unsigned long long)id);
+    assert_int_equal(member_call(&g, follower, "POST", path, NULL, &j), 200);
+    json_decref(j);
 
     uint64_t killed = time_mono_ms();
     printf("# kill -9 of member %d (leader)\n", leader);
