@@ -179,7 +179,7 @@ percolator --json watch-claim obs --n|--no-ack
 percolator watch svc/ --s|--start-ts
 percolator put --if|--if-commit-ts
 percolator lease |get grant keepalive list revoke
-percolator lease keepalive 5 --e|--every-ms
+percolator lease keepalive 5 --ev|--every-ms
 percolator --timeout-ms |
 percolator --token-file tok|token.txt tokens
 percolator put -- -k |
