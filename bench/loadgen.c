@@ -21,7 +21,10 @@
  *
  * Workloads (pc- percolator-service, etcd- etcd's gateway):
  *   pc-get / etcd-get       point read of a random preloaded key k%08d
- *   pc-put / etcd-put       autocommit write of a distinct key
+ *   pc-put / etcd-put       autocommit write of a distinct key (pc-put: of one of
+ *                           --rewrite keys per connection, in turn, when given;
+ *                           attached to lease --lease when given)
+ *   pc-keepalive            POST /v1/leases/{--lease}/keepalive
  *   pc-txn / etcd-txn       one-shot: condition "key a exists", write a and b
  *   pc-session              begin, read a, read b, write a, write b, commit
  *   pc-xfer                 the same on --hot hot keys, moving 1 from a to b
@@ -56,7 +59,7 @@
 typedef enum {
     W_PC_GET, W_PC_PUT, W_PC_TXN, W_PC_SESSION, W_PC_XFER, W_PC_XFER_CAS, W_PC_LOAD, W_PC_HOT,
     W_ETCD_GET, W_ETCD_PUT, W_ETCD_TXN, W_ETCD_XFER, W_ETCD_LOAD, W_ETCD_HOT,
-    W_ORACLE, W_PLAIN,
+    W_ORACLE, W_PLAIN, W_PC_KEEPALIVE,
 } wl_kind;
 
 static const struct { const char *name; wl_kind k; } WL_NAMES[] = {
@@ -65,7 +68,7 @@ static const struct { const char *name; wl_kind k; } WL_NAMES[] = {
     {"pc-load", W_PC_LOAD}, {"pc-hot", W_PC_HOT}, {"etcd-get", W_ETCD_GET},
     {"etcd-put", W_ETCD_PUT}, {"etcd-txn", W_ETCD_TXN}, {"etcd-xfer", W_ETCD_XFER},
     {"etcd-load", W_ETCD_LOAD}, {"etcd-hot", W_ETCD_HOT}, {"oracle", W_ORACLE},
-    {"plain", W_PLAIN},
+    {"plain", W_PLAIN}, {"pc-keepalive", W_PC_KEEPALIVE},
 };
 
 static struct {
@@ -74,7 +77,8 @@ static struct {
     wl_kind wl;
     int conns, threads;
     double seconds;
-    unsigned long keys, from, batch, hot, count, value_size;
+    unsigned long keys, from, batch, hot, count, value_size, rewrite;
+    unsigned long long lease;
     const char *label, *format, *path, *tag;
 } opt = {
     .conns = 1, .threads = 1, .seconds = 5, .keys = 100000, .batch = 500, .hot = 10,
@@ -341,9 +345,17 @@ static bool op_start(conn *c)
         break;
     case W_PC_PUT:
         snprintf(path, sizeof path, "/v1/kv/w-%s-%d-%llu", opt.tag, c->id,
-                 (unsigned long long)c->seq);
-        n = snprintf(jb, sizeof jb, "{\"value\":\"%s\"}", value_text);
+                 (unsigned long long)(opt.rewrite ? c->seq % opt.rewrite : c->seq));
+        if (opt.lease)
+            n = snprintf(jb, sizeof jb, "{\"value\":\"%s\",\"lease\":%llu}", value_text,
+                         opt.lease);
+        else
+            n = snprintf(jb, sizeof jb, "{\"value\":\"%s\"}", value_text);
         req(c, "PUT", path, jb, (size_t)n);
+        break;
+    case W_PC_KEEPALIVE:
+        snprintf(path, sizeof path, "/v1/leases/%llu/keepalive", opt.lease);
+        req(c, "POST", path, NULL, 0);
         break;
     case W_PC_TXN:
         pick_two(c, opt.keys);
@@ -542,6 +554,7 @@ static op_result op_step(conn *c, int st, const char *b, size_t n)
     switch (opt.wl) {
     case W_PC_GET:
     case W_PC_PUT:
+    case W_PC_KEEPALIVE:
     case W_PC_LOAD:
     case W_PC_HOT:
     case W_ORACLE:
@@ -868,6 +881,7 @@ static void usage(void)
             "usage: loadgen --url http://127.0.0.1:PORT --workload NAME [--conns N] [--seconds S]\n"
             "       [--threads T] [--keys N] [--from N] [--batch N] [--hot N] [--count N]\n"
             "       [--value-size N] [--path P] [--tag T] [--label TEXT] [--format row|kv]\n"
+            "       [--rewrite N] [--lease ID]\n"
             "       loadgen --free-port\n");
     exit(2);
 }
@@ -895,6 +909,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--hot")) opt.hot = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--count")) opt.count = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--value-size")) opt.value_size = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--rewrite")) opt.rewrite = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--lease")) opt.lease = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--path")) opt.path = v;
         else if (!strcmp(a, "--tag")) opt.tag = v;
         else if (!strcmp(a, "--label")) opt.label = v;
