@@ -249,9 +249,9 @@ static void the_oracle_asks_for_its_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(token_files_are_taken_whole_or_refused),
-        cmocka_unit_test(session_ids_cannot_be_guessed),
-        cmocka_unit_test(the_oracle_asks_for_its_token),
+        TL_TEST(token_files_are_taken_whole_or_refused),
+        TL_TEST(session_ids_cannot_be_guessed),
+        TL_TEST(the_oracle_asks_for_its_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

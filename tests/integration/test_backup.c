@@ -160,9 +160,9 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
 
     pthread_t w, bank[2];
     atomic_store(&stop, false);
-    assert_int_equal(pthread_create(&w, NULL, writer_main, NULL), 0);
+    assert_int_equal(tl_thread_start(&w, writer_main, NULL), 0);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(pthread_create(&bank[i], NULL, bank_main, (void *)(uintptr_t)(i + 7)), 0);
+        assert_int_equal(tl_thread_start(&bank[i], bank_main, (void *)(uintptr_t)(i + 7)), 0);
     wait_acked(200);
 
     /* Every write acknowledged now must be in the backup. */
@@ -180,9 +180,9 @@ static void a_backup_under_load_restores_every_acknowledged_commit(void **state)
     json_decref(b);
     wait_acked(during + 100); /* the store goes on */
     atomic_store(&stop, true);
-    pthread_join(w, NULL);
+    tl_thread_join(w, NULL);
     for (int i = 0; i < 2; i++)
-        pthread_join(bank[i], NULL);
+        tl_thread_join(bank[i], NULL);
 
     /* Restore into a new data dir, next to the running service. */
     char data[760], log[760], listen[64], url[64];
@@ -267,7 +267,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     pthread_t w;
     atomic_store(&stop, false);
     acked = 0;
-    assert_int_equal(pthread_create(&w, NULL, writer_main, NULL), 0);
+    assert_int_equal(tl_thread_start(&w, writer_main, NULL), 0);
     wait_acked(100);
     int before = acked_now();
     char file[700], dir[700], cut[700];
@@ -283,7 +283,7 @@ static void a_saved_archive_restores_as_a_data_dir(void **state)
     tl_run_free(&r);
     wait_acked(before + 50); /* the store went on */
     atomic_store(&stop, true);
-    pthread_join(w, NULL);
+    tl_thread_join(w, NULL);
     assert_true(stream_copies_gone(30000));
 
     /* The route as any HTTP client sees it (and the spec check): a tar
@@ -440,7 +440,7 @@ static void a_second_backup_while_one_runs_answers_409(void **state)
 
     async_call first = {0, NULL, false};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, backup_main, &first), 0);
+    assert_int_equal(tl_thread_start(&t, backup_main, &first), 0);
     /* Its directory appears once it runs (within 60 s, however loaded the
      * machine); it is then held for 15 s. */
     for (uint64_t t0 = time_mono_ms();
@@ -451,7 +451,7 @@ static void a_second_backup_while_one_runs_answers_409(void **state)
     tl_resp r;
     tl_call_raw(&ST, "POST", "/v1/admin/backup", NULL, 0, NULL, &r);
     bool first_done = atomic_load(&first.done);
-    pthread_join(t, NULL); /* before any assertion: the thread uses ST */
+    tl_thread_join(t, NULL); /* before any assertion: the thread uses ST */
     char retry[16];
     print_message("second backup: %ld %s\n", r.status, r.body);
     assert_int_equal(r.status, 409);
@@ -500,11 +500,11 @@ static void a_failed_backup_leaves_nothing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_backup_under_load_restores_every_acknowledged_commit),
-        cmocka_unit_test(back_to_back_backups_hold_the_store_once),
-        cmocka_unit_test(a_second_backup_while_one_runs_answers_409),
-        cmocka_unit_test(a_failed_backup_leaves_nothing),
-        cmocka_unit_test(a_saved_archive_restores_as_a_data_dir),
+        TL_TEST(a_backup_under_load_restores_every_acknowledged_commit),
+        TL_TEST(back_to_back_backups_hold_the_store_once),
+        TL_TEST(a_second_backup_while_one_runs_answers_409),
+        TL_TEST(a_failed_backup_leaves_nothing),
+        TL_TEST(a_saved_archive_restores_as_a_data_dir),
     };
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)

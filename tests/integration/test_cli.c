@@ -430,7 +430,7 @@ static void conflict_is_exit_3(void **state)
     snprintf(c.path, sizeof c.path, "/v1/txns/%s/commit", id);
     json_decref(j);
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, commit_thread, &c), 0);
+    assert_int_equal(tl_thread_start(&th, commit_thread, &c), 0);
     /* Wait (bounded) until the lock is there. */
     size_t locks = 0;
     for (int i = 0; i < 200 && locks == 0; i++) {
@@ -459,7 +459,7 @@ static void conflict_is_exit_3(void **state)
     assert_non_null(strstr(r.err, "409 key_locked"));
     expect(&r, 3, "");
 
-    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(tl_thread_join(th, NULL), 0);
     assert_int_equal(c.status, 200);
     assert_int_equal(tl_stack_stop(&st), 0);
 }
@@ -517,17 +517,17 @@ static void watch_claim(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(put_get_round_trip_with_awkward_keys),
-        cmocka_unit_test(binary_values_with_base64),
-        cmocka_unit_test(del_then_get_is_not_found),
-        cmocka_unit_test(scan_follows_pages),
-        cmocka_unit_test(txn_and_conditions),
-        cmocka_unit_test(usage_errors),
-        cmocka_unit_test(unreachable_endpoint_is_exit_4),
-        cmocka_unit_test(status_of_single_nodes),
-        cmocka_unit_test(token_required),
-        cmocka_unit_test(conflict_is_exit_3),
-        cmocka_unit_test(watch_claim),
+        TL_TEST(put_get_round_trip_with_awkward_keys),
+        TL_TEST(binary_values_with_base64),
+        TL_TEST(del_then_get_is_not_found),
+        TL_TEST(scan_follows_pages),
+        TL_TEST(txn_and_conditions),
+        TL_TEST(usage_errors),
+        TL_TEST(unreachable_endpoint_is_exit_4),
+        TL_TEST(status_of_single_nodes),
+        TL_TEST(token_required),
+        TL_TEST(conflict_is_exit_3),
+        TL_TEST(watch_claim),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -98,8 +98,8 @@ static void service_discovery_drops_a_dead_instance(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(leader_election_fails_over),
-        cmocka_unit_test(service_discovery_drops_a_dead_instance),
+        TL_TEST(leader_election_fails_over),
+        TL_TEST(service_discovery_drops_a_dead_instance),
     };
     return cmocka_run_group_tests_name("examples: the lease recipes", tests, NULL, NULL);
 }

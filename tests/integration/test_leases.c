@@ -289,7 +289,7 @@ static void no_key_outlives_a_revoke_it_raced(void **state)
     pthread_t t[3];
     for (int i = 0; i < 3; i++) {
         r[i] = (racer){.st = &st, .lease = id, .id = i, .stop = &stop};
-        assert_int_equal(pthread_create(&t[i], NULL, race_puts, &r[i]), 0);
+        assert_int_equal(tl_thread_start(&t[i], race_puts, &r[i]), 0);
     }
     time_sleep_ms(300);
     char path[64];
@@ -301,7 +301,7 @@ static void no_key_outlives_a_revoke_it_raced(void **state)
     atomic_store(&stop, 1);
     int ok = 0, refused = 0;
     for (int i = 0; i < 3; i++) {
-        pthread_join(t[i], NULL);
+        tl_thread_join(t[i], NULL);
         ok += r[i].ok;
         refused += r[i].refused;
     }
@@ -564,13 +564,13 @@ static void the_cli_grants_attaches_and_revokes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_lease_ends_after_its_ttl_and_not_before),
-        cmocka_unit_test(a_revoke_deletes_the_keys_in_one_transaction),
-        cmocka_unit_test(no_key_outlives_a_revoke_it_raced),
-        cmocka_unit_test(bad_lease_requests_are_refused),
-        cmocka_unit_test(a_restart_gives_the_lease_its_whole_ttl_again),
-        cmocka_unit_test(a_new_leader_gives_the_lease_its_whole_ttl_again),
-        cmocka_unit_test(the_cli_grants_attaches_and_revokes),
+        TL_TEST(a_lease_ends_after_its_ttl_and_not_before),
+        TL_TEST(a_revoke_deletes_the_keys_in_one_transaction),
+        TL_TEST(no_key_outlives_a_revoke_it_raced),
+        TL_TEST(bad_lease_requests_are_refused),
+        TL_TEST(a_restart_gives_the_lease_its_whole_ttl_again),
+        TL_TEST(a_new_leader_gives_the_lease_its_whole_ttl_again),
+        TL_TEST(the_cli_grants_attaches_and_revokes),
     };
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)

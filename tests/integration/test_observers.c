@@ -329,12 +329,12 @@ static void each_change_is_acknowledged_at_most_once(void **state)
     for (int i = 0; i < CLAIMANTS; i++) {
         cs[i].id = i;
         cs[i].n = 0;
-        assert_int_equal(pthread_create(&th[i], NULL, claimant_main, &cs[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], claimant_main, &cs[i]), 0);
     }
     for (intptr_t i = 0; i < 2; i++)
-        assert_int_equal(pthread_create(&th[CLAIMANTS + i], NULL, writer, (void *)i), 0);
+        assert_int_equal(tl_thread_start(&th[CLAIMANTS + i], writer, (void *)i), 0);
     for (int i = 0; i < CLAIMANTS + 2; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
 
     /* No (key, version) twice; every key's newest version processed. */
     int total = 0;
@@ -445,14 +445,14 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(registrations_are_kept),
-        cmocka_unit_test(ten_writes_are_one_notification),
-        cmocka_unit_test(a_key_that_is_not_text_is_claimed_in_base64),
-        cmocka_unit_test(rolled_back_or_expired_claims_come_back),
-        cmocka_unit_test(writes_are_observed_however_made),
-        cmocka_unit_test(each_change_is_acknowledged_at_most_once),
-        cmocka_unit_test(draining_reads_notify_entries_not_data),
-        cmocka_unit_test(the_document_pipeline_runs),
+        TL_TEST(registrations_are_kept),
+        TL_TEST(ten_writes_are_one_notification),
+        TL_TEST(a_key_that_is_not_text_is_claimed_in_base64),
+        TL_TEST(rolled_back_or_expired_claims_come_back),
+        TL_TEST(writes_are_observed_however_made),
+        TL_TEST(each_change_is_acknowledged_at_most_once),
+        TL_TEST(draining_reads_notify_entries_not_data),
+        TL_TEST(the_document_pipeline_runs),
     };
     return cmocka_run_group_tests_name("observers", tests, NULL, NULL);
 }

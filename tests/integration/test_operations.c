@@ -421,13 +421,13 @@ static void make_run_fails_loudly(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(both_programs_tell_their_version),
-        cmocka_unit_test(json_logs_access_log_and_request_ids),
-        cmocka_unit_test(metrics_tell_the_build_and_the_process),
-        cmocka_unit_test(wiredtiger_messages_go_through_the_log),
-        cmocka_unit_test(a_busy_port_is_named),
-        cmocka_unit_test(a_busy_port_stops_a_program_before_its_data),
-        cmocka_unit_test(make_run_fails_loudly),
+        TL_TEST(both_programs_tell_their_version),
+        TL_TEST(json_logs_access_log_and_request_ids),
+        TL_TEST(metrics_tell_the_build_and_the_process),
+        TL_TEST(wiredtiger_messages_go_through_the_log),
+        TL_TEST(a_busy_port_is_named),
+        TL_TEST(a_busy_port_stops_a_program_before_its_data),
+        TL_TEST(make_run_fails_loudly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

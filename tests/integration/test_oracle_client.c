@@ -88,10 +88,10 @@ static double run_callers(fixture *f, oc_client *c, int n, int calls)
     assert_true(before >= 0);
     for (int i = 0; i < n; i++) {
         k[i] = (caller){c, &start, calls, all + (size_t)i * (size_t)calls, 0, 0};
-        assert_int_equal(pthread_create(&k[i].thread, NULL, call_loop, &k[i]), 0);
+        assert_int_equal(tl_thread_start(&k[i].thread, call_loop, &k[i]), 0);
     }
     for (int i = 0; i < n; i++)
-        pthread_join(k[i].thread, NULL);
+        tl_thread_join(k[i].thread, NULL);
     double after = oracle_metric(&f->o, "percolator_oracle_requests_total");
     for (int i = 0; i < n; i++) {
         assert_int_equal(k[i].failures, 0);

@@ -159,7 +159,7 @@ static void test_kill9_under_load_never_repeats_or_goes_back(void **state)
         w[i].use_client = i >= 2;
         w[i].blocks = malloc(MAX_BLOCKS * sizeof(block));
         assert_non_null(w[i].blocks);
-        assert_int_equal(pthread_create(&w[i].thread, NULL, load, &w[i]), 0);
+        assert_int_equal(tl_thread_start(&w[i].thread, load, &w[i]), 0);
     }
 
     uint64_t t0 = time_mono_ms();
@@ -175,7 +175,7 @@ static void test_kill9_under_load_never_repeats_or_goes_back(void **state)
     time_sleep_ms(LOAD_MS);
     atomic_store(&stop_load, true);
     for (int i = 0; i < THREADS; i++)
-        pthread_join(w[i].thread, NULL);
+        tl_thread_join(w[i].thread, NULL);
     uint64_t elapsed = time_mono_ms() - t0;
 
     /* 2. per-thread strict increase, in the order the thread received them */
@@ -272,7 +272,7 @@ static void test_kill9_under_load_never_repeats_or_goes_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kill9_under_load_never_repeats_or_goes_back),
+        TL_TEST(test_kill9_under_load_never_repeats_or_goes_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

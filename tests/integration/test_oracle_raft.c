@@ -342,7 +342,7 @@ static void clients_start(run *r, pthread_t th[CLIENTS], client_arg args[CLIENTS
 {
     for (int i = 0; i < CLIENTS; i++) {
         args[i] = (client_arg){r, i};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &args[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], client_main, &args[i]), 0);
     }
 }
 
@@ -450,7 +450,7 @@ static void timestamps_stay_unique_through_failovers(void **state)
     }
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     qsort(failover_ms, LEADER_KILLS, sizeof(failover_ms[0]), cmp_u64);
     print_message("%zu requests over %d leader and %d follower kills; from a leader's kill -9 "
                   "to the first timestamp served by the new leader: median %llu ms, max %llu "
@@ -482,7 +482,7 @@ static void a_busy_leader_answers_from_its_window(void **state)
     time_sleep_ms(3000);
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     char url[96];
     tl_resp resp;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.http[l]);
@@ -717,7 +717,7 @@ static void a_cut_off_leader_hands_out_nothing_and_the_group_heals(void **state)
     }
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     /* The member cut off catches up from the log, or by an image when the
      * leader compacted past it; libraft 0.15 retries an image whose answer
      * it missed only after 30 s (issue #23: catch-up that finishes), so
@@ -816,7 +816,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     pthread_t th[BANKERS];
     for (int i = 0; i < BANKERS; i++) {
         b[i] = (banker){.st = &st, .id = i};
-        assert_int_equal(pthread_create(&th[i], NULL, banker_main, &b[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], banker_main, &b[i]), 0);
     }
     uint64_t resumed_ms[KILLS];
     for (int k = 0; k < KILLS; k++) {
@@ -848,7 +848,7 @@ static void the_bank_commits_while_the_oracle_leader_dies(void **state)
     int committed = 0, unavailable = 0, refused = 0;
     for (int i = 0; i < BANKERS; i++) {
         atomic_store(&b[i].stop, 1);
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
         committed += atomic_load(&b[i].committed);
         unavailable += atomic_load(&b[i].unavailable);
         refused += atomic_load(&b[i].refused);
@@ -1186,7 +1186,7 @@ static void a_group_grows_shrinks_and_replaces_members_under_load(void **state)
     time_sleep_ms(500);
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     print_message("%zu requests; grown from 3 to 5 voters in %llu ms\n", r->n,
                   (unsigned long long)grown);
     assert_true(r->n > 100);
@@ -1339,7 +1339,7 @@ static void a_new_machine_on_a_new_address_takes_a_dead_ones_place(void **state)
     assert_int_equal(st, 200);
     atomic_store(&r->stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     print_message("%zu requests\n", r->n);
     assert_true(r->n > 100);
     check_takes(r->takes, r->n);
@@ -1476,19 +1476,19 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_follower_points_at_the_leader),
-        cmocka_unit_test(timestamps_stay_unique_through_failovers),
-        cmocka_unit_test(a_busy_leader_answers_from_its_window),
-        cmocka_unit_test(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
-        cmocka_unit_test(a_wiped_member_never_votes_before_it_is_caught_up),
-        cmocka_unit_test(members_are_listed_moved_removed_and_added),
-        cmocka_unit_test(a_group_grows_shrinks_and_replaces_members_under_load),
-        cmocka_unit_test(a_new_machine_on_a_new_address_takes_a_dead_ones_place),
-        cmocka_unit_test(a_spare_whose_promotion_failed_is_promoted_once_back),
-        cmocka_unit_test(the_service_commits_through_a_follower),
-        cmocka_unit_test(the_bank_commits_while_the_oracle_leader_dies),
-        cmocka_unit_test(the_election_timeout_is_the_flags),
-        cmocka_unit_test(a_group_starts_above_min_timestamp),
+        TL_TEST(a_follower_points_at_the_leader),
+        TL_TEST(timestamps_stay_unique_through_failovers),
+        TL_TEST(a_busy_leader_answers_from_its_window),
+        TL_TEST(a_cut_off_leader_hands_out_nothing_and_the_group_heals),
+        TL_TEST(a_wiped_member_never_votes_before_it_is_caught_up),
+        TL_TEST(members_are_listed_moved_removed_and_added),
+        TL_TEST(a_group_grows_shrinks_and_replaces_members_under_load),
+        TL_TEST(a_new_machine_on_a_new_address_takes_a_dead_ones_place),
+        TL_TEST(a_spare_whose_promotion_failed_is_promoted_once_back),
+        TL_TEST(the_service_commits_through_a_follower),
+        TL_TEST(the_bank_commits_while_the_oracle_leader_dies),
+        TL_TEST(the_election_timeout_is_the_flags),
+        TL_TEST(a_group_starts_above_min_timestamp),
     };
     return cmocka_run_group_tests_name("oracle: a three-node Raft group", tests, NULL, NULL);
 }

@@ -199,9 +199,9 @@ static void sighup_reloads_the_peer_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_group_off_loopback_needs_certificates),
-        cmocka_unit_test(bad_peer_flags_exit_2),
-        cmocka_unit_test(sighup_reloads_the_peer_files),
+        TL_TEST(a_group_off_loopback_needs_certificates),
+        TL_TEST(bad_peer_flags_exit_2),
+        TL_TEST(sighup_reloads_the_peer_files),
     };
     return cmocka_run_group_tests_name("raft peer flags", tests, setup, teardown);
 }

@@ -139,6 +139,6 @@ static void tour_runs_as_written(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(tour_runs_as_written)};
+    const struct CMUnitTest tests[] = {TL_TEST(tour_runs_as_written)};
     return cmocka_run_group_tests_name("README tour", tests, NULL, NULL);
 }

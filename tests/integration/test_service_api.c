@@ -742,21 +742,21 @@ static void auth_token_is_required(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(health_metrics_and_spec),
-        cmocka_unit_test(single_put_get_delete),
-        cmocka_unit_test(keys_with_raw_slashes),
-        cmocka_unit_test(compare_and_set),
-        cmocka_unit_test(session_lifecycle),
-        cmocka_unit_test(write_conflict_aborts_the_session),
-        cmocka_unit_test(batch_reads_then_writes),
-        cmocka_unit_test(scans_pages_prefixes_and_merging),
-        cmocka_unit_test(one_shot_transaction),
-        cmocka_unit_test(base64_round_trips_binary),
-        cmocka_unit_test(bad_input_gets_4xx),
-        cmocka_unit_test(an_expired_lease_answers_410),
-        cmocka_unit_test(oracle_outage_503_then_recovery),
-        cmocka_unit_test(restarts_keep_acknowledged_commits),
-        cmocka_unit_test(auth_token_is_required),
+        TL_TEST(health_metrics_and_spec),
+        TL_TEST(single_put_get_delete),
+        TL_TEST(keys_with_raw_slashes),
+        TL_TEST(compare_and_set),
+        TL_TEST(session_lifecycle),
+        TL_TEST(write_conflict_aborts_the_session),
+        TL_TEST(batch_reads_then_writes),
+        TL_TEST(scans_pages_prefixes_and_merging),
+        TL_TEST(one_shot_transaction),
+        TL_TEST(base64_round_trips_binary),
+        TL_TEST(bad_input_gets_4xx),
+        TL_TEST(an_expired_lease_answers_410),
+        TL_TEST(oracle_outage_503_then_recovery),
+        TL_TEST(restarts_keep_acknowledged_commits),
+        TL_TEST(auth_token_is_required),
     };
     return cmocka_run_group_tests_name("service API", tests, group_setup, group_teardown);
 }

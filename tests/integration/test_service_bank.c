@@ -163,11 +163,11 @@ static void run_bank(const char *one_pc)
     reader r = {0};
     for (int i = 0; i < CLIENTS; i++) {
         c[i] = (client){.id = i, .seed = (unsigned)(i * 7919 + 17)};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], client_main, &c[i]), 0);
     }
-    assert_int_equal(pthread_create(&th[CLIENTS], NULL, reader_main, &r), 0);
+    assert_int_equal(tl_thread_start(&th[CLIENTS], reader_main, &r), 0);
     for (int i = 0; i <= CLIENTS; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
     int done = 0, retries = 0;
     for (int i = 0; i < CLIENTS; i++) {
         done += c[i].done;
@@ -220,8 +220,8 @@ static void bank_with_two_phase_commit_only(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bank_with_one_phase_commit),
-        cmocka_unit_test(bank_with_two_phase_commit_only),
+        TL_TEST(bank_with_one_phase_commit),
+        TL_TEST(bank_with_two_phase_commit_only),
     };
     return cmocka_run_group_tests_name("service: bank transfers", tests, NULL, NULL);
 }

@@ -234,7 +234,7 @@ static void bank_survives_repeated_kill9(void **state)
 
     pthread_t th[CLIENTS];
     for (intptr_t i = 0; i < CLIENTS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, bank_client, (void *)i), 0);
+        assert_int_equal(tl_thread_start(&th[i], bank_client, (void *)i), 0);
     unsigned seed = 99;
     for (int k = 0; k < KILLS; k++) {
         time_sleep_ms(300 + (unsigned)(rand_r(&seed) % 500));
@@ -245,7 +245,7 @@ static void bank_survives_repeated_kill9(void **state)
     time_sleep_ms(500);
     atomic_store(&bank_stop, 1);
     for (int i = 0; i < CLIENTS; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
 
     /* Abandoned locks go within a lease TTL plus an interval (slack added). */
     assert_true(locks_drain(&BANK, 2000 + 200 + 5000));
@@ -363,7 +363,7 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
     snprintf(path, sizeof(path), "/v1/txns/%s/keys/s2", c.id);
     json_decref(tl_must(&st, "PUT", path, "{\"value\":\"new\"}", 204));
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, commit_thread, &c), 0);
+    assert_int_equal(tl_thread_start(&th, commit_thread, &c), 0);
 
     /* The janitor rolls the locks back once they are older than 500 ms,
      * while the commit is still stuck (it sleeps 10 s; this waits at most
@@ -379,7 +379,7 @@ static void a_stuck_owner_lock_is_resolved_when_too_old(void **state)
     assert_string_equal(value_of(j), "old");
     json_decref(j);
     /* When the owner wakes up, its commit finds itself rolled back. */
-    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(tl_thread_join(th, NULL), 0);
     assert_int_equal(c.status, 410);
     j = tl_must(&st, "GET", "/v1/kv/s2", NULL, 200);
     assert_string_equal(value_of(j), "old");
@@ -439,15 +439,15 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_lock_left_on_an_observer_registration_is_resolved_at_start),
-        cmocka_unit_test(crash_after_prewrite_primary),
-        cmocka_unit_test(crash_after_prewrites),
-        cmocka_unit_test(crash_after_commit_primary),
-        cmocka_unit_test(crash_after_half_secondaries),
-        cmocka_unit_test(bank_survives_repeated_kill9),
-        cmocka_unit_test(a_paused_service_gives_sessions_one_more_ttl),
-        cmocka_unit_test(a_stuck_owner_lock_is_resolved_when_too_old),
-        cmocka_unit_test(gc_drops_old_versions_and_reads_stay_right),
+        TL_TEST(a_lock_left_on_an_observer_registration_is_resolved_at_start),
+        TL_TEST(crash_after_prewrite_primary),
+        TL_TEST(crash_after_prewrites),
+        TL_TEST(crash_after_commit_primary),
+        TL_TEST(crash_after_half_secondaries),
+        TL_TEST(bank_survives_repeated_kill9),
+        TL_TEST(a_paused_service_gives_sessions_one_more_ttl),
+        TL_TEST(a_stuck_owner_lock_is_resolved_when_too_old),
+        TL_TEST(gc_drops_old_versions_and_reads_stay_right),
     };
     return cmocka_run_group_tests_name("service: crashes, stalls, janitor", tests, NULL, NULL);
 }

@@ -336,17 +336,17 @@ static void observed_versions_survive(const char *one_pc, const char *failpoint)
         atomic_store(&o->stop, 0);
         o->nseen = 0;
         for (int i = 0; i < WRITERS; i++)
-            assert_int_equal(pthread_create(&w[i], NULL, writer_main, o), 0);
+            assert_int_equal(tl_thread_start(&w[i], writer_main, o), 0);
         for (int i = 0; i < READERS; i++)
-            assert_int_equal(pthread_create(&r[i], NULL, reader_main, o), 0);
+            assert_int_equal(tl_thread_start(&r[i], reader_main, o), 0);
         time_sleep_ms(700);
         assert_int_equal(tl_kill9(st.svc.pid), 0);
         st.svc.pid = 0;
         atomic_store(&o->stop, 1);
         for (int i = 0; i < WRITERS; i++)
-            pthread_join(w[i], NULL);
+            tl_thread_join(w[i], NULL);
         for (int i = 0; i < READERS; i++)
-            pthread_join(r[i], NULL);
+            tl_thread_join(r[i], NULL);
         assert_int_equal(tl_service_start(&st), 0);
         for (size_t i = 0; i < o->nseen; i++) {
             char path[96];
@@ -435,7 +435,7 @@ static void waiting_reads_do_not_hold_up_latest_reads(void **state)
         r[i] = (slow_read){.st = &st};
         /* Above every timestamp seen: the service must ask the oracle. */
         snprintf(r[i].path, sizeof(r[i].path), "/v1/kv/r?ts=%lld", (long long)ts + 1000 + i);
-        assert_int_equal(pthread_create(&th[i], NULL, slow_read_main, &r[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], slow_read_main, &r[i]), 0);
     }
     /* The four are in (connections open: theirs and the metrics request),
      * however long a loaded machine takes; then a moment to reach the
@@ -458,7 +458,7 @@ static void waiting_reads_do_not_hold_up_latest_reads(void **state)
      * that leaves a loaded machine room. */
     assert_true(worst < 5000);
     for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
     assert_int_equal(kill(st.oracle.pid, SIGCONT), 0);
     for (int i = 0; i < 4; i++)
         assert_int_equal(r[i].status, 400); /* the future could not be checked */
@@ -484,7 +484,7 @@ static void a_lock_wait_ends_at_lock_wait_ms(void **state)
     slow_read c = {.st = &st, .method = "POST"};
     snprintf(c.path, sizeof(c.path), "/v1/txns/%s/commit", id);
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_read_main, &c), 0);
+    assert_int_equal(tl_thread_start(&th, slow_read_main, &c), 0);
     /* The commit sleeps holding its lock (not a nap that hopes so). */
     assert_true(await_log(&st, "failpoint after_prewrites: sleeping"));
     json_t *j = tl_must(&st, "POST", "/v1/txns", NULL, 201);
@@ -500,7 +500,7 @@ static void a_lock_wait_ends_at_lock_wait_ms(void **state)
     print_message("?ts= read on a live lock gave up after %llu ms (--lock-wait-ms 300)\n",
                   (unsigned long long)took);
     assert_true(took < 5000); /* not the 10 s the lock lasts */
-    pthread_join(th, NULL);
+    tl_thread_join(th, NULL);
     assert_int_equal(c.status, 200);
     assert_int_equal(tl_stack_stop(&st), 0);
 }
@@ -547,11 +547,11 @@ static void blind_puts_never_conflict(void **state)
     pthread_t th[8];
     for (int i = 0; i < 8; i++) {
         w[i] = (blind_writer){.st = &st, .id = i};
-        assert_int_equal(pthread_create(&th[i], NULL, blind_main, &w[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], blind_main, &w[i]), 0);
     }
     int ok = 0, locked = 0, conflict = 0, other = 0;
     for (int i = 0; i < 8; i++) {
-        pthread_join(th[i], NULL);
+        tl_thread_join(th[i], NULL);
         ok += w[i].ok;
         locked += w[i].locked;
         conflict += w[i].conflict;
@@ -616,7 +616,7 @@ static void the_first_reader_after_a_stall_respects_live_locks(void **state)
     slow_read c = {.st = &st, .method = "POST"};
     snprintf(c.path, sizeof(c.path), "/v1/txns/%s/commit", id);
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_read_main, &c), 0);
+    assert_int_equal(tl_thread_start(&th, slow_read_main, &c), 0);
     /* The commit holds its locks, asleep (the log says so; not a nap). */
     assert_true(await_log(&st, "failpoint after_prewrites: sleeping"));
     assert_int_equal(kill(st.svc.pid, SIGSTOP), 0);
@@ -625,7 +625,7 @@ static void the_first_reader_after_a_stall_respects_live_locks(void **state)
     /* At once: the locks look 2 s old, but the service itself stood still. */
     char *v = latest(&st, "q");
     free(v);
-    pthread_join(th, NULL);
+    tl_thread_join(th, NULL);
     assert_int_equal(c.status, 200);
     expect_latest(&st, "p", "new");
     expect_latest(&st, "q", "new");
@@ -637,18 +637,18 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_pending_commit_fixes_the_writes),
-        cmocka_unit_test(a_retried_commit_is_whole_after_a_crash),
-        cmocka_unit_test(a_pending_commit_rolls_back_cleanly),
-        cmocka_unit_test(the_gc_safe_point_survives_restarts),
-        cmocka_unit_test(observed_versions_survive_kill9_one_pc),
-        cmocka_unit_test(observed_versions_survive_kill9_two_pc),
-        cmocka_unit_test(observed_versions_survive_kill9_in_the_flush_window),
-        cmocka_unit_test(waiting_reads_do_not_hold_up_latest_reads),
-        cmocka_unit_test(a_lock_wait_ends_at_lock_wait_ms),
-        cmocka_unit_test(blind_puts_never_conflict),
-        cmocka_unit_test(a_failed_flush_stops_the_service_without_an_answer),
-        cmocka_unit_test(the_first_reader_after_a_stall_respects_live_locks),
+        TL_TEST(a_pending_commit_fixes_the_writes),
+        TL_TEST(a_retried_commit_is_whole_after_a_crash),
+        TL_TEST(a_pending_commit_rolls_back_cleanly),
+        TL_TEST(the_gc_safe_point_survives_restarts),
+        TL_TEST(observed_versions_survive_kill9_one_pc),
+        TL_TEST(observed_versions_survive_kill9_two_pc),
+        TL_TEST(observed_versions_survive_kill9_in_the_flush_window),
+        TL_TEST(waiting_reads_do_not_hold_up_latest_reads),
+        TL_TEST(a_lock_wait_ends_at_lock_wait_ms),
+        TL_TEST(blind_puts_never_conflict),
+        TL_TEST(a_failed_flush_stops_the_service_without_an_answer),
+        TL_TEST(the_first_reader_after_a_stall_respects_live_locks),
     };
     return cmocka_run_group_tests_name("service: durability and commit rules", tests, NULL, NULL);
 }

@@ -508,13 +508,13 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(idle_connections_never_starve_the_storage),
-        cmocka_unit_test(one_address_cannot_take_every_connection),
-        cmocka_unit_test(slow_headers_are_cut_off),
-        cmocka_unit_test(health_costs_no_oracle_request),
-        cmocka_unit_test(bodies_in_memory_are_bounded),
-        cmocka_unit_test(no_token_no_body_read),
-        cmocka_unit_test(the_oracle_takes_no_body),
+        TL_TEST(idle_connections_never_starve_the_storage),
+        TL_TEST(one_address_cannot_take_every_connection),
+        TL_TEST(slow_headers_are_cut_off),
+        TL_TEST(health_costs_no_oracle_request),
+        TL_TEST(bodies_in_memory_are_bounded),
+        TL_TEST(no_token_no_body_read),
+        TL_TEST(the_oracle_takes_no_body),
     };
     return cmocka_run_group_tests_name("service: limits against hostile clients", tests, NULL,
                                        NULL);

@@ -543,12 +543,12 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(scan_pages_are_cut_by_bytes),
-        cmocka_unit_test(scan_pages_are_cut_by_bytes_in_base64),
-        cmocka_unit_test(session_scan_pages_are_cut_by_bytes),
-        cmocka_unit_test(one_item_bigger_than_the_cap_comes_alone),
-        cmocka_unit_test(sessions_are_capped),
-        cmocka_unit_test(session_bytes_are_capped),
+        TL_TEST(scan_pages_are_cut_by_bytes),
+        TL_TEST(scan_pages_are_cut_by_bytes_in_base64),
+        TL_TEST(session_scan_pages_are_cut_by_bytes),
+        TL_TEST(one_item_bigger_than_the_cap_comes_alone),
+        TL_TEST(sessions_are_capped),
+        TL_TEST(session_bytes_are_capped),
     };
     return cmocka_run_group_tests_name("service: bounded memory", tests, NULL, NULL);
 }

@@ -203,8 +203,8 @@ static void an_oracle_near_2_53_is_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_fresh_oracle_is_refused_until_one_above_the_store_is_back),
-        cmocka_unit_test(an_oracle_near_2_53_is_refused),
+        TL_TEST(a_fresh_oracle_is_refused_until_one_above_the_store_is_back),
+        TL_TEST(an_oracle_near_2_53_is_refused),
     };
     return cmocka_run_group_tests_name("service: an oracle behind the store", tests, NULL, NULL);
 }

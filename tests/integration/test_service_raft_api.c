@@ -477,9 +477,9 @@ static void the_election_timeout_is_the_flags(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_member_without_a_leader_answers_503_not_leader),
-        cmocka_unit_test(a_group_forwards_and_refuses_as_documented),
-        cmocka_unit_test(the_election_timeout_is_the_flags),
+        TL_TEST(a_member_without_a_leader_answers_503_not_leader),
+        TL_TEST(a_group_forwards_and_refuses_as_documented),
+        TL_TEST(the_election_timeout_is_the_flags),
     };
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)

@@ -146,7 +146,7 @@ static void a_follower_whose_disk_fills_stops(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_follower_whose_disk_fills_stops),
+        TL_TEST(a_follower_whose_disk_fills_stops),
     };
     return cmocka_run_group_tests_name("a replicated member's disk fills", tests, NULL, NULL);
 }

@@ -339,9 +339,9 @@ int main(void)
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(observers_see_every_change_written_right_after_a_failover),
-        cmocka_unit_test(every_new_leader_refuses_an_oracle_behind_the_store),
-        cmocka_unit_test(a_latest_read_resolves_a_dead_transactions_lock),
+        TL_TEST(observers_see_every_change_written_right_after_a_failover),
+        TL_TEST(every_new_leader_refuses_an_oracle_behind_the_store),
+        TL_TEST(a_latest_read_resolves_a_dead_transactions_lock),
     };
     return cmocka_run_group_tests_name("service: a new leader takes over before it serves", tests,
                                        NULL, NULL);

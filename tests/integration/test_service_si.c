@@ -56,7 +56,7 @@ static si_report run(unsigned per_client, unsigned kills)
     uint64_t deadline = time_mono_ms() + 60000;
     for (unsigned i = 0; i < CLIENTS; i++) {
         c[i] = (client){.h = h, .id = i, .n = per_client, .deadline_ms = deadline};
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], client_main, &c[i]), 0);
     }
     for (unsigned k = 0; k < kills; k++) {
         time_sleep_ms(700);
@@ -66,7 +66,7 @@ static si_report run(unsigned per_client, unsigned kills)
     }
     unsigned committed = 0;
     for (unsigned i = 0; i < CLIENTS; i++) {
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
         committed += c[i].committed;
     }
     si_report r = si_check(h);
@@ -105,8 +105,8 @@ static void and_across_kill_9(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(every_read_is_the_newest_version_below_start),
-        cmocka_unit_test(and_across_kill_9),
+        TL_TEST(every_read_is_the_newest_version_below_start),
+        TL_TEST(and_across_kill_9),
     };
     return cmocka_run_group_tests_name("service: snapshot isolation, checked", tests, NULL, NULL);
 }

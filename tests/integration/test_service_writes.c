@@ -94,10 +94,10 @@ static void concurrent_writes_are_each_committed_once(void **state)
     assert_int_equal(tl_stack_start(&st, NULL), 0);
     for (int i = 0; i < WRITERS; i++) {
         w[i] = (writer){.st = &st, .id = i};
-        assert_int_equal(pthread_create(&th[i], NULL, write_loop, &w[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], write_loop, &w[i]), 0);
     }
     for (int i = 0; i < WRITERS; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
 
     /* Every write answered 200 with a timestamp of its own. */
     for (int i = 0; i < WRITERS; i++)
@@ -185,10 +185,10 @@ static void put_together(tl_stack *st, one_put *p, int n)
     pthread_t th[TOGETHER];
     for (int i = 0; i < n; i++) {
         p[i] = (one_put){.st = st, .i = i};
-        assert_int_equal(pthread_create(&th[i], NULL, put_one, &p[i]), 0);
+        assert_int_equal(tl_thread_start(&th[i], put_one, &p[i]), 0);
     }
     for (int i = 0; i < n; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
 }
 
 static void writes_arriving_together_share_one_round(void **state)
@@ -274,9 +274,9 @@ static void stop_answers_the_writes_it_holds(void **state)
     /* The writes reach the committer, which sleeps 3 s before it takes
      * them (two such rounds stay within the service's 10 s of grace);
      * the stop begins meanwhile (stop_soon). */
-    assert_int_equal(pthread_create(&stopper, NULL, stop_soon, &st), 0);
+    assert_int_equal(tl_thread_start(&stopper, stop_soon, &st), 0);
     put_together(&st, p, 8);
-    assert_int_equal(pthread_join(stopper, &rc), 0);
+    assert_int_equal(tl_thread_join(stopper, &rc), 0);
     assert_int_equal((intptr_t)rc, 0); /* exit 0: stopped cleanly */
     for (int i = 0; i < 8; i++)
         assert_int_equal(p[i].status, 200);
@@ -330,7 +330,7 @@ static void acknowledged_writes_survive_kill9(void **state)
 
     assert_int_equal(tl_stack_start(&KS, NULL), 0);
     for (intptr_t i = 0; i < K_CLIENTS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, kill_writer, (void *)i), 0);
+        assert_int_equal(tl_thread_start(&th[i], kill_writer, (void *)i), 0);
     for (int k = 0; k < K_KILLS; k++) {
         time_sleep_ms(300 + (unsigned)(rand_r(&seed) % 400));
         assert_int_equal(tl_kill9(KS.svc.pid), 0);
@@ -340,7 +340,7 @@ static void acknowledged_writes_survive_kill9(void **state)
     time_sleep_ms(300);
     atomic_store(&k_stop, 1);
     for (int i = 0; i < K_CLIENTS; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
 
     for (int c = 0; c < K_CLIENTS; c++)
         for (int seq = 0; seq < K_PER_CLIENT; seq++) {
@@ -409,11 +409,11 @@ int main(void)
     if (getenv("CMOCKA_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(concurrent_writes_are_each_committed_once),
-        cmocka_unit_test(writes_arriving_together_share_one_round),
-        cmocka_unit_test(stop_answers_the_writes_it_holds),
-        cmocka_unit_test(acknowledged_writes_survive_kill9),
-        cmocka_unit_test(conditions_big_values_and_two_phase_still_work),
+        TL_TEST(concurrent_writes_are_each_committed_once),
+        TL_TEST(writes_arriving_together_share_one_round),
+        TL_TEST(stop_answers_the_writes_it_holds),
+        TL_TEST(acknowledged_writes_survive_kill9),
+        TL_TEST(conditions_big_values_and_two_phase_still_work),
     };
     return cmocka_run_group_tests_name("service: autocommit writes through the committer",
                                        tests, NULL, NULL);

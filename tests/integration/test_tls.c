@@ -530,12 +530,12 @@ static void sighup_reloads_the_certificate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(https_service),
-        cmocka_unit_test(expired_server_certificate),
-        cmocka_unit_test(client_certificates_required),
-        cmocka_unit_test(service_commits_through_an_https_oracle),
-        cmocka_unit_test(refuses_to_start_on_bad_tls_files),
-        cmocka_unit_test(sighup_reloads_the_certificate),
+        TL_TEST(https_service),
+        TL_TEST(expired_server_certificate),
+        TL_TEST(client_certificates_required),
+        TL_TEST(service_commits_through_an_https_oracle),
+        TL_TEST(refuses_to_start_on_bad_tls_files),
+        TL_TEST(sighup_reloads_the_certificate),
     };
     return cmocka_run_group_tests(tests, make_certs, remove_dir);
 }

@@ -250,7 +250,7 @@ static void every_change_is_seen_once_in_commit_order(void **state)
     pthread_t t[WRITERS];
     for (int i = 0; i < WRITERS; i++) {
         w[i] = (writer){&st, &h, i};
-        assert_int_equal(pthread_create(&t[i], NULL, write_loop, &w[i]), 0);
+        assert_int_equal(tl_thread_start(&t[i], write_loop, &w[i]), 0);
     }
     /* Mid-stream: from the first acknowledged change on. */
     while (1) {
@@ -268,7 +268,7 @@ static void every_change_is_seen_once_in_commit_order(void **state)
     snprintf(q, sizeof q, "prefix=w%%2F&start_ts=%llu", (unsigned long long)mid_after);
     tl_watch *mid = watch_at(st.svc.port, q);
     for (int i = 0; i < WRITERS; i++)
-        pthread_join(t[i], NULL);
+        tl_thread_join(t[i], NULL);
     tl_watch *after_all = watch_at(st.svc.port, "prefix=w%2F&start_ts=0");
 
     uint64_t last = history_max_ts(&h);
@@ -345,7 +345,7 @@ static void progress_stays_below_a_lock_in_flight(void **state)
     json_decref(tl_expect(&st, "PUT", path, "{\"value\":\"two\"}", 204));
     json_decref(j);
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, commit_it, &c), 0);
+    assert_int_equal(tl_thread_start(&t, commit_it, &c), 0);
     /* The commit stalls 4 s after its prewrites: wait for its locks. */
     uint64_t deadline = time_mono_ms() + WAIT_MS;
     size_t locks = 0;
@@ -377,7 +377,7 @@ static void progress_stays_below_a_lock_in_flight(void **state)
            (unsigned long long)start_ts, progress_lines, (unsigned long long)start_ts - 1);
     assert_true(progress_lines >= 1); /* the stream lives: a line a second */
     json_decref(during);
-    pthread_join(t, NULL);
+    tl_thread_join(t, NULL);
     assert_int_equal(c.status, 200);
     assert_true(tl_watch_wait_progress(w, c.commit_ts, WAIT_MS));
     json_t *events = tl_watch_settled(w);
@@ -762,7 +762,7 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
     group_writer gw = {.g = &g, .h = &h};
     pthread_t t[BANKERS];
     for (int b = 0; b < BANKERS; b++)
-        assert_int_equal(pthread_create(&t[b], NULL, group_write_loop, &gw), 0);
+        assert_int_equal(tl_thread_start(&t[b], group_write_loop, &gw), 0);
     for (int kill = 0; kill < 2; kill++) {
         while (atomic_load(&gw.writes) < 30 * (kill + 1))
             time_sleep_ms(10);
@@ -803,7 +803,7 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
         time_sleep_ms(10);
     atomic_store(&gw.stop, true);
     for (int b = 0; b < BANKERS; b++)
-        pthread_join(t[b], NULL);
+        tl_thread_join(t[b], NULL);
     uint64_t last = history_max_ts(&h);
     assert_true(tl_watch_wait_progress(ws[nws - 1], last, WAIT_MS));
     json_t *events = settled_of(ws, nws);
@@ -873,14 +873,14 @@ static void the_cli_follows_and_resumes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(every_change_is_seen_once_in_commit_order),
-        cmocka_unit_test(progress_stays_below_a_lock_in_flight),
-        cmocka_unit_test(a_change_committed_before_the_feed_started_is_seen),
-        cmocka_unit_test(a_start_below_the_safe_point_is_compacted),
-        cmocka_unit_test(bad_watch_requests_are_refused),
-        cmocka_unit_test(a_watcher_that_does_not_keep_up_is_cut),
-        cmocka_unit_test(a_watcher_resumes_on_the_new_leader),
-        cmocka_unit_test(the_cli_follows_and_resumes),
+        TL_TEST(every_change_is_seen_once_in_commit_order),
+        TL_TEST(progress_stays_below_a_lock_in_flight),
+        TL_TEST(a_change_committed_before_the_feed_started_is_seen),
+        TL_TEST(a_start_below_the_safe_point_is_compacted),
+        TL_TEST(bad_watch_requests_are_refused),
+        TL_TEST(a_watcher_that_does_not_keep_up_is_cut),
+        TL_TEST(a_watcher_resumes_on_the_new_leader),
+        TL_TEST(the_cli_follows_and_resumes),
     };
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)

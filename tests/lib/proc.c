@@ -26,7 +26,7 @@ static pid_t children[MAX_CHILDREN];
 static pthread_mutex_t children_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
 
-static void kill_leftovers(void)
+void tl_kill_started(void)
 {
     pthread_mutex_lock(&children_mu);
     for (int i = 0; i < MAX_CHILDREN; i++) {
@@ -41,7 +41,7 @@ static void kill_leftovers(void)
 
 static void register_atexit(void)
 {
-    atexit(kill_leftovers);
+    atexit(tl_kill_started);
 }
 
 static void remember(pid_t pid)

@@ -26,12 +26,29 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
     bool own = g->own_peers[i][0] != '\0';
-    const char *args[28] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
+    const char *args[30] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
                             "--raft-id", id, "--raft-peers", own ? g->own_peers[i] : g->peers,
                             "--raft-urls", own ? g->own_urls[i] : g->urls, NULL};
     int n = 12;
-    for (int k = 0; k < 11 && g->extra[k] != NULL; k++)
+    bool entries_given = false;
+    for (int k = 0; k < 11 && g->extra[k] != NULL; k++) {
+        entries_given |= strcmp(g->extra[k], "--raft-snapshot-entries") == 0;
         args[n++] = g->extra[k];
+    }
+#ifdef __SANITIZE_ADDRESS__
+    /* libraft 0.15 loads its log at start with one realloc per batch read
+     * (uv_segment.c extendEntries). glibc grows a large block in place;
+     * AddressSanitizer's allocator moves it every time, so a start costs
+     * the square of the entries kept: 17 s for the default's ~18,000 on an
+     * idle machine, past TL_START_MS on a loaded one. Under ASan the
+     * members keep a quarter of that (images taken four times as often). */
+    if (!entries_given) {
+        args[n++] = "--raft-snapshot-entries";
+        args[n++] = "2048";
+    }
+#else
+    (void)entries_given;
+#endif
     if (own && g->initial[0] != '\0') { /* it joins: the group's first members bootstrapped it */
         args[n++] = "--raft-initial-members";
         args[n++] = g->initial;

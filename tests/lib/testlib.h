@@ -13,6 +13,7 @@
 #ifndef PERCOLATOR_TESTLIB_H
 #define PERCOLATOR_TESTLIB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +65,21 @@ int tl_wait_exit(pid_t pid, int timeout_ms);
 int tl_stop(pid_t pid, int timeout_ms);
 /* SIGKILL and reap. 0 or -1. */
 int tl_kill9(pid_t pid);
+/* SIGKILL and reap every program started here that is still running (the
+ * atexit hook). */
+void tl_kill_started(void);
+
+/* --- a test's own threads (threads.c) ---
+ * A test that fails leaves the function by cmocka's longjmp: threads it
+ * started and had not joined would go on using its stack frame, long
+ * gone, and crash the program later under another test's name (or hide
+ * the failure). So tests start and join them with these, and list each
+ * test with TL_TEST: its teardown ends the program, after the programs it
+ * started, when a failed test left a thread running. */
+int tl_thread_start(pthread_t *t, void *(*fn)(void *), void *arg); /* pthread_create's rc */
+int tl_thread_join(pthread_t t, void **ret);                         /* pthread_join's rc */
+int tl_threads_teardown(void **state);
+#define TL_TEST(f) cmocka_unit_test_teardown(f, tl_threads_teardown)
 
 /* Run a program (a bare name is looked up in tl_bin_dir()) with args (NULL-
  * terminated, without argv[0]), extra environment "K=V" (NULL or NULL-

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "testlib.h"
 
 struct tl_watch {
     char url[8192];
@@ -117,7 +118,7 @@ tl_watch *tl_watch_start(const char *url, int timeout_ms)
     w->pending = json_array();
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+    if (tl_thread_start(&w->thread, watch_main, w) != 0) {
         json_decref(w->lines);
         json_decref(w->settled);
         json_decref(w->pending);
@@ -132,7 +133,7 @@ void tl_watch_stop(tl_watch *w)
     if (w == NULL)
         return;
     atomic_store(&w->stop, true);
-    pthread_join(w->thread, NULL);
+    tl_thread_join(w->thread, NULL);
     json_decref(w->lines);
     json_decref(w->settled);
     json_decref(w->pending);
