@@ -68,6 +68,8 @@ pc_rc pc_image_unpin(pc_session *s);
  * applied, in one transaction; skipped when this store already applied
  * that index or beyond (its state is newer). PC_INVALID: not an image. */
 pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
+/* The index an image was taken at (0: none, or too short to be one). */
+uint64_t pc_image_index(const void *image, size_t len);
 
 /* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
  * that may write (prewrite, commit, rollback, check_txn_status, resolve,

@@ -133,3 +133,8 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len)
         return pc_batch_check((const uint8_t *)image + INDEX_LEN, len - INDEX_LEN);
     return pc_apply_ops(s, (const uint8_t *)image + INDEX_LEN, len - INDEX_LEN, index, true);
 }
+
+uint64_t pc_image_index(const void *image, size_t len)
+{
+    return image != NULL && len >= INDEX_LEN ? pc_get_be64(image) : 0;
+}

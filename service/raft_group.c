@@ -190,6 +190,11 @@ static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     raft_group *g = fsm->data;
+    /* libraft restores its last snapshot at every start too; the store,
+     * which outlives the process, usually applied it and more already,
+     * and then keeps its state (pc_image_install skips it). */
+    uint64_t at = pc_image_index(buf->base, buf->len), applied = 0;
+    bool older = pc_applied_index(g->apply_session, &applied) == PC_OK && at != 0 && at <= applied;
     pc_rc rc = pc_image_install(g->apply_session, buf->base, buf->len);
     if (rc != PC_OK) {
         log_error("service raft: a snapshot of %zu bytes cannot be installed", buf->len);
@@ -198,8 +203,15 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     }
     if (g->cfg.listen.lost != NULL)
         g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
-    log_info("service raft: installed a snapshot of %zu bytes", buf->len);
-    metrics_inc(g->m_restores, 1);
+    if (older) {
+        log_info("service raft: a snapshot of %zu bytes at index %llu is older than the store "
+                 "(applied up to %llu): the store is kept", buf->len, (unsigned long long)at,
+                 (unsigned long long)applied);
+    } else {
+        log_info("service raft: installed a snapshot of %zu bytes at index %llu", buf->len,
+                 (unsigned long long)at);
+        metrics_inc(g->m_restores, 1);
+    }
     raft_free(buf->base); /* restore owns the buffer */
     return 0;
 }
