@@ -32,7 +32,7 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     int n = 12;
     bool entries_given = false;
     for (int k = 0; k < 11 && g->extra[k] != NULL; k++) {
-        entries_given |= strcmp(g->extra[k], "--raft-snapshot-entries") == 0;
+        entries_given |= strncmp(g->extra[k], "--raft-snapshot-entries", 23) == 0; /* also =N */
         args[n++] = g->extra[k];
     }
 #ifdef __SANITIZE_ADDRESS__

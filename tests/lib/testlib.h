@@ -74,12 +74,15 @@ void tl_kill_started(void);
  * started and had not joined would go on using its stack frame, long
  * gone, and crash the program later under another test's name (or hide
  * the failure). So tests start and join them with these, and list each
- * test with TL_TEST: its teardown ends the program, after the programs it
- * started, when a failed test left a thread running. */
+ * test with TL_TEST: a test that ends with a thread running fails, and
+ * the program ends at the next test's setup (after cmocka printed why),
+ * the programs it started killed first. Threads that use only their own
+ * heap memory (tests/lib/watch_client.c) need not be counted. */
 int tl_thread_start(pthread_t *t, void *(*fn)(void *), void *arg); /* pthread_create's rc */
 int tl_thread_join(pthread_t t, void **ret);                         /* pthread_join's rc */
+int tl_threads_setup(void **state);
 int tl_threads_teardown(void **state);
-#define TL_TEST(f) cmocka_unit_test_teardown(f, tl_threads_teardown)
+#define TL_TEST(f) cmocka_unit_test_setup_teardown(f, tl_threads_setup, tl_threads_teardown)
 
 /* Run a program (a bare name is looked up in tl_bin_dir()) with args (NULL-
  * terminated, without argv[0]), extra environment "K=V" (NULL or NULL-

@@ -26,17 +26,33 @@ int tl_thread_join(pthread_t t, void **ret)
     return rc;
 }
 
-/* cmocka runs a test's teardown after a failure too: if the test left
- * threads behind, nothing after this can be trusted, so the program ends
- * here (exit code 1, as a failed test's), its programs killed first. */
+/* A test left threads running (set by the teardown, acted on by the
+ * next test's setup, after cmocka printed why the test failed). */
+static atomic_bool left;
+
 int tl_threads_teardown(void **state)
 {
     (void)state;
     int n = atomic_load(&running);
     if (n == 0)
         return 0;
-    fprintf(stderr, "ERROR: the test failed with %d of its threads still running: the "
-            "program stops here (the tests after it did not run)\n", n);
+    fprintf(stderr, "ERROR: the test ended with %d of its threads still running (it failed, or "
+            "did not join them)\n", n);
+    atomic_store(&left, true);
+    return -1; /* cmocka reports the test failed, with its own reason first */
+}
+
+/* cmocka runs a test's teardown after a failure too, and prints the
+ * failure after it: the next test's setup ends the program (exit code 1,
+ * as a failed test's), its programs killed first, since nothing after a
+ * thread that outlived its test can be trusted. */
+int tl_threads_setup(void **state)
+{
+    (void)state;
+    if (!atomic_load(&left))
+        return 0;
+    fprintf(stderr, "ERROR: a test left threads running: the program stops here (the tests "
+            "after it did not run)\n");
     fflush(NULL);
     tl_kill_started();
     _exit(1);

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "buf.h"
-#include "testlib.h"
 
 struct tl_watch {
     char url[8192];
@@ -118,7 +117,7 @@ tl_watch *tl_watch_start(const char *url, int timeout_ms)
     w->pending = json_array();
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (tl_thread_start(&w->thread, watch_main, w) != 0) {
+    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
         json_decref(w->lines);
         json_decref(w->settled);
         json_decref(w->pending);
@@ -133,7 +132,7 @@ void tl_watch_stop(tl_watch *w)
     if (w == NULL)
         return;
     atomic_store(&w->stop, true);
-    tl_thread_join(w->thread, NULL);
+    pthread_join(w->thread, NULL); /* heap only: not a test's thread (testlib.h) */
     json_decref(w->lines);
     json_decref(w->settled);
     json_decref(w->pending);
