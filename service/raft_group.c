@@ -201,13 +201,13 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
         g->cfg.apply_failed("installing a raft snapshot", rc);
         return RAFT_MALFORMED;
     }
-    if (g->cfg.listen.lost != NULL)
-        g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
     if (older) {
         log_info("service raft: a snapshot of %zu bytes at index %llu is older than the store "
                  "(applied up to %llu): the store is kept", buf->len, (unsigned long long)at,
                  (unsigned long long)applied);
     } else {
+        if (g->cfg.listen.lost != NULL)
+            g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
         log_info("service raft: installed a snapshot of %zu bytes at index %llu", buf->len,
                  (unsigned long long)at);
         metrics_inc(g->m_restores, 1);
