@@ -267,9 +267,11 @@ bench: deps bench-tools
 	@echo; $(MAKE) --no-print-directory bench-failover
 	@echo; $(MAKE) --no-print-directory bench-cluster
 
-# bench-cluster: three service members (Raft) against a three-member etcd
-# 3.4, point read / write / 2-key txn at 64 connections through the leaders
-# (bench/compare-etcd-cluster.sh; about 1.5 minutes; installs etcd-server).
+# bench-cluster: three service members (Raft) over three oracle members
+# against a three-member etcd 3.4: point read / write / 2-key txn through
+# the leaders, read and write through a follower, at 16, 64 and 256
+# connections, p50/p99/p99.9 and a picture of them (bench/compare-etcd-
+# cluster.sh; about 7 minutes; installs etcd-server and gnuplot-nox).
 bench-cluster: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/compare-etcd-cluster.sh
 

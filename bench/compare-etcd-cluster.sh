@@ -11,7 +11,9 @@
 # Rows (at each of COMPARE_CONNS connections, default "16 64 256";
 # COMPARE_RUNS alternating runs per side, default 2, median shown;
 # BENCH_SECONDS per run, default 5; target: COMPARE_TARGET times etcd's
-# rate, default 3, with a p99 no worse):
+# rate, default 3, with a p99 no worse; p50, p99 and p99.9 of each side,
+# also drawn per row in build/bench-plots/cluster-latency.png with gnuplot,
+# installed when missing):
 #   point read   GET /v1/kv/{key} (a Raft read barrier) vs POST /v3/kv/range
 #                (linearizable: etcd's read index)
 #   write        PUT /v1/kv/{key} vs POST /v3/kv/put
@@ -29,6 +31,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 . bench/need-etcd.sh
+. bench/plot.sh
 need_etcd compare-etcd-cluster || exit 1
 if [ -z "${PERCOLATOR_BIN_DIR:-}" ]; then # run by hand: build what it needs
   make --no-print-directory -s bench-tools || exit 1
@@ -136,8 +139,11 @@ echo "preloading $KEYS keys into both, through their leaders..."
 preload "$SVC_URL" pc 0 "$KEYS"
 preload "$ETCD_URL" etcd 0 "$KEYS"
 
-printf "\n%-26s %5s | %9s %8s %8s | %9s %8s %8s | %6s %s\n" "row (3 members each)" "conns" "ours/s" "p50 ms" "p99 ms" \
-  "etcd/s" "p50 ms" "p99 ms" "ratio" "target (>=${TARGET}x, p99 no worse)"
+printf "\n%-26s %5s | %9s %7s %7s %8s | %9s %7s %7s %8s | %6s %s\n" "row (3 members each)" "conns" \
+  "ours/s" "p50 ms" "p99 ms" "p99.9 ms" "etcd/s" "p50 ms" "p99 ms" "p99.9 ms" "ratio" \
+  "target (>=${TARGET}x, p99 no worse)"
+PLOT_DATA=$TMP/latency.dat
+: >"$PLOT_DATA"
 ROWS=(
   "point read|pc-get|etcd-get|--keys $KEYS|leader"
   "autocommit write|pc-put|etcd-put||leader"
@@ -154,20 +160,22 @@ for spec in "${ROWS[@]}"; do
     for r in $(seq "$RUNS"); do
       # shellcheck disable=SC2086
       run_lg "$pc_url" "$pcw" "$c" --tag "cp$c$r$RANDOM" $args
-      echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.pc"
+      echo "$R_OPS $R_P50 $R_P99 $R_ERR $R_P999" >>"$TMP/res.pc"
       # shellcheck disable=SC2086
       run_lg "$etcd_url" "$etw" "$c" --tag "ce$c$r$RANDOM" $args
-      echo "$R_OPS $R_P50 $R_P99 $R_ERR" >>"$TMP/res.etcd"
+      echo "$R_OPS $R_P50 $R_P99 $R_ERR $R_P999" >>"$TMP/res.etcd"
     done
     po=$(cut -d' ' -f1 "$TMP/res.pc" | median); p5=$(cut -d' ' -f2 "$TMP/res.pc" | median); p9=$(cut -d' ' -f3 "$TMP/res.pc" | median)
     eo=$(cut -d' ' -f1 "$TMP/res.etcd" | median); e5=$(cut -d' ' -f2 "$TMP/res.etcd" | median); e9=$(cut -d' ' -f3 "$TMP/res.etcd" | median)
+    p99=$(cut -d' ' -f5 "$TMP/res.pc" | median); e99=$(cut -d' ' -f5 "$TMP/res.etcd" | median)
+    echo "$label|$c|$p5|$p9|$p99|$e5|$e9|$e99" >>"$PLOT_DATA"
     ratio=$(calc "$po / $eo")
     verdict=$(awk -v r="$ratio" -v t="$TARGET" -v a="$p9" -v b="$e9" 'BEGIN { printf "%s", (r >= t && a <= b) ? "met" : "NOT met" }')
     perr=$(awk '{s+=$4} END {print s+0}' "$TMP/res.pc"); eerr=$(awk '{s+=$4} END {print s+0}' "$TMP/res.etcd")
     note=""
     [ "$perr$eerr" != 00 ] && note=" ERRORS ours $perr etcd $eerr"
-    printf "%-26s %5s | %9.0f %8.2f %8.2f | %9.0f %8.2f %8.2f | %6.2f %s%s\n" \
-      "$label" "$c" "$po" "$p5" "$p9" "$eo" "$e5" "$e9" "$ratio" "$verdict" "$note"
+    printf "%-26s %5s | %9.0f %7.2f %7.2f %8.2f | %9.0f %7.2f %7.2f %8.2f | %6.2f %s%s\n" \
+      "$label" "$c" "$po" "$p5" "$p9" "$p99" "$eo" "$e5" "$e9" "$e99" "$ratio" "$verdict" "$note"
   done
 done
 M=$(curl -fsS "$SVC_URL/metrics" 2>/dev/null)
@@ -180,3 +188,9 @@ echo " the leader's most proposals in flight at once: ${inflight:-not reported};
 echo " Raft's group commit on the leader: ${batches:-?} write batches in ${entries:-?} entries,"
 echo " blind writes: ${writes:-?} in ${rounds:-?} rounds (one batch a round))"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The picture: BENCH_PLOT_DIR (default build/bench-plots), kept after the run.
+PLOT_DIR=${BENCH_PLOT_DIR:-$PWD/build/bench-plots}
+if need_gnuplot compare-etcd-cluster && mkdir -p "$PLOT_DIR"; then
+  plot_latency "$PLOT_DATA" "$PLOT_DIR/cluster-latency.png" \
+    "three members each: percolator vs etcd, latency percentiles per row ($(date -u '+%Y-%m-%d'))"
+fi

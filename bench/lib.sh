@@ -67,7 +67,7 @@ start_service() {
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 # run_lg URL WORKLOAD CONNS [loadgen args...]: one timed row; sets
-# R_OPS R_P50 R_P99 R_ABORT R_ERR (from loadgen --format kv).
+# R_OPS R_P50 R_P99 R_P999 R_ABORT R_ERR (from loadgen --format kv).
 run_lg() {
   local url=$1 wl=$2 conns=$3 out
   shift 3
@@ -76,9 +76,10 @@ run_lg() {
   R_OPS=$(sed -nE 's/.*ops_s=([0-9.]+).*/\1/p' <<<"$out")
   R_P50=$(sed -nE 's/.*p50_ms=([0-9.]+).*/\1/p' <<<"$out")
   R_P99=$(sed -nE 's/.*p99_ms=([0-9.]+).*/\1/p' <<<"$out")
+  R_P999=$(sed -nE 's/.*p999_ms=([0-9.]+).*/\1/p' <<<"$out")
   R_ABORT=$(sed -nE 's/.*abort_rate=([0-9.]+).*/\1/p' <<<"$out")
   R_ERR=$(sed -nE 's/.*errors=([0-9]+).*/\1/p' <<<"$out")
-  : "${R_OPS:=0}" "${R_P50:=0}" "${R_P99:=0}" "${R_ABORT:=0}" "${R_ERR:=0}"
+  : "${R_OPS:=0}" "${R_P50:=0}" "${R_P99:=0}" "${R_P999:=0}" "${R_ABORT:=0}" "${R_ERR:=0}"
 }
 
 # preload URL pc|etcd FROM TO: keys k%08d in [FROM, TO), batched transactions.

@@ -977,14 +977,15 @@ int main(int argc, char **argv)
     double secs = (double)(now_ns() - t0) / 1e9;
     if (!loading && opt.wl != W_PC_HOT && opt.wl != W_ETCD_HOT)
         secs = opt.seconds; /* operations counted are those started before the deadline */
-    double ops = (double)done / secs, p50 = hpct(h, 0.50) / 1e6, p99 = hpct(h, 0.99) / 1e6;
+    double ops = (double)done / secs, p50 = hpct(h, 0.50) / 1e6, p99 = hpct(h, 0.99) / 1e6,
+           p999 = hpct(h, 0.999) / 1e6;
     double abort_rate = done + aborted ? (double)aborted / (double)(done + aborted) : 0;
     if (!strcmp(opt.format, "kv")) {
         printf("ops=%llu aborted=%llu errors=%llu requests=%llu secs=%.3f ops_s=%.0f "
-               "req_s=%.0f p50_ms=%.3f p99_ms=%.3f abort_rate=%.4f\n",
+               "req_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f abort_rate=%.4f\n",
                (unsigned long long)done, (unsigned long long)aborted,
                (unsigned long long)errors, (unsigned long long)requests, secs, ops,
-               (double)requests / secs, p50, p99, abort_rate);
+               (double)requests / secs, p50, p99, p999, abort_rate);
     } else {
         printf("%-44s %5d %11.0f %9.2f %9.2f", opt.label, opt.conns, ops, p50, p99);
         if (aborted)

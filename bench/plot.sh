@@ -1,0 +1,59 @@
+# bench/plot.sh — sourced by the scripts that compare with etcd: a picture
+# of each row's latency percentiles next to the text table.
+#
+# need_gnuplot NAME: Debian's gnuplot-nox installed (when run as root; else
+# the one line to run is said) — 0, or 1 (then no picture, the table stays).
+# plot_latency DATA PNG TITLE: DATA has one line per row and connection
+# count: "label|conns|ours p50|p99|p99.9|etcd p50|p99|p99.9" (ms); the
+# picture shows the six per row, ours beside etcd's, on a log scale.
+# Returns 0 whatever happens: the text table is the result, the picture
+# an aid.
+need_gnuplot() {
+  command -v gnuplot >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ]; then
+    echo "$1: installing gnuplot-nox (for the latency pictures)"
+    apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq gnuplot-nox >/dev/null ||
+      { echo "$1: apt-get install gnuplot-nox failed: no picture"; return 1; }
+  else
+    echo "$1: gnuplot is missing (no picture); run: sudo apt-get install -y gnuplot-nox"
+    return 1
+  fi
+}
+
+plot_latency() {
+  local data=$1 png=$2 title=$3 table
+  rm -f "$png"
+  [ -s "$data" ] || { echo "no rows measured: no latency picture"; return 0; }
+  table=$(mktemp) || return 0
+  # gnuplot's columns: a quoted "label conns" tick, then the six numbers;
+  # a percentile that was not measured (0) is drawn as nothing (log scale).
+  awk -F'|' '{ printf "\"%s, %s conns\"", $1, $2; for (i = 3; i <= 8; i++) printf " %s", ($i > 0 ? $i : "NaN"); printf "\n" }' \
+    "$data" >"$table"
+  gnuplot <<GP >"$table.log" 2>&1
+set terminal pngcairo size 1400,700 font ",10"
+set output "$png"
+set title "$title"
+set style data histogram
+set style histogram clustered gap 2
+set style fill solid 0.9 border -1
+set logscale y
+set ylabel "latency, ms (log scale)"
+set xtics rotate by -30 scale 0
+set key top left
+set grid ytics
+plot "$table" using 2:xtic(1) title "ours p50" lc rgb "#9ecae1", \
+     "" using 3 title "ours p99" lc rgb "#3182bd", \
+     "" using 4 title "ours p99.9" lc rgb "#08519c", \
+     "" using 5 title "etcd p50" lc rgb "#fdd0a2", \
+     "" using 6 title "etcd p99" lc rgb "#fd8d3c", \
+     "" using 7 title "etcd p99.9" lc rgb "#d94701"
+GP
+  if [ -s "$png" ]; then
+    echo "latency picture: $png"
+  else # the table above stands without it
+    echo "gnuplot drew no picture:"; sed 's/^/  gnuplot: /' "$table.log"
+  fi
+  rm -f "$table" "$table.log"
+  return 0
+}
