@@ -132,6 +132,9 @@ typedef struct {
 } pc_buf;
 void pc_buf_free(pc_buf *b);
 pc_rc pc_buf_append(pc_buf *b, const void *p, size_t len);
+/* Bytewise key order, shorter first on a common prefix (WiredTiger's,
+ * so the order of every scan): <0, 0 or >0. */
+int pc_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 
 typedef enum { PC_OP_PUT = 1, PC_OP_DELETE = 2 } pc_op;
 
@@ -417,6 +420,12 @@ typedef struct {
  * PC_INVALID: not a well-formed batch. */
 pc_rc pc_batch_changes(const void *batch, size_t len,
                        int (*fn)(void *arg, const pc_change *c), void *arg);
+/* Each user key a batch writes (PUT or DEL, any table; a key written
+ * twice comes twice), in the batch's order, to fn; the key's bytes are
+ * valid during the call. fn returns non-zero to stop. PC_INVALID: not a
+ * well-formed batch (batch_keys.c). */
+pc_rc pc_batch_keys(const void *batch, size_t len,
+                    int (*fn)(void *arg, const void *key, size_t klen), void *arg);
 /* A put's value kept in the data table (key, start_ts), appended to out.
  * PC_NOT_FOUND: not there (GC removed the version). */
 pc_rc pc_change_value(pc_session *s, pc_slice key, uint64_t start_ts, pc_buf *out);

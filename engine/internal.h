@@ -209,8 +209,6 @@ size_t pc_vkey(uint8_t *out, const void *key, size_t len, uint64_t ts);
 /* Splits a versioned key; *key_len bytes go to out (PC_KEY_MAX room). */
 int pc_vkey_decode(const uint8_t *vk, size_t vlen, uint8_t *out, size_t *key_len,
                    uint64_t *ts);
-/* Bytewise key order, shorter first on a common prefix (WiredTiger's). */
-int pc_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 /* The encoded-key part of a versioned key (everything but the timestamp). */
 static inline size_t pc_vkey_prefix_len(size_t vlen) { return vlen - 8; }
 

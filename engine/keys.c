@@ -79,6 +79,7 @@ int pc_vkey_decode(const uint8_t *vk, size_t vlen, uint8_t *out, size_t *key_len
 
 int pc_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
-    int c = memcmp(a, b, alen < blen ? alen : blen);
+    size_t n = alen < blen ? alen : blen;
+    int c = n > 0 ? memcmp(a, b, n) : 0; /* an empty key may have no bytes (NULL) */
     return c != 0 ? c : (alen > blen) - (alen < blen);
 }

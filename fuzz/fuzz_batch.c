@@ -10,7 +10,10 @@
  * feed's decoder (pc_batch_changes, engine/changes.c) reads every batch
  * without a crash or an overread; on a checked one it tells at most one
  * change per write-table PUT, each a put or delete with a key inside
- * PC_KEY_MAX and a short value only on a put.
+ * PC_KEY_MAX and a short value only on a put. The router's decoder
+ * (pc_batch_keys, engine/batch_keys.c) likewise: at most one key per PUT
+ * or DEL, each inside PC_KEY_MAX, and PC_INVALID for what the checker
+ * refuses.
  */
 #include <string.h>
 
@@ -22,6 +25,14 @@ static uint32_t header_count(const void *batch)
 {
     const uint8_t *b = batch; /* pc_buf holds char: read bytes unsigned */
     return (uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+}
+
+static int count_key(void *arg, const void *key, size_t len)
+{
+    FUZZ_CHECK(key != NULL || len == 0);
+    FUZZ_CHECK(len <= PC_KEY_MAX);
+    (*(uint32_t *)arg)++;
+    return 0;
 }
 
 static int count_change(void *arg, const pc_change *c)
@@ -44,12 +55,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t count = header_count(copy);
         pc_buf again = {0};
         pc_batch_op o;
-        uint32_t seen = 0, write_puts = 0, changes = 0;
+        uint32_t seen = 0, write_puts = 0, changes = 0, keys = 0, key_ops = 0;
         (void)pc_batch_changes(copy, size, count_change, &changes);
+        (void)pc_batch_keys(copy, size, count_key, &keys);
         while (p < end) {
             FUZZ_CHECK(pc_batch_next(&p, end, &o));
             seen++;
             write_puts += o.op == PC_BATCH_PUT && o.table == 2;
+            key_ops += o.op == PC_BATCH_PUT || o.op == PC_BATCH_DEL;
             if (o.op == PC_BATCH_RAISE_TS) {
                 FUZZ_CHECK(pc_batch_raise_ts(&again, o.ts) == PC_OK);
                 continue;
@@ -66,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_CHECK(p == end && seen == count);
         FUZZ_CHECK(changes <= write_puts);
+        FUZZ_CHECK(keys <= key_ops);
         FUZZ_CHECK(seen == 0 ? again.len == 0
                              : again.len == size && memcmp(again.data, copy, size) == 0);
         pc_buf joined = {0};
@@ -79,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         uint32_t changes = 0;
         FUZZ_CHECK(pc_batch_changes(copy, size, count_change, &changes) == PC_INVALID);
+        FUZZ_CHECK(pc_batch_keys(copy, size, count_key, &changes) == PC_INVALID);
     }
     free(copy);
     return 0;

@@ -39,6 +39,16 @@ void svc_write_begin(svc *s, pc_session *ps)
     pc_session_propose(ps, &batch);
 }
 
+region *svc_region_of_batch(svc *s, const void *batch, size_t len)
+{
+    if (s->home == NULL || s->home->repl == NULL)
+        return NULL; /* start-up: svc_open starts the replicator first */
+    region *r = router_find_batch(s->regions, batch, len);
+    if (r == NULL)
+        log_error("a write batch of %zu bytes is not for one region: refused", len);
+    return r;
+}
+
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
 {
     if (proposed != NULL)
@@ -50,9 +60,10 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     pc_session_propose(ps, NULL);
     /* An action that changed nothing has nothing to replicate. */
     if (batch.len > 0) {
-        rp_rc r = s->repl == NULL ? RP_UNAVAILABLE /* start-up: svc_open */
-                                  : s->repl->ops->propose(s->repl, batch.data, batch.len,
-                                                          batch_term, PROPOSE_WAIT_MS);
+        region *rg = svc_region_of_batch(s, batch.data, batch.len);
+        rp_rc r = rg == NULL ? RP_UNAVAILABLE
+                             : rg->repl->ops->propose(rg->repl, batch.data, batch.len, batch_term,
+                                                      PROPOSE_WAIT_MS);
         if (r != RP_OK)
             rc = svc_refused(r);
         else if (proposed != NULL)
@@ -74,9 +85,10 @@ pc_rc svc_read_fence(svc *s)
      * waits. A group of one answers at once. Before svc_open has started
      * the replicator nothing reads or writes (it starts it before it
      * loads the observers); the check only keeps a mistake from crashing. */
-    if (s->repl == NULL)
+    if (s->home == NULL || s->home->repl == NULL)
         return PC_OK;
-    return svc_refused(s->repl->ops->read_barrier(s->repl, PROPOSE_WAIT_MS));
+    replicator *repl = s->home->repl; /* the one region's: every key is in it */
+    return svc_refused(repl->ops->read_barrier(repl, PROPOSE_WAIT_MS));
 }
 
 svc_leadership svc_leadership_of(svc *s, rp_status *st)
@@ -84,11 +96,11 @@ svc_leadership svc_leadership_of(svc *s, rp_status *st)
     rp_status local;
     if (st == NULL)
         st = &local;
-    if (s->repl == NULL) {
+    if (s->home == NULL || s->home->repl == NULL) {
         *st = (rp_status){.role = "unavailable", .membership = ""};
         return SVC_NO_LEADER; /* start-up: svc_open */
     }
-    s->repl->ops->status(s->repl, st);
+    s->home->repl->ops->status(s->home->repl, st);
     if (st->ready_term != 0)
         return SVC_LEADS;
     if (strcmp(st->role, "leader") == 0)
@@ -112,18 +124,19 @@ bool svc_leads(svc *s)
 
 void svc_raft_status(svc *s, raft_group_status *st)
 {
-    raft_group_get_status(s->raft, st);
+    raft_group_get_status(s->home->raft, st);
 }
 
 struct raft_host *svc_raft_host(svc *s)
 {
-    return raft_group_host(s->raft);
+    return raft_group_host(s->home->raft);
 }
 
 uint64_t svc_leader_term(svc *s)
 {
     /* None before the replicator runs: nothing may be proposed yet. */
-    return s->repl != NULL ? s->repl->ops->ready_term(s->repl) : 0;
+    replicator *repl = s->home != NULL ? s->home->repl : NULL;
+    return repl != NULL ? repl->ops->ready_term(repl) : 0;
 }
 
 /* Every /v1 request but health and readiness (public routes, which httpd
@@ -184,7 +197,7 @@ static bool still_leader(const char *target, void *arg)
 {
     svc *s = arg;
     raft_group_status st;
-    raft_group_get_status(s->raft, &st);
+    raft_group_get_status(s->home->raft, &st);
     return strcmp(st.leader_http, target) == 0;
 }
 

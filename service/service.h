@@ -30,6 +30,7 @@
 #include "oracle_client.h"
 #include "program.h"
 #include "raft_group.h"
+#include "region.h"
 #include "replicator.h"
 #include "store_size.h"
 
@@ -108,11 +109,12 @@ typedef struct svc {
     _Atomic int ts_refusal;         /* svc_ts_refusal */
     _Atomic uint64_t ts_refused;    /* the refused answer's first timestamp */
 
-    /* How writes become durable (replicator.h; replica.c): the store's
-     * one region is replicated by a log of one (a single node) or by a
-     * Raft group, whose member this is (raft; NULL on a single node). */
-    replicator *repl;
-    raft_group *raft;
+    /* Which region holds a key (region.h), and how its writes become
+     * durable (replicator.h; replica.c): today one region holds every key
+     * (home), replicated by a log of one (a single node) or by a Raft
+     * group, whose member this is (home->raft; NULL on a single node). */
+    router *regions;
+    region *home;
     forwarder *fwd;                 /* a member passes requests on to its leader */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -204,7 +206,7 @@ void svc_committed(svc *s);
  * of one, with no peers, membership or forwarding). */
 static inline bool svc_replicated(const svc *s)
 {
-    return s->raft != NULL;
+    return s->home != NULL && s->home->raft != NULL;
 }
 
 /* Around every engine call that may write: ps proposes (its writes go
@@ -218,6 +220,11 @@ static inline bool svc_replicated(const svc *s)
  * a batch was applied. */
 void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
+/* The region whose replicator a write batch goes to: the one every key it
+ * writes is in (router_find_batch). NULL, logged: its keys are in more
+ * than one region (a caller's mistake: with one region it cannot
+ * happen), or no replicator runs yet. */
+region *svc_region_of_batch(svc *s, const void *batch, size_t len);
 /* Before a read of the store (after its timestamp was taken): the
  * replicator's read barrier (this member leads, and has applied everything
  * committed before the read; commits not yet applied are in flight for

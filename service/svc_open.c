@@ -193,20 +193,31 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         return 1;
     apply_listener hear = {watch_apply_begin, watch_applied, watch_apply_end, watch_lost,
                            s->watch};
-    /* From here on every write goes through the replicator (replica.c): a
-     * member's Raft group, or a single node's log of one. */
+    /* One region holds every key (region.h), in the node's store. */
+    region *home = NULL;
+    if ((s->regions = router_new()) == NULL || (home = region_new(1, "", 0, NULL, 0)) == NULL ||
+        router_add(s->regions, home) != 0) {
+        region_free(home);
+        log_startup_error(PROG, "out of memory");
+        return 1;
+    }
+    home->epoch = 1;
+    home->engine = s->engine;
+    s->home = home;
+    /* From here on every write goes through the region's replicator
+     * (replica.c): a member's Raft group, or a single node's log of one. */
     if (rcfg != NULL) {
         rcfg->listen = hear;
         rcfg->engine = s->engine;
         rcfg->restored = c->restore_from[0] != '\0';
         rcfg->apply_failed = svc_storage_failed;
-        if (raft_group_start(rcfg, s->metrics, &s->raft, err, sizeof err) != 0) {
+        if (raft_group_start(rcfg, s->metrics, &home->raft, err, sizeof err) != 0) {
             log_startup_error(PROG, "raft: %s", err);
             return 1;
         }
-        s->repl = raft_group_replicator(s->raft);
-    } else if ((s->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics,
-                                                 &hear)) == NULL) {
+        home->repl = raft_group_replicator(home->raft);
+    } else if ((home->repl = replicator_local_start(s->engine, svc_storage_failed, s->metrics,
+                                                    &hear)) == NULL) {
         /* A single node is a group of one: its own log (replicator.h). */
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
@@ -238,12 +249,18 @@ void svc_close(svc *s)
 {
     write_batch_stop(s->batch); /* deferred writes come back first */
     s->batch = NULL;
-    if (s->raft != NULL)
-        raft_group_stop(s->raft); /* after every writer: nothing proposes any more */
-    else
-        replicator_local_stop(s->repl); /* the same */
-    s->raft = NULL;
-    s->repl = NULL;
+    for (size_t i = 0; s->regions != NULL && i < router_count(s->regions); i++) {
+        region *r = router_at(s->regions, i);
+        if (r->raft != NULL)
+            raft_group_stop(r->raft); /* after every writer: nothing proposes any more */
+        else
+            replicator_local_stop(r->repl); /* the same */
+        r->raft = NULL;
+        r->repl = NULL;
+    }
+    router_free(s->regions);
+    s->regions = NULL;
+    s->home = NULL;
     watch_hub_free(s->watch); /* after the replicator: nothing applies any more */
     s->watch = NULL;
     svc_close_engine_sessions(s);

@@ -116,7 +116,6 @@ struct watch_hub {
     metrics_series *m_watchers, *m_changes, *m_replayed, *m_ring_bytes, *m_resolved, *m_cut;
 };
 
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 
 /* ---- capture (the applying thread) ---- */
 
@@ -300,7 +299,7 @@ static int by_commit_key(const void *x, const void *y)
     const captured *a = x, *b = y;
     if (a->commit_ts != b->commit_ts)
         return a->commit_ts < b->commit_ts ? -1 : 1;
-    return key_cmp(a->key, a->klen, b->key, b->klen);
+    return pc_key_cmp(a->key, a->klen, b->key, b->klen);
 }
 
 /* ---- one tick: the resolved timestamp, and the ring up to it ---- */
@@ -438,18 +437,11 @@ static void tick(watch_hub *h, pc_session *ps)
 
 /* ---- filling a watcher (the hub thread) ---- */
 
-/* Bytewise, a prefix first (the store's key order). */
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
-}
-
 static bool in_range(const watcher *w, const void *key, size_t klen)
 {
-    if (key_cmp(key, klen, w->start, w->slen) < 0)
+    if (pc_key_cmp(key, klen, w->start, w->slen) < 0)
         return false;
-    return w->elen == 0 || key_cmp(key, klen, w->end, w->elen) < 0;
+    return w->elen == 0 || pc_key_cmp(key, klen, w->end, w->elen) < 0;
 }
 
 /* Append one line (a JSON object, taken) to w's output. */

@@ -224,8 +224,10 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         pc_latches_release(r->latches);
         free(r);
     } else {
-        replicator *repl = b->s->repl;
-        rp_rc rc = repl->ops->submit(repl, batch.data, batch.len, term, round_answered, r);
+        region *rg = svc_region_of_batch(b->s, batch.data, batch.len);
+        rp_rc rc = rg == NULL ? RP_UNAVAILABLE
+                              : rg->repl->ops->submit(rg->repl, batch.data, batch.len, term,
+                                                      round_answered, r);
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
     }

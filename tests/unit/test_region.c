@@ -1,0 +1,222 @@
+/*
+ * test_region.c — regions and the router (service/region.c) and the keys
+ * of a write batch (engine/batch_keys.c): a key is found in the one
+ * region whose [start, end) holds it, ranges that overlap are refused, a
+ * gap holds no key, and a batch is for a region only when every key it
+ * writes is in that region.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "region.h"
+
+static region *R(uint64_t id, const char *start, const char *end)
+{
+    region *r = region_new(id, start, strlen(start), end, end != NULL ? strlen(end) : 0);
+    assert_non_null(r);
+    return r;
+}
+
+static uint64_t found(const router *rt, const char *key)
+{
+    region *r = router_find(rt, key, strlen(key));
+    return r != NULL ? r->id : 0;
+}
+
+/* ["", b) [b, m) [m, ...), added out of order. */
+static router *three(void)
+{
+    router *rt = router_new();
+    assert_non_null(rt);
+    assert_int_equal(router_add(rt, R(3, "m", NULL)), 0);
+    assert_int_equal(router_add(rt, R(1, "", "b")), 0);
+    assert_int_equal(router_add(rt, R(2, "b", "m")), 0);
+    return rt;
+}
+
+static void a_key_is_in_the_region_whose_range_holds_it(void **state)
+{
+    (void)state;
+    router *rt = three();
+    assert_int_equal(router_count(rt), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(router_at(rt, i)->id, i + 1); /* kept in key order */
+    assert_null(router_at(rt, 3));
+    assert_int_equal(found(rt, ""), 1);
+    assert_int_equal(found(rt, "a"), 1);
+    assert_int_equal(found(rt, "azzzz"), 1);
+    assert_int_equal(found(rt, "b"), 2); /* a start is in its region */
+    assert_int_equal(found(rt, "l\xff\xff"), 2);
+    assert_int_equal(found(rt, "m"), 3); /* an end is not */
+    assert_int_equal(found(rt, "\xff\xff\xff"), 3);
+    char nul[2] = {'b', 0}; /* "b\0" sorts after "b": a prefix first */
+    region *r = router_find(rt, nul, 2);
+    assert_non_null(r);
+    assert_int_equal(r->id, 2);
+    router_free(rt);
+}
+
+static void overlapping_and_empty_ranges_are_refused(void **state)
+{
+    (void)state;
+    router *rt = three();
+    const char *overlaps[][2] = {{"a", "c"}, {"l", "n"}, {"", NULL}, {"c", "d"}, {"z", NULL}};
+    for (size_t i = 0; i < sizeof overlaps / sizeof overlaps[0]; i++) {
+        region *r = R(9, overlaps[i][0], overlaps[i][1]);
+        assert_int_equal(router_add(rt, r), -1);
+        region_free(r); /* refused: still the caller's */
+    }
+    assert_int_equal(router_count(rt), 3);
+    assert_null(region_new(9, "b", 1, "b", 1)); /* empty */
+    assert_null(region_new(9, "c", 1, "b", 1)); /* reversed */
+    router_free(rt);
+}
+
+static void a_gap_between_regions_holds_no_key(void **state)
+{
+    (void)state;
+    router *rt = router_new();
+    assert_non_null(rt);
+    assert_int_equal(router_add(rt, R(1, "a", "b")), 0);
+    assert_int_equal(router_add(rt, R(2, "c", NULL)), 0);
+    assert_int_equal(router_add(rt, R(3, "b", "c")), 0); /* fills the gap exactly */
+    assert_int_equal(found(rt, "bb"), 3);
+    router_free(rt);
+
+    rt = router_new();
+    assert_non_null(rt);
+    assert_int_equal(router_add(rt, R(1, "a", "b")), 0);
+    assert_int_equal(router_add(rt, R(2, "c", NULL)), 0);
+    assert_int_equal(found(rt, ""), 0);   /* before the first */
+    assert_int_equal(found(rt, "b"), 0);  /* between */
+    assert_int_equal(found(rt, "bz"), 0);
+    assert_int_equal(found(rt, "c"), 2);
+    router_free(rt);
+}
+
+/* Many regions at random split points: the binary search agrees with a
+ * scan of every region on random keys. */
+static void the_search_agrees_with_a_scan(void **state)
+{
+    (void)state;
+    unsigned seed = 20261127;
+    printf("# seed %u\n", seed);
+    srand(seed);
+    for (int round = 0; round < 20; round++) {
+        /* Split points: distinct sorted two-byte keys. */
+        char splits[64][2];
+        int n = 0;
+        for (int c = 1; c < 256 && n < 64; c++)
+            if (rand() % 4 == 0) {
+                splits[n][0] = (char)c;
+                splits[n][1] = (char)(rand() % 256);
+                n++;
+            }
+        router *rt = router_new();
+        assert_non_null(rt);
+        for (int i = n; i >= 0; i--) { /* added backwards */
+            const void *start = i == 0 ? "" : splits[i - 1];
+            region *r = region_new((uint64_t)i + 1, start, i == 0 ? 0 : 2,
+                                   i == n ? NULL : splits[i], i == n ? 0 : 2);
+            assert_non_null(r);
+            assert_int_equal(router_add(rt, r), 0);
+        }
+        for (int k = 0; k < 500; k++) {
+            unsigned char key[3] = {(unsigned char)(rand() % 256), (unsigned char)(rand() % 256),
+                                    (unsigned char)(rand() % 256)};
+            size_t len = (size_t)(rand() % 4);
+            region *want = NULL;
+            int holders = 0;
+            for (size_t i = 0; i < router_count(rt); i++)
+                if (region_contains(router_at(rt, i), key, len)) {
+                    want = router_at(rt, i);
+                    holders++;
+                }
+            assert_int_equal(holders, 1); /* they cover every key, once */
+            assert_ptr_equal(router_find(rt, key, len), want);
+        }
+        router_free(rt);
+    }
+}
+
+/* A batch as proposals write them: a lock, a data version, a write record
+ * of key, and a notify row. */
+static void write_key(pc_buf *b, const char *key, size_t len, uint64_t ts)
+{
+    uint8_t vk[PC_KEY_MAX + 16];
+    size_t vklen = pc_vkey(vk, key, len, ts);
+    assert_int_equal(pc_batch_put(b, 1, key, len, "L", 1), PC_OK);
+    assert_int_equal(pc_batch_put(b, 0, vk, vklen, "value", 5), PC_OK);
+    assert_int_equal(pc_batch_put(b, 2, vk, vklen, "W", 1), PC_OK);
+    assert_int_equal(pc_batch_del(b, 3, key, len), PC_OK);
+}
+
+typedef struct {
+    char seen[8][16];
+    size_t len[8];
+    int n;
+} keys_seen;
+
+static int note_key(void *arg, const void *key, size_t len)
+{
+    keys_seen *k = arg;
+    assert_true(k->n < 8 && len <= 16);
+    memcpy(k->seen[k->n], key, len);
+    k->len[k->n++] = len;
+    return 0;
+}
+
+static void a_batch_is_for_the_region_of_all_its_keys(void **state)
+{
+    (void)state;
+    router *rt = three();
+    pc_buf b = {0};
+    write_key(&b, "c\0x", 3, 7); /* a zero byte: escaped in the versioned rows */
+    assert_int_equal(pc_batch_raise_ts(&b, 9), PC_OK);
+    keys_seen k = {0};
+    assert_int_equal(pc_batch_keys(b.data, b.len, note_key, &k), PC_OK);
+    assert_int_equal(k.n, 4); /* the raise has no key */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(k.len[i], 3);
+        assert_memory_equal(k.seen[i], "c\0x", 3);
+    }
+    region *r = router_find_batch(rt, b.data, b.len);
+    assert_non_null(r);
+    assert_int_equal(r->id, 2);
+
+    write_key(&b, "f", 1, 8); /* the same region still */
+    assert_int_equal(router_find_batch(rt, b.data, b.len)->id, 2);
+    write_key(&b, "x", 1, 8); /* and one in another */
+    assert_null(router_find_batch(rt, b.data, b.len));
+    pc_buf_free(&b);
+
+    pc_buf only_ts = {0};
+    assert_int_equal(pc_batch_raise_ts(&only_ts, 3), PC_OK);
+    assert_int_equal(router_find_batch(rt, only_ts.data, only_ts.len)->id, 1);
+    pc_buf_free(&only_ts);
+
+    const char junk[] = "not a batch";
+    assert_null(router_find_batch(rt, junk, sizeof junk));
+    assert_int_equal(pc_batch_keys(junk, sizeof junk, note_key, &k), PC_INVALID);
+    router_free(rt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_key_is_in_the_region_whose_range_holds_it),
+        cmocka_unit_test(overlapping_and_empty_ranges_are_refused),
+        cmocka_unit_test(a_gap_between_regions_holds_no_key),
+        cmocka_unit_test(the_search_agrees_with_a_scan),
+        cmocka_unit_test(a_batch_is_for_the_region_of_all_its_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
