@@ -17,7 +17,13 @@
 #     (raft_group_*, replicator_local_*): it goes through replica.c like
 #     every other caller; and the replicator's calls (replicator.h, made
 #     through its ops table, which nm cannot see) appear in the source of
-#     replica.c and write_batch.c only.
+#     replica.c and write_batch.c only;
+#  6. only the service's HTTP layer answers a request (httpd_reply_*,
+#     httpd_add_header): the routes (routes_*.c, backup_archive.c's
+#     route), respond.c, and the parsers of a request (body.c, codec.c,
+#     writes.c, one_shot_parse.c); the protocol code above the engine
+#     (coordinator, one-shot runs, sessions, readers, leases, janitor, ...)
+#     returns outcomes that these turn into answers.
 #
 # Prints the graph's size per folder and every loop or breach; exits 1 on any.
 set -u
@@ -114,4 +120,14 @@ for f in "$src"/*.c; do
   fi
 done
 [ $fail = 0 ] && echo "check-layers: no route calls the replicator"
+# 6. Only the HTTP layer answers.
+before=$fail
+for o in "$B"/service/*.o; do
+  case $(basename "$o") in
+    routes_*.o|backup_archive.o|respond.o|body.o|codec.o|writes.o|one_shot_parse.o|main.o) continue ;;
+  esac
+  bad=$(uses "$o" | grep -E '^httpd_(reply|add_header)' | tr '\n' ' ' || true)
+  [ -n "$bad" ] && { echo "check-layers: service/$(basename "$o") answers HTTP itself: $bad"; fail=1; }
+done
+[ $fail = "$before" ] && echo "check-layers: only the HTTP layer of the service answers requests"
 exit $fail

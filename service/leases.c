@@ -408,7 +408,7 @@ static pc_rc still_attached(svc *s, pc_session *ps, const pc_item *a, uint64_t t
 static int cmp_mutation(const void *a, const void *b)
 {
     const pc_mutation *x = a, *y = b;
-    return key_cmp(x->key.data, x->key.len, y->key.data, y->key.len);
+    return pc_key_cmp(x->key.data, x->key.len, y->key.data, y->key.len);
 }
 
 /* One try at the end's transaction. Normally one transaction deletes the

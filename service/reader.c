@@ -172,11 +172,11 @@ void rd_view_each(const rd_view *v, bool (*fn)(void *arg, const rd_item *it), vo
         bool have_e = ei < it->n && ks_is_user(it->items[ei].key, &ek);
         const txn_write *w = wi < v->wend ? &own->w[wi] : NULL;
         if (w != NULL && stop.data != NULL &&
-            key_cmp(w->key, w->klen, (const char *)stop.data + 1, stop.len - 1) > 0)
+            pc_key_cmp(w->key, w->klen, (const char *)stop.data + 1, stop.len - 1) > 0)
             w = NULL;
         if (!have_e && w == NULL)
             return;
-        int cmp = !have_e ? 1 : w == NULL ? -1 : key_cmp(ek.data, ek.len, w->key, w->klen);
+        int cmp = !have_e ? 1 : w == NULL ? -1 : pc_key_cmp(ek.data, ek.len, w->key, w->klen);
         if (cmp < 0) {
             rd_item x = {ek, it->items[ei].value, it->items[ei].commit_ts};
             ei++;

@@ -235,7 +235,7 @@ bool parse_scan_range(httpd_req *req, codec_enc enc, char *start, size_t *slen, 
             httpd_reply_error(req, 400, "bad_request", NULL, "after is too long");
             return false;
         }
-        if (key_cmp(after, alen, start, *slen) >= 0) {
+        if (pc_key_cmp(after, alen, start, *slen) >= 0) {
             memcpy(start, after, alen);
             start[alen] = '\0';
             *slen = alen + 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "engine.h"
 #include "sessions.h"
 
 #define NBUCKETS 256
@@ -36,12 +37,6 @@ struct sessions {
     metrics_series *open_gauge, *bytes_gauge;
     bucket b[NBUCKETS];
 };
-
-int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
-}
 
 static bucket *bucket_of(sessions *s, uint64_t seq)
 {
@@ -437,7 +432,7 @@ size_t txn_lower_bound(const txn *t, const void *key, size_t klen)
     size_t lo = 0, hi = t->nw;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (key_cmp(t->w[mid].key, t->w[mid].klen, key, klen) < 0)
+        if (pc_key_cmp(t->w[mid].key, t->w[mid].klen, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -448,7 +443,7 @@ size_t txn_lower_bound(const txn *t, const void *key, size_t klen)
 const txn_write *txn_find(const txn *t, const void *key, size_t klen)
 {
     size_t i = txn_lower_bound(t, key, klen);
-    if (i < t->nw && key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0)
+    if (i < t->nw && pc_key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0)
         return &t->w[i];
     return NULL;
 }
@@ -463,7 +458,7 @@ txn_buffer_rc txn_buffer(txn *t, const void *key, size_t klen, bool deleted, con
                size_t vlen, size_t max_bytes)
 {
     size_t i = txn_lower_bound(t, key, klen);
-    bool exists = i < t->nw && key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0;
+    bool exists = i < t->nw && pc_key_cmp(t->w[i].key, t->w[i].klen, key, klen) == 0;
     size_t old = exists ? t->w[i].klen + t->w[i].vlen : 0;
 
     if (t->bytes - old + klen + vlen > max_bytes)

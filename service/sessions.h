@@ -154,6 +154,4 @@ const txn_write *txn_find(const txn *t, const void *key, size_t klen);
 /* Index of the first buffered write with key >= (key, klen). */
 size_t txn_lower_bound(const txn *t, const void *key, size_t klen);
 
-int key_cmp(const void *a, size_t alen, const void *b, size_t blen);
-
 #endif
