@@ -3,23 +3,13 @@
 #
 # need_gnuplot NAME: Debian's gnuplot-nox installed (when run as root; else
 # the one line to run is said) — 0, or 1 (then no picture, the table stays).
+# Needs need_debian (bench/need-etcd.sh, sourced first).
 # plot_latency DATA PNG TITLE: DATA has one line per row and connection
 # count: "label|conns|ours p50|p99|p99.9|etcd p50|p99|p99.9" (ms); the
 # picture shows the six per row, ours beside etcd's, on a log scale.
 # Returns 0 whatever happens: the text table is the result, the picture
 # an aid.
-need_gnuplot() {
-  command -v gnuplot >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ]; then
-    echo "$1: installing gnuplot-nox (for the latency pictures)"
-    apt-get -o DPkg::Lock::Timeout=300 update -qq &&
-      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq gnuplot-nox >/dev/null ||
-      { echo "$1: apt-get install gnuplot-nox failed: no picture"; return 1; }
-  else
-    echo "$1: gnuplot is missing (no picture); run: sudo apt-get install -y gnuplot-nox"
-    return 1
-  fi
-}
+need_gnuplot() { need_debian "$1" gnuplot gnuplot-nox; } # bench/need-etcd.sh
 
 plot_latency() {
   local data=$1 png=$2 title=$3 table
@@ -41,6 +31,8 @@ set logscale y
 set ylabel "latency, ms (log scale)"
 set xtics rotate by -30 scale 0
 set key top left
+set bmargin 10
+set rmargin 14
 set grid ytics
 plot "$table" using 2:xtic(1) title "ours p50" lc rgb "#9ecae1", \
      "" using 3 title "ours p99" lc rgb "#3182bd", \

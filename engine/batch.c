@@ -173,3 +173,20 @@ pc_rc pc_batch_check(const void *batch, size_t len)
             return PC_INVALID;
     return seen == n ? PC_OK : PC_INVALID; /* a batch cut at an op's end too */
 }
+
+pc_rc pc_batch_each(const void *batch, size_t len, int (*fn)(void *arg, const pc_batch_op *o),
+                    void *arg)
+{
+    const uint8_t *p = batch, *end = p + len;
+    pc_batch_op o;
+    if (pc_batch_check(batch, len) != PC_OK)
+        return PC_INVALID;
+    for (p += HEADER_LEN; p < end;) {
+        if (!pc_batch_next(&p, end, &o))
+            return PC_INVALID;
+        int r = fn(arg, &o);
+        if (r != 0)
+            return r < 0 ? PC_INVALID : PC_OK;
+    }
+    return PC_OK;
+}

@@ -25,30 +25,27 @@ int pc_change_of(const uint8_t *vk, size_t vklen, const void *rec, size_t rlen, 
     return w.type == PC_W_PUT || w.type == PC_W_DELETE;
 }
 
+typedef struct {
+    int (*fn)(void *arg, const pc_change *c);
+    void *arg;
+} changes_args;
+
+static int change_of_op(void *arg, const pc_batch_op *o)
+{
+    static _Thread_local uint8_t key[PC_KEY_MAX];
+    changes_args *a = arg;
+    pc_change c;
+    if (o->op != PC_BATCH_PUT || o->table != WRITE_TABLE)
+        return 0;
+    int is = pc_change_of(o->key, o->klen, o->val, o->vlen, key, &c);
+    if (is <= 0)
+        return is; /* -1: a record that does not decode; 0: a rollback */
+    return a->fn(a->arg, &c) != 0;
+}
+
 pc_rc pc_batch_changes(const void *batch, size_t len,
                        int (*fn)(void *arg, const pc_change *c), void *arg)
 {
-    static _Thread_local uint8_t key[PC_KEY_MAX];
-    const uint8_t *p = batch, *end = p + len;
-    pc_batch_op o;
-
-    if (pc_batch_check(batch, len) != PC_OK)
-        return PC_INVALID;
-    p += PC_BATCH_HEADER;
-    while (p < end) {
-        if (!pc_batch_next(&p, end, &o))
-            return PC_INVALID;
-        pc_change c;
-        if (o.op != PC_BATCH_PUT || o.table != WRITE_TABLE)
-            continue;
-        int is = pc_change_of(o.key, o.klen, o.val, o.vlen, key, &c);
-        if (is < 0)
-            return PC_INVALID;
-        if (is == 0)
-            continue;
-        if (fn(arg, &c) != 0)
-            break;
-    }
-    return PC_OK;
+    changes_args a = {fn, arg};
+    return pc_batch_each(batch, len, change_of_op, &a);
 }
-

@@ -10,28 +10,28 @@
 
 enum { DATA_TABLE = 0, WRITE_TABLE = 2 }; /* the batch's table numbers */
 
+typedef struct {
+    int (*fn)(void *arg, const void *key, size_t klen);
+    void *arg;
+} keys_args;
+
+static int key_of_op(void *arg, const pc_batch_op *o)
+{
+    static _Thread_local uint8_t key[PC_KEY_MAX];
+    keys_args *a = arg;
+    if (o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL)
+        return 0; /* a timestamp or safe point: no key */
+    bool versioned = o->table == DATA_TABLE || o->table == WRITE_TABLE;
+    size_t klen;
+    uint64_t ts;
+    if (versioned && pc_vkey_decode(o->key, o->klen, key, &klen, &ts) != 0)
+        return -1;
+    return a->fn(a->arg, versioned ? key : o->key, versioned ? klen : o->klen) != 0;
+}
+
 pc_rc pc_batch_keys(const void *batch, size_t len,
                     int (*fn)(void *arg, const void *key, size_t klen), void *arg)
 {
-    static _Thread_local uint8_t key[PC_KEY_MAX];
-    const uint8_t *p = batch, *end = p + len;
-    pc_batch_op o;
-
-    if (pc_batch_check(batch, len) != PC_OK)
-        return PC_INVALID;
-    p += PC_BATCH_HEADER;
-    while (p < end) {
-        if (!pc_batch_next(&p, end, &o))
-            return PC_INVALID;
-        if (o.op != PC_BATCH_PUT && o.op != PC_BATCH_DEL)
-            continue; /* a timestamp or safe point: no key */
-        bool versioned = o.table == DATA_TABLE || o.table == WRITE_TABLE;
-        size_t klen;
-        uint64_t ts;
-        if (versioned && pc_vkey_decode(o.key, o.klen, key, &klen, &ts) != 0)
-            return PC_INVALID;
-        if (fn(arg, versioned ? key : o.key, versioned ? klen : o.klen) != 0)
-            break;
-    }
-    return PC_OK;
+    keys_args a = {fn, arg};
+    return pc_batch_each(batch, len, key_of_op, &a);
 }

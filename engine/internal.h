@@ -115,6 +115,11 @@ typedef struct {
 /* Decode the operation at *p (end: the batch's end), moving *p past it;
  * false if it is malformed. */
 bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o);
+/* Each operation of a checked batch to fn, in order: fn returns 0 for the
+ * next, > 0 to stop (PC_OK), < 0 when the operation does not decode
+ * (PC_INVALID). PC_INVALID also when the batch is not well formed. */
+pc_rc pc_batch_each(const void *batch, size_t len, int (*fn)(void *arg, const pc_batch_op *o),
+                    void *arg);
 /* Where a batch is now, and back there (an action's attempt that failed). */
 pc_batch_mark pc_batch_mark_of(const pc_buf *b);
 void pc_batch_rewind(pc_buf *b, pc_batch_mark m);
