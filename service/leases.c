@@ -254,7 +254,9 @@ pc_rc leases_keepalive(svc *s, uint64_t id, uint64_t *ttl_ms)
      * must not answer a keep-alive the new leader never heard of. The new
      * leader's fresh TTLs start after this confirmation, so they end no
      * sooner than a TTL after the keep-alive was sent. */
-    pc_rc rc = svc_read_fence(s);
+    char rec[LEASE_RECORD_KEY];
+    lease_record_key(rec, id);
+    pc_rc rc = svc_read_fence(s, (pc_slice){rec, sizeof rec}); /* the lease's region */
     if (rc != PC_OK)
         return rc;
     uint64_t now = sessions_now(s->sessions);

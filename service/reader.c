@@ -59,7 +59,7 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    pc_rc rc = svc_read_fence(s);
+    pc_rc rc = svc_read_fence(s, key);
 
     if (rc != PC_OK)
         return rc;
@@ -75,7 +75,7 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0, resolved = 0;
     bool step_over = false;
-    pc_rc rc = svc_read_fence(s);
+    pc_rc rc = svc_read_fence(s, key);
 
     if (rc != PC_OK)
         return rc;
@@ -115,7 +115,8 @@ static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, 
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    pc_rc rc = svc_read_fence(s);
+    /* end.len 0: no end (pc_scan_bounded) */
+    pc_rc rc = svc_read_fence_range(s, start, end.len > 0 ? end : (pc_slice){NULL, 0});
 
     if (rc != PC_OK)
         return rc;

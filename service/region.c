@@ -98,17 +98,38 @@ int router_add(router *rt, region *r)
     return 0;
 }
 
-region *router_find(const router *rt, const void *key, size_t len)
+/* The index of the first region whose end is past key (n: none). Ends
+ * are in order too, since the regions are sorted and disjoint. */
+static size_t first_ending_after(const router *rt, const void *key, size_t len)
 {
     size_t lo = 0, hi = rt->n;
-    while (lo < hi) { /* the first region whose end is past key */
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (place(rt->r[mid], key, len) > 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < rt->n && place(rt->r[lo], key, len) == 0 ? rt->r[lo] : NULL;
+    return lo;
+}
+
+region *router_find(const router *rt, const void *key, size_t len)
+{
+    size_t i = first_ending_after(rt, key, len);
+    return i < rt->n && place(rt->r[i], key, len) == 0 ? rt->r[i] : NULL;
+}
+
+void router_each_overlapping(const router *rt, const void *start, size_t slen, const void *end,
+                             size_t elen, int (*fn)(void *arg, region *r), void *arg)
+{
+    /* From the first region ending past start, while they begin before end. */
+    for (size_t i = first_ending_after(rt, start, slen); i < rt->n; i++) {
+        region *r = rt->r[i];
+        if (end != NULL && pc_key_cmp(r->start.data, r->start.len, end, elen) >= 0)
+            break;
+        if (fn(arg, r) != 0)
+            break;
+    }
 }
 
 typedef struct {

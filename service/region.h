@@ -65,6 +65,10 @@ region *router_find(const router *rt, const void *key, size_t len);
  * decode. A batch that writes no key (a safe point, a timestamp) is the
  * first region's. */
 region *router_find_batch(const router *rt, const void *batch, size_t len);
+/* Each region that holds a key of [start, end) (end NULL: to the end of
+ * the keyspace), in key order, to fn; fn returns non-zero to stop. */
+void router_each_overlapping(const router *rt, const void *start, size_t slen, const void *end,
+                             size_t elen, int (*fn)(void *arg, region *r), void *arg);
 /* The regions in key order: count, and the i-th. */
 size_t router_count(const router *rt);
 region *router_at(const router *rt, size_t i);

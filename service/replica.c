@@ -74,21 +74,54 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     return rc;
 }
 
-pc_rc svc_read_fence(svc *s)
+/* In a group, the barrier proves this member still leads the region and
+ * that everything it committed before the read arrived is applied here.
+ * A commit below the read's timestamp that is not applied yet is still
+ * in the table of commits in flight (a one-phase commit, a commit point:
+ * their latches keep it there until the apply) or leaves its lock in the
+ * store (two-phase secondaries), so the read meets it and waits. A group
+ * of one answers at once. Before svc_open has started the replicator
+ * nothing reads or writes (it starts it before it loads the observers);
+ * the check only keeps a mistake from crashing. */
+typedef struct {
+    pc_rc rc;
+    size_t regions; /* fenced so far */
+} fence_args;
+
+static int fence_region(void *arg, region *r)
 {
-    /* In a group, the barrier proves this member still leads and that
-     * everything committed before the read arrived is applied here. A
-     * commit below the read's timestamp that is not applied yet is still
-     * in the table of commits in flight (a one-phase commit, a commit
-     * point: their latches keep it there until the apply) or leaves its
-     * lock in the store (two-phase secondaries), so the read meets it and
-     * waits. A group of one answers at once. Before svc_open has started
-     * the replicator nothing reads or writes (it starts it before it
-     * loads the observers); the check only keeps a mistake from crashing. */
-    if (s->home == NULL || s->home->repl == NULL)
+    fence_args *f = arg;
+    f->regions++;
+    if (r->repl != NULL)
+        f->rc = svc_refused(r->repl->ops->read_barrier(r->repl, PROPOSE_WAIT_MS));
+    return f->rc != PC_OK;
+}
+
+pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end)
+{
+    if (s->regions == NULL)
+        return PC_OK; /* start-up: see above */
+    fence_args f = {PC_OK, 0};
+    router_each_overlapping(s->regions, start.data, start.len, end.data, end.len, fence_region,
+                            &f);
+    /* No region holds a key of it: none can vouch for what the store says. */
+    return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
+}
+
+pc_rc svc_read_fence(svc *s, pc_slice key)
+{
+    if (s->regions == NULL)
         return PC_OK;
-    replicator *repl = s->home->repl; /* the one region's: every key is in it */
-    return svc_refused(repl->ops->read_barrier(repl, PROPOSE_WAIT_MS));
+    region *r = router_find(s->regions, key.data, key.len);
+    fence_args f = {PC_OK, 0};
+    if (r != NULL)
+        fence_region(&f, r);
+    return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
+}
+
+pc_rc svc_read_fence_all(svc *s)
+{
+    return svc_read_fence_range(s, (pc_slice){"", 0}, (pc_slice){NULL, 0});
 }
 
 svc_leadership svc_leadership_of(svc *s, rp_status *st)

@@ -225,12 +225,17 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
  * than one region (a caller's mistake: with one region it cannot
  * happen), or no replicator runs yet. */
 region *svc_region_of_batch(svc *s, const void *batch, size_t len);
-/* Before a read of the store (after its timestamp was taken): the
- * replicator's read barrier (this member leads, and has applied everything
- * committed before the read; commits not yet applied are in flight for
- * the engine's reads). PC_OK, or the refusal (PC_NOT_LEADER,
- * PC_UNAVAILABLE). A single node: PC_OK at once. */
-pc_rc svc_read_fence(svc *s);
+/* Before a read of the store (after its timestamp was taken): the read
+ * barrier of the replicator of every region the read covers (this member
+ * leads it, and has applied everything it committed before the read;
+ * commits not yet applied are in flight for the engine's reads). PC_OK,
+ * or the first refusal (PC_NOT_LEADER, PC_UNAVAILABLE). A single node:
+ * PC_OK at once. Keys are engine keys (keyspace.h), as the regions' are:
+ * the read of one key, of [start, end) (end.data NULL: to the end of the
+ * keyspace), or of everything (the change feed). */
+pc_rc svc_read_fence(svc *s, pc_slice key);
+pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end);
+pc_rc svc_read_fence_all(svc *s);
 /* A replicator's answer as the result every caller passes on: PC_OK,
  * PC_NOT_LEADER or PC_UNAVAILABLE (reply_engine answers them 503). */
 pc_rc svc_refused(rp_rc r);

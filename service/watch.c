@@ -413,7 +413,7 @@ static void tick(watch_hub *h, pc_session *ps)
     /* Still the leader, with everything committed before now applied: a
      * member deposed meanwhile may have let go of commits in flight that
      * a new leader applies, so it publishes nothing. */
-    bool leads = whole && svc_read_fence(s) == PC_OK;
+    bool leads = whole && svc_read_fence_all(s) == PC_OK; /* the feed is of every key */
     if (!whole || !leads) {
         if (whole)
             capture_lost(h, "this member could not confirm it leads");

@@ -2,8 +2,9 @@
  * test_region.c — regions and the router (service/region.c) and the keys
  * of a write batch (engine/batch_keys.c): a key is found in the one
  * region whose [start, end) holds it, ranges that overlap are refused, a
- * gap holds no key, and a batch is for a region only when every key it
- * writes is in that region.
+ * gap holds no key, a read of a range meets every region it overlaps and
+ * no other, and a batch is for a region only when every key it writes is
+ * in that region.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +103,58 @@ static void a_gap_between_regions_holds_no_key(void **state)
     router_free(rt);
 }
 
+typedef struct {
+    uint64_t ids[70];
+    int n, stop_after; /* stop_after 0: never */
+} overlap_seen;
+
+static int note_region(void *arg, region *r)
+{
+    overlap_seen *o = arg;
+    assert_true(o->n < 70);
+    o->ids[o->n++] = r->id;
+    return o->stop_after != 0 && o->n == o->stop_after;
+}
+
+/* The ids of the regions [start, end) overlaps, as "1,2,": end NULL for
+ * no end. */
+static const char *overlapping(const router *rt, const char *start, const char *end,
+                               int stop_after)
+{
+    static char out[256];
+    overlap_seen o = {.stop_after = stop_after};
+    router_each_overlapping(rt, start, strlen(start), end, end != NULL ? strlen(end) : 0,
+                            note_region, &o);
+    out[0] = '\0';
+    for (int i = 0; i < o.n; i++)
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%llu,",
+                 (unsigned long long)o.ids[i]);
+    return out;
+}
+
+static void a_range_meets_the_regions_it_overlaps(void **state)
+{
+    (void)state;
+    router *rt = three(); /* ["", b) [b, m) [m, ...) */
+    assert_string_equal(overlapping(rt, "", NULL, 0), "1,2,3,");
+    assert_string_equal(overlapping(rt, "a", "c", 0), "1,2,");
+    assert_string_equal(overlapping(rt, "c", "d", 0), "2,");
+    assert_string_equal(overlapping(rt, "b", "m", 0), "2,"); /* m is the next one's start */
+    assert_string_equal(overlapping(rt, "l", NULL, 0), "2,3,");
+    assert_string_equal(overlapping(rt, "z", NULL, 0), "3,");
+    assert_string_equal(overlapping(rt, "", NULL, 1), "1,"); /* fn stops it */
+    router_free(rt);
+
+    rt = router_new();
+    assert_non_null(rt);
+    assert_int_equal(router_add(rt, R(1, "a", "b")), 0);
+    assert_int_equal(router_add(rt, R(2, "c", NULL)), 0);
+    assert_string_equal(overlapping(rt, "b", "bz", 0), ""); /* inside the gap */
+    assert_string_equal(overlapping(rt, "", "c\x01", 0), "1,2,");
+    assert_string_equal(overlapping(rt, "", "a", 0), ""); /* before the first */
+    router_free(rt);
+}
+
 /* Many regions at random split points: the binary search agrees with a
  * scan of every region on random keys. */
 static void the_search_agrees_with_a_scan(void **state)
@@ -142,6 +195,24 @@ static void the_search_agrees_with_a_scan(void **state)
                 }
             assert_int_equal(holders, 1); /* they cover every key, once */
             assert_ptr_equal(router_find(rt, key, len), want);
+            /* [key, key2): the regions a scan overlaps, against a scan
+             * of every region (key2 empty: to the end). */
+            unsigned char key2[2] = {(unsigned char)(rand() % 256), (unsigned char)(rand() % 256)};
+            size_t len2 = (size_t)(rand() % 3);
+            overlap_seen got = {0};
+            router_each_overlapping(rt, key, len, len2 ? key2 : NULL, len2, note_region, &got);
+            int m = 0;
+            for (size_t i = 0; i < router_count(rt); i++) {
+                region *r = router_at(rt, i);
+                bool ends_after = r->unbounded || pc_key_cmp(r->end.data, r->end.len, key, len) > 0;
+                bool starts_before = len2 == 0 || pc_key_cmp(r->start.data, r->start.len, key2, len2) < 0;
+                if (ends_after && starts_before) {
+                    assert_true(m < got.n);
+                    assert_int_equal(got.ids[m], r->id);
+                    m++;
+                }
+            }
+            assert_int_equal(m, got.n);
         }
         router_free(rt);
     }
@@ -215,6 +286,7 @@ int main(void)
         cmocka_unit_test(a_key_is_in_the_region_whose_range_holds_it),
         cmocka_unit_test(overlapping_and_empty_ranges_are_refused),
         cmocka_unit_test(a_gap_between_regions_holds_no_key),
+        cmocka_unit_test(a_range_meets_the_regions_it_overlaps),
         cmocka_unit_test(the_search_agrees_with_a_scan),
         cmocka_unit_test(a_batch_is_for_the_region_of_all_its_keys),
     };
