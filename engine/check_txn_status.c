@@ -11,10 +11,11 @@
  *   neither lock nor record                -> write a rollback record now,
  *                                             so a late prewrite fails
  *
- * All in one WiredTiger transaction, so a commit of the primary and its
- * rollback by a cleaner cannot both succeed. A commit whose log flush is
- * still running (pc_commit_primary holds it in flight) answers "locked":
- * nobody rolls a secondary forward from a commit point a crash could undo.
+ * The primary is latched from the read to the apply, so a commit of the
+ * primary and its rollback by a cleaner cannot both succeed. A commit
+ * point still in flight (pc_commit_primary holds it until its batch is
+ * applied) answers "locked": nobody rolls a secondary forward from a
+ * commit point a crash could undo.
  */
 #include <string.h>
 

@@ -93,9 +93,10 @@ pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts
 }
 
 /* The commit point (docs/DESIGN.md §4.4): held as a commit in flight from
- * before its WiredTiger commit until the flush, so a reader that finds the
- * primary's write record (or asks check_txn_status about it) waits for the
- * flush instead of telling its client about a commit a crash could undo. */
+ * before it is proposed until its batch is applied (the latches release
+ * it), so a reader that finds the primary's write record (or asks
+ * check_txn_status about it) waits instead of telling its client about a
+ * commit the store or a crash could still undo. */
 pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t commit_ts)
 {
     pc_rc rc;
@@ -107,11 +108,11 @@ pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts, uint
     if ((rc = pc_memlock_hold_commit(s->e->memlocks, primary, commit_ts)) != PC_OK)
         return rc;
     rc = pc_commit(s, &primary, 1, start_ts, commit_ts);
+    if (rc != PC_OK) {
+        pc_memlock_release_key(s->e->memlocks, primary, commit_ts);
+        return rc;
+    }
     pc_mutation held = {.op = PC_OP_PUT, .key = primary};
-    if (rc == PC_OK && pc_latch_keep_memlocks(s, &held, 1, commit_ts))
-        return rc; /* a proposal: held until its batch is applied (latch_session.c) */
-    if (rc == PC_OK && (rc = pc_sync(s)) != PC_OK)
-        return rc; /* stays held: never visible, the process must stop */
-    pc_memlock_release_key(s->e->memlocks, primary, commit_ts);
-    return rc;
+    pc_latch_keep_memlocks(s, &held, 1, commit_ts); /* until applied: latch_session.c */
+    return PC_OK;
 }

@@ -113,9 +113,10 @@ void pc_engine_close(pc_engine *e);   /* sessions must be closed first */
 pc_rc pc_session_open(pc_engine *e, pc_session **out);
 void pc_session_close(pc_session *s);
 
-/* Waits until everything this process committed so far is in the log on
- * disk (fsync when the engine was opened with sync=1). Concurrent callers
- * share one flush: group commit. PC_SYNC_FAILED when the flush failed. */
+/* Waits until everything applied so far is in the log on disk (fsync
+ * when the engine was opened with sync=1): a single node's replicator
+ * calls it after it applied a group of batches. Concurrent callers share
+ * one flush: group commit. PC_SYNC_FAILED when the flush failed. */
 pc_rc pc_sync(pc_session *s);
 
 /* ---- values passed in and out ---- */
@@ -197,7 +198,13 @@ typedef struct {
     void *arg;
 } pc_liveness;
 
-/* ---- the protocol's actions (one file each) ---- */
+/* ---- the protocol's actions (one file each) ----
+ * An action that may write writes nothing itself: it reads the store as
+ * applied and appends what it would write to the session's batch
+ * (pc_session_propose, engine_replica.h), its keys latched; the caller's
+ * replicator makes the batch durable and applies it (pc_apply_batch),
+ * then releases the latches (docs/DESIGN.md §6.1). Without a batch such
+ * an action is refused: PC_INVALID. */
 
 /* Prewrite: lock every key and write its data at start_ts, all in one
  * WiredTiger transaction. Fails with PC_WRITE_CONFLICT on a write committed
@@ -209,15 +216,14 @@ pc_rc pc_prewrite(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, s
 
 /* Commit: replace each key's lock of start_ts by a write record at
  * commit_ts. Idempotent; PC_ROLLED_BACK or PC_LOCK_MISSING otherwise. For
- * the secondaries (and roll-forward): nothing is synced. */
+ * the secondaries (and roll-forward). */
 pc_rc pc_commit(pc_session *s, const pc_slice *keys, size_t n, uint64_t start_ts,
                 uint64_t commit_ts);
 
-/* The commit point: commit the primary and flush the log, holding the
- * primary as a commit in flight meanwhile, so that no reader sees the
- * commit (or rolls a secondary forward from it) before it is durable.
- * PC_OK: committed and durable; PC_SYNC_FAILED: committed, not durable (the
- * process must stop); otherwise as pc_commit (nothing committed). */
+/* The commit point: commit the primary, holding it as a commit in flight
+ * until the caller applied the batch and released the latches, so that no
+ * reader sees the commit (or rolls a secondary forward from it) before it
+ * is durable and applied. Otherwise as pc_commit. */
 pc_rc pc_commit_primary(pc_session *s, pc_slice primary, uint64_t start_ts,
                         uint64_t commit_ts);
 
@@ -260,11 +266,11 @@ pc_rc pc_heartbeat(pc_session *s, pc_slice primary, uint64_t start_ts, uint64_t 
 typedef int (*pc_ts_fn)(void *arg, uint64_t *ts);
 
 /* One-phase commit: the same conflict checks as prewrite, then the write
- * records at a commit timestamp taken from ts_fn, in one WiredTiger
- * transaction, then pc_sync. The keys are held in the table of commits in
- * flight from before the timestamp is fetched until the flush, so that no
- * snapshot above it reads them early and no read sees them before they
- * are durable. PC_OK means durable; PC_SYNC_FAILED as pc_commit_primary.
+ * records at a commit timestamp taken from ts_fn, in one batch. The keys
+ * are held in the table of commits in flight from before the timestamp is
+ * fetched until the caller applied the batch and released the latches, so
+ * that no snapshot above it reads them early and no read sees them before
+ * they are durable and applied.
  *
  * A blind write (txn->start_ts == 0: nothing was read) needs only one
  * timestamp: it commits at ts_fn's timestamp, which is also its start, and
@@ -287,18 +293,19 @@ typedef struct {
 typedef int (*pc_ts_range_fn)(void *arg, size_t count, uint64_t *first);
 
 /* Group commit of blind writes: each w[i] is a pc_one_pc with start_ts 0
- * and keeps its own WiredTiger transaction (one write's conflict fails it
- * alone), but all of them take their timestamps from one ts_fn call. The
- * in-memory locks are taken for every write first (a write whose key is
- * held already, also by an earlier write of the same batch or by a commit
- * not yet durable, fails with PC_LOCKED and takes no timestamp), then the
- * timestamps are fetched, then the writes commit in order. Nothing is
- * synced and the committed writes stay held (invisible to reads): call
- * pc_sync once, then pc_one_pc_blind_durable. */
+ * and is checked on its own (one write's conflict fails it alone; what it
+ * appended to the batch is taken back), but all of them take their
+ * timestamps from one ts_fn call. The in-memory locks are taken for every
+ * write first (a write whose key is held already, also by an earlier write
+ * of the same batch or by a commit not yet durable, fails with PC_LOCKED
+ * and takes no timestamp), then the timestamps are fetched, then the
+ * writes go into the batch in order. The committed writes stay held
+ * (invisible to reads): once the batch is applied, call
+ * pc_one_pc_blind_durable. */
 void pc_one_pc_blind(pc_session *s, pc_blind_write *const *w, size_t n, pc_ts_range_fn ts_fn,
                      void *ts_arg);
-/* After a pc_sync that followed pc_one_pc_blind: let the writes that
- * committed (rc PC_OK) be read. Never call it after a failed pc_sync. */
+/* After the batch of a pc_one_pc_blind was applied: let the writes that
+ * committed (rc PC_OK) be read. Never call it when the batch was not. */
 void pc_one_pc_blind_durable(pc_session *s, pc_blind_write *const *w, size_t n);
 
 /* ---- reads ---- */
@@ -362,25 +369,21 @@ typedef struct {
     uint64_t data_removed;     /* data rows dropped */
 } pc_gc_stats;
 
-/* Drop the versions no snapshot at or above safe_point can see: for each
- * key, every version older than the newest put/delete at or below
- * safe_point (that one too when it is a delete), and rollback records below
- * safe_point. The safe point is lowered below every pinned snapshot, then
- * raised in memory (new pins below it are refused) and stored durably
- * before anything is removed; *applied (may be NULL) says where it ended
- * (0: not raised, nothing done). Runs in batches of short transactions. */
-pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied);
-
-/* The same in parts, one short transaction each, for a caller that
- * proposes each part (a Raft group, DESIGN §9): pc_gc_begin raises the
- * safe point as pc_gc does (in propose mode: in memory, and into the batch
- * as a RAISE_SAFE_POINT operation, which every member applies to its meta
- * table; the caller proposes it before the first part) and gives the walk
- * (NULL when the safe point did not rise: nothing to do); each
- * pc_gc_next removes the dead versions of the next keys (in propose mode:
- * into the batch) and adds to st; *done once the walk has passed the last
- * key. Between parts the caller applies what it proposed: the next part
- * reads the store. pc_gc_end frees the walk (NULL is fine). */
+/* Garbage collection drops the versions no snapshot at or above
+ * safe_point can see: for each key, every version older than the newest
+ * put/delete at or below safe_point (that one too when it is a delete),
+ * and rollback records below safe_point. It goes in parts, one short
+ * transaction and one batch each (DESIGN §9):
+ *  - pc_gc_begin lowers the safe point below every pinned snapshot, raises
+ *    it in memory (new pins below it are refused) and into the batch as a
+ *    RAISE_SAFE_POINT operation, which every member applies to its meta
+ *    table; the caller applies it before the first part. *applied (may be
+ *    NULL) says where it ended; the walk is NULL when the safe point did
+ *    not rise (nothing to do);
+ *  - each pc_gc_next puts the removals of the next keys' dead versions
+ *    into the batch and adds to st; *done once the walk has passed the
+ *    last key. Between parts the caller applies what it proposed;
+ *  - pc_gc_end frees the walk (NULL is fine). */
 typedef struct pc_gc_walk pc_gc_walk;
 pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk);
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *walk, pc_gc_stats *st, bool *done);

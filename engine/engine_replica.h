@@ -1,10 +1,11 @@
 /*
- * engine_replica.h — the engine as a replicated state machine: a session
- * in propose mode writes nothing and appends what it would write to a
- * batch; the batch is made durable by whoever replicates it (a Raft
- * group's log) and applied on every member in one order; images of the
- * store stand in for the log's compacted prefix. The protocol's own API
- * is engine.h; nothing here is needed by a single node's direct writes.
+ * engine_replica.h — the engine as a replicated state machine: an action
+ * writes nothing and appends what it would write to its session's batch;
+ * the batch is made durable by whoever replicates it (a single node's
+ * local log, a Raft group's log) and applied on every member in one order
+ * (pc_apply_batch: the only writer of the store); images of the store
+ * stand in for the log's compacted prefix. The protocol's own API is
+ * engine.h.
  */
 #ifndef PC_ENGINE_REPLICA_H
 #define PC_ENGINE_REPLICA_H
@@ -12,8 +13,7 @@
 #include "engine.h"
 
 /* ---- write batches (batch.c, docs/DESIGN.md §4.10) ----
- * The first part of a replicated store: in propose mode a session's
- * actions write nothing; every mutation they would make is appended to
+ * In propose mode a session's actions write nothing; every mutation they would make is appended to
  * the batch given (they read the store as it is), and pc_apply_batch then
  * applies the batch — on this node and on others, in one order — in one
  * WiredTiger transaction that also records the batch's index. Concurrent
@@ -23,8 +23,9 @@
  * in parts (pc_gc_begin, pc_gc_next). */
 
 /* Propose into batch (an empty pc_buf, or one with earlier actions'
- * batches); NULL: write directly again (the default), releasing the
- * latches the caller has not taken (below). */
+ * batches); NULL: propose no more (the default: a writing action is then
+ * refused, PC_INVALID), releasing the latches the caller has not taken
+ * (below). */
 void pc_session_propose(pc_session *s, pc_buf *batch);
 /* Whether bytes are a well-formed batch: PC_OK or PC_INVALID. */
 pc_rc pc_batch_check(const void *batch, size_t len);
@@ -84,15 +85,14 @@ uint64_t pc_image_index(const void *image, size_t len);
  * applied before the next begins). A session holds one set at a time: an
  * action on keys the set does not cover is refused (PC_INVALID) until it
  * is taken or released; several actions that share one batch latch all
- * their keys first (pc_session_latch). Direct mode latches nothing. A
- * session closed with latches releases them. A one-phase commit and a
- * commit point (pc_one_pc, pc_commit_primary) in propose mode leave their
- * keys in the table of commits in flight, marked committed, and the
- * latches release them too: until then snapshot reads at or above the
- * commit wait for it, as for a commit waiting for its flush in direct
- * mode, since the store does not have it yet. */
+ * their keys first (pc_session_latch). A session closed with latches
+ * releases them. A one-phase commit and a commit point (pc_one_pc,
+ * pc_commit_primary) leave their keys in the table of commits in flight,
+ * marked committed, and the latches release them too: until then
+ * snapshot reads at or above the commit wait for it, since the store does
+ * not have it yet. */
 typedef struct pc_latches pc_latches;
-/* Latch keys for the actions to come (propose mode or not): wait for
+/* Latch keys for the actions to come: wait for
  * them, or (try) PC_LOCKED at once if another holds one, taking none.
  * Try also adds to a set the session holds (it never waits, so it cannot
  * wait in a cycle): a caller that gathers the actions of one batch takes

@@ -174,9 +174,11 @@ pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_w
 
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *a, pc_gc_stats *st, bool *done)
 {
+    if (s->propose == NULL)
+        return PC_INVALID; /* its removals are proposed (engine_replica.h) */
     pc_rc rc = a->done ? PC_OK : pc_run_txn(s, gc_batch, a);
     if (rc == PC_OK && !a->done) {
-        /* The part committed (or was proposed): count it and move on. */
+        /* The part was proposed: count it and move on. */
         st->keys += a->batch.keys;
         st->versions += a->batch.versions;
         st->versions_removed += a->batch.versions_removed;
@@ -196,19 +198,4 @@ void pc_gc_end(pc_gc_walk *a)
         return;
     pc_buf_free(&a->doomed);
     free(a);
-}
-
-pc_rc pc_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st, uint64_t *applied)
-{
-    pc_gc_stats scratch;
-    pc_gc_walk *walk;
-    bool done = false;
-
-    st = st != NULL ? st : &scratch;
-    memset(st, 0, sizeof(*st));
-    pc_rc rc = pc_gc_begin(s, safe_point, applied, &walk);
-    while (rc == PC_OK && walk != NULL && !done)
-        rc = pc_gc_next(s, walk, st, &done);
-    pc_gc_end(walk);
-    return rc;
 }

@@ -4,13 +4,13 @@
  * the way is returned to the caller, which resolves it above the engine
  * (service/resolve.c: the primary may be in another Raft group) and reads
  * again, or, if the lock's primary has not reached its commit point, reads
- * again stepping over it (older news). A commit still waiting for its log
- * flush is read under (DESIGN §4.4).
+ * again stepping over it (older news). A commit still in flight (its batch
+ * not yet durable and applied) is read under (DESIGN §4.4).
  */
 #include "internal.h"
 
-/* The latest durable value: the newest commit of the key whose log flush
- * is still running has not been acknowledged to anybody, so the read goes
+/* The latest durable value: the newest commit of the key still in flight
+ * has not been acknowledged to anybody, so the read goes
  * below it instead of waiting for it (a hot key under constant writes
  * would otherwise keep its readers waiting round after round). */
 pc_rc pc_get_latest(pc_session *s, pc_slice key, bool step_over_locks, pc_buf *value,

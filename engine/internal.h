@@ -147,7 +147,10 @@ pc_rc pc_read_applied(pc_session *s, uint64_t *index);
 extern const char *const pc_tables[PC_NTABLES];
 
 /* The body of one action; returns PC_OK to commit, anything else to roll
- * back (PC_RETRY: roll back and run again). */
+ * back (PC_RETRY: roll back and run again). A proposing session's body
+ * reads the store and writes into its batch (the transaction is rolled
+ * back either way); otherwise the body is the applier's (apply.c) or
+ * reads only, and its writes commit to the store. */
 typedef pc_rc (*pc_txn_body)(pc_session *s, void *arg);
 pc_rc pc_run_txn(pc_session *s, pc_txn_body body, void *arg);
 
@@ -383,17 +386,16 @@ void pc_latch_unlock(pc_latch_table *t, const pc_latch_set *set);
 /* How many acquirers wait on a slot now (for tests). */
 size_t pc_latch_waiting(pc_latch_table *t);
 
-/* latch_session.c: in propose mode, an action latches its keys before its
- * first read (waiting for them); in direct mode these do nothing.
- * PC_INVALID when the session holds latches that do not cover them. */
+/* latch_session.c: an action latches its keys before its first read
+ * (waiting for them). PC_INVALID when the session proposes into no batch,
+ * or holds latches that do not cover them. */
 pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n);
 pc_rc pc_latch_mutations(pc_session *s, const pc_mutation *m, size_t n);
 pc_rc pc_latch_take(pc_session *s, const pc_latch_set *want);
-/* Propose mode: the session's latches take over the entries (key of m,
- * tag) in the table of commits in flight and release them with
- * themselves, after the caller applied the batch. false in direct mode
- * (or without latches): the caller releases them after its flush. */
-bool pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag);
+/* The session's latches take over the entries (key of m, tag) in the
+ * table of commits in flight and release them with themselves, after the
+ * caller applied the batch. Only after the action latched its keys. */
+void pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag);
 
 /* ---- snapshots.c ---- */
 

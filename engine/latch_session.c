@@ -8,7 +8,8 @@
  * latches of its keys before its first read, and the session keeps them
  * until the caller has applied the batch (or failed to propose it): the
  * next action on those keys then reads a store that holds this one's
- * writes. In direct mode nothing is latched.
+ * writes. A writing action without a batch is refused here, before it
+ * reads: only the applier writes to the store (apply.c).
  *
  * A session holds one set at a time. An action whose keys the set covers
  * takes nothing more (several actions that share one batch latch all their
@@ -81,16 +82,29 @@ static pc_rc take(pc_session *s, const pc_latch_set *want, bool wait)
     return PC_OK;
 }
 
+/* Every action that may write latches first: the one place that refuses
+ * an action given no batch to propose into (engine_replica.h). */
+static pc_rc need_batch(pc_session *s)
+{
+    if (s->propose != NULL)
+        return PC_OK;
+    pc_log(s->e, PC_LOG_ERROR,
+           "a writing action runs in propose mode only (pc_session_propose): refused");
+    return PC_INVALID;
+}
+
 pc_rc pc_latch_take(pc_session *s, const pc_latch_set *want)
 {
-    return s->propose == NULL ? PC_OK : take(s, want, true);
+    pc_rc rc = need_batch(s);
+    return rc != PC_OK ? rc : take(s, want, true);
 }
 
 pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n)
 {
     pc_latch_set want;
-    if (s->propose == NULL)
-        return PC_OK; /* direct mode: WiredTiger's conflicts, as ever */
+    pc_rc rc = need_batch(s);
+    if (rc != PC_OK)
+        return rc;
     pc_latch_set_clear(&want);
     for (size_t i = 0; i < n; i++)
         pc_latch_set_add(&want, keys[i].data, keys[i].len);
@@ -100,8 +114,9 @@ pc_rc pc_latch_keys(pc_session *s, const pc_slice *keys, size_t n)
 pc_rc pc_latch_mutations(pc_session *s, const pc_mutation *m, size_t n)
 {
     pc_latch_set want;
-    if (s->propose == NULL)
-        return PC_OK;
+    pc_rc rc = need_batch(s);
+    if (rc != PC_OK)
+        return rc;
     pc_latch_set_clear(&want);
     for (size_t i = 0; i < n; i++)
         pc_latch_set_add(&want, m[i].key.data, m[i].key.len);
@@ -132,13 +147,11 @@ pc_rc pc_session_try_latch(pc_session *s, const pc_slice *keys, size_t n)
     return latch_given(s, keys, n, false);
 }
 
-bool pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag)
+void pc_latch_keep_memlocks(pc_session *s, const pc_mutation *m, size_t n, uint64_t tag)
 {
-    if (s->propose == NULL || s->latches == NULL)
-        return false;
+    /* The action latched its keys before it wrote (need_batch above). */
     s->latches->mem = s->e->memlocks;
     pc_memlock_hand_over(s->e->memlocks, m, n, tag, s->latches);
-    return true;
 }
 
 pc_latches *pc_session_take_latches(pc_session *s)

@@ -5,21 +5,21 @@
  * to read (docs/DESIGN.md §4.4):
  *
  *  - pending: a one-phase commit holds its keys from before it asks for
- *    its commit timestamp until its WiredTiger commit. A reader whose
+ *    its commit timestamp until it is in its batch. A reader whose
  *    snapshot is at or above the commit's start could otherwise read the
  *    key, find nothing yet, and later see the commit appear below its
  *    snapshot — a non-repeatable read (TiKV keeps in-memory locks for the
  *    same reason). A blind write's start is 0: its timestamp is unknown,
  *    so it blocks every snapshot for that moment.
- *  - committed, not durable: after the WiredTiger commit the entry stays
- *    until the log flush that makes the commit durable (pc_sync). In
- *    propose mode nothing is written yet: the entry is handed over to the
- *    session's latches and stays until the caller applied the batch and
+ *  - committed, not durable: once the commit is in the batch, nothing is
+ *    written yet: the entry is handed over to the session's latches and
+ *    stays until the caller made the batch durable, applied it and
  *    released them (pc_latches_release), so a reader never meets a store
  *    that lacks a commit below its snapshot (docs/DESIGN.md §9). No read
  *    may return a version a crash could still take back: a read that found
- *    such a version answers PC_LOCKED and waits for the flush instead. The
- *    commit point of a two-phase commit (its primary) is held the same way.
+ *    such a version answers PC_LOCKED and waits for the release instead.
+ *    The commit point of a two-phase commit (its primary) is held the same
+ *    way; so are blind writes until pc_one_pc_blind_durable.
  *
  * Entries are found by (key, tag): the tag is the start_ts given at
  * acquire (0 for blind writes), or the commit_ts of a two-phase commit

@@ -1,21 +1,20 @@
 /*
  * one_pc.c — one-phase commit (TiKV; DESIGN §3.4): when every key of a small
  * transaction lives in this store, the two phases collapse into one
- * WiredTiger transaction that runs prewrite's conflict checks and writes
- * the data and write records directly at the commit timestamp. No lock is
- * ever written, so there is nothing to clean up after a crash: WiredTiger's
- * atomic commit makes it all or nothing.
+ * batch that runs prewrite's conflict checks and writes the data and
+ * write records directly at the commit timestamp. No lock is
+ * ever written, so there is nothing to clean up after a crash: the batch
+ * is applied in one WiredTiger transaction, all or nothing.
  *
  * Three details keep snapshot isolation and durability:
+ *  - the keys are latched (latch_session.c), so a concurrent prewrite of
+ *    one of them reads the store only after this batch is applied;
  *  - the keys sit in the in-memory table of commits in flight (memlock.c)
- *    from before the commit timestamp is fetched until the commit, so no
- *    snapshot above that timestamp reads them early;
- *  - they stay there, marked committed, until the log flush that makes the
- *    commit durable: no read sees a commit a crash could take back (in
- *    propose mode, until the caller applied the batch: latch_session.c);
- *  - each key's lock row is written and erased inside the transaction, so a
- *    concurrent prewrite of the same key collides with it in WiredTiger
- *    (WT_ROLLBACK) instead of slipping past the checks unseen.
+ *    from before the commit timestamp is fetched, so no snapshot above
+ *    that timestamp reads them early;
+ *  - they stay there, marked committed, until the caller applied the batch
+ *    (its replicator made it durable) and released the latches: no read
+ *    sees a commit the store does not hold yet.
  */
 #include "internal.h"
 
@@ -38,7 +37,6 @@ static pc_rc one_pc_key(pc_session *s, const one_pc_args *a, const pc_mutation *
         .has_value = m->op == PC_OP_PUT && is_short,
         .value = m->value,
     };
-    static const uint8_t marker = 0;
     pc_rc rc;
 
     if (!is_short) {
@@ -47,13 +45,6 @@ static pc_rc one_pc_key(pc_session *s, const one_pc_args *a, const pc_mutation *
             return rc;
     }
     if ((rc = pc_write_put(s, m->key, a->commit_ts, &w)) != PC_OK)
-        return rc;
-    /* Collide with concurrent prewrites of this key (see above). A
-     * proposal writes nothing to collide with: its latches keep them
-     * apart, and the marker would only be two more operations to apply. */
-    if (s->propose == NULL &&
-        ((rc = pc_cursor_put(s, s->lock, m->key.data, m->key.len, &marker, 1)) != PC_OK ||
-         (rc = pc_cursor_del(s, s->lock, m->key.data, m->key.len)) != PC_OK))
         return rc;
     return pc_notify_mark(s, m->key, a->commit_ts);
 }
@@ -127,17 +118,15 @@ pc_rc pc_one_pc(pc_session *s, const pc_txn_meta *txn, const pc_mutation *m, siz
         pc_memlock_committed(s->e->memlocks, m, n, txn->start_ts, a.commit_ts);
         /* A proposal wrote nothing here yet: the keys stay held until the
          * caller applied its batch and released the latches. */
-        if (pc_latch_keep_memlocks(s, m, n, txn->start_ts))
-            return rc;
-        if ((rc = pc_sync(s)) != PC_OK)
-            return rc; /* stays held: never visible, the process must stop */
+        pc_latch_keep_memlocks(s, m, n, txn->start_ts);
+        return rc;
     }
 out:
     pc_memlock_release(s->e->memlocks, m, n, txn->start_ts);
     return rc;
 }
 
-/* In propose mode, the latches of every valid write's keys, all at once
+/* The latches of every valid write's keys, all at once
  * (taken one write after another, they could wait in a cycle); if they
  * cannot be had, every write fails with why. */
 static void latch_blind(pc_session *s, pc_blind_write *const *w, size_t n)

@@ -54,7 +54,7 @@ pc_rc pc_engine_open(const pc_engine_config *cfg, pc_engine **out)
     /*
      * The log is on so that commits survive a crash; commits themselves do
      * not sync (transaction_sync off): pc_sync flushes the log once for a
-     * whole group of committers. Checkpoints bound recovery time and let
+     * whole group of applied batches (a single node's replicator). Checkpoints bound recovery time and let
      * old log files be archived.
      */
     snprintf(conf, sizeof(conf),

@@ -42,14 +42,6 @@ static pc_rc load_body(pc_session *s, void *arg)
     return PC_OK;
 }
 
-static pc_rc store_body(pc_session *s, void *arg)
-{
-    meta_args *a = arg;
-    uint8_t v[8];
-    pc_put_be64(v, a->value);
-    return pc_cursor_put(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, v, 8);
-}
-
 pc_rc pc_read_safe_point(pc_session *s, uint64_t *value)
 {
     meta_args a = {0};
@@ -60,8 +52,9 @@ pc_rc pc_read_safe_point(pc_session *s, uint64_t *value)
 
 pc_rc pc_store_safe_point(pc_session *s, uint64_t value)
 {
-    meta_args a = {value};
-    return store_body(s, &a);
+    uint8_t v[8];
+    pc_put_be64(v, value);
+    return pc_cursor_put(s, s->meta, SAFE_POINT_KEY, sizeof(SAFE_POINT_KEY) - 1, v, 8);
 }
 
 void pc_safe_point_note(pc_engine *e, uint64_t value)
@@ -124,15 +117,16 @@ void pc_snapshot_unpin(pc_engine *e, uint64_t ts)
  * in memory, which a proposal that was lost may have raised: a leader's
  * batch must follow from the replicated state and its pins alone (a lost
  * proposal is proposed again). Memory goes up at once, under the lock the
- * pins take, so no read starts below it; then the stored value: directly,
- * flushed before anything is removed, or in propose mode into the batch
- * (every member stores it when it applies the batch, and the caller
- * applies it before it proposes a removal). */
+ * pins take, so no read starts below it; then the stored value goes into
+ * the batch (every member stores it when it applies the batch, and the
+ * caller applies it before it proposes a removal). */
 pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied)
 {
     pc_engine *e = s->e;
     meta_args stored = {0};
     *applied = 0;
+    if (s->propose == NULL)
+        return PC_INVALID; /* only a proposal raises it (engine_replica.h) */
     pc_rc rc = pc_run_txn(s, load_body, &stored);
     if (rc != PC_OK)
         return rc;
@@ -146,13 +140,7 @@ pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied)
     pthread_mutex_unlock(&e->snap_mu);
     if (!raise)
         return PC_OK;
-    if (s->propose != NULL) {
-        rc = pc_batch_raise_safe_point(s->propose, want);
-    } else {
-        meta_args a = {want};
-        if ((rc = pc_run_txn(s, store_body, &a)) == PC_OK)
-            rc = pc_sync(s); /* a restart must not forget it */
-    }
+    rc = pc_batch_raise_safe_point(s->propose, want);
     if (rc == PC_OK)
         *applied = want;
     return rc;

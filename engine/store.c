@@ -244,8 +244,8 @@ static pc_rc reset_cursors(pc_session *s)
     return PC_OK;
 }
 
-/* Propose mode (batch.c): the action read the store and wrote into the
- * batch; its transaction wrote nothing and is rolled back. The timestamp
+/* A proposing session (batch.c): the action read the store and wrote into
+ * the batch; its transaction wrote nothing and is rolled back. The timestamp
  * floor goes into the batch for the appliers. On failure the batch loses
  * what this attempt added. */
 static pc_rc finish_proposal(pc_session *s, pc_rc rc, pc_batch_mark mark)

@@ -1,8 +1,9 @@
 /*
  * engine_fixture.h — what the engine's unit tests share: a fresh engine in
- * a temporary directory, a counter standing in for the oracle, short
- * wrappers for the actions and for the service's resolution of a met
- * lock (two actions) and its latest read, and a dump of the
+ * a temporary directory, a counter standing in for the oracle, APPLY (an
+ * action run as a single node runs it: proposed, applied, flushed),
+ * short wrappers for the actions and for the service's resolution of a
+ * met lock (two actions) and its latest read, and a dump of the
  * data/lock/write tables in the paper's notation so a test can assert a
  * table's exact contents.
  *
@@ -11,6 +12,7 @@
 #ifndef ENGINE_FIXTURE_H
 #define ENGINE_FIXTURE_H
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "engine_replica.h"
 #include "internal.h"
 
 typedef struct {
@@ -124,6 +127,75 @@ static inline pc_mutation DEL(const char *k)
     return (pc_mutation){.op = PC_OP_DELETE, .key = S(k)};
 }
 
+/* An action that may write only proposes (engine.h): APPLY(s, action)
+ * runs it the way a single node does (service/replica.c around its local
+ * replicator, service/replicator_local.c): into a batch of its own, which
+ * is then applied as the store's next index and flushed, and only then
+ * are the action's latches (and the commits in flight they hold) let go.
+ * Its result is the action's, or the apply's or flush's failure. One
+ * mutex orders the applies of every thread, as the replicator's one
+ * thread does. */
+static pthread_mutex_t fx_apply_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local pc_buf fx_batch;
+
+static inline void fx_propose(pc_session *s)
+{
+    assert_null(s->propose); /* APPLY does not nest */
+    fx_batch.len = 0;
+    pc_session_propose(s, &fx_batch);
+}
+
+/* Apply a batch as the store's next index and flush it. */
+static inline pc_rc fx_apply_next(pc_session *s, const void *batch, size_t len)
+{
+    uint64_t index = 0;
+    pthread_mutex_lock(&fx_apply_mu);
+    pc_rc rc = pc_applied_index(s, &index);
+    if (rc == PC_OK)
+        rc = pc_apply_batch(s, batch, len, index + 1);
+    if (rc == PC_OK)
+        rc = pc_sync(s);
+    pthread_mutex_unlock(&fx_apply_mu);
+    return rc;
+}
+
+static inline pc_rc fx_apply(pc_session *s, pc_rc rc)
+{
+    pc_latches *held = pc_session_take_latches(s);
+    pc_session_propose(s, NULL);
+    if (fx_batch.len > 0) {
+        pc_rc a = fx_apply_next(s, fx_batch.data, fx_batch.len);
+        if (a != PC_OK)
+            rc = a;
+    }
+    pc_latches_release(held);
+    pc_buf_free(&fx_batch);
+    return rc;
+}
+
+#define APPLY(s, action) (fx_propose(s), fx_apply((s), (action)))
+
+/* The same for pc_one_pc_blind, which answers in its writes. */
+#define APPLY_BLIND(s, call) ((void)(fx_propose(s), (call), fx_apply((s), PC_OK)))
+
+/* Garbage collection as the janitor runs it (service/janitor.c): the
+ * safe point applied first, then each part applied before the next. */
+static inline pc_rc fx_gc(pc_session *s, uint64_t safe_point, pc_gc_stats *st,
+                          uint64_t *applied)
+{
+    pc_gc_stats scratch;
+    pc_gc_walk *walk = NULL;
+    bool done = false;
+
+    st = st != NULL ? st : &scratch;
+    memset(st, 0, sizeof(*st));
+    pc_rc rc = APPLY(s, pc_gc_begin(s, safe_point, applied, &walk));
+    while (rc == PC_OK && walk != NULL && !done)
+        rc = APPLY(s, pc_gc_next(s, walk, st, &done));
+    pc_gc_end(walk);
+    return rc;
+}
+
 /* Prewrite and commit one key (a one-key 2PC transaction). */
 static inline void fx_put_committed(fx *f, const char *key, const char *value, uint64_t start,
                                     uint64_t commit)
@@ -131,8 +203,8 @@ static inline void fx_put_committed(fx *f, const char *key, const char *value, u
     pc_txn_meta t = fx_meta(start, key);
     pc_mutation m = PUT(key, value);
     pc_slice k = S(key);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &k, 1, start, commit)), PC_OK);
 }
 
 /* Snapshot read of a string value: returns rc; value copied to out. */
@@ -165,20 +237,20 @@ static inline bool fx_latch_apart(const char *a, const char *b)
 }
 
 /* What the service does with a lock a reader or writer met
- * (service/resolve.c), on one session and without its proposals: the
+ * (service/resolve.c), on one session: the
  * primary's status, then, once the primary committed or was rolled back,
  * the key. PC_OK: the lock is gone; PC_LOCKED: its owner is alive (st says
  * until when). */
 static inline pc_rc fx_resolve_met_lock(pc_session *s, const pc_lock_view *lock,
                                         const pc_liveness *live, pc_txn_status *st)
 {
-    pc_rc rc = pc_check_txn_status(s, lock->primary, lock->start_ts, live, st);
+    pc_rc rc = APPLY(s, pc_check_txn_status(s, lock->primary, lock->start_ts, live, st));
     if (rc != PC_OK)
         return rc;
     if (st->state == PC_TXN_LOCKED)
         return PC_LOCKED;
-    return pc_resolve_lock(s, lock->key, lock->start_ts,
-                           st->state == PC_TXN_COMMITTED ? st->commit_ts : 0);
+    return APPLY(s, pc_resolve_lock(s, lock->key, lock->start_ts,
+                                    st->state == PC_TXN_COMMITTED ? st->commit_ts : 0));
 }
 
 /* A latest read as the service makes it (service/reader.c rd_get_latest,

@@ -1,16 +1,18 @@
 /*
  * test_engine_batch.c — write batches (engine/batch.c, DESIGN §4.10):
  *
- *  - the same actions run three ways give the same tables: directly on
- *    one engine (as today), proposed on a second and applied there, and
- *    only applied on a third (a follower that never ran an action);
+ *  - the same actions run three ways give the same tables: one at a time
+ *    on one engine, each applied as it returns (as a single node runs
+ *    them: APPLY), proposed on a second and applied there by the test
+ *    (a leader), and only applied on a third (a follower that never ran
+ *    an action);
  *  - a batch applied again (a replay) changes nothing, and the applied
  *    index survives a restart, as does the timestamp floor it carried;
  *  - a malformed batch is refused whole: nothing applied;
  *  - GC in a group: pc_gc_begin proposes the safe point (every member
  *    stores it when it applies it), then each pc_gc_next part proposes
  *    its removals (200 keys: two parts); applied on the leader and the
- *    follower the tables equal a direct pc_gc's, the follower's safe point
+ *    follower the tables equal the single node's GC, the follower's safe point
  *    is the leader's, across a restart and in the leader's image;
  *  - the batches of the whole script joined into one (pc_batch_join, how
  *    a Raft group puts the batches queued together in one entry) and
@@ -26,7 +28,7 @@
 #define LONG_LEN 300
 
 typedef struct {
-    fx *direct, *leader, *follower;
+    fx *single, *leader, *follower;
     uint64_t index;          /* the last batch applied */
     pc_buf last;             /* its bytes */
 } trio;
@@ -117,19 +119,20 @@ static const action script[] = {prewrite_ab, commit_a, commit_b, prewrite_ca, ro
                                 prewrite_d, heartbeat_d, status_d, one_pc_e};
 #define NSTEPS (sizeof script / sizeof script[0])
 
-/* Run one action three ways: directly; proposed on the leader, then its
- * batch applied on the leader and on the follower. The outcomes agree. The
- * proposal's latches are held until the leader applied its batch. */
+/* Run one action three ways: as a single node; proposed on the leader,
+ * then its batch applied on the leader and on the follower. The outcomes
+ * agree. The proposal's latches are held until the leader applied its
+ * batch. */
 static void step(trio *t, action a)
 {
-    pc_rc direct = a(t->direct->s);
+    pc_rc single = APPLY(t->single->s, a(t->single->s));
     t->last.len = 0;
     pc_session_propose(t->leader->s, &t->last);
     pc_rc proposed = a(t->leader->s);
     pc_latches *held = pc_session_take_latches(t->leader->s);
     pc_session_propose(t->leader->s, NULL);
     assert_non_null(held);
-    assert_int_equal(proposed, direct);
+    assert_int_equal(proposed, single);
     assert_int_equal(pc_batch_check(t->last.data, t->last.len), PC_OK);
     t->index++;
     assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, t->index), PC_OK);
@@ -153,7 +156,7 @@ static int setup(void **state)
     trio *t = calloc(1, sizeof *t);
     assert_non_null(t);
     memset(long_value, 'L', LONG_LEN);
-    t->direct = fx_new();
+    t->single = fx_new();
     t->leader = fx_new();
     t->follower = fx_new();
     *state = t;
@@ -163,7 +166,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     trio *t = *state;
-    fx_free(t->direct);
+    fx_free(t->single);
     fx_free(t->leader);
     fx_free(t->follower);
     pc_buf_free(&t->last);
@@ -171,12 +174,12 @@ static int teardown(void **state)
     return 0;
 }
 
-static void proposed_and_applied_equals_direct(void **state)
+static void proposed_and_applied_equals_one_at_a_time(void **state)
 {
     trio *t = *state;
     for (size_t i = 0; i < NSTEPS; i++) {
         step(t, script[i]);
-        same_tables(t->direct, t->leader);
+        same_tables(t->single, t->leader);
         same_tables(t->leader, t->follower);
     }
     /* What the script leaves: a and b committed at 11 (b's value in data),
@@ -251,7 +254,8 @@ static void joined_batches_apply_as_the_sequence(void **state)
     for (size_t i = 0; i < NSTEPS; i++) {
         t->last.len = 0;
         pc_session_propose(t->leader->s, &t->last);
-        assert_int_equal(script[i](t->leader->s), script[i](t->direct->s));
+        assert_int_equal(script[i](t->leader->s),
+                         APPLY(t->single->s, script[i](t->single->s)));
         pc_latches *held = pc_session_take_latches(t->leader->s);
         pc_session_propose(t->leader->s, NULL);
         assert_int_equal(pc_apply_batch(t->leader->s, t->last.data, t->last.len, i + 1), PC_OK);
@@ -268,7 +272,7 @@ static void joined_batches_apply_as_the_sequence(void **state)
     assert_int_equal(pc_batch_join(&joined, "nope", 4), PC_INVALID);
     assert_int_equal(joined.len, len);
     assert_int_equal(pc_apply_batch(t->follower->s, joined.data, joined.len, 1), PC_OK);
-    same_tables(t->direct, t->leader);
+    same_tables(t->single, t->leader);
     same_tables(t->leader, t->follower);
     assert_int_equal(pc_store_max_ts(t->follower->e), 17);
     pc_buf_free(&joined);
@@ -311,7 +315,7 @@ static void apply_last(trio *t)
     assert_int_equal(pc_apply_batch(t->follower->s, t->last.data, t->last.len, t->index), PC_OK);
 }
 
-static void gc_proposed_in_parts_equals_direct(void **state)
+static void gc_proposed_in_parts_equals_a_single_nodes(void **state)
 {
     trio *t = *state;
     /* Three versions of every key, at 10, 20 and 30 (a long value, with
@@ -324,11 +328,11 @@ static void gc_proposed_in_parts_equals_direct(void **state)
             step(t, put_gc_key);
         }
     }
-    pc_gc_stats direct = {0}, group = {0};
+    pc_gc_stats single = {0}, group = {0};
     uint64_t applied = 0;
-    assert_int_equal(pc_gc(t->direct->s, 25, &direct, &applied), PC_OK);
+    assert_int_equal(fx_gc(t->single->s, 25, &single, &applied), PC_OK);
     assert_int_equal(applied, 25);
-    assert_true(direct.versions_removed > 0);
+    assert_true(single.versions_removed > 0);
 
     /* The safe point first, applied before anything is removed. */
     pc_gc_walk *walk = NULL;
@@ -358,9 +362,9 @@ static void gc_proposed_in_parts_equals_direct(void **state)
     }
     pc_gc_end(walk);
     assert_true(parts >= 2);
-    assert_int_equal(group.versions_removed, direct.versions_removed);
-    assert_int_equal(group.data_removed, direct.data_removed);
-    same_tables(t->direct, t->leader);
+    assert_int_equal(group.versions_removed, single.versions_removed);
+    assert_int_equal(group.data_removed, single.data_removed);
+    same_tables(t->single, t->leader);
     same_tables(t->leader, t->follower);
     char v[LONG_LEN + 1];
     assert_int_equal(fx_get(t->follower, "g001", 25, v, sizeof v), PC_OK);
@@ -561,12 +565,12 @@ static void a_pinned_image_is_of_its_moment(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(proposed_and_applied_equals_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(proposed_and_applied_equals_one_at_a_time, setup, teardown),
         cmocka_unit_test_setup_teardown(a_replay_changes_nothing_and_the_index_survives, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_malformed_batch_is_refused_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(joined_batches_apply_as_the_sequence, setup, teardown),
-        cmocka_unit_test_setup_teardown(gc_proposed_in_parts_equals_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(gc_proposed_in_parts_equals_a_single_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(a_pinned_image_is_of_its_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),

@@ -45,8 +45,8 @@ static void a_batch_tells_its_puts_and_deletes(void **state)
     pc_mutation m2 = PUT("d", "never");
     pc_slice k2 = S("d");
 
-    assert_int_equal(pc_prewrite(f->s, &t, m, 3, NULL), PC_OK);
-    assert_int_equal(pc_prewrite(f->s, &t2, &m2, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, m, 3, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t2, &m2, 1, NULL)), PC_OK);
     pc_buf batch = {0};
     pc_session_propose(f->s, &batch);
     pc_slice every[] = {S("a"), S("b"), S("c"), S("d")};
@@ -70,7 +70,7 @@ static void a_batch_tells_its_puts_and_deletes(void **state)
     assert_int_equal(s.v[2].op, PC_OP_DELETE);
     assert_int_equal(pc_batch_changes("junk", 4, note, &s), PC_INVALID);
 
-    assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, batch.data, batch.len), PC_OK);
     pc_buf v = {0};
     assert_int_equal(pc_change_value(f->s, S("b"), start, &v), PC_OK);
     assert_int_equal(v.len, strlen(long_value));
@@ -94,12 +94,12 @@ static uint64_t write_history(fx *f, uint64_t *first)
         pc_txn_meta t = fx_meta(start, a);
         pc_mutation m[] = {PUT(a, v), i % 4 == 0 ? DEL(b) : PUT(b, v), PUT("z", v)};
         pc_slice keys[] = {S(a), S(b), S("z")};
-        assert_int_equal(pc_prewrite(f->s, &t, m, 3, NULL), PC_OK);
+        assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, m, 3, NULL)), PC_OK);
         if (i % 7 == 6) {
-            assert_int_equal(pc_rollback(f->s, keys, 3, start), PC_OK);
+            assert_int_equal(APPLY(f->s, pc_rollback(f->s, keys, 3, start)), PC_OK);
             continue;
         }
-        assert_int_equal(pc_commit(f->s, keys, 3, start, commit), PC_OK);
+        assert_int_equal(APPLY(f->s, pc_commit(f->s, keys, 3, start, commit)), PC_OK);
         if (*first == 0)
             *first = commit;
         last = commit;
@@ -170,7 +170,7 @@ static void the_resolved_ts_stays_below_what_is_in_flight(void **state)
     /* A lock at 120: its transaction commits above 120. */
     pc_txn_meta t = fx_meta(120, "x");
     pc_mutation m = PUT("x", "1");
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
     assert_int_equal(pc_resolved_ts(f->s, 500, &r), PC_OK);
     assert_int_equal(r, 119);
     assert_int_equal(pc_resolved_ts(f->s, 90, &r), PC_OK);
@@ -184,7 +184,7 @@ static void the_resolved_ts_stays_below_what_is_in_flight(void **state)
     assert_int_equal(pc_resolved_ts(f->s, 500, &r), PC_OK);
     assert_int_equal(r, 119);
     pc_slice x = S("x");
-    assert_int_equal(pc_rollback(f->s, &x, 1, 120), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_rollback(f->s, &x, 1, 120)), PC_OK);
     assert_int_equal(pc_resolved_ts(f->s, 500, &r), PC_OK);
     assert_int_equal(pc_store_max_ts(f->e), 120);
     assert_int_equal(r, 120); /* the blind write's floor: the highest timestamp then */

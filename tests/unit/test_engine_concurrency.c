@@ -86,25 +86,22 @@ static bool transfer(pc_session *s, writer *w)
 
     if (rand_r(&w->seed) % 2) {
         uint64_t cts;
-        pc_rc rc = pc_one_pc(s, &t, m, 2, ts_fn, NULL, &cts, &c);
-        if (rc == PC_OK)
-            assert_int_equal(pc_sync(s), PC_OK);
-        else
+        pc_rc rc = APPLY(s, pc_one_pc(s, &t, m, 2, ts_fn, NULL, &cts, &c));
+        if (rc != PC_OK)
             assert_true(rc == PC_LOCKED || rc == PC_WRITE_CONFLICT);
         return rc == PC_OK;
     }
-    pc_rc rc = pc_prewrite(s, &t, m, 1, &c);
+    pc_rc rc = APPLY(s, pc_prewrite(s, &t, m, 1, &c));
     if (rc == PC_OK)
-        rc = pc_prewrite(s, &t, m + 1, 1, &c);
+        rc = APPLY(s, pc_prewrite(s, &t, m + 1, 1, &c));
     if (rc != PC_OK) {
         assert_true(rc == PC_LOCKED || rc == PC_WRITE_CONFLICT);
-        assert_int_equal(pc_rollback(s, keys, 2, start), PC_OK);
+        assert_int_equal(APPLY(s, pc_rollback(s, keys, 2, start)), PC_OK);
         return false;
     }
     uint64_t cts = next_ts();
-    assert_int_equal(pc_commit(s, keys, 1, start, cts), PC_OK);
-    assert_int_equal(pc_sync(s), PC_OK);
-    assert_int_equal(pc_commit(s, keys + 1, 1, start, cts), PC_OK);
+    assert_int_equal(APPLY(s, pc_commit(s, keys, 1, start, cts)), PC_OK);
+    assert_int_equal(APPLY(s, pc_commit(s, keys + 1, 1, start, cts)), PC_OK);
     return true;
 }
 
@@ -173,8 +170,8 @@ static void transfers_conserve_the_total(void **state)
         keys[i] = S(names[i]);
     }
     pc_txn_meta t = fx_meta(next_ts(), "acct00");
-    assert_int_equal(pc_prewrite(f->s, &t, m, ACCOUNTS, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, keys, ACCOUNTS, t.start_ts, next_ts()), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, m, ACCOUNTS, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, keys, ACCOUNTS, t.start_ts, next_ts())), PC_OK);
 
     pthread_t th[WRITERS + 1];
     writer w[WRITERS];

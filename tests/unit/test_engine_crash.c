@@ -32,21 +32,21 @@ static void abandon_at(fx *f, int point)
     pc_mutation old[NKEYS];
     for (int i = 0; i < NKEYS; i++)
         old[i] = PUT(names[i], "old");
-    assert_int_equal(pc_prewrite(f->s, &t0, old, NKEYS, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, keys, NKEYS, 2, 3), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t0, old, NKEYS, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, keys, NKEYS, 2, 3)), PC_OK);
 
     pc_txn_meta t = fx_meta(10, "k0");
     t.owner = S("gone");
-    assert_int_equal(pc_prewrite(f->s, &t, &m[0], 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m[0], 1, NULL)), PC_OK);
     if (point == AFTER_PRIMARY_PREWRITE)
         return;
-    assert_int_equal(pc_prewrite(f->s, &t, &m[1], NKEYS - 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m[1], NKEYS - 1, NULL)), PC_OK);
     if (point == AFTER_ALL_PREWRITES)
         return;
-    assert_int_equal(pc_commit(f->s, &keys[0], 1, 10, 11), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &keys[0], 1, 10, 11)), PC_OK);
     if (point == AFTER_PRIMARY_COMMIT)
         return;
-    assert_int_equal(pc_commit(f->s, &keys[1], (NKEYS - 1) / 2, 10, 11), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &keys[1], (NKEYS - 1) / 2, 10, 11)), PC_OK);
 }
 
 /* Read every key at ts 20 as a reader would: resolve a met lock, read again. */
@@ -112,7 +112,7 @@ static void check(int point, bool by_reader)
     /* Rolled back: a rollback record on the primary stops a late commit. */
     if (point < AFTER_PRIMARY_COMMIT) {
         pc_slice k0 = S("k0");
-        assert_int_equal(pc_commit(f->s, &k0, 1, 10, 11), PC_ROLLED_BACK);
+        assert_int_equal(APPLY(f->s, pc_commit(f->s, &k0, 1, 10, 11)), PC_ROLLED_BACK);
     }
     fx_free(f);
 }

@@ -12,8 +12,8 @@ static void commit_one(fx *f, const char *key, const char *value, uint64_t start
     pc_txn_meta t = fx_meta(start, key);
     pc_mutation m = value ? PUT(key, value) : DEL(key);
     pc_slice k = S(key);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &k, 1, start, commit)), PC_OK);
 }
 
 static void gc_keeps_the_newest_visible_version(void **state)
@@ -30,11 +30,16 @@ static void gc_keeps_the_newest_visible_version(void **state)
     commit_one(f, "d", "d3", 29, 30);
     commit_one(f, "e", "e1", 9, 10);
     commit_one(f, "e", NULL, 19, 20);
-    assert_int_equal(pc_rollback(f->s, &r, 1, 5), PC_OK);  /* below the safe point */
-    assert_int_equal(pc_rollback(f->s, &r, 1, 35), PC_OK); /* above it */
+    assert_int_equal(APPLY(f->s, pc_rollback(f->s, &r, 1, 5)), PC_OK);  /* below the safe point */
+    assert_int_equal(APPLY(f->s, pc_rollback(f->s, &r, 1, 35)), PC_OK); /* above it */
 
+    /* Given no batch to propose into, GC is refused and raises nothing. */
     uint64_t applied;
-    assert_int_equal(pc_gc(f->s, 25, &st, &applied), PC_OK);
+    pc_gc_walk *walk = NULL;
+    assert_int_equal(pc_gc_begin(f->s, 25, &applied, &walk), PC_INVALID);
+    assert_null(walk);
+    assert_int_equal(pc_gc_safe_point(f->e), 0);
+    assert_int_equal(fx_gc(f->s, 25, &st, &applied), PC_OK);
     assert_int_equal(applied, 25);
     assert_int_equal(pc_gc_safe_point(f->e), 25);
     assert_table(f, "write", "a@40 put start=39 short=a4\na@30 put start=29 short=a3\n"
@@ -45,9 +50,9 @@ static void gc_keeps_the_newest_visible_version(void **state)
     assert_int_equal(st.keys, 4);
     /* The same safe point again: not raised, nothing done; a little
      * higher finds nothing more to remove. */
-    assert_int_equal(pc_gc(f->s, 25, &st, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 25, &st, &applied), PC_OK);
     assert_int_equal(applied, 0);
-    assert_int_equal(pc_gc(f->s, 26, &st, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 26, &st, &applied), PC_OK);
     assert_int_equal(applied, 26);
     assert_int_equal(st.versions_removed, 0);
 }
@@ -64,7 +69,7 @@ static void the_safe_point_survives_a_restart(void **state)
     assert_int_equal(pc_snapshot_pin(f->e, 12), PC_OK);
     pc_snapshot_unpin(f->e, 12);
     uint64_t applied;
-    assert_int_equal(pc_gc(f->s, 25, NULL, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 25, NULL, &applied), PC_OK);
     assert_int_equal(applied, 25);
     assert_int_equal(pc_snapshot_pin(f->e, 12), PC_INVALID);
 
@@ -74,7 +79,7 @@ static void the_safe_point_survives_a_restart(void **state)
     assert_int_equal(pc_snapshot_pin(f->e, 25), PC_OK);
     pc_snapshot_unpin(f->e, 25);
     /* It never goes down. */
-    assert_int_equal(pc_gc(f->s, 20, NULL, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 20, NULL, &applied), PC_OK);
     assert_int_equal(applied, 0);
     assert_int_equal(pc_gc_safe_point(f->e), 25);
 }
@@ -91,16 +96,16 @@ static void a_pinned_read_holds_gc_back(void **state)
     assert_int_equal(pc_snapshot_pin(f->e, 15), PC_OK);
     assert_int_equal(pc_snapshot_pin(f->e, 15), PC_OK); /* two readers at 15 */
     uint64_t applied;
-    assert_int_equal(pc_gc(f->s, 35, NULL, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 35, NULL, &applied), PC_OK);
     assert_int_equal(applied, 14);
     assert_int_equal(fx_get(f, "k", 15, out, sizeof(out)), PC_OK);
     assert_string_equal(out, "v1");
     pc_snapshot_unpin(f->e, 15);
-    assert_int_equal(pc_gc(f->s, 35, NULL, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 35, NULL, &applied), PC_OK);
     assert_int_equal(applied, 0); /* the other reader is still there: stays at 14 */
     assert_int_equal(pc_gc_safe_point(f->e), 14);
     pc_snapshot_unpin(f->e, 15);
-    assert_int_equal(pc_gc(f->s, 35, NULL, &applied), PC_OK);
+    assert_int_equal(fx_gc(f->s, 35, NULL, &applied), PC_OK);
     assert_int_equal(applied, 35);
     assert_int_equal(pc_snapshot_pin(f->e, 15), PC_INVALID);
     assert_int_equal(fx_get(f, "k", 35, out, sizeof(out)), PC_OK);
@@ -134,7 +139,7 @@ static void snapshots_at_or_above_the_safe_point_are_unchanged(void **state)
     /* A transaction in flight keeps its lock and data through GC. */
     pc_txn_meta t = fx_meta(ts, "key0001");
     pc_mutation m = PUT("key0001", val);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
 
     uint64_t safe = 100 + 2 * KEYS * (ROUNDS - 2); /* two rounds stay above */
     uint64_t probes[] = {safe, safe + 1, safe + 333, ts - 1};
@@ -150,7 +155,7 @@ static void snapshots_at_or_above_the_safe_point_are_unchanged(void **state)
     assert_int_equal(n0.write, (uint64_t)KEYS * ROUNDS);
 
     pc_gc_stats st;
-    assert_int_equal(pc_gc(f->s, safe, &st, NULL), PC_OK);
+    assert_int_equal(fx_gc(f->s, safe, &st, NULL), PC_OK);
     assert_int_equal(pc_count_rows(f->s, &n1), PC_OK);
     assert_int_equal(n1.write, n0.write - st.versions_removed);
     assert_int_equal(n1.data, n0.data - st.data_removed);
@@ -177,7 +182,7 @@ static void snapshots_at_or_above_the_safe_point_are_unchanged(void **state)
     }
     /* The pending transaction still commits. */
     pc_slice k1 = S("key0001");
-    assert_int_equal(pc_commit(f->s, &k1, 1, ts, ts + 1), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &k1, 1, ts, ts + 1)), PC_OK);
 }
 
 int main(void)

@@ -6,8 +6,9 @@
  *    set) never hold one key at once and never deadlock; waiters on a slot
  *    are served in the order they came; a set can be released by another
  *    thread than the one that took it;
- *  - the actions: in propose mode each writing action holds exactly its
- *    keys' latches when it returns, in direct mode none; an action on keys
+ *  - the actions: each writing action holds exactly its keys' latches
+ *    when it returns; given no batch it is refused, latching and writing
+ *    nothing (only the applier writes to the store); an action on keys
  *    its session does not hold is refused; ending propose mode releases
  *    the latches the caller did not take; a proposal on a key whose
  *    latches another proposal holds waits until that one's batch is
@@ -344,9 +345,10 @@ static pc_slice other_key(const latch_case *c)
     return S("");
 }
 
-static void each_action_latches_its_keys_only_in_propose_mode(void **state)
+static void each_action_latches_its_keys_and_needs_a_batch(void **state)
 {
     fx *f = *state;
+    static char before[4096], after[4096];
     pc_session *other;
     pc_buf batch = {0};
     fx_put_committed(f, "c1", "v", 10, 11); /* for the actions on txn 10 */
@@ -369,9 +371,13 @@ static void each_action_latches_its_keys_only_in_propose_mode(void **state)
         assert_int_equal(pc_session_try_latch(other, &free_key, 1), PC_OK);
         pc_session_release_latches(other);
         pc_latches_release(held);
-        /* Directly (its batch not applied: the action runs as new). */
-        c->run(f->s);
+        /* Given no batch, the action is refused before it reads: it
+         * latches nothing and writes nothing (only the applier writes). */
+        fx_dump(f, "lock", before, sizeof before);
+        assert_int_equal(c->run(f->s), PC_INVALID);
         assert_null(pc_session_take_latches(f->s));
+        fx_dump(f, "lock", after, sizeof after);
+        assert_string_equal(before, after);
     }
     pc_session_close(other);
     pc_buf_free(&batch);
@@ -398,7 +404,7 @@ static void an_action_outside_the_sessions_latches_is_refused(void **state)
     assert_int_equal(pc_prewrite(f->s, &t, &a, 1, NULL), PC_OK);
     assert_int_equal(pc_prewrite(f->s, &t, &b, 1, NULL), PC_OK);
     pc_session_propose(f->s, NULL);
-    assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, batch.data, batch.len), PC_OK);
     assert_table(f, "lock", "a@5 primary=a put short=1\nb@5 primary=a put short=2\n");
     pc_buf_free(&batch);
 }
@@ -500,7 +506,7 @@ static void a_proposal_waits_until_the_one_in_flight_is_applied(void **state)
     assert_int_equal(pthread_create(&th, NULL, propose_second, &p), 0);
     until_waiting(f->e->latches, 1);
     assert_int_equal(atomic_load(&p.done), 0);
-    assert_int_equal(pc_apply_batch(f->s, first.data, first.len, 1), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, first.data, first.len), PC_OK);
     pc_latches_release(held);
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(p.rc, PC_LOCKED);
@@ -518,12 +524,12 @@ static void a_key_given_twice_is_refused(void **state)
     pc_mutation twice[3] = {PUT("b", "1"), PUT("a", "2"), DEL("b")};
     pc_mutation distinct[3] = {PUT("c", "1"), PUT("a", "2"), DEL("b")}; /* not sorted */
     uint64_t cts;
-    assert_int_equal(pc_prewrite(f->s, &t, twice, 3, NULL), PC_INVALID);
-    assert_int_equal(pc_one_pc(f->s, &t, twice, 3, fx_ts_fn, f, &cts, NULL), PC_INVALID);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, twice, 3, NULL)), PC_INVALID);
+    assert_int_equal(APPLY(f->s, pc_one_pc(f->s, &t, twice, 3, fx_ts_fn, f, &cts, NULL)), PC_INVALID);
     pc_mutation adjacent[2] = {PUT("a", "1"), PUT("a", "2")};
-    assert_int_equal(pc_prewrite(f->s, &t, adjacent, 2, NULL), PC_INVALID);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, adjacent, 2, NULL)), PC_INVALID);
     assert_table(f, "lock", "");
-    assert_int_equal(pc_prewrite(f->s, &t, distinct, 3, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, distinct, 3, NULL)), PC_OK);
 }
 
 static void one_pc_proposes_no_marker_in_the_lock_table(void **state)
@@ -559,7 +565,7 @@ int main(void)
         cmocka_unit_test(waiters_are_served_in_arrival_order),
         cmocka_unit_test_setup_teardown(a_session_latches_can_be_released_by_another_thread,
                                         fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(each_action_latches_its_keys_only_in_propose_mode,
+        cmocka_unit_test_setup_teardown(each_action_latches_its_keys_and_needs_a_batch,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(an_action_outside_the_sessions_latches_is_refused,
                                         fx_setup, fx_teardown),

@@ -213,7 +213,7 @@ static pc_rc prewrite(fx *f, const pc_txn_meta *meta, const pc_mutation *m, size
 {
     for (;;) {
         pc_conflict c;
-        pc_rc rc = pc_prewrite(f->s, meta, m, n, &c);
+        pc_rc rc = APPLY(f->s, pc_prewrite(f->s, meta, m, n, &c));
         if (rc != PC_LOCKED)
             return rc;
         resolve(f, &c);
@@ -243,19 +243,19 @@ static void commit_2pc(fx *f, const txn *t, int crash)
         assert_int_equal(rc, PC_WRITE_CONFLICT);
         assert_true(conflict);
         cnt.conflicts++;
-        assert_int_equal(pc_rollback(f->s, keys, t->n, t->start_ts), PC_OK);
+        assert_int_equal(APPLY(f->s, pc_rollback(f->s, keys, t->n, t->start_ts)), PC_OK);
         return;
     }
     assert_false(conflict);
     if (crash == AFTER_ALL_PREWRITES)
         goto abandoned;
     uint64_t cts = fx_ts(f);
-    assert_int_equal(pc_commit(f->s, keys, 1, t->start_ts, cts), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, keys, 1, t->start_ts, cts)), PC_OK);
     model_commit(t, cts); /* the commit point */
     if (crash == AFTER_PRIMARY_COMMIT)
         goto abandoned;
     size_t upto = crash == AFTER_HALF ? (t->n - 1) / 2 : t->n - 1;
-    assert_int_equal(pc_commit(f->s, keys + 1, upto, t->start_ts, cts), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, keys + 1, upto, t->start_ts, cts)), PC_OK);
     if (crash == AFTER_HALF)
         goto abandoned;
     cnt.commits_2pc++;
@@ -274,7 +274,7 @@ static void commit_1pc(fx *f, const txn *t)
     for (;;) {
         pc_conflict c;
         uint64_t cts = 0;
-        pc_rc rc = pc_one_pc(f->s, &meta, m, t->n, fx_ts_fn, f, &cts, &c);
+        pc_rc rc = APPLY(f->s, pc_one_pc(f->s, &meta, m, t->n, fx_ts_fn, f, &cts, &c));
         if (rc == PC_LOCKED) {
             resolve(f, &c);
             continue;

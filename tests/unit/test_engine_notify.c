@@ -12,8 +12,8 @@ static void commit_one(fx *f, const char *key, uint64_t start, uint64_t commit)
     pc_txn_meta t = fx_meta(start, key);
     pc_mutation m = PUT(key, "v");
     pc_slice k = S(key);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &k, 1, start, commit), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &k, 1, start, commit)), PC_OK);
 }
 
 static size_t dirty(fx *f, const char *from, pc_items *it)
@@ -35,20 +35,20 @@ static void every_commit_path_marks_observed_keys(void **state)
     pc_txn_meta t = fx_meta(20, "o/b");
     pc_mutation m = PUT("o/b", "v");
     f->ts = 20;
-    assert_int_equal(pc_one_pc(f->s, &t, &m, 1, fx_ts_fn, f, &cts, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_one_pc(f->s, &t, &m, 1, fx_ts_fn, f, &cts, NULL)), PC_OK);
     /* An abandoned transaction rolled forward by a cleaner. */
     pc_txn_meta t2 = fx_meta(30, "o/c");
     pc_mutation m2[2] = {PUT("o/c", "v"), PUT("o/d", "v")};
     pc_slice c = S("o/c"), d = S("o/d");
-    assert_int_equal(pc_prewrite(f->s, &t2, m2, 2, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &c, 1, 30, 31), PC_OK);
-    assert_int_equal(pc_resolve_lock(f->s, d, 30, 31), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t2, m2, 2, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &c, 1, 30, 31)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_resolve_lock(f->s, d, 30, 31)), PC_OK);
     /* A rolled-back one is no change. */
     pc_txn_meta t3 = fx_meta(40, "o/e");
     pc_mutation m3 = PUT("o/e", "v");
     pc_slice e = S("o/e");
-    assert_int_equal(pc_prewrite(f->s, &t3, &m3, 1, NULL), PC_OK);
-    assert_int_equal(pc_rollback(f->s, &e, 1, 40), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t3, &m3, 1, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_rollback(f->s, &e, 1, 40)), PC_OK);
 
     assert_int_equal(dirty(f, "", &it), 4);
     const char *want[] = {"o/a", "o/b", "o/c", "o/d"};
@@ -74,10 +74,10 @@ static void a_clear_keeps_keys_dirtied_again(void **state)
     commit_one(f, "o/k", 10, 11);
     commit_one(f, "o/k", 12, 13);
     /* Acknowledged up to 11 only: 13 keeps it dirty. */
-    assert_int_equal(pc_notify_clear(f->s, k, 11), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_notify_clear(f->s, k, 11)), PC_OK);
     assert_int_equal(dirty(f, "", &it), 1);
     assert_int_equal(it.items[0].commit_ts, 13);
-    assert_int_equal(pc_notify_clear(f->s, k, 13), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_notify_clear(f->s, k, 13)), PC_OK);
     assert_int_equal(dirty(f, "", &it), 0);
     /* Nothing observed: nothing marked. */
     assert_int_equal(pc_notify_set_prefixes(f->e, NULL, 0), PC_OK);

@@ -50,11 +50,11 @@ static pc_rc read_at(pc_session *r, const char *key, uint64_t ts, bool *in_fligh
     return rc;
 }
 
-/* The proposal made on f->s is applied (index) with its latches still
+/* The proposal made on f->s is applied (the next index) with its latches still
  * held: the read at ts on r still waits; once they are released it finds
  * the commit. */
-static void apply_then_release(fx *f, pc_session *r, pc_buf *batch, uint64_t index,
-                               const char *key, uint64_t ts)
+static void apply_then_release(fx *f, pc_session *r, pc_buf *batch, const char *key,
+                               uint64_t ts)
 {
     bool in_flight = false;
     pc_latches *held = pc_session_take_latches(f->s);
@@ -62,7 +62,7 @@ static void apply_then_release(fx *f, pc_session *r, pc_buf *batch, uint64_t ind
     pc_session_propose(f->s, NULL);
     assert_int_equal(read_at(r, key, ts, &in_flight), PC_LOCKED);
     assert_true(in_flight);
-    assert_int_equal(pc_apply_batch(f->s, batch->data, batch->len, index), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, batch->data, batch->len), PC_OK);
     assert_int_equal(read_at(r, key, ts, &in_flight), PC_LOCKED);
     assert_true(in_flight);
     pc_latches_release(held);
@@ -85,7 +85,7 @@ static void a_proposed_one_pc_is_in_flight_until_its_latches_go(void **state)
     assert_int_equal(cts, 6);
     /* Below the commit nothing waits: it cannot be seen there. */
     assert_int_equal(read_at(r, "b", 5, &in_flight), PC_NOT_FOUND);
-    apply_then_release(f, r, &batch, 1, "b", 10);
+    apply_then_release(f, r, &batch, "b", 10);
     char v[8];
     assert_int_equal(fx_get(f, "a", 10, v, sizeof v), PC_OK);
     assert_string_equal(v, "1");
@@ -105,7 +105,7 @@ static void a_proposed_blind_write_is_in_flight_until_its_latches_go(void **stat
     assert_int_equal(pc_session_open(f->e, &r), PC_OK);
     pc_session_propose(f->s, &batch);
     assert_int_equal(pc_one_pc(f->s, &t, &m, 1, fixed_ts, (void *)&seven, &cts, NULL), PC_OK);
-    apply_then_release(f, r, &batch, 1, "a", 7);
+    apply_then_release(f, r, &batch, "a", 7);
     pc_session_close(r);
     pc_buf_free(&batch);
 }
@@ -118,17 +118,17 @@ static void a_proposed_commit_point_is_in_flight_until_its_latches_go(void **sta
     pc_txn_meta t = fx_meta(5, "a");
     pc_mutation m = PUT("a", "1");
     assert_int_equal(pc_session_open(f->e, &r), PC_OK);
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
     pc_session_propose(f->s, &batch);
     assert_int_equal(pc_commit_primary(f->s, S("a"), 5, 6), PC_OK);
     /* The lock is still in the store (a reader meets it and resolves it,
-     * under the latches); the commit point is held as in flight, as while
-     * its flush runs in direct mode. */
+     * under the latches); the commit point is held as in flight until
+     * its batch is applied and the latches go. */
     assert_true(pc_memlock_blocked(f->e->memlocks, S("a"), NULL, true, 6, PC_MEMLOCK_COMMITTED,
                                    NULL));
     pc_latches *held = pc_session_take_latches(f->s);
     pc_session_propose(f->s, NULL);
-    assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, batch.data, batch.len), PC_OK);
     assert_true(pc_memlock_blocked(f->e->memlocks, S("a"), NULL, true, 6, PC_MEMLOCK_COMMITTED,
                                    NULL));
     pc_latches_release(held);
@@ -182,8 +182,8 @@ static void a_proposed_latest_read_proposes_nothing_and_resolution_is_two_propos
     uint64_t cts = 0;
     assert_true(fx_latch_apart("p", "k"));
     fx_put_committed(f, "k", "old", 2, 3);
-    assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, &p, 1, 10, 11), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, m, 2, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &p, 1, 10, 11)), PC_OK);
 
     /* The read: the lock, and nothing proposed or latched. */
     pc_session_propose(f->s, &batch);
@@ -218,7 +218,7 @@ static void a_proposed_latest_read_proposes_nothing_and_resolution_is_two_propos
     assert_int_equal(write_puts(&batch), 1);
     /* Not applied yet: the store still has the lock. */
     assert_int_equal(pc_get_latest(f->s, S("k"), false, &v, &cts, &c), PC_LOCKED);
-    assert_int_equal(pc_apply_batch(f->s, batch.data, batch.len, 1), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, batch.data, batch.len), PC_OK);
     pc_latches_release(held);
 
     batch.len = 0;

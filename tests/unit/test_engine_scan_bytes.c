@@ -90,7 +90,7 @@ static void a_lock_past_the_stop_does_not_matter(void **state)
     load(f);
     pc_txn_meta t = fx_meta(50, "k9");
     pc_mutation m = PUT("k9", "locked");
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
 
     assert_int_equal(pc_scan_bounded(f->s, S("k"), S("l"), 100, 100, 250, &it, &c), PC_OK);
     assert_int_equal(it.n, 3);

@@ -15,8 +15,8 @@ static void seed_balances(fx *f, const char *bob, const char *joe)
     pc_mutation m[2] = {PUT("Bob", bob), PUT("Joe", joe)};
     pc_slice keys[2] = {BOB, JOE};
 
-    assert_int_equal(pc_prewrite(f->s, &t, m, 2, NULL), PC_OK);
-    assert_int_equal(pc_commit(f->s, keys, 2, 5, 6), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, m, 2, NULL)), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, keys, 2, 5, 6)), PC_OK);
 }
 
 static void transfer_short_values(void **state)
@@ -30,7 +30,7 @@ static void transfer_short_values(void **state)
     /* 1. Prewrite the primary: Bob's lock, which is the primary. */
     pc_txn_meta t = fx_meta(7, "Bob");
     pc_mutation bob = PUT("Bob", "$3"), joe = PUT("Joe", "$9");
-    assert_int_equal(pc_prewrite(f->s, &t, &bob, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &bob, 1, NULL)), PC_OK);
     assert_table(f, "lock", "Bob@7 primary=Bob put short=$3\n");
     assert_table(f, "data", "");
     /* A snapshot above the lock must wait; one below it reads $10. */
@@ -39,11 +39,11 @@ static void transfer_short_values(void **state)
     assert_string_equal(v, "$10");
 
     /* 2. Prewrite the secondary: Joe's lock points at Bob. */
-    assert_int_equal(pc_prewrite(f->s, &t, &joe, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &joe, 1, NULL)), PC_OK);
     assert_table(f, "lock", "Bob@7 primary=Bob put short=$3\nJoe@7 primary=Bob put short=$9\n");
 
     /* 3. Commit the primary at 8: the commit point. */
-    assert_int_equal(pc_commit(f->s, &BOB, 1, 7, 8), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &BOB, 1, 7, 8)), PC_OK);
     assert_table(f, "lock", "Joe@7 primary=Bob put short=$9\n");
     assert_table(f, "write", "Bob@8 put start=7 short=$3\nBob@6 put start=5 short=$10\n"
                              "Joe@6 put start=5 short=$2\n");
@@ -52,7 +52,7 @@ static void transfer_short_values(void **state)
     assert_int_equal(fx_get(f, "Joe", 9, v, sizeof(v)), PC_LOCKED);
 
     /* 4. Commit the secondary. */
-    assert_int_equal(pc_commit(f->s, &JOE, 1, 7, 8), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &JOE, 1, 7, 8)), PC_OK);
     assert_table(f, "lock", "");
     assert_table(f, "write", "Bob@8 put start=7 short=$3\nBob@6 put start=5 short=$10\n"
                              "Joe@8 put start=7 short=$9\nJoe@6 put start=5 short=$2\n");
@@ -87,17 +87,17 @@ static void transfer_long_values(void **state)
 
     pc_txn_meta t = fx_meta(7, "Bob");
     pc_mutation bob = PUT("Bob", b3), joe = PUT("Joe", j9);
-    assert_int_equal(pc_prewrite(f->s, &t, &bob, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &bob, 1, NULL)), PC_OK);
     assert_table(f, "lock", "Bob@7 primary=Bob put\n");
     assert_table(f, "data", "Bob@7=$3.xxxxx..(299)\nBob@5=$10xxxxx..(299)\nJoe@5=$2.xxxxx..(299)\n");
-    assert_int_equal(pc_prewrite(f->s, &t, &joe, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &joe, 1, NULL)), PC_OK);
     assert_table(f, "lock", "Bob@7 primary=Bob put\nJoe@7 primary=Bob put\n");
     assert_table(f, "data", "Bob@7=$3.xxxxx..(299)\nBob@5=$10xxxxx..(299)\n"
                             "Joe@7=$9.xxxxx..(299)\nJoe@5=$2.xxxxx..(299)\n");
-    assert_int_equal(pc_commit(f->s, &BOB, 1, 7, 8), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &BOB, 1, 7, 8)), PC_OK);
     assert_table(f, "lock", "Joe@7 primary=Bob put\n");
     assert_table(f, "write", "Bob@8 put start=7\nBob@6 put start=5\nJoe@6 put start=5\n");
-    assert_int_equal(pc_commit(f->s, &JOE, 1, 7, 8), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &JOE, 1, 7, 8)), PC_OK);
     assert_table(f, "lock", "");
     assert_table(f, "write", "Bob@8 put start=7\nBob@6 put start=5\n"
                              "Joe@8 put start=7\nJoe@6 put start=5\n");
@@ -117,9 +117,9 @@ static void delete_is_a_version(void **state)
     seed_balances(f, "$10", "$2");
     pc_txn_meta t = fx_meta(7, "Joe");
     pc_mutation d = DEL("Joe");
-    assert_int_equal(pc_prewrite(f->s, &t, &d, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &d, 1, NULL)), PC_OK);
     assert_table(f, "lock", "Joe@7 primary=Joe delete\n");
-    assert_int_equal(pc_commit(f->s, &JOE, 1, 7, 8), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &JOE, 1, 7, 8)), PC_OK);
     assert_table(f, "write", "Bob@6 put start=5 short=$10\n"
                              "Joe@8 delete start=7\nJoe@6 put start=5 short=$2\n");
     assert_int_equal(fx_get(f, "Joe", 9, v, sizeof(v)), PC_NOT_FOUND);

@@ -17,21 +17,21 @@ static void it_follows_every_kind_of_write(void **state)
 
     pc_txn_meta t = fx_meta(10, "a");
     pc_mutation m = PUT("a", "1");
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
     assert_int_equal(pc_store_max_ts(f->e), 10); /* a lock */
     pc_slice a = S("a");
-    assert_int_equal(pc_commit(f->s, &a, 1, 10, 12), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_commit(f->s, &a, 1, 10, 12)), PC_OK);
     assert_int_equal(pc_store_max_ts(f->e), 12); /* a write record */
 
     pc_slice b = S("b");
-    assert_int_equal(pc_rollback(f->s, &b, 1, 20), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_rollback(f->s, &b, 1, 20)), PC_OK);
     assert_int_equal(pc_store_max_ts(f->e), 20); /* a rollback record */
 
     f->ts = 29;
     uint64_t cts = 0;
     pc_txn_meta blind = fx_meta(0, "c");
     pc_mutation mc = PUT("c", "3");
-    assert_int_equal(pc_one_pc(f->s, &blind, &mc, 1, fx_ts_fn, f, &cts, NULL), PC_OK);
+    assert_int_equal(APPLY(f->s, pc_one_pc(f->s, &blind, &mc, 1, fx_ts_fn, f, &cts, NULL)), PC_OK);
     assert_int_equal(cts, 30);
     assert_int_equal(pc_store_max_ts(f->e), 30); /* a one-phase commit */
 
@@ -52,8 +52,8 @@ static void sessions_keep_rows_of_their_own(void **state)
     pc_txn_meta t = fx_meta(50, "b");
     pc_mutation m = PUT("b", "2");
     pc_slice b = S("b");
-    assert_int_equal(pc_prewrite(other, &t, &m, 1, NULL), PC_OK);
-    assert_int_equal(pc_commit(other, &b, 1, 50, 51), PC_OK);
+    assert_int_equal(APPLY(other, pc_prewrite(other, &t, &m, 1, NULL)), PC_OK);
+    assert_int_equal(APPLY(other, pc_commit(other, &b, 1, 50, 51)), PC_OK);
     /* The first session writes again below the other's maximum: its own
      * row moves, the store's maximum does not. */
     fx_put_committed(f, "c", "3", 44, 45);
@@ -80,7 +80,7 @@ static void it_survives_a_crash(void **state)
         uint64_t cts;
         pc_txn_meta blind = fx_meta(0, "k");
         pc_mutation m = PUT("k", "v");
-        if (pc_one_pc(s, &blind, &m, 1, fx_ts_fn, &(fx){.ts = 76}, &cts, NULL) != PC_OK)
+        if (APPLY(s, pc_one_pc(s, &blind, &m, 1, fx_ts_fn, &(fx){.ts = 76}, &cts, NULL)) != PC_OK)
             _exit(3);
         _exit(cts == 77 ? 0 : 4);
     }
@@ -100,7 +100,7 @@ static void an_older_store_is_scanned(void **state)
     fx_put_committed(f, "a", "1", 60, 61);
     pc_txn_meta t = fx_meta(70, "b");
     pc_mutation m = PUT("b", "2");
-    assert_int_equal(pc_prewrite(f->s, &t, &m, 1, NULL), PC_OK); /* a lock only */
+    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK); /* a lock only */
     /* Remove the rows, as an older engine would have left the store. */
     WT_SESSION *ws = f->s->wt;
     WT_CURSOR *c;
