@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -297,6 +297,13 @@ bench-watch: bench-tools
 # bench-leases: puts with and without a lease, keep-alives, a revoke.
 bench-leases: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/leases.sh
+
+# bench-soak: three service members over three oracle members under mixed
+# load (writes, point reads, 2-key transactions at once) for SOAK_SECONDS
+# (default 600), p99 per SOAK_WINDOW (10 s) window printed and drawn
+# (bench/soak.sh; installs gnuplot-nox). Not part of CI: it takes minutes.
+bench-soak: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/soak.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

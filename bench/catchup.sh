@@ -34,42 +34,15 @@ read -r -a EXTRA <<<"${CATCHUP_FLAGS:-}"
 
 echo "a wiped follower under writes: $CONNS connections, $VALUE-byte values, ${WARM} s before the wipe, $ROUNDS round(s)"
 machine
-op=$(free_port)
-"$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" --log-level warn \
-  >"$TMP/oracle.log" 2>&1 &
-ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
-ORACLE_URL="http://127.0.0.1:$op"
-wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
+start_oracle
 
-HP=() RP=() MPID=() PEERS="" URLS=""
-for i in 1 2 3; do
-  HP[$i]=$(free_port); RP[$i]=$(free_port)
-  PEERS="$PEERS${PEERS:+,}$i=127.0.0.1:${RP[$i]}"
-  URLS="$URLS${URLS:+,}$i=http://127.0.0.1:${HP[$i]}"
-done
-start_member() {
-  local i=$1
-  env ${CATCHUP_TRACE:+LIBRAFT_TRACE=1} "$BIN/percolator-service" --listen "127.0.0.1:${HP[$i]}" --data-dir "$TMP/svc$i" \
-    --oracle "$ORACLE_URL" --sync fsync --log-level info "${EXTRA[@]}" \
-    --raft-id "$i" --raft-peers "$PEERS" --raft-urls "$URLS" >>"$TMP/svc$i.log" 2>&1 &
-  MPID[$i]=$!; PIDS+=("$!")
-  wait_http "http://127.0.0.1:${HP[$i]}/v1/health" "$!" || { tail -20 "$TMP/svc$i.log"; die "member $i did not start"; }
-}
+service_group_ports
+MEMBER_LOG_LEVEL=info MEMBER_ENV=${CATCHUP_TRACE:+LIBRAFT_TRACE=1}
 health() { curl -fsS --max-time 1 "http://127.0.0.1:${HP[$1]}/v1/health" 2>/dev/null; }
 field() { sed -nE "s/.*\"$1\": *(\"([^\"]*)\"|(-?[0-9]+)).*/\2\3/p" | head -1; }
 kill_member() { kill -KILL "${MPID[$1]}" 2>/dev/null; wait "${MPID[$1]}" 2>/dev/null; }
-for i in 1 2 3; do start_member "$i"; done
-L=""
-for _ in $(seq 300); do
-  for i in 1 2 3; do
-    if health "$i" | grep -q '"role": *"leader"' &&
-      curl -fsS --max-time 1 -o /dev/null "http://127.0.0.1:${HP[$i]}/v1/ready" 2>/dev/null; then
-      L=$i; break 2
-    fi
-  done
-  sleep 0.1
-done
-[ -n "$L" ] || die "no member leads"
+for i in 1 2 3; do start_member "$i" "${EXTRA[@]}"; done
+wait_leader
 LURL="http://127.0.0.1:${HP[$L]}"
 TOTAL=$((WARM + ROUNDS * 120))
 "$LG" --url "$LURL" --workload pc-put --conns "$CONNS" --seconds "$TOTAL" --value-size "$VALUE" \
@@ -109,7 +82,7 @@ for r in $(seq "$ROUNDS"); do
   done
   [ -n "$took" ] || echo "  last answer: $code $(head -c 300 "$TMP/put.out" 2>/dev/null)"
   echo "  member $F then killed: a write acknowledged ${took:-never (30 s)} ms later"
-  start_member "$F"
+  start_member "$F" "${EXTRA[@]}"
   sleep 5
 done
 kill -INT "$LG_PID" 2>/dev/null

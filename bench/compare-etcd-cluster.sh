@@ -52,61 +52,18 @@ echo "ours:     3 x percolator-service --raft-id N --sync fsync over $([ "${CLUS
 # --- ours: the oracle (a group of three, or one), three members ---------
 ORACLE=${CLUSTER_ORACLE:-group}
 if [ "$ORACLE" = one ]; then
-  op=$(free_port)
-  "$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" --log-level warn \
-    >"$TMP/oracle.log" 2>&1 &
-  ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
-  ORACLE_URL="http://127.0.0.1:$op"
-  wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
+  start_oracle
 else
-  OH=() OR=() OPEERS="" OURLS="" ORACLE_URL=""
-  for i in 1 2 3; do
-    OH[$i]=$(free_port); OR[$i]=$(free_port)
-    OPEERS="$OPEERS${OPEERS:+,}$i=127.0.0.1:${OR[$i]}"
-    OURLS="$OURLS${OURLS:+,}$i=http://127.0.0.1:${OH[$i]}"
-    ORACLE_URL="$ORACLE_URL${ORACLE_URL:+,}http://127.0.0.1:${OH[$i]}"
-  done
-  for i in 1 2 3; do
-    "$BIN/percolator-oracle" --listen "127.0.0.1:${OH[$i]}" --data-dir "$TMP/oracle$i" --log-level warn \
-      --raft-id "$i" --raft-peers "$OPEERS" --raft-urls "$OURLS" >"$TMP/oracle$i.log" 2>&1 &
-    PIDS+=("$!")
-    wait_http "http://127.0.0.1:${OH[$i]}/v1/health" "$!" || { cat "$TMP/oracle$i.log"; die "oracle member $i did not start"; }
-  done
+  start_oracle_group
 fi
-HP=() RP=() PEERS="" URLS=""
-for i in 1 2 3; do
-  HP[$i]=$(free_port); RP[$i]=$(free_port)
-  PEERS="$PEERS${PEERS:+,}$i=127.0.0.1:${RP[$i]}"
-  URLS="$URLS${URLS:+,}$i=http://127.0.0.1:${HP[$i]}"
-done
+service_group_ports
 [ "$PEER_TLS" != 1 ] || scripts/peer-certs.sh "$TMP/peers" 1 2 3 >/dev/null || die "cannot make the peer certificates"
 for i in 1 2 3; do
   tls=()
   [ "$PEER_TLS" != 1 ] || tls=(--peer-cert-file "$TMP/peers/member-$i.crt" --peer-key-file "$TMP/peers/member-$i.key" --peer-trusted-ca-file "$TMP/peers/ca.crt")
-  "$BIN/percolator-service" --listen "127.0.0.1:${HP[$i]}" --data-dir "$TMP/svc$i" \
-    --oracle "$ORACLE_URL" --sync fsync --log-level warn "${tls[@]}" \
-    --raft-id "$i" --raft-peers "$PEERS" --raft-urls "$URLS" >"$TMP/svc$i.log" 2>&1 &
-  PIDS+=("$!")
-  wait_http "http://127.0.0.1:${HP[$i]}/v1/health" "$!" || { cat "$TMP/svc$i.log"; die "member $i did not start"; }
+  start_member "$i" "${tls[@]}"
 done
-# the member that leads and is ready for writes (bounded: 30 s)
-SVC_URL=""
-for _ in $(seq 300); do
-  for i in 1 2 3; do
-    u="http://127.0.0.1:${HP[$i]}"
-    if curl -fsS --max-time 1 "$u/v1/health" 2>/dev/null | grep -q '"role": *"leader"' &&
-      curl -fsS --max-time 1 -o /dev/null "$u/v1/ready" 2>/dev/null; then
-      SVC_URL=$u; break 2
-    fi
-  done
-  sleep 0.1
-done
-[ -n "$SVC_URL" ] || die "no member of the service group leads"
-SVC_FOLLOWER=""
-for i in 1 2 3; do
-  u="http://127.0.0.1:${HP[$i]}"
-  [ "$u" = "$SVC_URL" ] || { SVC_FOLLOWER=$u; break; }
-done
+wait_leader
 
 # --- etcd: three members -------------------------------------------------
 CP=() PP=() EURL=() EPID=()

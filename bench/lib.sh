@@ -1,6 +1,6 @@
-# bench/lib.sh — shared by bench/bench.sh (make bench) and
-# bench/compare-etcd.sh: start servers on 127.0.0.1 with free ports and
-# temp data dirs, run load generator rows, stop everything by PID at exit.
+# bench/lib.sh — shared by the benchmark scripts (bench/*.sh): start
+# servers (single or as Raft groups) on 127.0.0.1 with free ports and temp
+# data dirs, run load generator rows, stop everything by PID at exit.
 # Sourced, not run.
 
 BIN=${PERCOLATOR_BIN_DIR:-bin}
@@ -38,8 +38,8 @@ wait_http() {
   return 1
 }
 
-# start_percolator [extra service flags...]: sets ORACLE_URL, SVC_URL, SVC_PID, ORACLE_PID
-start_percolator() {
+# start_oracle: one percolator-oracle; sets ORACLE_URL and ORACLE_PID.
+start_oracle() {
   local op
   op=$(free_port)
   "$BIN/percolator-oracle" --listen "127.0.0.1:$op" --data-dir "$TMP/oracle" \
@@ -47,6 +47,12 @@ start_percolator() {
   ORACLE_PID=$!; PIDS+=("$ORACLE_PID")
   ORACLE_URL="http://127.0.0.1:$op"
   wait_http "$ORACLE_URL/v1/health" "$ORACLE_PID" || { cat "$TMP/oracle.log"; die "the oracle did not start"; }
+}
+
+# start_percolator [extra service flags...]: one oracle and one service;
+# sets ORACLE_URL, SVC_URL, SVC_PID, ORACLE_PID
+start_percolator() {
+  start_oracle
   start_service service "$@"
 }
 
@@ -61,6 +67,70 @@ start_service() {
   SVC_PID=$!; PIDS+=("$SVC_PID")
   SVC_URL="http://127.0.0.1:$sp"
   wait_http "$SVC_URL/v1/health" "$SVC_PID" || { cat "$TMP/$name.log"; die "the service ($name) did not start"; }
+}
+
+# start_oracle_group: three percolator-oracle members as a Raft group, as
+# users deploy it; sets ORACLE_URL (their URLs, comma-separated, the form
+# --oracle takes).
+start_oracle_group() {
+  local i oh=() orp=() peers="" urls=""
+  ORACLE_URL=""
+  for i in 1 2 3; do
+    oh[$i]=$(free_port); orp[$i]=$(free_port)
+    peers="$peers${peers:+,}$i=127.0.0.1:${orp[$i]}"
+    urls="$urls${urls:+,}$i=http://127.0.0.1:${oh[$i]}"
+    ORACLE_URL="$ORACLE_URL${ORACLE_URL:+,}http://127.0.0.1:${oh[$i]}"
+  done
+  for i in 1 2 3; do
+    "$BIN/percolator-oracle" --listen "127.0.0.1:${oh[$i]}" --data-dir "$TMP/oracle$i" --log-level warn \
+      --raft-id "$i" --raft-peers "$peers" --raft-urls "$urls" >"$TMP/oracle$i.log" 2>&1 &
+    PIDS+=("$!")
+    wait_http "http://127.0.0.1:${oh[$i]}/v1/health" "$!" || { cat "$TMP/oracle$i.log"; die "oracle member $i did not start"; }
+  done
+}
+
+# The three members of a service group: service_group_ports picks their
+# ports (HP: HTTP, RP: Raft; PEERS, URLS for --raft-peers/--raft-urls);
+# start_member I [flags...] starts member I on $ORACLE_URL (--sync fsync,
+# data in $TMP/svcI, log appended to $TMP/svcI.log at MEMBER_LOG_LEVEL,
+# default warn; MEMBER_ENV: variables for its environment) and sets
+# MPID[I]; wait_leader sets L and SVC_URL to the member that leads and is
+# ready for writes (bounded: 30 s), SVC_FOLLOWER to another.
+service_group_ports() {
+  local i
+  HP=() RP=() MPID=() PEERS="" URLS=""
+  for i in 1 2 3; do
+    HP[$i]=$(free_port); RP[$i]=$(free_port)
+    PEERS="$PEERS${PEERS:+,}$i=127.0.0.1:${RP[$i]}"
+    URLS="$URLS${URLS:+,}$i=http://127.0.0.1:${HP[$i]}"
+  done
+}
+
+start_member() {
+  local i=$1
+  shift
+  env ${MEMBER_ENV:-} "$BIN/percolator-service" --listen "127.0.0.1:${HP[$i]}" --data-dir "$TMP/svc$i" \
+    --oracle "$ORACLE_URL" --sync fsync --log-level "${MEMBER_LOG_LEVEL:-warn}" "$@" \
+    --raft-id "$i" --raft-peers "$PEERS" --raft-urls "$URLS" >>"$TMP/svc$i.log" 2>&1 &
+  MPID[$i]=$!; PIDS+=("$!")
+  wait_http "http://127.0.0.1:${HP[$i]}/v1/health" "$!" || { tail -20 "$TMP/svc$i.log"; die "member $i did not start"; }
+}
+
+wait_leader() {
+  local i u
+  L="" SVC_URL="" SVC_FOLLOWER=""
+  for _ in $(seq 300); do
+    for i in 1 2 3; do
+      u="http://127.0.0.1:${HP[$i]}"
+      if curl -fsS --max-time 1 "$u/v1/health" 2>/dev/null | grep -q '"role": *"leader"' &&
+        curl -fsS --max-time 1 -o /dev/null "$u/v1/ready" 2>/dev/null; then
+        L=$i SVC_URL=$u; break 2
+      fi
+    done
+    sleep 0.1
+  done
+  [ -n "$L" ] || die "no member of the service group leads"
+  SVC_FOLLOWER="http://127.0.0.1:${HP[$(( L % 3 + 1 ))]}"
 }
 
 # median: of the numbers on stdin, one a line

@@ -17,6 +17,10 @@
  *
  *   loadgen --url http://127.0.0.1:8080 --workload pc-get --conns 64
  *           --seconds 5 [--keys 100000] [--label TEXT] [--format row|kv]
+ *           [--window W]
+ *   --window W: also one line per W seconds of the run ("window=I ..."
+ *   in kv format: its operations per second, p50, p99, p99.9, errors),
+ *   before the summary: a soak's latency over time.
  *   loadgen --free-port       print a loopback TCP port free right now
  *
  * Workloads (pc- percolator-service, etcd- etcd's gateway):
@@ -77,6 +81,7 @@ static struct {
     wl_kind wl;
     int conns, threads;
     double seconds;
+    unsigned window; /* --window: seconds per window line (0: none) */
     unsigned long keys, from, batch, hot, count, value_size, rewrite;
     unsigned long long lease;
     const char *label, *format, *path, *tag;
@@ -248,6 +253,8 @@ typedef struct thr {
     uint64_t deadline;
     uint64_t done, aborted, errors, requests;
     hist h;
+    hist *win;             /* --window: a histogram per window */
+    uint64_t *win_errors;  /* and the errors in each */
     pthread_t tid;
     unsigned long load_next, load_end; /* pc-load / etcd-load: shared range of this thread */
 } thr;
@@ -746,19 +753,34 @@ static bool parse(conn *c, int *status, const char **body, size_t *blen, size_t 
     }
 }
 
+static uint64_t run_t0; /* when the run began (now_ns) */
+static unsigned nwin;   /* --window: how many windows the run has */
+
+/* The window an operation that ended at `end` counts in (nwin: none). */
+static unsigned window_of(uint64_t end)
+{
+    uint64_t w = (end - run_t0) / ((uint64_t)opt.window * 1000000000ull);
+    return opt.window == 0 || w >= nwin ? nwin : (unsigned)w;
+}
+
 static void finish_op(conn *c, op_result r)
 {
     thr *t = c->t;
     uint64_t end = now_ns();
     if (end > t->deadline && r != OP_ERROR)
         return; /* finished after the deadline: not in the measured window */
+    unsigned w = window_of(end);
     if (r == OP_DONE) {
         t->done++;
         hadd(&t->h, end - c->op_t0);
+        if (w < nwin)
+            hadd(&t->win[w], end - c->op_t0);
     } else if (r == OP_ABORT) {
         t->aborted++;
     } else {
         t->errors++;
+        if (w < nwin)
+            t->win_errors[w]++;
         if (t->errors <= 3) {
             fprintf(stderr, "loadgen: unexpected answer (step %d): %.*s\n", c->step,
                     (int)(c->rlen < 300 ? c->rlen : 300), c->r);
@@ -875,13 +897,37 @@ static int free_port(void)
     return p;
 }
 
+/* --window: one line per window, the threads' histograms merged. */
+static void print_windows(const thr *t)
+{
+    hist *h = malloc(sizeof *h);
+    if (h == NULL)
+        die("malloc");
+    for (unsigned w = 0; w < nwin; w++) {
+        uint64_t errors = 0;
+        memset(h, 0, sizeof *h);
+        for (int i = 0; i < opt.threads; i++) {
+            for (unsigned b = 0; b < HBUCKETS; b++)
+                h->b[b] += t[i].win[w].b[b];
+            h->n += t[i].win[w].n;
+            errors += t[i].win_errors[w];
+        }
+        double len = (w + 1) * (double)opt.window > opt.seconds ? opt.seconds - w * (double)opt.window
+                                                                  : opt.window;
+        printf("window=%u start_s=%u ops_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f errors=%llu\n",
+               w, w * opt.window, (double)h->n / len, hpct(h, 0.50) / 1e6, hpct(h, 0.99) / 1e6,
+               hpct(h, 0.999) / 1e6, (unsigned long long)errors);
+    }
+    free(h);
+}
+
 static void usage(void)
 {
     fprintf(stderr,
             "usage: loadgen --url http://127.0.0.1:PORT --workload NAME [--conns N] [--seconds S]\n"
             "       [--threads T] [--keys N] [--from N] [--batch N] [--hot N] [--count N]\n"
             "       [--value-size N] [--path P] [--tag T] [--label TEXT] [--format row|kv]\n"
-            "       [--rewrite N] [--lease ID]\n"
+            "       [--rewrite N] [--lease ID] [--window W]\n"
             "       loadgen --free-port\n");
     exit(2);
 }
@@ -903,6 +949,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--conns")) opt.conns = atoi(v);
         else if (!strcmp(a, "--threads")) opt.threads = atoi(v);
         else if (!strcmp(a, "--seconds")) opt.seconds = atof(v);
+        else if (!strcmp(a, "--window")) opt.window = (unsigned)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--keys")) opt.keys = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--from")) opt.from = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--batch")) opt.batch = strtoul(v, NULL, 10);
@@ -940,6 +987,13 @@ int main(int argc, char **argv)
     if (!t || !cs)
         die("calloc");
     uint64_t t0 = now_ns();
+    run_t0 = t0;
+    if (opt.window > 0 && !loading) {
+        double n = opt.seconds / opt.window;
+        if (n < 1 || n > 100000)
+            usage();
+        nwin = (unsigned)n + (n > (unsigned)n);
+    }
     uint64_t deadline = loading || opt.wl == W_PC_HOT || opt.wl == W_ETCD_HOT
                             ? UINT64_MAX - 20000000000ull
                             : t0 + (uint64_t)(opt.seconds * 1e9);
@@ -955,6 +1009,9 @@ int main(int argc, char **argv)
         }
         off += t[i].n;
         t[i].deadline = deadline;
+        if (nwin > 0 && (!(t[i].win = calloc(nwin, sizeof *t[i].win)) ||
+                         !(t[i].win_errors = calloc(nwin, sizeof *t[i].win_errors))))
+            die("calloc");
         t[i].load_next = opt.from + span * (unsigned long)i / (unsigned long)opt.threads;
         t[i].load_end = opt.from + span * (unsigned long)(i + 1) / (unsigned long)opt.threads;
         if ((t[i].ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
@@ -974,6 +1031,7 @@ int main(int argc, char **argv)
             h->b[b] += t[i].h.b[b];
         h->n += t[i].h.n;
     }
+    print_windows(t);
     double secs = (double)(now_ns() - t0) / 1e9;
     if (!loading && opt.wl != W_PC_HOT && opt.wl != W_ETCD_HOT)
         secs = opt.seconds; /* operations counted are those started before the deadline */

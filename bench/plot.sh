@@ -7,8 +7,10 @@
 # plot_latency DATA PNG TITLE: DATA has one line per row and connection
 # count: "label|conns|ours p50|p99|p99.9|etcd p50|p99|p99.9" (ms); the
 # picture shows the six per row, ours beside etcd's, on a log scale.
-# Returns 0 whatever happens: the text table is the result, the picture
-# an aid.
+# plot_windows DATA PNG TITLE: DATA has one line per window: "start_s
+# put_p99 get_p99 txn_p99" (ms); the picture shows the three over time.
+# Both return 0 whatever happens: the text table is the result, the
+# picture an aid.
 need_gnuplot() { need_debian "$1" gnuplot gnuplot-nox; } # bench/need-etcd.sh
 
 plot_latency() {
@@ -47,5 +49,31 @@ GP
     echo "gnuplot drew no picture:"; sed 's/^/  gnuplot: /' "$table.log"
   fi
   rm -f "$table" "$table.log"
+  return 0
+}
+
+plot_windows() {
+  local data=$1 png=$2 title=$3
+  rm -f "$png"
+  [ -s "$data" ] || { echo "no windows measured: no picture"; return 0; }
+  gnuplot <<GP >"$data.log" 2>&1
+set terminal pngcairo size 1400,600 font ",10"
+set output "$png"
+set title "$title"
+set xlabel "time into the run, s"
+set ylabel "p99 latency in the window, ms"
+set yrange [0:*]
+set key top left
+set grid
+plot "$data" using 1:2 with linespoints title "write (fresh key)" lc rgb "#3182bd", \
+     "" using 1:3 with linespoints title "point read" lc rgb "#31a354", \
+     "" using 1:4 with linespoints title "2-key transaction" lc rgb "#d94701"
+GP
+  if [ -s "$png" ]; then
+    echo "picture: $png"
+  else
+    echo "gnuplot drew no picture:"; sed 's/^/  gnuplot: /' "$data.log"
+  fi
+  rm -f "$data.log"
   return 0
 }
