@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,11 @@ struct raft_proposer {
      * other member leads; never in no_lease_term (a transfer began). */
     uint64_t lease_until;
     raft_term lease_term, no_lease_term;
-    uint64_t lease_reads;
+    _Atomic uint64_t lease_reads;
+    /* Until when (cfg.now_ms) a request thread may answer a read itself
+     * under the lease, published by the loop (serve_reads); 0: it may not
+     * (see fast_read). */
+    _Atomic uint64_t read_until;
 };
 
 raft_proposer *rp_new(const rp_config *cfg)
@@ -192,6 +197,8 @@ rp_rc rp_wait_for(raft_proposer *p, rp_wait *w, unsigned wait_ms)
     until.tv_sec += (time_t)(ns / 1000000000ull);
     until.tv_nsec = (long)(ns % 1000000000ull);
 
+    if (w->read && rp_read_now(p))
+        return RP_OK;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&cv, &ca);
@@ -293,11 +300,38 @@ void rp_end_lease(raft_proposer *p, struct raft *r)
 {
     p->no_lease_term = r->current_term;
     p->lease_until = 0;
+    atomic_store(&p->read_until, 0);
+}
+
+/* What the loop found at its last step, for the request threads
+ * (rp_read_now, rp_wait_for of a read): under
+ * the lease, with everything it knew committed applied, a read may go on
+ * until the lease's end without a hop to the loop. Safe for the same
+ * reason as the loop's own lease read: no other member leads before
+ * lease_until, so nothing committed since this step is another leader's;
+ * what this leader committed since is either applied here or not yet
+ * acknowledged to anyone (a writer is answered only once its entry is
+ * applied here: libraft's apply callback), so a read that misses it is
+ * ordered before that write. Only with the owner's clock (cfg.now_ms),
+ * which any thread may read; libraft's io->time is the loop's. */
+static void publish_reads(raft_proposer *p, bool lease)
+{
+    atomic_store(&p->read_until, lease && p->cfg.now_ms != NULL ? p->lease_until : 0);
+}
+
+bool rp_read_now(raft_proposer *p)
+{
+    uint64_t until = atomic_load(&p->read_until);
+    if (until == 0 || p->cfg.now_ms(p->cfg.loop_arg) >= until)
+        return false;
+    atomic_fetch_add(&p->lease_reads, 1);
+    metrics_inc(p->cfg.m_lease_reads, 1);
+    return true;
 }
 
 uint64_t rp_lease_reads(const raft_proposer *p)
 {
-    return p->lease_reads;
+    return atomic_load(&p->lease_reads);
 }
 
 int64_t rp_lease_left_ms(raft_proposer *p, struct raft *r)
@@ -443,6 +477,7 @@ static void serve_reads(raft_proposer *p, struct raft *r)
      * before a queued read came was committed by this leader, and is
      * applied once everything it knows committed is. */
     bool lease = lease_holds(p, r) && raft_last_applied(r) >= r->commit_index;
+    publish_reads(p, lease);
     if (p->read_inflight && !lease)
         return;
     pthread_mutex_lock(&p->mu);
@@ -451,7 +486,7 @@ static void serve_reads(raft_proposer *p, struct raft *r)
         uint64_t k = 0;
         for (rp_wait *w = reads; w != NULL; w = w->next)
             k++;
-        p->lease_reads += k;
+        atomic_fetch_add(&p->lease_reads, k);
         metrics_inc(p->cfg.m_lease_reads, k);
         finish_list(p, reads, RP_OK);
         reads = NULL;
@@ -489,6 +524,8 @@ bool rp_step(raft_proposer *p, struct raft *r)
     if ((!leader || stopping) && p->queue != NULL)
         fail_queued(p, stopping ? RP_UNAVAILABLE : RP_NOT_LEADER);
     pthread_mutex_unlock(&p->mu);
+    if (!leader || stopping || p->ready_term != r->current_term)
+        publish_reads(p, false);
     if (!leader || stopping)
         return false;
     if (p->ready_term != r->current_term) {

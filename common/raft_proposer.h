@@ -159,6 +159,12 @@ rp_rc rp_wait_for(raft_proposer *p, rp_wait *w, unsigned wait_ms);
 /* Queue w without waiting: RP_OK, and w->done(w, rc) runs once when it is
  * answered; else the refusal at once (done never runs). No deadline. */
 rp_rc rp_submit(raft_proposer *p, rp_wait *w);
+/* Whether a read may go on at once on the calling thread, without a hop
+ * to the loop: the loop found, at its last step, that this leader's
+ * lease holds and that it had applied everything it knew committed, and
+ * the lease has not run out since (cfg.now_ms; never without it). Counted
+ * as a lease read. false: wait for a barrier (rp_wait_for, read). */
+bool rp_read_now(raft_proposer *p);
 /* The member's view as of the last rp_step. */
 void rp_get_status(raft_proposer *p, rp_status *st);
 /* Its ready_term alone (one lock: every write asks it). */

@@ -502,6 +502,11 @@ static rp_rc rg_read_barrier(replicator *r, unsigned wait_ms)
     return rp_wait_for(P(G(r)), &w, wait_ms);
 }
 
+static bool rg_read_now(replicator *r)
+{
+    return rp_read_now(P(G(r)));
+}
+
 static void rg_status(replicator *r, rp_status *st)
 {
     raft_host_status(G(r)->host, st);
@@ -512,6 +517,7 @@ static const replicator_ops raft_ops = {
     .propose = rg_propose,
     .submit = rg_submit,
     .read_barrier = rg_read_barrier,
+    .read_now = rg_read_now,
     .status = rg_status,
 };
 

@@ -75,7 +75,11 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0, resolved = 0;
     bool step_over = false;
-    pc_rc rc = svc_read_fence(s, key);
+    /* A caller that may not wait reads only when its fence needs no wait
+     * (else PC_LOCKED with no lock: it hands the read to a worker). */
+    if (!may_wait && !svc_read_now(s, key))
+        return PC_LOCKED;
+    pc_rc rc = may_wait ? svc_read_fence(s, key) : PC_OK;
 
     if (rc != PC_OK)
         return rc;
@@ -94,6 +98,8 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
              * lock whose primary has not reached its commit point (or one
              * more after those) is older news: the newest committed value
              * is below it. */
+            if (!may_wait && svc_replicated(s))
+                return PC_LOCKED; /* a group's resolution is a Raft round: a worker's */
             if (resolved++ < 8) {
                 rc = rd_resolve(s, ps, &c->lock);
                 if (rc != PC_OK && rc != PC_LOCKED)

@@ -119,6 +119,12 @@ pc_rc svc_read_fence(svc *s, pc_slice key)
     return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
 }
 
+bool svc_read_now(svc *s, pc_slice key)
+{
+    region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
+    return r != NULL && r->repl != NULL && r->repl->ops->read_now(r->repl);
+}
+
 pc_rc svc_read_fence_all(svc *s)
 {
     return svc_read_fence_range(s, (pc_slice){"", 0}, (pc_slice){NULL, 0});

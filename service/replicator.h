@@ -60,8 +60,15 @@ typedef struct {
     rp_rc (*submit)(replicator *r, const void *batch, size_t len, uint64_t term,
                     replicator_done done, void *arg);
     /* A linearizable read may go on (RP_OK): this replica leads, and
-     * everything committed before the call is applied here. */
+     * everything committed before the call is applied here, or at least
+     * everything acknowledged to a writer (a writer is answered once its
+     * batch is applied here; what is committed and not yet applied is in
+     * flight for the engine's reads). */
     rp_rc (*read_barrier)(replicator *r, unsigned wait_ms);
+    /* The same without waiting: true when a read may go on at once (a
+     * group's leader under its lease: raft_proposer.h rp_read_now; a
+     * single node always); false: ask read_barrier, which may wait. */
+    bool (*read_now)(replicator *r);
     /* Where this replica stands (role, leader, term, indexes). */
     void (*status)(replicator *r, rp_status *st);
 } replicator_ops;

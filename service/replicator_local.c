@@ -131,6 +131,12 @@ static rp_rc local_read_barrier(replicator *r, unsigned wait_ms)
     return RP_OK;
 }
 
+static bool local_read_now(replicator *r)
+{
+    (void)r;
+    return true;
+}
+
 static void local_status(replicator *r, rp_status *st)
 {
     local_repl *l = L(r);
@@ -152,6 +158,7 @@ static const replicator_ops local_ops = {
     .propose = local_propose,
     .submit = local_submit,
     .read_barrier = local_read_barrier,
+    .read_now = local_read_now,
     .status = local_status,
 };
 

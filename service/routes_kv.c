@@ -36,8 +36,10 @@ static void get_key(httpd_req *req, svc *s, bool on_worker)
         !codec_path_key(req, "key", enc, key, &klen) ||
         !codec_query_u64(req, "ts", 0, 1, (1ull << 53) - 1, &ts))
         return;
-    /* A Raft member's reads wait for a read barrier: on a worker. */
-    if ((ts != 0 || svc_replicated(s)) && !on_worker)
+    /* A ?ts= read may wait: on a worker. A latest read runs here when it
+     * needs no wait (rd_get_latest: on a Raft member, while its lease lets
+     * it read at once), else it is handed to the worker below. */
+    if (ts != 0 && !on_worker)
         return;
     if ((ps = svc_engine_session(s)) == NULL) {
         reply_no_session(req);

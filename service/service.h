@@ -236,6 +236,10 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len);
 pc_rc svc_read_fence(svc *s, pc_slice key);
 pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end);
 pc_rc svc_read_fence_all(svc *s);
+/* Whether the read of key may go on at once, without waiting (its
+ * region's replicator says so: read_now): an event thread reads then,
+ * else hands the read to a worker, which takes svc_read_fence. */
+bool svc_read_now(svc *s, pc_slice key);
 /* A replicator's answer as the result every caller passes on: PC_OK,
  * PC_NOT_LEADER or PC_UNAVAILABLE (reply_engine answers them 503). */
 pc_rc svc_refused(rp_rc r);

@@ -19,7 +19,10 @@
  *    rely on: the oracle's mark, the service's store);
  *  - a read answered RP_OK was answered by a member that had applied
  *    everything any member knew committed when the read was queued
- *    (DESIGN §9: linearizable reads);
+ *    (DESIGN §9: linearizable reads); a read a member may make at once on
+ *    the request's thread (rp_read_now, the lease the loop published)
+ *    finds applied there every proposal answered RP_OK anywhere before
+ *    it: it is ordered after every write acknowledged before it;
  *  - the refusals: a follower says not leader; a new leader before its
  *    barrier refuses (the service) or holds the request for it (the
  *    oracle); a stopping member refuses and fails what it holds; a request
@@ -76,6 +79,8 @@ typedef struct {
     unsigned i;
     uint64_t applied[MAX_APPLIED];
     size_t n_applied;
+    bool has[MAX_REQS + 1]; /* by request id: applied here */
+    unsigned missing;       /* proposals answered RP_OK not applied here */
 } member;
 
 struct cluster {
@@ -88,6 +93,8 @@ struct cluster {
     char ctx[96];
     unsigned n_entries, n_ready_checks;
     unsigned stale;      /* a_stale_leader_answers_no_read: the old leader */
+    bool acked[MAX_REQS + 1]; /* by request id: a proposal answered RP_OK */
+    unsigned fast_reads; /* rp_read_now said yes (and was checked) */
     bool tag_terms;      /* proposals carry the term they were made in, as the service's */
 };
 
@@ -101,6 +108,10 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         uint64_t id;
         memcpy(&id, (const uint8_t *)buf->base + off, 8);
         m->applied[m->n_applied++] = id;
+        if (id <= MAX_REQS && !m->has[id]) {
+            m->has[id] = true;
+            m->missing -= m->c->acked[id];
+        }
     }
     return 0;
 }
@@ -110,6 +121,11 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
 static struct raft *R(cluster *c, unsigned i)
 {
     return raft_fixture_get(&c->f, i);
+}
+
+static uint64_t fixture_now_ms(void *arg)
+{
+    return (uint64_t)raft_fixture_time(&((cluster *)arg)->f);
 }
 
 /* lease_ms: reads under the leader's lease (0: every read takes a barrier;
@@ -134,7 +150,7 @@ static cluster *cluster_new_lease(bool queue_unready, unsigned lease_ms)
         raft_set_snapshot_threshold(R(c, i), 1000000); /* the list has no image */
         /* The fixture's raft ids are 1..N: member i is --raft-id i+1. */
         rp_config cfg = {.who = "test", .id = i + 1, .queue_unready = queue_unready,
-                         .lease_ms = lease_ms};
+                         .lease_ms = lease_ms, .now_ms = fixture_now_ms, .loop_arg = c};
         assert_non_null(c->p[i] = rp_new(&cfg));
     }
     tl_fixture_start(&c->f);
@@ -255,6 +271,12 @@ static void on_answer(rp_wait *w, rp_rc rc)
     request *q = (request *)w;
     q->answers++;
     q->rc = rc;
+    cluster *c = q->c;
+    if (!w->read && rc == RP_OK && !c->acked[q->id]) {
+        c->acked[q->id] = true;
+        for (unsigned i = 0; i < N; i++)
+            c->m[i].missing += !c->m[i].has[q->id];
+    }
     if (w->read && rc == RP_OK && raft_last_applied(R(q->c, q->member)) < q->commit_seen)
         q->read_stale = true;
 }
@@ -284,6 +306,20 @@ static void step(cluster *c)
 {
     drive_all(c);
     raft_fixture_step(&c->f);
+}
+
+/* A read on member i's request thread, as the service's event thread
+ * makes it: when rp_read_now lets it go at once, every proposal answered
+ * RP_OK so far must be applied there. */
+static void read_now(cluster *c, unsigned i)
+{
+    if (!rp_read_now(c->p[i]))
+        return;
+    c->fast_reads++;
+    if (c->m[i].missing != 0)
+        fail_msg("%s: member %u read at once with %u acknowledged proposals not applied there "
+                 "(term %llu, applied %llu)", c->ctx, i, c->m[i].missing,
+                 ULL(R(c, i)->current_term), ULL(raft_last_applied(R(c, i))));
 }
 
 static bool has_ready_leader(struct raft_fixture *f, void *arg)
@@ -459,7 +495,9 @@ static void a_stale_leader_answers_no_read(void **state)
 }
 
 /* Under its lease a leader answers a read at once, with no barrier (no
- * entry appended), and it sees the write committed just before. */
+ * entry appended), and it sees the write committed just before; so does
+ * a request thread of its own (rp_read_now) until a transfer ends the
+ * lease. */
 static void a_leader_under_its_lease_reads_without_a_round(void **state)
 {
     (void)state;
@@ -477,15 +515,23 @@ static void a_leader_under_its_lease_reads_without_a_round(void **state)
     assert_false(rd->read_stale);
     assert_int_equal(raft_last_index(R(c, l)), last); /* no barrier */
     assert_int_equal(rp_lease_reads(c->p[l]), 1);
-    /* A transfer ends the lease for the rest of the term. */
+    /* The step published the lease: a request thread reads at once too;
+     * a follower's never does. */
+    assert_true(rp_read_now(c->p[l]));
+    assert_int_equal(rp_lease_reads(c->p[l]), 2);
+    assert_false(rp_read_now(c->p[(l + 1) % N]));
+    /* A transfer ends the lease for the rest of the term, on the request
+     * threads at once. */
     rp_end_lease(c->p[l], R(c, l));
+    assert_false(rp_read_now(c->p[l]));
     request *rd2 = submit(c, l, true);
     assert_true(rp_step(c->p[l], R(c, l)));
     assert_int_equal(rd2->answers, 0); /* waits for a barrier */
     wait_answer(c, rd2);
     assert_int_equal(rd2->rc, RP_OK);
     assert_true(raft_last_index(R(c, l)) > last);
-    assert_int_equal(rp_lease_reads(c->p[l]), 1);
+    assert_int_equal(rp_lease_reads(c->p[l]), 2);
+    assert_false(rp_read_now(c->p[l]));
     cluster_free(c);
 }
 
@@ -732,6 +778,8 @@ static void run_seed(unsigned long long seed)
                     (down ? raft_fixture_saturate : raft_fixture_desaturate)(&c->f, x, y);
             }
         step(c);
+        for (unsigned x = 0; x < N; x++)
+            read_now(c, x); /* paused members' threads run too */
     }
     /* Heal, and commit a proposal of the final leader's term: every member
      * then applies the whole log. */
@@ -790,13 +838,17 @@ static void run_seed(unsigned long long seed)
         lost += q->rc == RP_UNAVAILABLE;
         not_leader += q->rc == RP_NOT_LEADER;
     }
-    print_message("proposer seed %llu: %u requests (%u reads, %u under a lease): %u proposals committed, %u "
+    print_message("proposer seed %llu: %u requests (%u reads, %u under a lease, %u more at once "
+                  "on their thread): %u proposals committed, %u "
                   "unavailable, %u not leader, %u refused at once; %u entries, %u ready checks, "
                   "%u deposals, %u pauses, %u cuts\n",
-                  seed, c->n_reqs, reads, lease_reads, ok, lost, not_leader, refused, c->n_entries,
-                  c->n_ready_checks, n_depose, n_kill, n_cut);
+                  seed, c->n_reqs, reads, lease_reads - c->fast_reads, c->fast_reads, ok, lost,
+                  not_leader, refused, c->n_entries, c->n_ready_checks, n_depose, n_kill, n_cut);
     if (ok == 0)
         fail_msg("%s: no proposal committed: the run shows nothing", c->ctx);
+    /* With a lease, reads at once happen (else their check shows nothing). */
+    if (seed % 4 >= 2 && c->fast_reads == 0)
+        fail_msg("%s: no read at once under the lease: the run shows nothing of it", c->ctx);
     cluster_free(c);
 }
 
