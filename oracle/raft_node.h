@@ -8,11 +8,13 @@
  * Threads: libraft is driven by one libuv loop on a thread of its own
  * (common/raft_host.h). An HTTP handler asks for timestamps through
  * raft_node_timestamps, which queues the request on the member's proposer
- * (common/raft_proposer.h) and waits; the loop takes every request queued
+ * (common/raft_proposer.h) and waits; the loop answers it from the
+ * leader's window while its lease holds, or takes every request queued
  * since its last command and proposes one "advance by the sum" command
  * (the paper's batching), and hands each request its part of the range
  * once the command is applied. One command is in flight at a time: the
- * requests that arrive meanwhile make the next, bigger one.
+ * requests that arrive meanwhile make the next, bigger one. That policy is
+ * oracle/ts_window.h; this is its host.
  */
 #ifndef PC_RAFT_NODE_H
 #define PC_RAFT_NODE_H
