@@ -12,7 +12,7 @@
 #  4. only the Raft layer calls libraft: the host, its io guard and
 #     transport, the one proposer (common/raft_host.c, raft_io_guard.c,
 #     raft_transport.c, raft_proposer.c) and the two replicated state
-#     machines (service/raft_group.c, oracle/raft_node.c, oracle/raft_fsm.c);
+#     machines (service/raft_group.c, oracle/raft_fsm.c);
 #  5. no route of the service (service/routes_*.c) calls the replicator
 #     (raft_group_*, replicator_local_*): it goes through replica.c like
 #     every other caller; and the replicator's calls (replicator.h, made
@@ -98,7 +98,7 @@ else
     case "$o" in
       */common/raft_host.o|*/common/raft_io_guard.o|*/common/raft_transport.o) continue ;;
       */common/raft_proposer.o) continue ;;
-      */service/raft_group.o|*/oracle/raft_node.o|*/oracle/raft_fsm.o) continue ;;
+      */service/raft_group.o|*/oracle/raft_fsm.o) continue ;;
     esac
     n=$((n + 1))
     bad=$(uses "$o" | sort -u | comm -12 - <(printf '%s\n' "$raftfns") | tr '\n' ' ')
