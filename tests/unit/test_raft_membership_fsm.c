@@ -6,11 +6,29 @@
  * (oracle/raft_fsm.c) behind the product's raft_io guard
  * (common/raft_io_guard.c), as test_oracle_raft_fsm.c does.
  *
- * The product's rules, modelled by a driver per server that runs between
- * fixture steps as the product's loop does (never inside a libraft
- * callback; callbacks only take notes):
- *  - proposals (oracle/raft_node.c): a new leader's first entry is a
- *    barrier, no command before it committed, one command in flight;
+ * Each server's loop runs between fixture steps, as the product's loop
+ * does (never inside a libraft callback; callbacks only take notes or
+ * answer), in two parts.
+ *
+ * Proposals are the product's code: each process has its own proposer
+ * (common/raft_proposer.c) and the oracle's window (oracle/ts_window.c),
+ * as oracle/raft_node.c makes them, both on the fixture's simulated clock;
+ * a loop pass is rp_step then tw_serve, as common/raft_host.c runs them
+ * (the proposer's applied callback calls tw_applied). So a new leader's
+ * first entry is a barrier, no command before it is applied, one command
+ * in flight, requests batched, answered from the window under the lease.
+ * A client's request is a ts_wait given to rp_submit (raft_node_timestamps
+ * hands it to rp_wait_for); it reaches only a running process. A process
+ * that stops (crash, shutdown, lost disk) stops its proposer and steps it
+ * once (it fails what it holds queued); closing its raft fails what
+ * libraft took; then the pair is freed, and the process that starts again
+ * (same disk, or a new incarnation) gets a new one. The membership leader
+ * gate below is the proposer's too (rp_ready, as raft_host.c term_ready).
+ *
+ * Membership is still modelled, by a driver per server: raft_host.c's
+ * replace_incarnations and serve_admin run on the uv host (the
+ * transport's hellos, its clock, the HTTP admin's answers) and are not
+ * separable from it yet, so the rules are copied here:
  *  - the leader's tick (common/raft_host.c replace_incarnations, every
  *    50 ms): one configuration change at a time, a failed one retried after
  *    1 s; a member seen under another raft id than the configuration's and
@@ -21,7 +39,7 @@
  *  - an operator's request (serve_admin): add (a member in no
  *    configuration, heard from), remove (never the leader; refused when the
  *    voters left that answer would be short of a quorum), lead
- *    (raft_transfer).
+ *    (rp_end_lease on the real proposer, then raft_transfer).
  * "Seen" (the transport's hello) is modelled as: the two processes run and
  * their link is up, within the last 3 s; "answers" within two election
  * timeouts (raft_host.c answers()). The product notes a hello when a
@@ -53,8 +71,14 @@
  *    at that index);
  *  - a retired (wiped) incarnation's id, once a committed configuration
  *    dropped it, is in no later committed configuration;
- *  - the oracle never hands out a timestamp twice (every range a command
- *    callback reports starts above all earlier ones).
+ *  - the oracle never hands out a timestamp twice: every range a client
+ *    is answered (by a command or from a window) starts above all ranges
+ *    answered before it, in the order of the answers;
+ *  - the proposer's first rule: every committed command follows a
+ *    committed barrier of its own term in the reference log;
+ *  - one command in flight on every server after every loop pass; and
+ *    no request answered twice (each request the proposer accepted is
+ *    answered exactly once, checked when the group is closed).
  *
  * libraft 0.15 fixture facts relied on: "kill" pauses a server (memory
  * kept, no ticks, links saturated) and its pending I/O still completes;
@@ -70,22 +94,28 @@
  * 2015; test 4a replays it without the rule); the same early changes made
  * libraft answer a change "committed" when the leader merely applied an
  * older configuration entry (check_changes). The product's rule, which
- * closes both, is modelled in every test but 4a: a leader changes the
+ * closes both, holds in every test but 4a: a leader changes the
  * configuration only once its barrier committed (raft_host.c
- * term_ready, with the proposer's barrier). RAFT_MEMBERS_NO_BARRIER=1 runs tests 1-3 without it.
+ * term_ready: the proposer's rp_ready, here on the real proposer; the
+ * gate itself is in the modelled membership part).
+ * RAFT_MEMBERS_NO_BARRIER=1 runs tests 1-3 without it (the proposer still
+ * puts its barrier first: only membership stops waiting for it).
  *
  * libraft 0.15 defects met here, each explained where it is met: memory
  * errors on three paths of a synchronous I/O failure (avoided: the disk
  * fault layer fails only writes, and none on those paths); three defects
  * that can leave a healed group without a leader or with a stale
  * configuration (random runs: reported after every safety rule held, and
- * counted; single runs of seeds 1..1000, 5,000 steps: 9 such with the
- * barrier rule, 11 without it, no other failure, no safety rule broken);
+ * counted; single runs of seeds 1..1000, 5,000 steps: 14 such with the
+ * product's proposer and window (RAFT_MEMBERS_SEED=1 RAFT_MEMBERS_RUNS=1000;
+ * 9 with the modelled proposal driver this test had before, 11 with that
+ * driver and no barrier rule), no other failure, no safety rule broken);
  * and fixture artifacts, worked around (its truncation overtakes writes in
  * flight; its election timeouts are fixed numbers; depose writes through
  * every server's state union).
  *
  * Environment: RAFT_MEMBERS_SEED=<n> replays the random run (test 3),
+ * RAFT_MEMBERS_RUNS=<k> runs k seeds (from RAFT_MEMBERS_SEED, if set),
  * RAFT_MEMBERS_STEPS=<n> sets its length, RAFT_MEMBERS_NO_BARRIER=1 drops
  * the barrier rule in tests 1-3. To see how a run went:
  * RAFT_MEMBERS_TRACE=1 (every change, answer and restart),
@@ -111,6 +141,9 @@
 #include "raft_identity.h"
 #include "fixture_raft.h"
 #include "raft_io_guard.h"
+#include "log.h"
+#include "raft_proposer.h"
+#include "ts_window.h"
 
 #define M 5              /* members 1..M, member m in fixture slot m-1 */
 #define WAIT_MS 60000    /* simulated milliseconds, not wall time */
@@ -121,7 +154,7 @@
 #define ADMIN_MS 10000   /* an operator's request answers 504 after 10 s */
 #define DRAIN_MS 500     /* a paused slot's pending fixture I/O is done by then */
 #define NEVER ((raft_time)-1)
-#define MAX_PROPS 16384
+#define MAX_REQS 16384
 #define MAX_CHANGES 4096
 #define MAX_RETIRED 64
 #define DEFAULT_SEED 20240923ULL
@@ -150,13 +183,15 @@ typedef struct {
     raft_index checked;    /* its committed prefix checked up to here */
 } node;
 
+/* A client's request for timestamps on one server (raft_node_timestamps):
+ * a ts_wait given to that server's proposer with rp_submit. */
 typedef struct {
-    struct raft_apply req; /* first member: applied_cb casts; lives until close */
-    uint64_t n, first;
+    ts_wait w;            /* first: on_answer casts back */
+    cluster *c;
     unsigned server;
-    bool done;
-    int status;
-} proposal;
+    unsigned answers;     /* done callbacks: exactly one once accepted */
+    rp_rc rc;
+} request;
 
 enum { CH_ADD = 1, CH_PROMOTE, CH_REMOVE };
 
@@ -185,14 +220,14 @@ typedef struct {
     const char *why;
 } admin;
 
-/* The product's loop on one server. */
+/* The product's loop on one server: the proposer and the window are the
+ * product's code (one pair per process: made when its raft starts, stopped
+ * when the process stops, freed once its raft is closed); the membership
+ * part is modelled. */
 typedef struct {
-    struct raft_barrier barrier; /* first member: barrier_cb casts */
-    bool barrier_inflight;
-    raft_term barrier_term, ready_term;
-    proposal *cmd, *last;
-    unsigned waiting;
-    uint64_t queued;
+    raft_proposer *p;            /* common/raft_proposer.c */
+    ts_window *w;                /* oracle/ts_window.c */
+    bool stopped;                /* rp_stop'd and stepped: the process is gone */
     change *chg;                 /* raft_host.c h->changing */
     bool tried;                  /* h->change_tried_ms, 0 after a success */
     raft_time tried_at, next_tick;
@@ -275,9 +310,10 @@ struct cluster {
     bool rule_fixed;     /* test 4 chose the rule, not the environment */
     bool supervise;      /* restart stopped processes at restart_at */
     unsigned restart_ms; /* how long a supervisor takes after a shutdown */
-    proposal *props;
-    unsigned n_props, n_handed;
+    request *reqs;       /* fixed: the proposers hold pointers into it */
+    unsigned n_reqs, n_handed, n_window;
     uint64_t top;        /* highest timestamp handed out */
+    raft_term ref_barrier; /* the term of the reference log's last barrier */
     change *changes;
     unsigned n_changes;
     admin adm;
@@ -483,6 +519,14 @@ static void ref_check(cluster *c, unsigned i, raft_index k, const struct raft_en
     }
     ref_entry *x = &c->ref[++c->n_ref];
     *x = (ref_entry){.term = e->term, .type = e->type, .len = e->buf.len, .hash = h};
+    /* Rule 6, the proposer's first rule: a command of a term follows a
+     * barrier of that term (terms only grow along the log). */
+    if (e->type == RAFT_BARRIER)
+        c->ref_barrier = e->term;
+    if (e->type == RAFT_COMMAND && c->ref_barrier != e->term)
+        violate(c, "the command committed at %llu (term %llu) follows no barrier of its term "
+                   "(the last barrier is of term %llu)",
+                ULL(k), ULL(e->term), ULL(c->ref_barrier));
     if (e->type != RAFT_CHANGE)
         return;
     conf_committed(c, e, k);
@@ -720,33 +764,44 @@ static void fresh_fsm(cluster *c, unsigned i)
 
 /* ---- libraft callbacks: notes only ---- */
 
-static void applied_cb(struct raft_apply *req, int status, void *result)
+/* The proposer's answer to a request: on the loop (inside rp_step or
+ * tw_serve, from the window), or from libraft's apply callback during a
+ * fixture step or a close. Rule 5 on the range it hands out, in the order
+ * the answers come (one thread, simulated time: the real-time order). */
+static void on_answer(rp_wait *x, rp_rc rc)
 {
-    proposal *p = (proposal *)req;
-    cluster *c = req->data;
-    p->done = true;
-    p->status = status;
-    if (c->drv[p->server].cmd == p)
-        c->drv[p->server].cmd = NULL;
-    if (status != 0 || (p->first = oracle_fsm_first(result)) == 0)
+    request *q = (request *)x;
+    cluster *c = q->c;
+    if (q->answers++ > 0)
+        violate(c, "request %u on server %u answered %u times", (unsigned)(q - c->reqs),
+                q->server, q->answers);
+    q->rc = rc;
+    if (rc != RP_OK || q->w.first == 0)
         return;
+    uint64_t first = q->w.first, last = first + q->w.count - 1;
     /* Rule 5: above every range handed out before. */
-    if (p->first <= c->top && ++c->n_twice)
-        violate(c, "SAFETY: range %llu..%llu (server %u, index %llu) handed out after one "
+    if (first <= c->top && ++c->n_twice)
+        violate(c, "SAFETY: range %llu..%llu (server %u, term %llu) handed out after one "
                    "ending at %llu",
-                ULL(p->first), ULL(p->first + p->n - 1), p->server, ULL(req->index),
+                ULL(first), ULL(last), q->server, ULL(R(c, q->server)->current_term),
                 ULL(c->top));
-    if (p->first + p->n - 1 > c->top)
-        c->top = p->first + p->n - 1;
+    if (last > c->top)
+        c->top = last;
     c->n_handed++;
 }
 
-static void barrier_cb(struct raft_barrier *req, int status)
+/* rp_config.applied, as oracle/raft_node.c's: the window code's. */
+static void on_applied(void *arg, rp_wait *list, int status, void *result)
 {
-    driver *d = (driver *)req;
-    d->barrier_inflight = false;
-    if (status == 0)
-        d->ready_term = d->barrier_term;
+    node *nd = arg;
+    driver *d = &nd->c->drv[nd->slot];
+    tw_applied(d->w, d->p, R(nd->c, nd->slot), list, status, result);
+}
+
+/* The proposer's and the window's clock: the fixture's simulated time. */
+static uint64_t sim_ms(void *arg)
+{
+    return (uint64_t)raft_fixture_time(arg);
 }
 
 static void change_cb(struct raft_change *req, int status)
@@ -1085,6 +1140,56 @@ static void configure(cluster *c, unsigned i)
     raft_set_snapshot_trailing(r, c->nodes[i].snap_trailing);
 }
 
+/* ---- the product's proposer and window, one pair per process ---- */
+
+/* Slot i's process starts (its raft initialized): a proposer and a window
+ * as raft_node_start makes them: requests wait for a new leader's barrier,
+ * the lease is the window's, both on the fixture's clock. */
+static void loop_new(cluster *c, unsigned i)
+{
+    driver *d = &c->drv[i];
+    node *nd = &c->nodes[i];
+    unsigned election_ms = R(c, i)->election_timeout;
+    rp_config pc = {.who = "test", .id = i + 1, .queue_unready = true,
+                    .applied = on_applied, .applied_arg = nd, .now_ms = sim_ms,
+                    .loop_arg = &c->f, .lease_ms = tw_lease_ms(election_ms)};
+    tw_config wc = {.state = &nd->st, .election_ms = election_ms, .now_ms = sim_ms,
+                    .clock_arg = &c->f};
+    assert_true(d->p == NULL && d->w == NULL);
+    assert_non_null(d->p = rp_new(&pc));
+    assert_non_null(d->w = tw_new(&wc));
+    d->stopped = false;
+}
+
+/* Slot i's process stops: its proposer refuses from now on, and one step
+ * fails what it holds queued (libraft fails what it took when the raft
+ * is closed). Once per process. */
+static void loop_stop(cluster *c, unsigned i)
+{
+    driver *d = &c->drv[i];
+    if (d->p == NULL || d->stopped)
+        return;
+    rp_stop(d->p);
+    rp_step(d->p, R(c, i));
+    d->stopped = true;
+}
+
+/* Slot i's raft is closed (every callback ran): free the pair, counting
+ * what its window answered. */
+static void loop_free(cluster *c, unsigned i)
+{
+    driver *d = &c->drv[i];
+    tw_stats st;
+    if (d->w != NULL) {
+        tw_get_stats(d->w, &st);
+        c->n_window += (unsigned)st.window_requests;
+    }
+    rp_free(d->p);
+    tw_free(d->w);
+    d->p = NULL;
+    d->w = NULL;
+}
+
 static void pause_slot(cluster *c, unsigned i)
 {
     raft_fixture_kill(&c->f, i);
@@ -1110,6 +1215,7 @@ static void stop_slot(cluster *c, unsigned i, bool wipe, unsigned after_ms)
             raft_fixture_kill(&c->f, i);
         nd->down = true;
         nd->down_at = now(c);
+        loop_stop(c, i); /* its clients' requests fail with the process */
     }
     nd->paused = false;
     nd->wipe = nd->wipe || wipe;
@@ -1143,6 +1249,7 @@ static void restart_slot(cluster *c, unsigned i)
     r->data = &closed;
     raft_close(r, closed_cb); /* fails what it held: the callbacks fire now */
     assert_true(closed);      /* the fixture's close is synchronous */
+    loop_free(c, i);          /* the old process's proposer and window */
     memset(&c->drv[i], 0, sizeof c->drv[i]);
     if (nd->wipe) {
         /* The fixture cannot empty a disk holding a snapshot (no API frees
@@ -1160,6 +1267,7 @@ static void restart_slot(cluster *c, unsigned i)
     assert_int_equal(raft_init(r, fio, &nd->fsm, nd->id, c->addr[i]), 0);
     wrap_io(c, i, fio);
     configure(c, i);
+    loop_new(c, i); /* the new process's */
     assert_int_equal(raft_start(r), 0);
     nd->down = false;
     nd->restart_at = NEVER;
@@ -1205,6 +1313,7 @@ static void start_group(cluster *c, unsigned n_boot, unsigned n_join, uint64_t s
         }
         wrap_io(c, i, r->io);
         configure(c, i);
+        loop_new(c, i);
     }
     struct raft_configuration conf;
     raft_configuration_init(&conf);
@@ -1218,6 +1327,7 @@ static void start_group(cluster *c, unsigned n_boot, unsigned n_join, uint64_t s
     for (unsigned i = n_boot + n_join; i < M; i++) {
         raft_fixture_kill(&c->f, i);
         c->nodes[i].down = true;
+        loop_stop(c, i);
     }
     apply_links(c);
     raft_fixture_hook(&c->f, on_event);
@@ -1229,19 +1339,35 @@ static int setup(void **state)
 {
     cluster *c = calloc(1, sizeof *c);
     assert_non_null(c);
-    c->props = calloc(MAX_PROPS, sizeof *c->props);
+    c->reqs = calloc(MAX_REQS, sizeof *c->reqs);
     c->changes = calloc(MAX_CHANGES, sizeof *c->changes);
-    assert_true(c->props != NULL && c->changes != NULL);
+    assert_true(c->reqs != NULL && c->changes != NULL);
     *state = c;
     return 0;
+}
+
+/* Every request a proposer accepted was answered exactly once (checked
+ * once every raft is closed: libraft then answered what it held). */
+static void check_requests(cluster *c)
+{
+    for (unsigned k = 0; k < c->n_reqs; k++)
+        if (c->reqs[k].answers != 1)
+            fail_msg("%s: request %u on server %u answered %u times", c->ctx, k,
+                     c->reqs[k].server, c->reqs[k].answers);
 }
 
 static int teardown(void **state)
 {
     cluster *c = *state;
-    if (c->f.n > 0)
+    if (c->f.n > 0) {
+        for (unsigned i = 0; i < M; i++)
+            loop_stop(c, i); /* every process stops: the queues fail */
         raft_fixture_close(&c->f); /* fails pending requests: callbacks still see c */
-    free(c->props);
+        for (unsigned i = 0; i < M; i++)
+            loop_free(c, i);
+        check_requests(c);
+    }
+    free(c->reqs);
     free(c->changes);
     free(c->ref);
     free(c->term_leader);
@@ -1251,53 +1377,38 @@ static int teardown(void **state)
 
 /* ---- the product's loop on one server ---- */
 
-static proposal *propose(cluster *c, unsigned i, uint64_t n)
-{
-    assert_true(c->n_props < MAX_PROPS);
-    proposal *p = &c->props[c->n_props];
-    struct raft_buffer buf;
-    assert_int_equal(oracle_fsm_command(n, &buf), 0);
-    p->req.data = c;
-    p->n = n;
-    p->server = i;
-    if (raft_apply(R(c, i), &p->req, &buf, 1, applied_cb) != 0) {
-        raft_free(buf.base);
-        return NULL;
-    }
-    c->n_props++;
-    return p;
-}
-
-/* oracle/raft_node.c: barrier first, then one batched command at a time. */
+/* One pass of the proposal part of slot i's loop, as common/raft_host.c
+ * runs it on every tick and wake: the proposer's step, then the oracle's
+ * serve (oracle/raft_node.c). The product's code throughout; the test
+ * only checks its one-command-in-flight rule (ts_window.h). */
 static void drive(cluster *c, unsigned i)
 {
     driver *d = &c->drv[i];
     struct raft *r = R(c, i);
-    if (d->cmd != NULL || d->barrier_inflight)
-        return;
-    bool leader = raft_state(r) == RAFT_LEADER;
-    if (leader && d->ready_term != r->current_term) {
-        d->barrier.data = c;
-        d->barrier_term = r->current_term;
-        d->barrier_inflight = raft_barrier(r, &d->barrier, barrier_cb) == 0;
-        return;
-    }
-    if (d->waiting == 0)
-        return;
-    if (leader && (d->cmd = propose(c, i, d->queued)) != NULL)
-        d->last = d->cmd;
-    d->waiting = 0;
-    d->queued = 0;
+    rp_step(d->p, r);
+    tw_serve(d->w, d->p, r);
+    if (rp_in_flight(d->p) > 1)
+        fail_msg("%s: server %u has %u commands in flight", c->ctx, i, rp_in_flight(d->p));
 }
 
-/* A client asks server i for n timestamps: only a leader takes it. */
-static bool submit(cluster *c, unsigned i, uint64_t n)
+/* A client asks server i for n timestamps (raft_node_timestamps): it
+ * reaches only a running process; its proposer queues the request or
+ * refuses it at once (it then never answers). NULL when not queued. */
+static request *submit(cluster *c, unsigned i, unsigned n)
 {
-    if (!up(c, i) || raft_state(R(c, i)) != RAFT_LEADER)
-        return false;
-    c->drv[i].waiting++;
-    c->drv[i].queued += n;
-    return true;
+    if (!up(c, i))
+        return NULL;
+    assert_true(c->n_reqs < MAX_REQS);
+    request *q = &c->reqs[c->n_reqs];
+    *q = (request){.c = c, .server = i};
+    q->w.count = n;
+    q->w.base.done = on_answer;
+    if (rp_submit(c->drv[i].p, &q->w.base) != RP_OK) {
+        memset(q, 0, sizeof *q); /* refused: never answered, the slot is free again */
+        return NULL;
+    }
+    c->n_reqs++;
+    return q;
 }
 
 /* The transport's hello of member slot m as leader L last saw it. */
@@ -1368,7 +1479,7 @@ static int issue(cluster *c, unsigned L, int kind, raft_id id, bool admin)
  * the configuration only once an entry of its own term committed. */
 static bool may_change(cluster *c, unsigned L)
 {
-    return !c->barrier_first || c->drv[L].ready_term == R(c, L)->current_term;
+    return !c->barrier_first || rp_ready(c->drv[L].p, R(c, L));
 }
 
 /* raft_host.c replace_incarnations, on leader L's tick. */
@@ -1461,6 +1572,7 @@ static void serve_admin(cluster *c, unsigned L)
             return answer(c, AD_REFUSED, "not a voter");
         if (s->id == r->id)
             return answer(c, AD_DONE, NULL);
+        rp_end_lease(d->p, r); /* raft_host.c: the target's election disrupts */
         d->xfer.data = c;
         if ((rv = raft_transfer(r, &d->xfer, s->id, transfer_cb)) != 0)
             return answer(c, AD_REFUSED, "libraft refused the transfer");
@@ -1592,43 +1704,41 @@ static unsigned leader(cluster *c)
     return leader_slot(c);
 }
 
-static bool proposal_done(cluster *c, void *arg)
+static bool is_answered(cluster *c, void *arg)
 {
     (void)c;
-    return ((proposal *)arg)->done;
+    return ((request *)arg)->answers > 0;
 }
 
-static bool queue_taken(cluster *c, void *arg)
+/* ask: a client asks the leader for n timestamps and waits: the first, or 0
+ * (refused: the leader's proposer has not stepped since it was elected,
+ * say; the client tries again a little later). */
+static uint64_t ask(cluster *c, unsigned n)
 {
-    (void)c;
-    return ((driver *)arg)->waiting == 0;
-}
-
-/* A client asks the leader for n timestamps and waits: the first, or 0. */
-static uint64_t request(cluster *c, uint64_t n)
-{
-    unsigned l = leader(c);
-    driver *d = &c->drv[l];
-    proposal *before = d->last;
-    if (!submit(c, l, n) || !run_until(c, queue_taken, d, WAIT_MS) || d->last == before)
+    request *q = submit(c, leader(c), n);
+    if (q == NULL) {
+        run_for(c, TICK_MS);
         return 0;
-    proposal *p = d->last;
-    return run_until(c, proposal_done, p, WAIT_MS) && p->status == 0 ? p->first : 0;
+    }
+    return run_until(c, is_answered, q, WAIT_MS) && q->rc == RP_OK ? q->w.first : 0;
 }
 
 /* A client retries (the leader may step down or hand over meanwhile). */
-static uint64_t request_retry(cluster *c, uint64_t n)
+static uint64_t request_retry(cluster *c, unsigned n)
 {
     uint64_t first = 0;
     for (int tries = 0; tries < 10 && first == 0; tries++)
-        first = request(c, n);
+        first = ask(c, n);
     return first;
 }
 
+/* k commands committed: each request wants more than a window holds, so
+ * the leader proposes a command for it (a smaller one would often be
+ * answered from the window, without an entry). */
 static void commit_n(cluster *c, unsigned k)
 {
     for (unsigned j = 0; j < k; j++)
-        if (request_retry(c, 1 + j % 7) == 0)
+        if (request_retry(c, TW_WINDOW + 1 + j % 7) == 0)
             fail_msg("%s: no command committed", c->ctx);
 }
 
@@ -1686,7 +1796,7 @@ static bool conf_is(cluster *c, unsigned i, unsigned want)
 static bool converged(cluster *c, void *arg)
 {
     unsigned want = *(unsigned *)arg, l = leader_slot(c);
-    if (l == M || !conf_is(c, l, want) || c->drv[l].ready_term != R(c, l)->current_term ||
+    if (l == M || !conf_is(c, l, want) || !rp_ready(c->drv[l].p, R(c, l)) ||
         R(c, l)->transfer != NULL)
         return false;
     raft_index last = raft_last_index(R(c, l));
@@ -1782,18 +1892,33 @@ static unsigned writes_failed(cluster *c)
     return n;
 }
 
+/* Requests the windows answered without a Raft round: the processes
+ * gone (counted when freed) and the running ones. */
+static unsigned window_answers(cluster *c)
+{
+    unsigned n = c->n_window;
+    tw_stats st;
+    for (unsigned i = 0; i < M; i++)
+        if (c->drv[i].w != NULL) {
+            tw_get_stats(c->drv[i].w, &st);
+            n += (unsigned)st.window_requests;
+        }
+    return n;
+}
+
 static void print_counts(cluster *c, const char *what)
 {
     unsigned l = leader_slot(c);
     print_message("%s: changes %u issued (%u committed, %u failed, %u refused by libraft), "
                   "%u operator requests (%u refused), %u elections, %u deposes, %u transfers, "
                   "%u kills, %u cuts, %u disk faults armed (%u writes failed), %u shutdowns, "
-                  "%u crashes, %u wipes, %u restarts, %u commands handed out (top %llu), "
+                  "%u crashes, %u wipes, %u restarts, %u ranges handed out (%u from a window, top "
+                  "%llu), "
                   "%zu entries committed, final term %llu\n",
                   what, c->n_changes, c->n_ok, c->n_failed, c->n_refused_sync, c->n_admin,
                   c->n_admin_refused, c->n_elections, c->n_deposes, c->n_transfers, c->n_kills,
                   c->n_cuts, c->n_faults, writes_failed(c), c->n_shutdowns, c->n_crashes,
-                  c->n_wipes, c->n_restarts, c->n_handed, ULL(c->top), c->n_ref,
+                  c->n_wipes, c->n_restarts, c->n_handed, window_answers(c), ULL(c->top), c->n_ref,
                   ULL(R(c, l < M ? l : 0)->current_term));
 }
 
@@ -2031,7 +2156,7 @@ static void a_member_that_lost_its_disk_is_replaced_across_partitions(void **sta
     assert_true(c->nodes[W].st.hwm >= hwm_before);
     assert_true(c->n_ret == 1 && c->ret[0].id == old && c->ret[0].gone);
     assert_false(c->nodes[W].replacing);
-    assert_true(request(c, 5) != 0);
+    assert_true(ask(c, 5) != 0);
     assert_int_equal(check_changes(c), 0);
     print_counts(c, "replace");
     unsigned removals = 0;
@@ -2310,15 +2435,17 @@ static bool random_run(cluster *c, unsigned long long seed, unsigned long long s
  * group must come back to all five members as voters, applying the same
  * state, within a bound. RAFT_MEMBERS_SEED=<n>: that run alone (SKIPPED
  * when a known libraft defect stalls it); by default DEFAULT_RUNS seeds
- * from DEFAULT_SEED, each stall on a known defect reported, and the test
- * fails if more than a quarter of them stall. */
+ * from DEFAULT_SEED (RAFT_MEMBERS_RUNS=<k>: k seeds, from
+ * RAFT_MEMBERS_SEED if set), each stall on a known defect reported, and
+ * the test fails if more than a quarter of them stall. */
 static void random_membership_faults_keep_every_commit(void **state)
 {
-    unsigned long long seed, steps;
-    bool one = getenv("RAFT_MEMBERS_SEED") != NULL;
+    unsigned long long seed, steps, n_runs;
+    bool one = getenv("RAFT_MEMBERS_SEED") != NULL && getenv("RAFT_MEMBERS_RUNS") == NULL;
     seed_from_env("RAFT_MEMBERS_SEED", DEFAULT_SEED, &seed);
     seed_from_env("RAFT_MEMBERS_STEPS", DEFAULT_STEPS, &steps);
-    unsigned runs = one ? 1 : DEFAULT_RUNS, stalled = 0;
+    seed_from_env("RAFT_MEMBERS_RUNS", one ? 1 : DEFAULT_RUNS, &n_runs);
+    unsigned runs = (unsigned)n_runs, stalled = 0;
     for (unsigned k = 0; k < runs; k++) {
         if (k > 0) { /* a fresh group */
             teardown(state);
@@ -2413,10 +2540,10 @@ static void barrier_schedule(cluster *c, bool barrier_first, const char *ctx)
     run_until(c, admin_answered, NULL, 2000);
     bool removed = c->adm.state == AD_DONE;
     uint64_t handed = 0;
-    if (submit(c, l2, 100)) {
+    request *q = submit(c, l2, 100);
+    if (q != NULL) {
         run_for(c, 1000);
-        proposal *p = c->drv[l2].last;
-        handed = p != NULL && p->done && p->status == 0 ? p->first + p->n - 1 : 0;
+        handed = q->answers > 0 && q->rc == RP_OK && q->w.first != 0 ? q->w.first + 100 - 1 : 0;
     }
     print_message("%s: member %u leads term %llu: removal of member 1 %s, a range %s\n", ctx,
                   l2 + 1, ULL(t2), removed ? "committed" : "not served",
@@ -2432,7 +2559,7 @@ static void barrier_schedule(cluster *c, bool barrier_first, const char *ctx)
     resume_slot(c, 0);
     assert_true(run_until(c, new_leader_of_the_three, &t2, WAIT_MS));
     unsigned l3 = leader_slot(c);
-    uint64_t first = request(c, 50);
+    uint64_t first = request_retry(c, 50);
     print_message("%s: member %u leads term %llu; its first range starts at %llu\n", ctx, l3 + 1,
                   ULL(R(c, l3)->current_term), ULL(first));
     heal_all(c);
@@ -2444,7 +2571,7 @@ static void barrier_schedule(cluster *c, bool barrier_first, const char *ctx)
             dump(c);
             fail_msg("%s: no convergence on five voters", ctx);
         }
-        assert_true(request(c, 1) != 0);
+        assert_true(ask(c, 1) != 0);
         assert_int_equal(check_changes(c), 0);
         assert_int_equal(c->n_violations, 0);
     } else {
@@ -2480,6 +2607,7 @@ static void with_the_products_barrier_rule_the_schedule_keeps_every_commit(void 
 
 int main(void)
 {
+    log_set_level(LOG_ERROR); /* the proposer's warnings on every lost leadership */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(grow_and_shrink_across_leader_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(a_member_that_lost_its_disk_is_replaced_across_partitions,
