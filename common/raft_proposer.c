@@ -64,7 +64,7 @@ struct raft_proposer {
     _Atomic uint64_t lease_reads;
     /* Until when (cfg.now_ms) a request thread may answer a read itself
      * under the lease, published by the loop (serve_reads); 0: it may not
-     * (see fast_read). */
+     * (see rp_read_now). */
     _Atomic uint64_t read_until;
 };
 
@@ -319,6 +319,20 @@ static void publish_reads(raft_proposer *p, bool lease)
     atomic_store(&p->read_until, lease && p->cfg.now_ms != NULL ? p->lease_until : 0);
 }
 
+/* A proposal or a barrier failed (leadership lost, most likely), on the
+ * loop, before its waiters hear of it: no read goes on at once from now
+ * until the next step publishes again. The lease alone would still keep
+ * another leader away, but a failed proposal's commits in flight are let
+ * go when its writers hear of the failure, and the entry may yet be
+ * committed by the next leader: a snapshot read or the change feed must
+ * not read past it meanwhile. (While a member leads, a commit in flight
+ * stays in the table until its batch is applied here.) */
+static void reads_stop(raft_proposer *p, int status)
+{
+    if (status != 0)
+        atomic_store(&p->read_until, 0);
+}
+
 bool rp_read_now(raft_proposer *p)
 {
     uint64_t until = atomic_load(&p->read_until);
@@ -379,6 +393,7 @@ static void on_first_barrier(struct raft_barrier *req, int status)
 {
     raft_proposer *p = req->data;
     p->barrier_inflight = false;
+    reads_stop(p, status);
     renew_lease(p, p->first_when, status);
     if (status == 0)
         p->ready_term = p->barrier_term;
@@ -416,6 +431,7 @@ static void on_read_barrier(struct raft_barrier *req, int status)
 {
     read_barrier *b = (read_barrier *)req;
     raft_proposer *p = b->p;
+    reads_stop(p, status);
     renew_lease(p, b->when, status);
     pthread_mutex_lock(&p->mu);
     finish_list(p, b->reads, from_status(status));
@@ -502,6 +518,7 @@ static void serve_reads(raft_proposer *p, struct raft *r)
         b->when = appending(p, r);
         rv = raft_barrier(r, &b->req, on_read_barrier);
     }
+    reads_stop(p, rv);
     if (rv == 0) {
         p->read_inflight = true;
         return;
@@ -570,6 +587,7 @@ static void on_applied(struct raft_apply *req, int status, void *result)
 {
     proposal *e = (proposal *)req;
     raft_proposer *p = e->p;
+    reads_stop(p, status);
     renew_lease(p, e->when, status);
     p->entries_in_flight--;
     p->props_in_flight -= e->n;
@@ -611,6 +629,7 @@ int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer
         return 0; /* libraft owns the buffer now */
     }
     log_warn("%s raft: cannot propose: %s", p->cfg.who, raft_strerror(rv));
+    reads_stop(p, rv);
     metrics_inc(p->cfg.m_failures, (uint64_t)n);
     raft_free(buf->base);
     buf->base = NULL;

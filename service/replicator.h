@@ -59,11 +59,12 @@ typedef struct {
      * Batches are made durable in submit order. */
     rp_rc (*submit)(replicator *r, const void *batch, size_t len, uint64_t term,
                     replicator_done done, void *arg);
-    /* A linearizable read may go on (RP_OK): this replica leads, and
-     * everything committed before the call is applied here, or at least
-     * everything acknowledged to a writer (a writer is answered once its
-     * batch is applied here; what is committed and not yet applied is in
-     * flight for the engine's reads). */
+    /* A linearizable read may go on (RP_OK): no other replica leads (this
+     * one led at its last step, under its lease, and no proposal of it
+     * has failed since), and everything acknowledged to a writer is
+     * applied here (a writer is answered once its batch is applied here;
+     * what is committed and not yet applied is in flight for the engine's
+     * reads). */
     rp_rc (*read_barrier)(replicator *r, unsigned wait_ms);
     /* The same without waiting: true when a read may go on at once (a
      * group's leader under its lease: raft_proposer.h rp_read_now; a

@@ -16,11 +16,13 @@
 #include "write_batch.h"
 
 /* GET /v1/kv/{key}. On an event thread (on_worker false) only what
- * cannot wait runs: a latest read whose value is durable. A ?ts= read (it
- * may ask the oracle, wait on locks and on commits in flight) or a latest
- * read that meets a commit still being flushed returns without an answer,
- * and the route's worker runs it again from the start (docs/DESIGN.md §5:
- * nothing that waits runs on an event thread). */
+ * cannot wait runs: a latest read whose value is durable, which on a
+ * group's leader also needs its lease to let it read at once. A ?ts= read
+ * (it may ask the oracle, wait on locks and on commits in flight), or a
+ * latest read that meets a commit still in flight, a lock to resolve in
+ * a group, or a member that cannot read at once, returns without an
+ * answer, and the route's worker runs it again from the start
+ * (docs/DESIGN.md §5: nothing that waits runs on an event thread). */
 static void get_key(httpd_req *req, svc *s, bool on_worker)
 {
     codec_enc enc;
