@@ -465,6 +465,8 @@ static void a_watcher_that_does_not_keep_up_is_cut(void **state)
     const char req[] = "GET /v1/watch?prefix=s%2F HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
     tl_watch *good = watch_at(st.svc.port, "prefix=s%2F");
+    /* Its first progress line: it watches from before the first write. */
+    assert_true(tl_watch_wait_progress(good, 1, WAIT_MS));
     /* 16 MiB of changes: far more than the watcher's queue and both
      * sockets' buffers. */
     char *body = malloc(70000);
