@@ -15,6 +15,7 @@
  *   status.c   status (what each endpoint says of itself)
  *   watch.c    watch (a change stream, resumed across cuts and members)
  *   lease.c    lease grant|keepalive|revoke|get|list (keys that expire)
+ *   regions.c  region list (the regions of the keyspace)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -145,5 +146,7 @@ int cli_backup(const cli_opts *o);
 int cli_status(const cli_opts *o);
 /* --- lease.c --- */
 int cli_lease(const cli_opts *o);
+/* regions.c */
+int cli_region(const cli_opts *o);
 
 #endif

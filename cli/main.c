@@ -19,7 +19,8 @@
 
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
-       C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_LEASE = 1024, C_ALL = 2047 };
+       C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_LEASE = 1024, C_REGION = 2048,
+       C_ALL = 4095 };
 
 typedef struct command {
     const char *name;
@@ -40,6 +41,7 @@ static const command commands[] = {
     {"backup", C_BACKUP, 2, 2, cli_backup},
     {"status", C_STATUS, 0, 0, cli_status},
     {"lease", C_LEASE, 1, 2, cli_lease},
+    {"region", C_REGION, 1, 1, cli_region},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -129,6 +131,8 @@ static const char usage_text[] =
     "  member remove ID           remove member ID (refused if the rest would lack a quorum)\n"
     "  member lead ID             hand the lead to voter ID\n"
     "                             (member: any member of the service's or the oracle's group)\n"
+    "  region list                the regions the service cuts the keyspace into\n"
+    "                             (--region-split-keys): ID, EPOCH, START, END, BATCHES\n"
     "  status                     what each of --endpoints says of itself (its /v1/health),\n"
     "                             a row each: ID, STATUS, ROLE, MEMBERSHIP, TERM, APPLIED,\n"
     "                             LAG (entries behind the leader's APPLIED, when the leader\n"

@@ -383,10 +383,17 @@ typedef struct {
  *  - each pc_gc_next puts the removals of the next keys' dead versions
  *    into the batch and adds to st; *done once the walk has passed the
  *    last key. Between parts the caller applies what it proposed;
- *  - pc_gc_end frees the walk (NULL is fine). */
+ *  - pc_gc_end frees the walk (NULL is fine).
+ * A part never crosses a limit the caller set (pc_gc_walk_limit): a part
+ * is one batch, and a batch is one region's; the next part starts at the
+ * limit (pc_gc_walk_position: the key the next part starts at, empty
+ * before the first), where the caller sets the next region's end. */
 typedef struct pc_gc_walk pc_gc_walk;
 pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk);
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *walk, pc_gc_stats *st, bool *done);
+pc_slice pc_gc_walk_position(const pc_gc_walk *walk);
+/* The next parts stop before key end (NULL: at no key). */
+void pc_gc_walk_limit(pc_gc_walk *walk, const void *end, size_t len);
 void pc_gc_end(pc_gc_walk *walk);
 
 /* The GC safe point: snapshots below it may have lost versions. Kept in

@@ -28,6 +28,9 @@ struct pc_gc_walk {
     uint8_t resume[PC_KEY_MAX]; /* first key of the next batch */
     size_t resume_len;
     bool started, done;
+    uint8_t limit[PC_KEY_MAX];  /* the part stops before this key (a region's end) */
+    size_t limit_len;
+    bool limited;
     uint64_t batch_versions;    /* write records seen by this batch */
     /* What a batch did, applied only once its transaction committed: a
      * batch retried after WT_ROLLBACK must start where it started. */
@@ -117,7 +120,8 @@ static pc_rc gc_batch(pc_session *s, void *arg)
             return pc_wt_error(s, ret, "get_key");
         if (pc_vkey_decode(k.data, k.size, ukey, &ulen, &ts) != 0)
             return PC_ERROR;
-        if (keys == GC_KEYS_PER_TXN)
+        if (keys == GC_KEYS_PER_TXN ||
+            (a->limited && pc_key_cmp(ukey, ulen, a->limit, a->limit_len) >= 0))
             break;
         keys++;
         if ((rc = gc_key(s, a, ukey, ulen)) != PC_OK)
@@ -190,6 +194,19 @@ pc_rc pc_gc_next(pc_session *s, pc_gc_walk *a, pc_gc_stats *st, bool *done)
     }
     *done = a->done;
     return rc;
+}
+
+pc_slice pc_gc_walk_position(const pc_gc_walk *a)
+{
+    return (pc_slice){a->resume, a->started ? a->resume_len : 0};
+}
+
+void pc_gc_walk_limit(pc_gc_walk *a, const void *end, size_t len)
+{
+    a->limited = end != NULL && len <= sizeof(a->limit);
+    a->limit_len = a->limited ? len : 0;
+    if (a->limited)
+        memcpy(a->limit, end, len);
 }
 
 void pc_gc_end(pc_gc_walk *a)

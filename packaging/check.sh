@@ -163,7 +163,7 @@ while IFS='|' read -r line want; do
     got=$(complete "$line")
     [ "$got" = "$want" ] || fail "completion of '$line': got '$got', want '$want'"
 done <<EOF
-percolator |backup del get lease member put scan status txn watch watch-claim
+percolator |backup del get lease member put region scan status txn watch watch-claim
 percolator g|get
 percolator --json member |add lead list remove
 percolator member r|remove

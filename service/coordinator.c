@@ -88,13 +88,28 @@ static size_t total_bytes(const pc_mutation *m, size_t n)
     return b;
 }
 
+/* One phase is one batch, so one region's (TiKV: 1PC only when every key
+ * is in one region); small, too, so that it stays a short transaction. */
+static bool fits_one_phase(svc *s, const pc_mutation *m, size_t n)
+{
+    return s->cfg.one_pc && n > 0 && n <= ONE_PC_MAX_KEYS &&
+           total_bytes(m, n) <= ONE_PC_MAX_BYTES && svc_region_run(s, m, n) == n;
+}
+
+/* The next batch of m[i..n): at most BATCH keys, all in m[i]'s region
+ * (each batch goes to one region's log: DESIGN §6.2). */
+static size_t next_batch(svc *s, const pc_mutation *m, size_t i, size_t n)
+{
+    return svc_region_run(s, m + i, n - i < BATCH ? n - i : BATCH);
+}
+
 pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
                         uint64_t *commit_ts, pc_conflict *c)
 {
     /* No locks are written, so no owner is needed. */
     pc_txn_meta t = {.start_ts = 0, .primary = m[0].key, .wall_ms = time_wall_ms(),
                      .ttl_ms = s->cfg.max_lock_age_ms};
-    if (!s->cfg.one_pc || n == 0 || n > ONE_PC_MAX_KEYS || total_bytes(m, n) > ONE_PC_MAX_BYTES)
+    if (!fits_one_phase(s, m, n))
         return PC_INVALID;
     pc_rc rc = one_phase(s, ps, &t, m, n, commit_ts, c);
     if (rc == PC_OK) {
@@ -110,8 +125,8 @@ static void rollback_all(svc *s, pc_session *ps, const char *owner, uint64_t sta
                          const pc_mutation *m, size_t n)
 {
     pc_slice keys[BATCH];
-    for (size_t i = 0; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
+    for (size_t i = 0, k; i < n; i += k) {
+        k = next_batch(s, m, i, n);
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
         svc_write_begin(s, ps);
@@ -148,8 +163,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
         *commit_ts = start_ts; /* nothing to write: the snapshot is the answer */
         return PC_OK;
     }
-    if (!tx->commit_pending && s->cfg.one_pc && n <= ONE_PC_MAX_KEYS &&
-        total_bytes(m, n) <= ONE_PC_MAX_BYTES) {
+    if (!tx->commit_pending && fits_one_phase(s, m, n)) {
         rc = one_phase(s, ps, &t, m, n, commit_ts, c);
         if (rc == PC_OK) {
             metrics_inc(s->m.commits_1pc, 1);
@@ -158,12 +172,15 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
         return rc;
     }
 
-    /* Phase one: the primary first, then the secondaries in batches. */
+    /* Phase one: the primary first, then the secondaries in batches, each
+     * one region's. Whatever region the primary is in, its lock is the
+     * transaction's commit point (the paper: the primary is just a chosen
+     * key; a reader anywhere checks it). */
     if ((rc = prewrite(s, ps, &t, m, 1, c)) != PC_OK)
         goto abort;
     failpoint(ps, "after_prewrite_primary");
-    for (size_t i = 1; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
+    for (size_t i = 1, k; i < n; i += k) {
+        k = next_batch(s, m, i, n);
         if ((rc = prewrite(s, ps, &t, m + i, k, c)) != PC_OK)
             goto abort;
         heartbeat(s, ps, &t);
@@ -197,6 +214,8 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     }
     tx->commit_pending = false;
     metrics_inc(s->m.commits_2pc, 1);
+    if (svc_region_run(s, m, n) < n)
+        metrics_inc(s->m.commits_cross_region, 1);
     svc_committed(s);
     failpoint(ps, "after_commit_primary");
 
@@ -206,7 +225,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
      * primary. */
     size_t half = 1 + (n - 1) / 2;
     for (size_t i = 1; i < n;) {
-        size_t stop = i < half ? half : n, k = stop - i < BATCH ? stop - i : BATCH;
+        size_t stop = i < half ? half : n, k = next_batch(s, m, i, stop);
         if (i == half)
             failpoint(ps, "after_half_secondaries");
         for (size_t j = 0; j < k; j++)

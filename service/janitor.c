@@ -139,6 +139,18 @@ static int oldest_lock(void *arg, const pc_lock_view *l)
     return 0;
 }
 
+/* A GC part is a batch, so one region's: it stops at the end of the
+ * region its first key is in (DESIGN §6.2). */
+static void gc_limit_to_region(svc *s, pc_gc_walk *walk)
+{
+    pc_slice at = pc_gc_walk_position(walk);
+    region *r = router_count(s->regions) > 1 ? router_find(s->regions, at.data, at.len) : NULL;
+    if (r != NULL && !r->unbounded)
+        pc_gc_walk_limit(walk, r->end.data, r->end.len);
+    else
+        pc_gc_walk_limit(walk, NULL, 0);
+}
+
 /* GC below the timestamp taken --gc-retention-ms ago, below every running
  * session's snapshot, and below every outstanding lock: a lock's
  * transaction may still need its primary's record to be resolved. */
@@ -184,6 +196,7 @@ static void collect_garbage(janitor *j, pc_session *ps)
     svc_write_begin(s, ps);
     pc_rc rc = svc_write_end(s, ps, pc_gc_begin(ps, safe, &safe, &walk), NULL);
     while (rc == PC_OK && walk != NULL && !done) {
+        gc_limit_to_region(s, walk);
         svc_write_begin(s, ps);
         rc = svc_write_end(s, ps, pc_gc_next(ps, walk, &st, &done), NULL);
     }

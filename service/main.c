@@ -24,6 +24,7 @@
 #include "failpoint.h"
 #include "flags.h"
 #include "janitor.h"
+#include "keyspace.h"
 #include "observers.h"
 #include "log.h"
 #include "peer_tls.h"
@@ -197,6 +198,7 @@ int main(int argc, char **argv)
         {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
         {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
         {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
+        {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
     };
     program_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -215,6 +217,15 @@ int main(int argc, char **argv)
         log_startup_error(PROG, "%s", err);
         return 2;
     }
+    pc_buf *splits = NULL;
+    size_t nsplits = 0;
+    if (ks_split_keys(c->region_split_keys, &splits, &nsplits, err, sizeof err) != 0) {
+        log_startup_error(PROG, "%s", err);
+        return 2;
+    }
+    for (size_t i = 0; i < nsplits; i++)
+        pc_buf_free(&splits[i]);
+    free(splits);
     raft_group_config rcfg = {.id = (unsigned)c->shared.raft_id};
     char raft_dir[4096];
     if (raft_flags_ok(c, &rcfg, raft_dir, sizeof raft_dir, err, sizeof err) != 0 ||
@@ -293,9 +304,11 @@ int main(int argc, char **argv)
 
     /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
-                                   admin_routes, members_routes, watch_routes, lease_routes};
+                                   admin_routes, members_routes, watch_routes, lease_routes,
+                                   regions_routes};
     const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n,
-                            admin_routes_n, members_routes_n, watch_routes_n, lease_routes_n};
+                            admin_routes_n, members_routes_n, watch_routes_n, lease_routes_n,
+                            regions_routes_n};
     size_t n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         n += sizes[g];

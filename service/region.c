@@ -169,3 +169,37 @@ region *router_at(const router *rt, size_t i)
 {
     return i < rt->n ? rt->r[i] : NULL;
 }
+
+router *router_split(const pc_buf *splits, size_t n)
+{
+    router *rt = router_new();
+    for (size_t i = 0; rt != NULL && i <= n; i++) {
+        const pc_buf *from = i > 0 ? &splits[i - 1] : NULL, *to = i < n ? &splits[i] : NULL;
+        if ((from != NULL && from->len == 0) || (to != NULL && to->len == 0)) {
+            router_free(rt);
+            return NULL;
+        }
+        region *r = region_new(i + 1, from ? from->data : "", from ? from->len : 0,
+                               to ? to->data : NULL, to ? to->len : 0);
+        if (r == NULL || router_add(rt, r) != 0) {
+            region_free(r); /* out of order (region_new refused it) or no memory */
+            router_free(rt);
+            return NULL;
+        }
+        r->epoch = 1;
+    }
+    return rt;
+}
+
+size_t router_run(const router *rt, const pc_mutation *m, size_t n)
+{
+    if (n == 0)
+        return 0;
+    region *r = router_find(rt, m[0].key.data, m[0].key.len);
+    if (r == NULL)
+        return n;
+    size_t k = 1;
+    while (k < n && region_contains(r, m[k].key.data, m[k].key.len))
+        k++;
+    return k;
+}

@@ -8,10 +8,11 @@
  * Raft group), and many of them share one node's store, as they share
  * one RocksDB there.
  *
- * The router maps a key to the region that holds it. Today a service
- * has exactly one region, every key from the empty key on; what writes
- * and reads take the region from the router, so that a keyspace split
- * over many regions changes the router's contents, not its callers.
+ * The router maps a key to the region that holds it. A service has one
+ * region, every key from the empty key on, or the regions its
+ * --region-split-keys cut (router_split); today they all share the node's
+ * one replicator, and each batch (a prewrite, a commit, a rollback, a GC
+ * part, a round of blind writes) is one region's (DESIGN §6.2).
  *
  * Lifecycle: regions are made and added at start (svc_open) and freed by
  * router_free at stop; between the two the set does not change (splits,
@@ -39,6 +40,7 @@ typedef struct region {
     pc_engine *engine;           /* the node's store, shared by its regions */
     replicator *repl;            /* how its writes become durable */
     struct raft_group *raft;     /* its Raft group; NULL: the local replicator */
+    struct metrics_series *batches; /* batches proposed to it (a metric; may be NULL) */
 } region;
 
 /* A region [start, end) (end NULL: to the end of the keyspace) with no
@@ -69,6 +71,15 @@ region *router_find_batch(const router *rt, const void *batch, size_t len);
  * the keyspace), in key order, to fn; fn returns non-zero to stop. */
 void router_each_overlapping(const router *rt, const void *start, size_t slen, const void *end,
                              size_t elen, int (*fn)(void *arg, region *r), void *arg);
+/* The regions of a keyspace cut before each of splits[0..n) (engine
+ * keys, strictly increasing, none empty): n + 1 regions with ids 1..n+1,
+ * the first from the empty key, the last to the end of the keyspace.
+ * NULL: the splits are not in order, or memory ran out. */
+router *router_split(const pc_buf *splits, size_t n);
+/* How many of m[0..n), from m[0] on, lie in m[0]'s region: the longest
+ * run a batch of one region may take. n when m[0] is in no region (the
+ * batch is then refused as a whole), 0 when n is 0. */
+size_t router_run(const router *rt, const pc_mutation *m, size_t n);
 /* The regions in key order: count, and the i-th. */
 size_t router_count(const router *rt);
 region *router_at(const router *rt, size_t i);

@@ -49,6 +49,13 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len)
     return r;
 }
 
+size_t svc_region_run(svc *s, const pc_mutation *m, size_t n)
+{
+    if (s->regions == NULL || router_count(s->regions) <= 1)
+        return n;
+    return router_run(s->regions, m, n);
+}
+
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
 {
     if (proposed != NULL)
@@ -68,6 +75,8 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
             rc = svc_refused(r);
         else if (proposed != NULL)
             *proposed = true;
+        if (r == RP_OK && rg->batches != NULL)
+            metrics_inc(rg->batches, 1);
     }
     pc_latches_release(held);
     pc_buf_free(&batch);
@@ -86,14 +95,17 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
 typedef struct {
     pc_rc rc;
     size_t regions; /* fenced so far */
+    replicator *last; /* the last replicator fenced: regions that share it
+                       * (today every region of a node) need one barrier */
 } fence_args;
 
 static int fence_region(void *arg, region *r)
 {
     fence_args *f = arg;
     f->regions++;
-    if (r->repl != NULL)
+    if (r->repl != NULL && r->repl != f->last)
         f->rc = svc_refused(r->repl->ops->read_barrier(r->repl, PROPOSE_WAIT_MS));
+    f->last = r->repl;
     return f->rc != PC_OK;
 }
 
@@ -101,7 +113,9 @@ pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end)
 {
     if (s->regions == NULL)
         return PC_OK; /* start-up: see above */
-    fence_args f = {PC_OK, 0};
+    if (end.data != NULL && pc_key_cmp(end.data, end.len, start.data, start.len) <= 0)
+        return PC_OK; /* an empty range: nothing is read, so nothing to vouch for */
+    fence_args f = {PC_OK, 0, NULL};
     router_each_overlapping(s->regions, start.data, start.len, end.data, end.len, fence_region,
                             &f);
     /* No region holds a key of it: none can vouch for what the store says. */
@@ -113,7 +127,7 @@ pc_rc svc_read_fence(svc *s, pc_slice key)
     if (s->regions == NULL)
         return PC_OK;
     region *r = router_find(s->regions, key.data, key.len);
-    fence_args f = {PC_OK, 0};
+    fence_args f = {PC_OK, 0, NULL};
     if (r != NULL)
         fence_region(&f, r);
     return f.regions == 0 ? PC_UNAVAILABLE : f.rc;

@@ -43,6 +43,7 @@ typedef struct svc_config {
     const char *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
     const char *oracle_token_file;
     const char *backup_dir, *restore_from;
+    const char *region_split_keys;  /* keyspace.h ks_split_keys; "": one region */
     uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
@@ -63,6 +64,8 @@ typedef struct leases leases;
 /* Metrics the protocol layers update (HTTP ones live in httpd). */
 typedef struct svc_metrics {
     metrics_series *txn_begun, *txn_committed, *commits_1pc, *commits_2pc;
+    metrics_series *commits_cross_region;
+    metrics_family *region_batches;
     metrics_family *txn_aborted;    /* label: reason */
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
     metrics_series *lock_waits, *lock_wait_timeouts;
@@ -222,9 +225,12 @@ void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
 /* The region whose replicator a write batch goes to: the one every key it
  * writes is in (router_find_batch). NULL, logged: its keys are in more
- * than one region (a caller's mistake: with one region it cannot
- * happen), or no replicator runs yet. */
+ * than one region (a caller's mistake: callers cut their batches with
+ * svc_region_run), or no replicator runs yet. */
 region *svc_region_of_batch(svc *s, const void *batch, size_t len);
+/* How many of the mutations m[0..n) (engine keys), from m[0] on, are in
+ * m[0]'s region and may go in one batch (router_run); n with one region. */
+size_t svc_region_run(svc *s, const pc_mutation *m, size_t n);
 /* Before a read of the store (after its timestamp was taken): the read
  * barrier of the replicator of every region the read covers (this member
  * leads it, and has applied everything it committed before the read;
@@ -313,6 +319,8 @@ extern const httpd_route members_routes[];
 extern const size_t members_routes_n;
 extern const httpd_route watch_routes[];
 extern const size_t watch_routes_n;
+extern const httpd_route regions_routes[];
+extern const size_t regions_routes_n;
 
 /* The router's authorize check (httpd_config.authorize): NULL when the
  * request carries the bearer token (or no token is configured). */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "engine_admin.h"
 #include "engine_replica.h"
 #include "failpoint.h"
+#include "keyspace.h"
 #include "leases.h"
 #include "log.h"
 #include "observers.h"
@@ -58,6 +60,11 @@ static void init_metrics(svc *s)
                                         "Commits done in one phase.");
     s->m.commits_2pc = metrics_counter1(r, "percolator_commits_two_phase_total",
                                         "Commits done by two-phase commit.");
+    s->m.commits_cross_region = metrics_counter1(
+        r, "percolator_commits_cross_region_total",
+        "Two-phase commits whose keys are in two or more regions.");
+    s->m.region_batches = metrics_counter(r, "percolator_region_batches_total",
+                                          "Write batches proposed, by region id.", "region", NULL);
     s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
                                        "Transactions aborted, by reason.", "reason", NULL);
     s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",
@@ -193,16 +200,24 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         return 1;
     apply_listener hear = {watch_apply_begin, watch_applied, watch_apply_end, watch_lost,
                            s->watch};
-    /* One region holds every key (region.h), in the node's store. */
-    region *home = NULL;
-    if ((s->regions = router_new()) == NULL || (home = region_new(1, "", 0, NULL, 0)) == NULL ||
-        router_add(s->regions, home) != 0) {
-        region_free(home);
+    /* The regions --region-split-keys cuts (one without it: every key),
+     * all in the node's store (region.h). The first is home: its
+     * replicator is every region's (today one log for the node). */
+    pc_buf *splits = NULL;
+    size_t nsplits = 0;
+    if (ks_split_keys(c->region_split_keys, &splits, &nsplits, err, sizeof err) != 0) {
+        log_startup_error(PROG, "%s", err); /* main checked it: memory ran out */
+        return 1;
+    }
+    s->regions = router_split(splits, nsplits);
+    for (size_t i = 0; i < nsplits; i++)
+        pc_buf_free(&splits[i]);
+    free(splits);
+    if (s->regions == NULL) {
         log_startup_error(PROG, "out of memory");
         return 1;
     }
-    home->epoch = 1;
-    home->engine = s->engine;
+    region *home = router_at(s->regions, 0);
     s->home = home;
     /* From here on every write goes through the region's replicator
      * (replica.c): a member's Raft group, or a single node's log of one. */
@@ -222,6 +237,17 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
     }
+    for (size_t i = 0; i < router_count(s->regions); i++) {
+        region *r = router_at(s->regions, i);
+        r->engine = s->engine;
+        r->repl = home->repl;
+        r->raft = home->raft;
+        char id[24];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)r->id);
+        r->batches = metrics_series_get(s->m.region_batches, id, NULL);
+    }
+    if (nsplits > 0)
+        log_info("%zu regions (--region-split-keys), one log for them all", nsplits + 1);
     /* A single node leads from the start (its term is
      * REPLICATOR_LOCAL_TERM): it takes over now, as a member that begins
      * to lead does (svc_take_over: the observers' registrations, a lock a
@@ -249,12 +275,13 @@ void svc_close(svc *s)
 {
     write_batch_stop(s->batch); /* deferred writes come back first */
     s->batch = NULL;
+    /* Every region's replicator is home's: it stops once. */
+    if (s->home != NULL && s->home->raft != NULL)
+        raft_group_stop(s->home->raft); /* after every writer: nothing proposes any more */
+    else if (s->home != NULL)
+        replicator_local_stop(s->home->repl); /* the same */
     for (size_t i = 0; s->regions != NULL && i < router_count(s->regions); i++) {
         region *r = router_at(s->regions, i);
-        if (r->raft != NULL)
-            raft_group_stop(r->raft); /* after every writer: nothing proposes any more */
-        else
-            replicator_local_stop(r->repl); /* the same */
         r->raft = NULL;
         r->repl = NULL;
     }

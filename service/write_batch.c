@@ -103,7 +103,35 @@ static int round_timestamps(void *arg, size_t count, uint64_t *first)
     return svc_timestamps(arg, (unsigned)count, first) ? 0 : -1;
 }
 
-/* Step 1: up to WB_MAX_ROUND jobs; 0 when stopped and nothing is left. */
+static region *job_region(svc *s, const wb_job *j)
+{
+    if (s->regions == NULL || router_count(s->regions) <= 1 || j->w.n == 0)
+        return s->home;
+    return router_find(s->regions, j->w.m[0].key.data, j->w.m[0].key.len);
+}
+
+/* A round is one batch, so one region's (DESIGN §6.2): the jobs of the
+ * first job's region stay in it; the others go back to the queue's front,
+ * in order, for the next round (that is not a put-off). A job's region is
+ * its first key's: a /v1/kv write has one key (one with keys in several
+ * regions would make a batch the replicator refuses, failing its round). */
+static size_t one_region(write_batch *b, wb_job **job, size_t n)
+{
+    region *r = n > 0 ? job_region(b->s, job[0]) : NULL;
+    job_list rest = {0};
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (job_region(b->s, job[i]) == r)
+            job[k++] = job[i];
+        else
+            list_push(&rest, job[i]);
+    }
+    list_prepend(&b->queue, &rest);
+    return k;
+}
+
+/* Step 1: up to WB_MAX_ROUND jobs of one region; 0 when stopped and
+ * nothing is left. */
 static size_t take_round(write_batch *b, pc_session *ps, wb_job **job)
 {
     size_t n = 0;
@@ -122,6 +150,7 @@ static size_t take_round(write_batch *b, pc_session *ps, wb_job **job)
     }
     if (b->queue.head == NULL)
         b->queue.tail = NULL;
+    n = one_region(b, job, n);
     pthread_mutex_unlock(&b->mu);
     return n;
 }
@@ -230,6 +259,8 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
                                                       round_answered, r);
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
+        else if (rg->batches != NULL)
+            metrics_inc(rg->batches, 1);
     }
     pc_buf_free(&batch);
     for (wb_job *j = failed.head, *next; j != NULL; j = next) {

@@ -4,11 +4,14 @@
  * sessions and half through one-shot /v1/txn compare-and-set, conflicts
  * retried by the clients, while a reader takes snapshots of every account.
  * The total must be conserved in every snapshot and at the end, with
- * one-phase commit on and off, and after a restart.
+ * one-phase commit on and off, and after a restart; and again with the
+ * keyspace cut into regions (--region-split-keys) so that most transfers
+ * span two (DESIGN §6.2), with GC running under them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cmocka.h>
 #include <pthread.h>
@@ -139,9 +142,102 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void run_bank(const char *one_pc)
+/* Blind writes (PUT and DELETE /v1/kv) of keys in one region per thread,
+ * all at once: the committer's rounds would mix regions unless each
+ * round is one region's (write_batch.c). Each answer must be 200. */
+static void *blind_main(void *arg)
 {
-    const char *extra[] = {"--one-pc", one_pc, "--lock-wait-ms", "2000", NULL};
+    int region = (int)(intptr_t)arg; /* 0..3: acct/02~, acct/07~, acct/12~, acct/17~ */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 40; i++) {
+            char path[64];
+            long st;
+            snprintf(path, sizeof path, "/v1/kv/acct%%2F%02d~blind%d", 2 + 5 * region, i);
+            json_decref(call(pass == 0 ? "PUT" : "DELETE", path,
+                             pass == 0 ? "{\"value\":\"0\"}" : NULL, &st));
+            assert_int_equal(st, 200);
+        }
+    return NULL;
+}
+
+/* With regions: every account region took batches, transactions spanned
+ * regions (they cannot commit in one phase), and GC's parts went through
+ * (a part across two regions would be refused). */
+static void check_regions(void)
+{
+    double cross = tl_service_metric(&ST, "percolator_commits_cross_region_total");
+    double two_phase = tl_service_metric(&ST, "percolator_commits_two_phase_total");
+    print_message("regions: %.0f cross-region commits of %.0f two-phase\n", cross, two_phase);
+    assert_true(cross > TRANSFERS / 4);
+    assert_true(two_phase >= cross);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(tl_thread_start(&th[i], blind_main, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
+    for (int id = 1; id <= 4; id++) {
+        char name[96];
+        snprintf(name, sizeof name, "percolator_region_batches_total{region=\"%d\"}", id);
+        double b = tl_service_metric(&ST, name);
+        print_message("region %d: %.0f batches\n", id, b);
+        assert_true(b > 0);
+    }
+    /* The regions as the API and the command-line client list them. */
+    json_t *regions = tl_must(&ST, "GET", "/v1/regions", NULL, 200);
+    json_t *list = json_object_get(regions, "regions");
+    const char *bounds[] = {"", "acct/05", "acct/10", "acct/15", NULL};
+    assert_int_equal(json_array_size(list), 4);
+    for (size_t i = 0; i < 4; i++) {
+        json_t *g = json_array_get(list, i);
+        assert_int_equal(json_integer_value(json_object_get(g, "id")), i + 1);
+        assert_string_equal(json_string_value(json_object_get(g, "start")), bounds[i]);
+        if (bounds[i + 1] != NULL)
+            assert_string_equal(json_string_value(json_object_get(g, "end")), bounds[i + 1]);
+        else
+            assert_true(json_is_null(json_object_get(g, "end")));
+        assert_true(json_integer_value(json_object_get(g, "batches")) > 0);
+    }
+    json_decref(regions);
+    const char *args[] = {"--endpoint", ST.svc.url, "region", "list", NULL};
+    tl_run_result out;
+    assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 30000, &out), 0);
+    assert_int_equal(out.status, 0);
+    print_message("%s", out.out);
+    assert_non_null(strstr(out.out, "acct/10"));
+    assert_int_equal(strchr(out.out, '\n') != NULL, 1);
+    size_t rows = 0;
+    for (const char *p = out.out; (p = strchr(p, '\n')) != NULL; p++)
+        rows++;
+    assert_int_equal(rows, 5); /* a heading and four regions */
+    tl_run_free(&out);
+
+    /* A range whose end is below its start reads nothing, in whatever
+     * regions its ends are (it met no region and answered 503). */
+    long st;
+    json_t *j = call("GET", "/v1/kv?start=acct%2F17&end=acct%2F02", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "items")), 0);
+    json_decref(j);
+    double removed = 0;
+    for (int i = 0; i < 150 && removed <= 0; i++) {
+        removed = tl_service_metric(&ST, "percolator_gc_versions_removed_total");
+        if (removed <= 0)
+            usleep(100 * 1000);
+    }
+    print_message("gc: %.0f versions removed\n", removed);
+    assert_true(removed > 0);
+}
+
+static void run_bank(const char *one_pc, const char *splits)
+{
+    const char *extra[] = {"--one-pc", one_pc, "--lock-wait-ms", "2000", NULL, NULL, NULL, NULL,
+                           NULL};
+    if (splits != NULL) {
+        extra[4] = "--region-split-keys";
+        extra[5] = splits;
+        extra[6] = "--gc-retention-ms";
+        extra[7] = "1000";
+    }
     assert_int_equal(tl_stack_start(&ST, extra), 0);
     atomic_store(&clients_done, 0);
 
@@ -197,6 +293,8 @@ static void run_bank(const char *one_pc)
         assert_int_equal(sum, TOTAL);
         int n;
         assert_int_equal(snapshot_sum(&n), TOTAL);
+        if (pass == 0 && splits != NULL)
+            check_regions();
         if (pass == 0) {
             assert_int_equal(tl_service_stop(&ST), 0);
             assert_int_equal(tl_service_start(&ST), 0);
@@ -208,13 +306,20 @@ static void run_bank(const char *one_pc)
 static void bank_with_one_phase_commit(void **state)
 {
     (void)state;
-    run_bank("on");
+    run_bank("on", NULL);
 }
 
 static void bank_with_two_phase_commit_only(void **state)
 {
     (void)state;
-    run_bank("off");
+    run_bank("off", NULL);
+}
+
+/* Accounts 00-04, 05-09, 10-14 and 15-19 in four regions. */
+static void bank_across_regions(void **state)
+{
+    (void)state;
+    run_bank("on", "acct%2F05,acct%2F10,acct%2F15");
 }
 
 int main(void)
@@ -222,6 +327,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TL_TEST(bank_with_one_phase_commit),
         TL_TEST(bank_with_two_phase_commit_only),
+        TL_TEST(bank_across_regions),
     };
     return cmocka_run_group_tests_name("service: bank transfers", tests, NULL, NULL);
 }

@@ -16,6 +16,81 @@ static void commit_one(fx *f, const char *key, const char *value, uint64_t start
     assert_int_equal(APPLY(f->s, pc_commit(f->s, &k, 1, start, commit)), PC_OK);
 }
 
+typedef struct {
+    const char *lo, *hi; /* every key of a part in [lo, hi) (hi NULL: no end) */
+    int keys, outside;
+} part_keys;
+
+static int key_in_part(void *arg, const void *key, size_t len)
+{
+    part_keys *p = arg;
+    p->keys++;
+    if (pc_key_cmp(key, len, p->lo, strlen(p->lo)) < 0 ||
+        (p->hi != NULL && pc_key_cmp(key, len, p->hi, strlen(p->hi)) >= 0))
+        p->outside++;
+    return 0;
+}
+
+/* A part is one batch, and a batch one region's (DESIGN §6.2): given the
+ * region's end as its limit, a part stops there, and the next starts at
+ * it. With regions ["", c) [c, e) [e, ...) and a limit set from each
+ * part's position as the janitor sets it, every part's keys are in one
+ * region, and the walk removes what a walk without limits removes. */
+static void a_walk_stops_at_the_limit_it_is_given(void **state)
+{
+    fx *f = *state;
+    const char *keys[] = {"a", "b", "c", "d", "e", "f"};
+    for (int i = 0; i < 6; i++) {
+        commit_one(f, keys[i], "old", 9, 10);
+        commit_one(f, keys[i], "new", 19, 20);
+    }
+    const char *cut[] = {"", "c", "e", NULL};
+    pc_gc_stats st = {0};
+    pc_gc_walk *walk = NULL;
+    uint64_t applied = 0;
+    bool done = false;
+    assert_int_equal(APPLY(f->s, pc_gc_begin(f->s, 25, &applied, &walk)), PC_OK);
+    assert_non_null(walk);
+    int parts = 0, regions_seen[3] = {0};
+    while (!done) {
+        /* The region of the position: the last cut at or below it. */
+        pc_slice at = pc_gc_walk_position(walk);
+        int r = 0;
+        while (cut[r + 1] != NULL && pc_key_cmp(at.data, at.len, cut[r + 1], 1) >= 0)
+            r++;
+        pc_gc_walk_limit(walk, cut[r + 1], cut[r + 1] ? 1 : 0);
+        fx_propose(f->s);
+        pc_rc rc = pc_gc_next(f->s, walk, &st, &done);
+        part_keys p = {cut[r], cut[r + 1], 0, 0};
+        if (fx_batch.len > 0)
+            assert_int_equal(pc_batch_keys(fx_batch.data, fx_batch.len, key_in_part, &p), PC_OK);
+        assert_int_equal(fx_apply(f->s, rc), PC_OK);
+        assert_int_equal(p.outside, 0);
+        regions_seen[r] += p.keys > 0;
+        assert_true(++parts < 10);
+    }
+    pc_gc_end(walk);
+    assert_int_equal(regions_seen[0], 1);
+    assert_int_equal(regions_seen[1], 1);
+    assert_int_equal(regions_seen[2], 1);
+    assert_int_equal(st.keys, 6);
+    assert_int_equal(st.versions_removed, 6);
+    assert_table(f, "write", "a@20 put start=19 short=new\nb@20 put start=19 short=new\n"
+                             "c@20 put start=19 short=new\nd@20 put start=19 short=new\n"
+                             "e@20 put start=19 short=new\nf@20 put start=19 short=new\n");
+
+    /* No limit: one part walks every key (fewer than a part's 128). */
+    walk = NULL;
+    assert_int_equal(APPLY(f->s, pc_gc_begin(f->s, 26, &applied, &walk)), PC_OK);
+    pc_gc_walk_limit(walk, "c", 1);
+    pc_gc_walk_limit(walk, NULL, 0);
+    memset(&st, 0, sizeof st);
+    assert_int_equal(APPLY(f->s, pc_gc_next(f->s, walk, &st, &done)), PC_OK);
+    assert_true(done);
+    assert_int_equal(st.keys, 6);
+    pc_gc_end(walk);
+}
+
 static void gc_keeps_the_newest_visible_version(void **state)
 {
     fx *f = *state;
@@ -193,6 +268,8 @@ int main(void)
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(the_safe_point_survives_a_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(a_pinned_read_holds_gc_back, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(a_walk_stops_at_the_limit_it_is_given, fx_setup,
+                                        fx_teardown),
     };
     return cmocka_run_group_tests_name("engine: garbage collection", tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * region whose [start, end) holds it, ranges that overlap are refused, a
  * gap holds no key, a read of a range meets every region it overlaps and
  * no other, and a batch is for a region only when every key it writes is
- * in that region.
+ * in that region; --region-split-keys is parsed and checked, its keys cut
+ * the keyspace into contiguous regions, and a transaction's keys are cut
+ * into runs of one region each (router_run).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "keyspace.h"
 #include "region.h"
 
 static region *R(uint64_t id, const char *start, const char *end)
@@ -280,6 +283,145 @@ static void a_batch_is_for_the_region_of_all_its_keys(void **state)
     router_free(rt);
 }
 
+static pc_buf B(const char *s)
+{
+    pc_buf b = {0};
+    assert_int_equal(pc_buf_append(&b, s, strlen(s)), PC_OK);
+    return b;
+}
+
+static void the_split_keys_cut_the_keyspace(void **state)
+{
+    (void)state;
+    pc_buf cuts[3] = {B("ub"), B("um"), B("uz")};
+    router *rt = router_split(cuts, 3);
+    assert_non_null(rt);
+    assert_int_equal(router_count(rt), 4);
+    /* Contiguous: the first from the empty key (the service's own records,
+     * 'a' to 'o', go there), each ends where the next starts, the last
+     * runs to the end. */
+    assert_int_equal(found(rt, ""), 1);
+    assert_int_equal(found(rt, "afoo"), 1);
+    assert_int_equal(found(rt, "ua"), 1);
+    assert_int_equal(found(rt, "ub"), 2);
+    assert_int_equal(found(rt, "ul\xff"), 2);
+    assert_int_equal(found(rt, "um"), 3);
+    assert_int_equal(found(rt, "uz"), 4);
+    assert_int_equal(found(rt, "\xff\xff"), 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(router_at(rt, i)->id, i + 1);
+        assert_int_equal(router_at(rt, i)->epoch, 1);
+    }
+    assert_true(router_at(rt, 3)->unbounded);
+    router_free(rt);
+
+    rt = router_split(NULL, 0); /* no cut: one region, every key */
+    assert_int_equal(router_count(rt), 1);
+    assert_int_equal(found(rt, ""), 1);
+    assert_int_equal(found(rt, "\xff"), 1);
+    router_free(rt);
+
+    pc_buf swapped[2] = {cuts[1], cuts[0]}, twice[2] = {cuts[0], cuts[0]};
+    assert_null(router_split(swapped, 2));
+    assert_null(router_split(twice, 2));
+    pc_buf empty = {0};
+    assert_null(router_split(&empty, 1));
+    for (int i = 0; i < 3; i++)
+        pc_buf_free(&cuts[i]);
+}
+
+static void a_run_is_the_keys_of_the_first_keys_region(void **state)
+{
+    (void)state;
+    router *rt = three(); /* ["", b) [b, m) [m, ...) */
+    const char *keys[] = {"a", "b", "c", "l", "m", "z"};
+    pc_mutation m[6];
+    for (int i = 0; i < 6; i++)
+        m[i] = (pc_mutation){PC_OP_PUT, {keys[i], strlen(keys[i])}, {"v", 1}};
+    assert_int_equal(router_run(rt, m, 6), 1);     /* "a" alone in region 1 */
+    assert_int_equal(router_run(rt, m + 1, 5), 3); /* b, c, l */
+    assert_int_equal(router_run(rt, m + 4, 2), 2); /* m, z: the last runs on */
+    assert_int_equal(router_run(rt, m + 1, 2), 2); /* bounded by n */
+    assert_int_equal(router_run(rt, m, 0), 0);
+    /* A primary first, out of key order: the run stops at the first key
+     * outside the primary's region (the caller then starts a new batch). */
+    pc_mutation p[3] = {m[2], m[0], m[3]};
+    assert_int_equal(router_run(rt, p, 3), 1);
+    router_free(rt);
+
+    /* A key in no region: the whole rest, which the router then refuses
+     * as one batch. */
+    rt = router_new();
+    assert_int_equal(router_add(rt, R(1, "m", NULL)), 0);
+    assert_int_equal(router_run(rt, m, 6), 6);
+    router_free(rt);
+}
+
+static void split_keys_are_parsed_and_checked(void **state)
+{
+    (void)state;
+    pc_buf *k = NULL;
+    size_t n = 99;
+    char err[256];
+    assert_int_equal(ks_split_keys("", &k, &n, err, sizeof err), 0);
+    assert_int_equal(n, 0);
+    assert_null(k);
+
+    assert_int_equal(ks_split_keys("acct%2F05,b%2Cc,z%00", &k, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(k[0].len, 8);
+    assert_memory_equal(k[0].data, "uacct/05", 8);
+    assert_int_equal(k[1].len, 4);
+    assert_memory_equal(k[1].data, "ub,c", 4);
+    assert_int_equal(k[2].len, 3);
+    assert_memory_equal(k[2].data, "uz\0", 3);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&k[i]);
+    free(k);
+
+    struct {
+        const char *spec, *says;
+    } bad[] = {
+        {"b,a", "key 2 (\"a\") is not above"}, {"a,a", "key 2 (\"a\") is not above"},
+        {"a,,b", "key 2 (\"\") is empty"},     {"a,", "key 2 (\"\") is empty"},
+        {",a", "key 1 (\"\") is empty"},        {"a,%zz", "key 2 (\"%zz\") has a malformed"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k = (pc_buf *)1;
+        assert_int_equal(ks_split_keys(bad[i].spec, &k, &n, err, sizeof err), -1);
+        assert_null(k);
+        if (strstr(err, bad[i].says) == NULL)
+            fail_msg("%s: \"%s\" does not say \"%s\"", bad[i].spec, err, bad[i].says);
+    }
+
+    /* Bounds: a key of 4,097 bytes, and 1,025 keys. */
+    char *big = malloc(20000);
+    assert_non_null(big);
+    memset(big, 'k', 4097);
+    big[4097] = '\0';
+    assert_int_equal(ks_split_keys(big, &k, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "longer than 4096 bytes"));
+    memset(big, 'k', 4096);
+    big[4096] = '\0';
+    assert_int_equal(ks_split_keys(big, &k, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(k[0].len, 4097);
+    pc_buf_free(&k[0]);
+    free(k);
+    size_t off = 0;
+    for (int i = 0; i < 1025; i++)
+        off += (size_t)snprintf(big + off, 20000 - off, "%s%05d", i ? "," : "", i);
+    assert_int_equal(ks_split_keys(big, &k, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "key 1025"));
+    big[off - 6] = '\0'; /* 1,024 keys */
+    assert_int_equal(ks_split_keys(big, &k, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1024);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&k[i]);
+    free(k);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +431,9 @@ int main(void)
         cmocka_unit_test(a_range_meets_the_regions_it_overlaps),
         cmocka_unit_test(the_search_agrees_with_a_scan),
         cmocka_unit_test(a_batch_is_for_the_region_of_all_its_keys),
+        cmocka_unit_test(the_split_keys_cut_the_keyspace),
+        cmocka_unit_test(a_run_is_the_keys_of_the_first_keys_region),
+        cmocka_unit_test(split_keys_are_parsed_and_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,61 @@
+/*
+ * regions.c — `percolator region list`: the regions the service cuts the
+ * keyspace into (GET /v1/regions; docs/DESIGN.md §6.2), in key order, in
+ * the manner of TiKV's `pd-ctl region`.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A bound as printed: the key, "-" for the open end (null), "" shown as
+ * (start) for the first region's start. */
+static const char *bound(const json_t *r, const char *name, const char *open)
+{
+    const json_t *b = json_object_get(r, name);
+    if (json_is_null(b) || b == NULL)
+        return open;
+    const char *s = json_string_value(b);
+    return s == NULL ? "?" : s[0] == '\0' ? "(start)" : s;
+}
+
+static int print_regions(const cli_opts *o, const cli_reply *r)
+{
+    if (o->json) {
+        fwrite(r->body.data, 1, r->body.len, stdout);
+        putchar('\n');
+        return EXIT_OK;
+    }
+    json_t *list = json_object_get(r->json, "regions");
+    if (!json_is_array(list)) {
+        fprintf(stderr, "percolator: the reply has no region list\n");
+        return EXIT_SERVER;
+    }
+    printf("%-6s %-6s %-24s %-24s %s\n", "ID", "EPOCH", "START", "END", "BATCHES");
+    size_t i;
+    json_t *g;
+    json_array_foreach(list, i, g) {
+        printf("%-6lld %-6lld %-24s %-24s %lld\n",
+               (long long)json_integer_value(json_object_get(g, "id")),
+               (long long)json_integer_value(json_object_get(g, "epoch")),
+               bound(g, "start", "(start)"), bound(g, "end", "(end)"),
+               (long long)json_integer_value(json_object_get(g, "batches")));
+    }
+    return EXIT_OK;
+}
+
+int cli_region(const cli_opts *o)
+{
+    if (strcmp(o->args[0], "list") != 0 || o->nargs != 1) {
+        fprintf(stderr, "percolator: region %s: only `region list` exists (percolator --help)\n",
+                o->args[0]);
+        return EXIT_USAGE;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/v1/regions%s", cli_encoding_query(o, '?'));
+    cli_reply r;
+    cli_request("GET", path, NULL, 0, &r);
+    int rc = r.status == 200 ? print_regions(o, &r) : cli_fail(&r);
+    cli_reply_free(&r);
+    return rc;
+}
