@@ -61,6 +61,8 @@ struct raft_host {
     raft_proposer *prop;
     uint64_t change_tried_ms;
     bool first_image_pending;   /* image_first: until libraft took its first snapshot */
+    uint64_t staggered_at;      /* the snapshot index the threshold was last set after */
+    bool staggered;             /* set at all yet (from the start: the first snapshot too) */
     uint64_t removed_ms[RAFT_PEERS_MAX]; /* when this leader last removed each peer */
     /* A member on an address of its own (not a --raft-peers one) whose old
      * incarnation this leader removed: added back like a --raft-peers one
@@ -679,6 +681,31 @@ static void refresh_view(raft_host *h)
     pthread_mutex_unlock(&h->mu);
 }
 
+/* libraft takes a snapshot once `threshold` entries were applied past the
+ * last one, so members that applied the same entries take theirs at the
+ * same index, together: three copies of the store read, compressed and
+ * written at once, on machines that may share CPUs and disks, and the
+ * leader's quorum round waits behind them (bench/RESULTS.md, "The soak").
+ * Staggered, member i aims each snapshot at the next index that is
+ * i/3 of a period past a multiple of the period (and at least half a
+ * period after its last one), so at most one member of three is taking
+ * one at a time; on average each still takes one a period. Set again
+ * after every snapshot, taken or installed. */
+static void stagger(raft_host *h)
+{
+    uint64_t last = h->raft.log.snapshot.last_index, every = h->cfg.snapshot_threshold;
+    if (!h->cfg.stagger_snapshots || every < 3 || h->first_image_pending ||
+        (h->staggered && last == h->staggered_at))
+        return;
+    h->staggered_at = last;
+    h->staggered = true;
+    uint64_t phase = (h->cfg.id % 3) * (every / 3);
+    uint64_t next = (last / every) * every + phase; /* below or near last: moved on */
+    while (next < last + every / 2)
+        next += every;
+    raft_set_snapshot_threshold(&h->raft, (unsigned)(next - last));
+}
+
 static void on_tick(uv_timer_t *t)
 {
     raft_host *h = t->data;
@@ -690,6 +717,7 @@ static void on_tick(uv_timer_t *t)
         log_info("%s raft: the first image is taken (index %llu): members that catch up "
                  "install it", h->cfg.kind, (unsigned long long)h->raft.log.snapshot.last_index);
     }
+    stagger(h);
     uint64_t last = raft_last_index(&h->raft);
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);

@@ -47,6 +47,8 @@ typedef struct {
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
     unsigned snapshot_trailing;      /* entries kept behind a snapshot */
+    bool stagger_snapshots;          /* member i's snapshots at indexes i/3 of a period
+                                      * apart from the others' (raft_host.c stagger) */
     bool image_first;                /* the state machine holds what the log does not (a store
                                       * restored from a backup): snapshot at once, keeping no
                                       * entry behind it, so that a member that catches up

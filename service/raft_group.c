@@ -166,8 +166,9 @@ static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
     *bufs = b;
     *n = 1;
     metrics_inc(g->m_snapshots, 1);
-    log_info("service raft: an image of %zu bytes read in %llu ms, off the loop thread",
-             b->len, (unsigned long long)(time_mono_ms() - t0));
+    log_info("service raft: an image of %zu bytes at index %llu read in %llu ms, off the loop "
+             "thread", b->len, (unsigned long long)pc_image_index(b->base, b->len),
+             (unsigned long long)(time_mono_ms() - t0));
     return 0;
 }
 
@@ -404,6 +405,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
         .snapshot_trailing = every + every / 4, .serve = on_loop, .arg = g,
+        .stagger_snapshots = true, /* one member's image at a time (raft_host.c stagger) */
         .image_first = cfg->restored,
         /* An entry is one request's batch (each key and value at most twice:
          * a data row and its lock or write record) or batches joined up to
