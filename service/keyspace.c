@@ -66,7 +66,7 @@ int ks_split_keys(const char *spec, pc_buf **out, size_t *n, char *err, size_t e
 
     *out = NULL;
     *n = 0;
-    for (const char *p = spec; *spec != '\0';) {
+    for (const char *p = spec; spec != NULL && *spec != '\0';) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         /* Room for the decoded key (never longer than its text). */

@@ -39,7 +39,7 @@ bool ks_prefix_end(char *p, size_t *len);
  * as in a URL path (%2C for a comma), 1..SVC_MAX_KEY bytes decoded, in
  * strictly increasing order, at most KS_MAX_SPLITS. Their engine keys go
  * in *out (n of them; the caller frees each pc_buf, then the array); ""
- * gives none. -1 with a message in err when the list is not that. */
+ * or NULL gives none. -1 with a message in err when the list is not that. */
 #define KS_MAX_SPLITS 1024
 int ks_split_keys(const char *spec, pc_buf **out, size_t *n, char *err, size_t errlen);
 

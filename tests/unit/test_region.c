@@ -366,6 +366,10 @@ static void split_keys_are_parsed_and_checked(void **state)
     assert_int_equal(ks_split_keys("", &k, &n, err, sizeof err), 0);
     assert_int_equal(n, 0);
     assert_null(k);
+    n = 99; /* a configuration built without flags (svc_config zeroed) */
+    assert_int_equal(ks_split_keys(NULL, &k, &n, err, sizeof err), 0);
+    assert_int_equal(n, 0);
+    assert_null(k);
 
     assert_int_equal(ks_split_keys("acct%2F05,b%2Cc,z%00", &k, &n, err, sizeof err), 0);
     assert_int_equal(n, 3);
