@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -304,6 +304,11 @@ bench-leases: bench-tools
 # (bench/soak.sh; installs gnuplot-nox). Not part of CI: it takes minutes.
 bench-soak: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/soak.sh
+
+# bench-regions: 2-key transactions within one region and across two, on
+# one service (bench/regions.sh; REGIONS_CONNS, REGIONS_RUNS).
+bench-regions: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/regions.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

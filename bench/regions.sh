@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/regions.sh — what a transaction across regions costs (issue #27,
+# DESIGN §6.2): 2-key one-shot transactions (loadgen pc-txn: condition
+# "a exists", write a and b, over REGIONS_KEYS preloaded keys) on one
+# service, three ways, each on a fresh oracle and service:
+#   within   one region: the transaction commits in one phase (the default)
+#   2pc      one region, --one-pc off: two phases, the same batches as
+#            across but all in one region (what crossing itself costs is
+#            the difference between this row and the next)
+#   across   --region-split-keys cutting before every key: each key its own
+#            region, so every transaction spans two and commits in two
+#            phases, its batches cut per region
+# at REGIONS_CONNS connections (default "16 64"), REGIONS_RUNS times each
+# (default 2), the configurations alternated; BENCH_SECONDS per row
+# (default 5). Prints each row (rate, p50, p99, p99.9, aborts) and the
+# median ratios across/within and across/2pc.
+#
+#   bench/regions.sh            (make bench-regions)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+KEYS=${REGIONS_KEYS:-1000}
+CONNS_LIST=${REGIONS_CONNS:-16 64}
+RUNS=${REGIONS_RUNS:-2}
+[ -x "$LG" ] || die "$LG missing: make bench-tools"
+[ "$KEYS" -ge 2 ] && [ "$KEYS" -le 1025 ] || die "REGIONS_KEYS must be 2..1025 (at most 1024 split keys)"
+
+# The loadgen's key names (k%08lu) from 1 on: a cut before each but the first.
+SPLITS=$(seq -f 'k%08g' 1 $((KEYS - 1)) | paste -sd, -)
+
+stop_all() { # stop what start_percolator started, by PID
+  local p
+  for p in "$SVC_PID" "$ORACLE_PID"; do
+    kill -TERM "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  PIDS=()
+  rm -rf "$TMP/oracle" "$TMP/service"
+}
+
+machine() { echo "machine: $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+echo "regions: 2-key transactions within one region and across two, on one service (--sync fsync)"
+machine
+printf '%-8s %6s %4s %10s %9s %9s %9s %8s\n' config conns run "txn/s" "p50 ms" "p99 ms" "p99.9 ms" aborts
+declare -A OPS P99
+for run in $(seq "$RUNS"); do
+  for cfg in within 2pc across; do
+    case $cfg in
+      within) start_percolator ;;
+      2pc) start_percolator --one-pc off ;;
+      across) start_percolator --region-split-keys "$SPLITS" ;;
+    esac
+    preload "$SVC_URL" pc 0 "$KEYS"
+    for c in $CONNS_LIST; do
+      run_lg "$SVC_URL" pc-txn "$c" --keys "$KEYS"
+      [ "$R_ERR" = 0 ] || die "$cfg at $c connections: $R_ERR errors"
+      printf '%-8s %6s %4s %10s %9s %9s %9s %8s\n' "$cfg" "$c" "$run" "$R_OPS" "$R_P50" "$R_P99" "$R_P999" "$R_ABORT"
+      OPS[$cfg.$c]+="$R_OPS "
+      P99[$cfg.$c]+="$R_P99 "
+    done
+    if [ "$cfg" = across ]; then
+      cross=$(curl -fsS "$SVC_URL/metrics" | awk '$1 == "percolator_commits_cross_region_total" {print $2}')
+      echo "         (across: $cross commits spanned two or more regions)"
+    fi
+    stop_all
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo
+printf '%6s %14s %14s %14s %16s %16s\n' conns "within txn/s" "2pc txn/s" "across txn/s" "across/within" "across/2pc"
+for c in $CONNS_LIST; do
+  w=$(median <<<"${OPS[within.$c]}") t=$(median <<<"${OPS[2pc.$c]}") a=$(median <<<"${OPS[across.$c]}")
+  printf '%6s %14s %14s %14s %16s %16s\n' "$c" "$w" "$t" "$a" "$(calc "$a / $w")" "$(calc "$a / $t")"
+  w=$(median <<<"${P99[within.$c]}") t=$(median <<<"${P99[2pc.$c]}") a=$(median <<<"${P99[across.$c]}")
+  printf '%6s %14s %14s %14s %16s %16s   (p99 ms)\n' "" "$w" "$t" "$a" "$(calc "$a / $w")" "$(calc "$a / $t")"
+done
+echo "command: REGIONS_KEYS=$KEYS REGIONS_CONNS=\"$CONNS_LIST\" REGIONS_RUNS=$RUNS BENCH_SECONDS=$SECS bash bench/regions.sh"
