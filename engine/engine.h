@@ -386,8 +386,9 @@ typedef struct {
  *  - pc_gc_end frees the walk (NULL is fine).
  * A part never crosses a limit the caller set (pc_gc_walk_limit): a part
  * is one batch, and a batch is one region's; the next part starts at the
- * limit (pc_gc_walk_position: the key the next part starts at, empty
- * before the first), where the caller sets the next region's end. */
+ * first key at or past the limit (pc_gc_walk_position: the key the next
+ * part starts at, empty before the first), where the caller sets the
+ * next region's end. A limit at or below that key makes empty parts. */
 typedef struct pc_gc_walk pc_gc_walk;
 pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk);
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *walk, pc_gc_stats *st, bool *done);

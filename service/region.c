@@ -4,7 +4,10 @@
  */
 #include "region.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+
+#include "metrics.h"
 #include <string.h>
 
 struct router {
@@ -37,6 +40,13 @@ void region_free(region *r)
     pc_buf_free(&r->start);
     pc_buf_free(&r->end);
     free(r);
+}
+
+void region_count_batch(region *r)
+{
+    atomic_fetch_add(&r->nbatches, 1);
+    if (r->batches != NULL)
+        metrics_inc(r->batches, 1);
 }
 
 /* key against r: -1 before its start, 0 in it, 1 at or past its end. */

@@ -40,7 +40,9 @@ typedef struct region {
     pc_engine *engine;           /* the node's store, shared by its regions */
     replicator *repl;            /* how its writes become durable */
     struct raft_group *raft;     /* its Raft group; NULL: the local replicator */
-    struct metrics_series *batches; /* batches proposed to it (a metric; may be NULL) */
+    _Atomic uint64_t nbatches;   /* batches proposed to it (GET /v1/regions) */
+    struct metrics_series *batches; /* the same as a metric; NULL past the metric's series
+                                     * limit (METRICS_MAX_SERIES) */
 } region;
 
 /* A region [start, end) (end NULL: to the end of the keyspace) with no
@@ -48,6 +50,8 @@ typedef struct region {
 region *region_new(uint64_t id, const void *start, size_t start_len, const void *end,
                    size_t end_len);
 void region_free(region *r);
+/* A batch was proposed to r: counted (nbatches, and the metric if any). */
+void region_count_batch(region *r);
 /* Whether key is in [start, end). */
 bool region_contains(const region *r, const void *key, size_t len);
 

@@ -75,8 +75,8 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
             rc = svc_refused(r);
         else if (proposed != NULL)
             *proposed = true;
-        if (r == RP_OK && rg->batches != NULL)
-            metrics_inc(rg->batches, 1);
+        if (r == RP_OK)
+            region_count_batch(rg);
     }
     pc_latches_release(held);
     pc_buf_free(&batch);

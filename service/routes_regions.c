@@ -4,8 +4,9 @@
  * (region.h, DESIGN §6.2), in key order, with the batches each was sent.
  * What `percolator region list` prints.
  */
+#include <stdatomic.h>
+
 #include "codec.h"
-#include "metrics.h"
 #include "respond.h"
 #include "service.h"
 
@@ -34,14 +35,14 @@ static void h_regions(httpd_req *req, void *ctx)
     for (size_t i = 0; ok && s->regions != NULL && i < router_count(s->regions); i++) {
         const region *r = router_at(s->regions, i);
         json_t *o = json_pack("{s:I,s:I,s:I}", "id", (json_int_t)r->id, "epoch",
-                              (json_int_t)r->epoch, "batches",
-                              (json_int_t)(r->batches ? metrics_counter_value(r->batches) : 0));
+                              (json_int_t)r->epoch, "batches", (json_int_t)atomic_load(&r->nbatches));
         ok = o != NULL && add_bound(o, "start", &r->start, enc) &&
              (r->unbounded ? json_object_set_new(o, "end", json_null()) == 0
                            : add_bound(o, "end", &r->end, enc));
-        ok = ok && json_array_append_new(list, o) == 0;
         if (!ok)
             json_decref(o);
+        else
+            ok = json_array_append_new(list, o) == 0; /* it owns o, failed or not */
     }
     if (!ok) {
         json_decref(list);

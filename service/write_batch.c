@@ -110,14 +110,21 @@ static region *job_region(svc *s, const wb_job *j)
     return router_find(s->regions, j->w.m[0].key.data, j->w.m[0].key.len);
 }
 
-/* A round is one batch, so one region's (DESIGN §6.2): the jobs of the
- * first job's region stay in it; the others go back to the queue's front,
- * in order, for the next round (that is not a put-off). A job's region is
- * its first key's: a /v1/kv write has one key (one with keys in several
- * regions would make a batch the replicator refuses, failing its round). */
+/* A round is one batch, so one region's (DESIGN §6.2): the jobs of one
+ * region stay in it; the others go back to the queue's front, in order,
+ * for the next round (that is not a put-off). The region is that of the
+ * first job not put off before, if any: put-off jobs wait for a round in
+ * flight (their keys are held), and a round of only those would make the
+ * committer wait while another region's writes could go. A job's region
+ * is its first key's: a /v1/kv write has one key (one with keys in
+ * several regions would make a batch the replicator refuses, failing its
+ * round). Within a region the jobs keep their order. */
 static size_t one_region(write_batch *b, wb_job **job, size_t n)
 {
-    region *r = n > 0 ? job_region(b->s, job[0]) : NULL;
+    size_t lead = 0;
+    while (lead < n && job[lead]->rounds > 0)
+        lead++;
+    region *r = n > 0 ? job_region(b->s, job[lead < n ? lead : 0]) : NULL;
     job_list rest = {0};
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -259,8 +266,8 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
                                                       round_answered, r);
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
-        else if (rg->batches != NULL)
-            metrics_inc(rg->batches, 1);
+        else
+            region_count_batch(rg);
     }
     pc_buf_free(&batch);
     for (wb_job *j = failed.head, *next; j != NULL; j = next) {
