@@ -66,6 +66,9 @@ struct raft_proposer {
      * under the lease, published by the loop (serve_reads); 0: it may not
      * (see rp_read_now). */
     _Atomic uint64_t read_until;
+    /* Proposals and barriers that failed, counted before their waiters
+     * hear (rp_failures). */
+    _Atomic uint64_t failures;
 };
 
 raft_proposer *rp_new(const rp_config *cfg)
@@ -329,8 +332,15 @@ static void publish_reads(raft_proposer *p, bool lease)
  * stays in the table until its batch is applied here.) */
 static void reads_stop(raft_proposer *p, int status)
 {
-    if (status != 0)
+    if (status != 0) {
         atomic_store(&p->read_until, 0);
+        atomic_fetch_add(&p->failures, 1);
+    }
+}
+
+uint64_t rp_failures(raft_proposer *p)
+{
+    return atomic_load(&p->failures);
 }
 
 bool rp_read_now(raft_proposer *p)

@@ -165,6 +165,13 @@ rp_rc rp_submit(raft_proposer *p, rp_wait *w);
  * the lease has not run out since (cfg.now_ms; never without it). Counted
  * as a lease read. false: wait for a barrier (rp_wait_for, read). */
 bool rp_read_now(raft_proposer *p);
+/* How many proposals and barriers have failed, counted on the loop before
+ * their waiters hear of it. A failed proposal's commits in flight are let
+ * go when its writers hear, though its entry may still be committed by
+ * the next leader: a read that saw this change between its fence and the
+ * end of its read may have read past such a commit, and must fence again
+ * (which a member that lost the lead refuses). */
+uint64_t rp_failures(raft_proposer *p);
 /* The member's view as of the last rp_step. */
 void rp_get_status(raft_proposer *p, rp_status *st);
 /* Its ready_term alone (one lock: every write asks it). */

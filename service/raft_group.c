@@ -509,6 +509,11 @@ static bool rg_read_now(replicator *r)
     return rp_read_now(P(G(r)));
 }
 
+static uint64_t rg_failures(replicator *r)
+{
+    return rp_failures(P(G(r)));
+}
+
 static void rg_status(replicator *r, rp_status *st)
 {
     raft_host_status(G(r)->host, st);
@@ -520,6 +525,7 @@ static const replicator_ops raft_ops = {
     .submit = rg_submit,
     .read_barrier = rg_read_barrier,
     .read_now = rg_read_now,
+    .failures = rg_failures,
     .status = rg_status,
 };
 

@@ -54,19 +54,42 @@ bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadl
     return true;
 }
 
+/* After a read of the store: whether a proposal failed since the read's
+ * fence (svc_read_epoch). Its commits in flight were let go when its
+ * writers heard, yet its entry may still be committed by the next leader
+ * below this read's timestamp: the read may have missed one, so it fences
+ * again (refused once this member no longer leads) and reads again; after
+ * a few such rounds it gives up, PC_UNAVAILABLE (503, retried). */
+#define READ_FENCES 4
+static bool fence_again(svc *s, uint64_t epoch, int *fences, pc_rc *rc)
+{
+    if (svc_read_epoch(s) == epoch)
+        return false;
+    if (++*fences < READ_FENCES)
+        return true;
+    *rc = PC_UNAVAILABLE;
+    return false;
+}
+
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c)
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    pc_rc rc = svc_read_fence(s, key);
+    int fences = 0;
+    pc_rc rc;
 
-    if (rc != PC_OK)
+    do {
+        uint64_t epoch = svc_read_epoch(s);
+        if ((rc = svc_read_fence(s, key)) != PC_OK)
+            return rc;
+        while ((rc = pc_get(ps, key, ts, value, commit_ts, c)) == PC_LOCKED)
+            if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+                break;
+        if (fence_again(s, epoch, &fences, &rc))
+            continue;
         return rc;
-    while ((rc = pc_get(ps, key, ts, value, commit_ts, c)) == PC_LOCKED)
-        if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
-            break;
-    return rc;
+    } while (true);
 }
 
 pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
@@ -75,6 +98,9 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0, resolved = 0;
     bool step_over = false;
+    int fences = 0;
+again:;
+    uint64_t epoch = svc_read_epoch(s);
     /* A caller that may not wait reads only when its fence needs no wait
      * (else PC_LOCKED with no lock: it hands the read to a worker). */
     if (!may_wait && !svc_read_now(s, key))
@@ -91,6 +117,16 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
         if (round == 64)
             return PC_LOCKED; /* c names the last lock or commit met */
         rc = pc_get_latest(ps, key, step_over, value, commit_ts, c);
+        if (rc != PC_LOCKED && svc_read_epoch(s) != epoch) {
+            /* See fence_again; a caller that may not wait hands it on. */
+            if (!may_wait) {
+                *c = (pc_conflict){0};
+                return PC_LOCKED;
+            }
+            if (fence_again(s, epoch, &fences, &rc))
+                goto again;
+            return rc;
+        }
         if (rc != PC_LOCKED)
             return rc;
         if (c->lock.start_ts != 0) {
@@ -121,15 +157,26 @@ static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, 
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
-    /* end.len 0: no end (pc_scan_bounded) */
-    pc_rc rc = svc_read_fence_range(s, start, end.len > 0 ? end : (pc_slice){NULL, 0});
+    int fences = 0;
+    pc_rc rc;
 
-    if (rc != PC_OK)
+    do {
+        uint64_t epoch = svc_read_epoch(s);
+        /* end.len 0: no end (pc_scan_bounded) */
+        if ((rc = svc_read_fence_range(s, start, end.len > 0 ? end : (pc_slice){NULL, 0})) !=
+            PC_OK)
+            return rc;
+        while ((rc = pc_scan_bounded(ps, start, end, ts, limit, max_bytes, out, c)) == PC_LOCKED)
+            if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+                break;
+        if (fence_again(s, epoch, &fences, &rc)) {
+            pc_items_free(out); /* read again from scratch */
+            continue;
+        }
+        if (rc != PC_OK && svc_read_epoch(s) != epoch)
+            pc_items_free(out);
         return rc;
-    while ((rc = pc_scan_bounded(ps, start, end, ts, limit, max_bytes, out, c)) == PC_LOCKED)
-        if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
-            break;
-    return rc;
+    } while (true);
 }
 
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,

@@ -133,6 +133,12 @@ pc_rc svc_read_fence(svc *s, pc_slice key)
     return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
 }
 
+uint64_t svc_read_epoch(svc *s)
+{
+    replicator *repl = s->home != NULL ? s->home->repl : NULL;
+    return repl != NULL ? repl->ops->failures(repl) : 0;
+}
+
 bool svc_read_now(svc *s, pc_slice key)
 {
     region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;

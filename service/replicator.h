@@ -70,6 +70,11 @@ typedef struct {
      * group's leader under its lease: raft_proposer.h rp_read_now; a
      * single node always); false: ask read_barrier, which may wait. */
     bool (*read_now)(replicator *r);
+    /* A count that changes whenever a proposal failed whose entry may yet
+     * be committed (raft_proposer.h rp_failures); a read fenced before a
+     * change must fence again. A log of one never changes it (a failed
+     * flush stops the process). */
+    uint64_t (*failures)(replicator *r);
     /* Where this replica stands (role, leader, term, indexes). */
     void (*status)(replicator *r, rp_status *st);
 } replicator_ops;

@@ -137,6 +137,12 @@ static bool local_read_now(replicator *r)
     return true;
 }
 
+static uint64_t local_failures(replicator *r)
+{
+    (void)r;
+    return 0;
+}
+
 static void local_status(replicator *r, rp_status *st)
 {
     local_repl *l = L(r);
@@ -159,6 +165,7 @@ static const replicator_ops local_ops = {
     .submit = local_submit,
     .read_barrier = local_read_barrier,
     .read_now = local_read_now,
+    .failures = local_failures,
     .status = local_status,
 };
 

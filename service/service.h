@@ -228,6 +228,12 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
  * than one region (a caller's mistake: callers cut their batches with
  * svc_region_run), or no replicator runs yet. */
 region *svc_region_of_batch(svc *s, const void *batch, size_t len);
+/* Sampled before a read's fence and again after its read of the store:
+ * when it changed, a proposal failed meanwhile whose commits in flight
+ * were let go though its entry may yet be committed by the next leader
+ * (rp_failures); the read may have missed one and fences again (every
+ * region shares home's replicator today). */
+uint64_t svc_read_epoch(svc *s);
 /* How many of the mutations m[0..n) (engine keys), from m[0] on, are in
  * m[0]'s region and may go in one batch (router_run); n with one region. */
 size_t svc_region_run(svc *s, const pc_mutation *m, size_t n);

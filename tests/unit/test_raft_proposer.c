@@ -71,6 +71,7 @@ typedef struct {
     rp_rc rc;
     uint64_t commit_seen;/* a read: the highest commit index any member knew at submit */
     bool read_stale;     /* a read answered OK below commit_seen */
+    uint64_t failures_submit, failures_answer; /* rp_failures of its member then */
 } request;
 
 typedef struct {
@@ -272,6 +273,7 @@ static void on_answer(rp_wait *w, rp_rc rc)
     q->answers++;
     q->rc = rc;
     cluster *c = q->c;
+    q->failures_answer = rp_failures(c->p[q->member]);
     if (!w->read && rc == RP_OK && !c->acked[q->id]) {
         c->acked[q->id] = true;
         for (unsigned i = 0; i < N; i++)
@@ -298,6 +300,7 @@ static request *submit(cluster *c, unsigned i, bool read)
     for (unsigned j = 0; j < N; j++)
         if (R(c, j)->commit_index > q->commit_seen)
             q->commit_seen = R(c, j)->commit_index;
+    q->failures_submit = rp_failures(c->p[i]);
     q->submitted = rp_submit(c->p[i], &q->base);
     return q;
 }
@@ -802,6 +805,7 @@ static void run_seed(unsigned long long seed)
         fail_msg("%s: not every member applied the leader's whole log", c->ctx);
 
     unsigned ok = 0, refused = 0, lost = 0, not_leader = 0, reads = 0, lease_reads = 0;
+    unsigned failed_yet_committed = 0;
     for (unsigned i = 0; i < N; i++)
         lease_reads += (unsigned)rp_lease_reads(c->p[i]);
     for (unsigned i = 1; i < N; i++)
@@ -834,16 +838,27 @@ static void run_seed(unsigned long long seed)
             fail_msg("%s: proposal %u answered not leader, yet applied", c->ctx, k);
         if (times > 1)
             fail_msg("%s: proposal %u applied %zu times", c->ctx, k, times);
+        /* A proposal whose writer heard it failed, but which a later leader
+         * committed: its member's failure count moved before the answer, so
+         * that a read fenced before then fences again (svc_read_epoch) and
+         * cannot read past the commits in flight its writer let go. */
+        if (q->rc != RP_OK && times == 1) {
+            failed_yet_committed++;
+            if (q->failures_answer <= q->failures_submit)
+                fail_msg("%s: proposal %u answered %d, committed later, with no failure "
+                         "counted before its answer", c->ctx, k, (int)q->rc);
+        }
         ok += q->rc == RP_OK;
         lost += q->rc == RP_UNAVAILABLE;
         not_leader += q->rc == RP_NOT_LEADER;
     }
     print_message("proposer seed %llu: %u requests (%u reads, %u under a lease, %u more at once "
                   "on their thread): %u proposals committed, %u "
-                  "unavailable, %u not leader, %u refused at once; %u entries, %u ready checks, "
-                  "%u deposals, %u pauses, %u cuts\n",
+                  "unavailable (%u of them committed later), %u not leader, %u refused at once; "
+                  "%u entries, %u ready checks, %u deposals, %u pauses, %u cuts\n",
                   seed, c->n_reqs, reads, lease_reads - c->fast_reads, c->fast_reads, ok, lost,
-                  not_leader, refused, c->n_entries, c->n_ready_checks, n_depose, n_kill, n_cut);
+                  failed_yet_committed, not_leader, refused, c->n_entries, c->n_ready_checks,
+                  n_depose, n_kill, n_cut);
     if (ok == 0)
         fail_msg("%s: no proposal committed: the run shows nothing", c->ctx);
     /* With a lease, reads at once happen (else their check shows nothing). */
