@@ -389,6 +389,7 @@ static void tick(watch_hub *h, pc_session *ps)
     pthread_mutex_lock(&h->cap_mu);
     uint64_t seq0 = h->lost_seq;
     pthread_mutex_unlock(&h->cap_mu);
+    uint64_t epoch = svc_read_epoch(s); /* see the fence below */
     /* A timestamp from the oracle bounds what is not yet committed: a
      * transaction still to ask for its commit timestamp gets one above. */
     if (!svc_timestamp(s, &t) || pc_resolved_ts(ps, t, &r) != PC_OK)
@@ -412,8 +413,11 @@ static void tick(watch_hub *h, pc_session *ps)
     pthread_mutex_unlock(&h->cap_mu);
     /* Still the leader, with everything committed before now applied: a
      * member deposed meanwhile may have let go of commits in flight that
-     * a new leader applies, so it publishes nothing. */
-    bool leads = whole && svc_read_fence_all(s) == PC_OK; /* the feed is of every key */
+     * a new leader applies, so it publishes nothing; nor when a proposal
+     * failed since the round began (svc_read_epoch: the capture may have
+     * missed a commit let go that the next leader commits below r). */
+    bool leads = whole && svc_read_fence_all(s) == PC_OK && /* the feed is of every key */
+                 svc_read_epoch(s) == epoch;
     if (!whole || !leads) {
         if (whole)
             capture_lost(h, "this member could not confirm it leads");
