@@ -15,7 +15,7 @@
  *   status.c   status (what each endpoint says of itself)
  *   watch.c    watch (a change stream, resumed across cuts and members)
  *   lease.c    lease grant|keepalive|revoke|get|list (keys that expire)
- *   regions.c  region list (the regions of the keyspace)
+ *   regions.c  region list, region split (the regions of the keyspace)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -128,6 +128,8 @@ void cli_strip_space(char *s, size_t *len);
 const char *cli_encoding_query(const cli_opts *o, char sep);
 /* Write a JSON string's bytes (may hold NULs) to stdout. */
 void cli_print_string(const json_t *s);
+/* The reply's body as it came, and a newline (--json). */
+void cli_print_body(const cli_reply *r);
 
 /* --- kv.c, txn.c: each command returns its exit code --- */
 int cli_get(const cli_opts *o);

@@ -39,8 +39,7 @@ static int answer(const cli_opts *o, cli_reply *r, long want, void (*fn)(const j
         fprintf(stderr, "percolator: the reply is not a JSON object\n");
         rc = EXIT_SERVER;
     } else if (o->json) {
-        fwrite(r->body.data, 1, r->body.len, stdout);
-        putchar('\n');
+        cli_print_body(r);
     } else {
         fn(r->json);
     }

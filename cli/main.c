@@ -41,7 +41,7 @@ static const command commands[] = {
     {"backup", C_BACKUP, 2, 2, cli_backup},
     {"status", C_STATUS, 0, 0, cli_status},
     {"lease", C_LEASE, 1, 2, cli_lease},
-    {"region", C_REGION, 1, 1, cli_region},
+    {"region", C_REGION, 1, 2, cli_region},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -132,7 +132,10 @@ static const char usage_text[] =
     "  member lead ID             hand the lead to voter ID\n"
     "                             (member: any member of the service's or the oracle's group)\n"
     "  region list                the regions the service cuts the keyspace into\n"
-    "                             (--region-split-keys): ID, EPOCH, START, END, BATCHES\n"
+    "                             (--region-split-keys, splits): ID, EPOCH, START, END,\n"
+    "                             BATCHES\n"
+    "  region split KEY           split the region holding KEY before it (a command\n"
+    "                             in the log), then list the regions\n"
     "  status                     what each of --endpoints says of itself (its /v1/health),\n"
     "                             a row each: ID, STATUS, ROLE, MEMBERSHIP, TERM, APPLIED,\n"
     "                             LAG (entries behind the leader's APPLIED, when the leader\n"

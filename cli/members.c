@@ -34,8 +34,7 @@ static const char *str_of(const json_t *m, const char *key)
 static int print_members(const cli_opts *o, const cli_reply *r)
 {
     if (o->json) {
-        fwrite(r->body.data, 1, r->body.len, stdout);
-        putchar('\n');
+        cli_print_body(r);
         return EXIT_OK;
     }
     json_t *list = json_object_get(r->json, "members");

@@ -1,11 +1,15 @@
 /*
  * regions.c — `percolator region list`: the regions the service cuts the
  * keyspace into (GET /v1/regions; docs/DESIGN.md §6.2), in key order, in
- * the manner of TiKV's `pd-ctl region`.
+ * the manner of TiKV's `pd-ctl region`; `percolator region split KEY`:
+ * split the region holding KEY before it (POST /v1/regions/split), then
+ * the regions as `list` prints them.
  */
 #include "cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A bound as printed: the key, "-" for the open end (null), "" shown as
@@ -22,8 +26,7 @@ static const char *bound(const json_t *r, const char *name, const char *open)
 static int print_regions(const cli_opts *o, const cli_reply *r)
 {
     if (o->json) {
-        fwrite(r->body.data, 1, r->body.len, stdout);
-        putchar('\n');
+        cli_print_body(r);
         return EXIT_OK;
     }
     json_t *list = json_object_get(r->json, "regions");
@@ -46,15 +49,29 @@ static int print_regions(const cli_opts *o, const cli_reply *r)
 
 int cli_region(const cli_opts *o)
 {
-    if (strcmp(o->args[0], "list") != 0 || o->nargs != 1) {
-        fprintf(stderr, "percolator: region %s: only `region list` exists (percolator --help)\n",
-                o->args[0]);
+    bool list = strcmp(o->args[0], "list") == 0 && o->nargs == 1;
+    bool split = strcmp(o->args[0], "split") == 0 && o->nargs == 2;
+    if (!list && !split) {
+        fprintf(stderr, "percolator: region %s: use `region list` or `region split KEY` "
+                "(percolator --help)\n", o->args[0]);
         return EXIT_USAGE;
     }
     char path[64];
-    snprintf(path, sizeof path, "/v1/regions%s", cli_encoding_query(o, '?'));
+    snprintf(path, sizeof path, "/v1/regions%s%s", split ? "/split" : "",
+             cli_encoding_query(o, '?'));
     cli_reply r;
-    cli_request("GET", path, NULL, 0, &r);
+    char *body = NULL;
+    if (split) {
+        json_t *req = json_pack("{s:s}", "key", o->args[1]);
+        body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+        json_decref(req);
+        if (body == NULL) {
+            fprintf(stderr, "percolator: out of memory\n");
+            return EXIT_USAGE;
+        }
+    }
+    cli_request(split ? "POST" : "GET", path, body, 0, &r);
+    free(body);
     int rc = r.status == 200 ? print_regions(o, &r) : cli_fail(&r);
     cli_reply_free(&r);
     return rc;

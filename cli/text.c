@@ -80,3 +80,9 @@ void cli_print_string(const json_t *s)
 {
     fwrite(json_string_value(s), 1, json_string_length(s), stdout);
 }
+
+void cli_print_body(const cli_reply *r)
+{
+    fwrite(r->body.data, 1, r->body.len, stdout);
+    putchar('\n');
+}

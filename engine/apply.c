@@ -99,6 +99,8 @@ static pc_rc apply_body(pc_session *s, void *arg)
             rc = pc_cursor_del(s, tables[o.table], o.key, o.klen);
         else if (o.op == PC_BATCH_RAISE_SAFE_POINT)
             rc = raise_safe_point(s, a, o.ts);
+        else if (o.op == PC_BATCH_SET_META)
+            rc = pc_named_put(s, o.key, o.klen, o.val, o.vlen);
         else
             pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
     }
@@ -107,6 +109,12 @@ static pc_rc apply_body(pc_session *s, void *arg)
     if (rc != PC_OK || !a->last)
         return rc;
     return pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8);
+}
+
+static pc_rc empty_named(pc_session *s, void *arg)
+{
+    (void)arg;
+    return pc_named_empty(s);
 }
 
 /* An image replaces the tables (image.c). One WiredTiger transaction
@@ -130,6 +138,8 @@ static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
     }
     for (bool left = true; left && rc == PC_OK;)
         rc = pc_run_txn(s, empty_part, &left);
+    if (rc == PC_OK) /* the image holds every named value there is */
+        rc = pc_run_txn(s, empty_named, NULL);
     uint64_t safe_point = 0;
     while (rc == PC_OK) {
         const uint8_t *p = from;

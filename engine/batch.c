@@ -10,9 +10,12 @@
  *   2 DEL        table (1 byte), key length (u32), key
  *   3 RAISE_TS   u64: the store's highest timestamp is at least this
  *   4 RAISE_SAFE_POINT  u64: the GC safe point is at least this (meta)
+ *   5 SET_META   name length (u32), name, value length (u32), value: a
+ *                named value of the service's (meta.c), such as the
+ *                region map
  * Integers big-endian; tables are data, lock, write, notify (0..3) — the
  * meta table is written only by the applier (the applied index, the
- * timestamp floor). Decoding is strict: a batch is applied whole or not
+ * timestamp floor, the named values). Decoding is strict: a batch is applied whole or not
  * at all.
  */
 #include <string.h>
@@ -112,6 +115,30 @@ pc_rc pc_batch_raise_safe_point(pc_buf *b, uint64_t safe_point)
     return raise_op(b, PC_BATCH_RAISE_SAFE_POINT, safe_point);
 }
 
+pc_rc pc_batch_set_meta(pc_buf *b, const char *name, const void *v, size_t vlen)
+{
+    size_t nlen = name != NULL ? strlen(name) : 0;
+    if (nlen == 0 || nlen > PC_META_NAME_MAX || (v == NULL && vlen > 0))
+        return PC_INVALID;
+    pc_rc rc = begin_op(b, PC_BATCH_SET_META);
+    if (rc == PC_OK)
+        rc = append_bytes(b, name, nlen);
+    return rc == PC_OK ? append_bytes(b, v, vlen) : rc;
+}
+
+/* A length and the bytes after it, into *at and *len; false when they
+ * do not fit before end. */
+static bool take_bytes(const uint8_t **q, const uint8_t *end, const uint8_t **at, size_t *len)
+{
+    if (end - *q < 4)
+        return false;
+    *len = get_u32(*q), *q += 4;
+    if ((size_t)(end - *q) < *len)
+        return false;
+    *at = *q, *q += *len;
+    return true;
+}
+
 bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
 {
     const uint8_t *q = *p;
@@ -122,6 +149,13 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
             return false;
         o->ts = pc_get_be64(q);
         *p = q + 8;
+        return true;
+    }
+    if (o->op == PC_BATCH_SET_META) {
+        if (!take_bytes(&q, end, &o->key, &o->klen) || o->klen == 0 ||
+            o->klen > PC_META_NAME_MAX || !take_bytes(&q, end, &o->val, &o->vlen))
+            return false;
+        *p = q;
         return true;
     }
     if ((o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL) || end - q < 5)

@@ -72,6 +72,21 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
 /* The index an image was taken at (0: none, or too short to be one). */
 uint64_t pc_image_index(const void *image, size_t len);
 
+/* ---- named values (meta.c, docs/DESIGN.md §6.2) ----
+ * A value the service keeps with the replicated state under a name (the
+ * region map): set by a batch, so every member sets it at the same index
+ * as it applies that batch; carried by images; the engine gives it no
+ * meaning. Names are 1..PC_META_NAME_MAX bytes. */
+#define PC_META_NAME_MAX 64
+/* Append "set name to v" to batch. PC_INVALID: a bad name. */
+pc_rc pc_batch_set_meta(pc_buf *batch, const char *name, const void *v, size_t vlen);
+/* The value last set under name, into out (emptied first): PC_NOT_FOUND
+ * when none was. */
+pc_rc pc_meta_get(pc_session *s, const char *name, pc_buf *out);
+/* Whether a batch sets name: PC_OK with *value pointing into the batch
+ * (the last value it sets), PC_NOT_FOUND, PC_INVALID (not a batch). */
+pc_rc pc_batch_meta(const void *batch, size_t len, const char *name, pc_slice *value);
+
 /* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
  * that may write (prewrite, commit, rollback, check_txn_status, resolve,
  * heartbeat, one_pc, notify_clear) first latches its keys, waiting for

@@ -10,7 +10,8 @@
  * batches after it apply on top.
  *
  * Not in an image as rows: the meta table's (the applied index is the
- * image's; the GC safe point goes in as RAISE_SAFE_POINT).
+ * image's; the GC safe point goes in as RAISE_SAFE_POINT, each named
+ * value as SET_META: meta.c).
  *
  * Bytes: the applied index (u64, big-endian), then the batch.
  */
@@ -53,6 +54,8 @@ static pc_rc image_rows(pc_session *s, uint64_t applied, uint64_t max_ts, pc_buf
         rc = pc_read_safe_point(s, &safe_point);
     if (rc == PC_OK && safe_point > 0)
         rc = pc_batch_raise_safe_point(&batch, safe_point);
+    if (rc == PC_OK)
+        rc = pc_named_image(s, &batch);
     uint8_t index[INDEX_LEN];
     pc_put_be64(index, applied);
     if (rc == PC_OK && (pc_buf_append(out, index, INDEX_LEN) != PC_OK ||

@@ -104,11 +104,17 @@ typedef struct {
     size_t len;
     uint32_t count;
 } pc_batch_mark;
-enum { PC_BATCH_PUT = 1, PC_BATCH_DEL = 2, PC_BATCH_RAISE_TS = 3, PC_BATCH_RAISE_SAFE_POINT = 4 };
+enum {
+    PC_BATCH_PUT = 1,
+    PC_BATCH_DEL = 2,
+    PC_BATCH_RAISE_TS = 3,
+    PC_BATCH_RAISE_SAFE_POINT = 4,
+    PC_BATCH_SET_META = 5
+};
 #define PC_BATCH_HEADER 8         /* "pcB1" and the number of operations */
 typedef struct {
     uint8_t op, table;            /* table: 0..3, data lock write notify */
-    const uint8_t *key, *val;
+    const uint8_t *key, *val;     /* SET_META: the name and the value */
     size_t klen, vlen;
     uint64_t ts;                  /* PC_BATCH_RAISE_TS, _SAFE_POINT: the value */
 } pc_batch_op;
@@ -127,6 +133,12 @@ pc_rc pc_batch_put(pc_buf *b, int table, const void *k, size_t klen, const void 
 pc_rc pc_batch_del(pc_buf *b, int table, const void *k, size_t klen);
 pc_rc pc_batch_raise_ts(pc_buf *b, uint64_t ts);
 pc_rc pc_batch_raise_safe_point(pc_buf *b, uint64_t safe_point);
+/* meta.c: the named values (pc_meta_get), in the session's transaction:
+ * set one (apply.c), append every one as SET_META to an image's batch
+ * (image.c), remove every one (an image replaces them). */
+pc_rc pc_named_put(pc_session *s, const void *name, size_t nlen, const void *v, size_t vlen);
+pc_rc pc_named_image(pc_session *s, pc_buf *batch);
+pc_rc pc_named_empty(pc_session *s);
 /* snapshots.c: the stored GC safe point, read in the session's
  * transaction (0: none); raise it (apply.c: in the transaction; then
  * note it in memory once committed). */

@@ -14,10 +14,15 @@
  * one replicator, and each batch (a prewrite, a commit, a rollback, a GC
  * part, a round of blind writes) is one region's (DESIGN §6.2).
  *
- * Lifecycle: regions are made and added at start (svc_open) and freed by
- * router_free at stop; between the two the set does not change (splits,
- * which would change it under a lock, do not exist yet), so lookups take
- * no lock.
+ * The map changes by splits (router_install): a split is a command in the
+ * log (the whole new map, a named value of the store: engine_replica.h),
+ * so every member installs it at the same index, and the store keeps it
+ * across restarts and images (DESIGN §6.2). A region's range never
+ * changes: a split puts new regions in the map (the left part keeps the
+ * id, both parts get the next epoch) and retires the old one, which stays
+ * allocated until router_free. So a region a lookup returned stays valid,
+ * perhaps no longer in the map (a stale cut), and lookups hold the
+ * router's lock only while they look: never while a caller waits.
  */
 #ifndef PC_REGION_H
 #define PC_REGION_H
@@ -33,7 +38,7 @@ struct raft_group;
 
 typedef struct region {
     uint64_t id;                 /* 1, 2, ...: never reused */
-    uint64_t epoch;              /* raised by a change of its range (none yet) */
+    uint64_t epoch;              /* raised by a change of its range (a split) */
     pc_buf start;                /* the first key in it (empty: the smallest) */
     pc_buf end;                  /* the first key past it; with unbounded, none */
     bool unbounded;              /* it runs to the end of the keyspace */
@@ -66,13 +71,17 @@ void router_free(router *rt);
 int router_add(router *rt, region *r);
 /* The region that holds key; NULL: none does (a gap between regions). */
 region *router_find(const router *rt, const void *key, size_t len);
-/* The region every key a write batch writes is in (pc_batch_keys); NULL
- * when they are in more than one region, in none, or the batch does not
- * decode. A batch that writes no key (a safe point, a timestamp) is the
- * first region's. */
-region *router_find_batch(const router *rt, const void *batch, size_t len);
+/* The region every key a write batch writes is in (pc_batch_keys): its
+ * first key's. NULL when a key is in no region, the batch does not
+ * decode, or its keys are in regions with other replicators. Keys of
+ * several regions that share the first's replicator (a batch cut before a
+ * split) are that region's, with *stale set (may be NULL). A batch that
+ * writes no key (a safe point, a timestamp, a region map) is the first
+ * region's. */
+region *router_find_batch(const router *rt, const void *batch, size_t len, bool *stale);
 /* Each region that holds a key of [start, end) (end NULL: to the end of
- * the keyspace), in key order, to fn; fn returns non-zero to stop. */
+ * the keyspace), in key order, to fn, called without the router's lock
+ * (it may wait); fn returns non-zero to stop. */
 void router_each_overlapping(const router *rt, const void *start, size_t slen, const void *end,
                              size_t elen, int (*fn)(void *arg, region *r), void *arg);
 /* The regions of a keyspace cut before each of splits[0..n) (engine
@@ -87,5 +96,43 @@ size_t router_run(const router *rt, const pc_mutation *m, size_t n);
 /* The regions in key order: count, and the i-th. */
 size_t router_count(const router *rt);
 region *router_at(const router *rt, size_t i);
+/* The regions in key order as an array of their own (free it; the
+ * regions stay the router's), in *out: their number, 0 and NULL when
+ * memory ran out. */
+size_t router_list(const router *rt, region ***out);
+
+/* Every region's store and replicator, and those of each region a split
+ * makes from now on (today a node's regions share its one log: DESIGN
+ * §6.2); all NULL at stop, once the replicator stopped. */
+void router_share_log(router *rt, pc_engine *e, replicator *repl, struct raft_group *raft);
+
+/* ---- the region map: what a split proposes and the store keeps ----
+ * Bytes: "pcR1", the next region id (u64), the number of regions (u32),
+ * then per region in key order its id (u64), epoch (u64) and start key
+ * (u32 length, bytes); each ends where the next starts, the last at the
+ * end of the keyspace, the first starts at the empty key. Big-endian. */
+#define ROUTER_MAP_NAME "regions"   /* its name among the store's named values */
+#define ROUTER_MAX_REGIONS 4096
+/* The router's map as bytes, into out (emptied first): 0, -1 no memory. */
+int router_encode(const router *rt, pc_buf *out);
+/* A router holding the map (new regions: no store or replicator yet);
+ * NULL when the bytes are not a well-formed map (ids unique and below the
+ * next id, epochs >= 1, starts increasing, at most ROUTER_MAX_REGIONS)
+ * or memory ran out. */
+router *router_decode(const void *map, size_t len);
+/* The map with the region holding key split before key, into out: the
+ * left part keeps its id, the right gets the next id, both the next
+ * epoch. 0; -1 with why in err: key is empty or a region's start already,
+ * the map is full, memory ran out. */
+int router_split_map(const router *rt, const void *key, size_t len, pc_buf *out, char *err,
+                     size_t errlen);
+/* Make the map rt's: its regions that are in rt already (same id, epoch
+ * and range) stay; each other one is new, handed to made (to give it its
+ * store and replicator) before it is put in; the regions no longer in the
+ * map are retired (freed by router_free). The new regions carry the batch
+ * counts of those with their id, and the shared log (router_share_log). 0; -1 (rt unchanged) when the map does
+ * not decode or memory ran out. */
+int router_install(router *rt, const void *map, size_t len, void (*made)(void *arg, region *r),
+                   void *arg);
 
 #endif

@@ -43,10 +43,26 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len)
 {
     if (s->home == NULL || s->home->repl == NULL)
         return NULL; /* start-up: svc_open starts the replicator first */
-    region *r = router_find_batch(s->regions, batch, len);
+    bool stale = false;
+    region *r = router_find_batch(s->regions, batch, len, &stale);
     if (r == NULL)
-        log_error("a write batch of %zu bytes is not for one region: refused", len);
+        log_error("a write batch of %zu bytes is not for one log: refused", len);
+    else if (stale) /* cut before a split: its regions share one log yet */
+        metrics_inc(s->m.region_stale_batches, 1);
     return r;
+}
+
+pc_rc svc_propose(svc *s, const void *batch, size_t len)
+{
+    uint64_t term = svc_leader_term(s);
+    region *rg = svc_region_of_batch(s, batch, len);
+    if (rg == NULL)
+        return PC_UNAVAILABLE;
+    rp_rc r = rg->repl->ops->propose(rg->repl, batch, len, term != 0 ? term : RP_TERM_NONE,
+                                     PROPOSE_WAIT_MS);
+    if (r == RP_OK)
+        region_count_batch(rg);
+    return svc_refused(r);
 }
 
 size_t svc_region_run(svc *s, const pc_mutation *m, size_t n)
@@ -208,6 +224,11 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
 {
     svc *s = ctx;
     if (!svc_replicated(s) || strncmp(httpd_path(req), "/v1/", 4) != 0)
+        return false;
+    /* A member's own region map, as it applied it (routes_regions.c). */
+    const char *local = httpd_query(req, "local", NULL);
+    if (strcmp(httpd_method(req), "GET") == 0 && strcmp(httpd_path(req), "/v1/regions") == 0 &&
+        local != NULL && strcmp(local, "true") == 0)
         return false;
     raft_group_status st;
     svc_leadership l = svc_leadership_of(s, &st);

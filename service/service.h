@@ -66,6 +66,8 @@ typedef struct svc_metrics {
     metrics_series *txn_begun, *txn_committed, *commits_1pc, *commits_2pc;
     metrics_series *commits_cross_region;
     metrics_family *region_batches;
+    metrics_series *region_splits;  /* region maps installed by splits (splits.c) */
+    metrics_series *region_stale_batches; /* batches cut before a split (replica.c) */
     metrics_family *txn_aborted;    /* label: reason */
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
     metrics_series *lock_waits, *lock_wait_timeouts;
@@ -118,6 +120,7 @@ typedef struct svc {
      * group, whose member this is (home->raft; NULL on a single node). */
     router *regions;
     region *home;
+    pthread_mutex_t split_mu;       /* one split proposed at a time (splits.c) */
     forwarder *fwd;                 /* a member passes requests on to its leader */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -224,10 +227,35 @@ static inline bool svc_replicated(const svc *s)
 void svc_write_begin(svc *s, pc_session *ps);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
 /* The region whose replicator a write batch goes to: the one every key it
- * writes is in (router_find_batch). NULL, logged: its keys are in more
- * than one region (a caller's mistake: callers cut their batches with
- * svc_region_run), or no replicator runs yet. */
+ * writes is in (router_find_batch). Keys of several regions that share a
+ * log (a batch cut before a split was applied) go to that log, counted
+ * (DESIGN §6.2). NULL, logged: its keys are in regions of other logs or
+ * none, or no replicator runs yet. */
 region *svc_region_of_batch(svc *s, const void *batch, size_t len);
+/* Propose a batch this service made itself (not an engine action's: a
+ * region map) to its region's replicator in the term this member leads,
+ * and wait until it is applied here: PC_OK, or the refusal (svc_refused). */
+pc_rc svc_propose(svc *s, const void *batch, size_t len);
+
+/* ---- splits (splits.c, DESIGN §6.2) ---- */
+/* The region map at start: the store's, once a split was applied; before
+ * that the one --region-split-keys cuts. 0; -1 logged. */
+int svc_regions_load(svc *s, pc_session *ps);
+/* Split the region holding the engine key before it: propose the new map
+ * and wait until it is applied here (every member installs it as it
+ * applies it). PC_OK; PC_INVALID with why in err (no region holds the
+ * key, it starts one already, the map is full); the replicator's refusal. */
+pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen);
+/* A region new to the router (at start, or made by a split): its
+ * batches' metric series (its store and replicator are the router's
+ * shared log). */
+void svc_region_made(void *arg, region *r);
+/* The apply listener's calls (replicator.h): the change feed's, and the
+ * router's when a batch set the region map or an image replaced the store. */
+void svc_apply_begin(void *arg);
+void svc_applied(void *arg, const void *batch, size_t len);
+void svc_apply_end(void *arg);
+void svc_applied_lost(void *arg);
 /* Sampled before a read's fence and again after its read of the store:
  * when it changed, a proposal failed meanwhile whose commits in flight
  * were let go though its entry may yet be committed by the next leader

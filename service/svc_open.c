@@ -65,6 +65,12 @@ static void init_metrics(svc *s)
         "Two-phase commits whose keys are in two or more regions.");
     s->m.region_batches = metrics_counter(r, "percolator_region_batches_total",
                                           "Write batches proposed, by region id.", "region", NULL);
+    s->m.region_splits = metrics_counter1(
+        r, "percolator_region_map_installs_total",
+        "Region maps installed: a split applied from the log, or an image's map.");
+    s->m.region_stale_batches = metrics_counter1(
+        r, "percolator_region_stale_batches_total",
+        "Write batches cut before a split whose keys are in two regions of one log.");
     s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
                                        "Transactions aborted, by reason.", "reason", NULL);
     s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",
@@ -120,6 +126,7 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
 
     svc_engine_sessions_init(s);
     pthread_mutex_init(&s->takeover_mu, NULL);
+    pthread_mutex_init(&s->split_mu, NULL);
     if (make_run_id(s->run_id, sizeof(s->run_id)) != 0) {
         log_error("cannot read /dev/urandom");
         return 1;
@@ -198,23 +205,14 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
                        .slow_ms = c->gc_retention_ms > 10000 ? c->gc_retention_ms : 10000};
     if ((s->watch = watch_hub_new(s, &wc)) == NULL)
         return 1;
-    apply_listener hear = {watch_apply_begin, watch_applied, watch_apply_end, watch_lost,
-                           s->watch};
-    /* The regions --region-split-keys cuts (one without it: every key),
-     * all in the node's store (region.h). The first is home: its
-     * replicator is every region's (today one log for the node). */
-    pc_buf *splits = NULL;
-    size_t nsplits = 0;
-    if (ks_split_keys(c->region_split_keys, &splits, &nsplits, err, sizeof err) != 0) {
-        log_startup_error(PROG, "%s", err); /* main checked it: memory ran out */
-        return 1;
-    }
-    s->regions = router_split(splits, nsplits);
-    for (size_t i = 0; i < nsplits; i++)
-        pc_buf_free(&splits[i]);
-    free(splits);
-    if (s->regions == NULL) {
-        log_startup_error(PROG, "out of memory");
+    /* The change feed and the router hear of every batch applied. */
+    apply_listener hear = {svc_apply_begin, svc_applied, svc_apply_end, svc_applied_lost, s};
+    /* The regions (region.h): the store's map, or the one
+     * --region-split-keys cuts (one region without it: every key), all in
+     * the node's store. The first is home: its replicator is every
+     * region's (today one log for the node). */
+    if (svc_regions_load(s, boot) != 0) {
+        log_startup_error(PROG, "cannot make the region map (see the log above)");
         return 1;
     }
     region *home = router_at(s->regions, 0);
@@ -237,17 +235,9 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
     }
-    for (size_t i = 0; i < router_count(s->regions); i++) {
-        region *r = router_at(s->regions, i);
-        r->engine = s->engine;
-        r->repl = home->repl;
-        r->raft = home->raft;
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)r->id);
-        r->batches = metrics_series_get(s->m.region_batches, id, NULL);
-    }
-    if (nsplits > 0)
-        log_info("%zu regions (--region-split-keys), one log for them all", nsplits + 1);
+    router_share_log(s->regions, s->engine, home->repl, home->raft);
+    for (size_t i = 0; i < router_count(s->regions); i++)
+        svc_region_made(s, router_at(s->regions, i));
     /* A single node leads from the start (its term is
      * REPLICATOR_LOCAL_TERM): it takes over now, as a member that begins
      * to lead does (svc_take_over: the observers' registrations, a lock a
@@ -280,11 +270,8 @@ void svc_close(svc *s)
         raft_group_stop(s->home->raft); /* after every writer: nothing proposes any more */
     else if (s->home != NULL)
         replicator_local_stop(s->home->repl); /* the same */
-    for (size_t i = 0; s->regions != NULL && i < router_count(s->regions); i++) {
-        region *r = router_at(s->regions, i);
-        r->raft = NULL;
-        r->repl = NULL;
-    }
+    if (s->regions != NULL)
+        router_share_log(s->regions, NULL, NULL, NULL);
     router_free(s->regions);
     s->regions = NULL;
     s->home = NULL;

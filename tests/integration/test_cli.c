@@ -235,6 +235,37 @@ static void usage_errors(void **state)
     expect(&r, 0, NULL);
 }
 
+/* region split cuts the region holding the key, and the table that
+ * follows shows both parts; a key that starts a region already is the
+ * server's refusal (exit 3); a key is one argument. A value written
+ * before the split reads the same after it. */
+static void region_split_and_list(void **state)
+{
+    (void)state;
+    tl_run_result r = CLI("put", "reg/b", "1");
+    expect(&r, 0, NULL);
+    r = CLI("region", "split", "reg/a");
+    assert_non_null(strstr(r.out, "ID     EPOCH  START"));
+    assert_non_null(strstr(r.out, "(start)                  reg/a"));
+    assert_non_null(strstr(r.out, "reg/a                    (end)"));
+    expect(&r, 0, NULL);
+    r = CLI("region", "split", "reg/a");
+    assert_non_null(strstr(r.err, "409 split_refused"));
+    expect(&r, 3, "");
+    r = CLI("region", "split");
+    expect(&r, 2, "");
+    r = CLI("region", "split", "a", "b");
+    expect(&r, 2, "");
+    r = CLI("region", "list");
+    size_t rows = 0;
+    for (const char *p = r.out; (p = strchr(p, '\n')) != NULL; p++)
+        rows++;
+    assert_int_equal(rows, 3); /* a heading and two regions */
+    expect(&r, 0, NULL);
+    r = CLI("get", "reg/b");
+    expect(&r, 0, "1\n");
+}
+
 /* Nothing listening: exit 4, also after retries. */
 static void unreachable_endpoint_is_exit_4(void **state)
 {
@@ -528,6 +559,7 @@ int main(void)
         TL_TEST(token_required),
         TL_TEST(conflict_is_exit_3),
         TL_TEST(watch_claim),
+        TL_TEST(region_split_and_list),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,10 @@
  * The total must be conserved in every snapshot and at the end, with
  * one-phase commit on and off, and after a restart; and again with the
  * keyspace cut into regions (--region-split-keys) so that most transfers
- * span two (DESIGN §6.2), with GC running under them.
+ * span two (DESIGN §6.2), with GC running under them and eight more
+ * splits (POST /v1/regions/split) made while the transfers run; the
+ * twelve regions are the service's after a restart (the store keeps the
+ * map).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,6 +163,57 @@ static void *blind_main(void *arg)
     return NULL;
 }
 
+/* Splits while the transfers run (a command in the log: DESIGN §6.2),
+ * each answered with the map after it. */
+static const char *const more_splits[] = {"acct/02", "acct/07", "acct/12", "acct/17",
+                                          "acct/01", "acct/08", "acct/13", "acct/19"};
+#define MORE_SPLITS (sizeof more_splits / sizeof more_splits[0])
+#define ALL_REGIONS (4 + MORE_SPLITS)
+
+static void *splitter_main(void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < MORE_SPLITS; i++) {
+        usleep(150 * 1000);
+        char body[64];
+        snprintf(body, sizeof body, "{\"key\":\"%s\"}", more_splits[i]);
+        json_t *j = tl_must(&ST, "POST", "/v1/regions/split", body, 200);
+        assert_int_equal(json_array_size(json_object_get(j, "regions")), 5 + i);
+        json_decref(j);
+    }
+    /* A key that starts a region already: refused, nothing changed. */
+    json_decref(tl_must(&ST, "POST", "/v1/regions/split", "{\"key\":\"acct/07\"}", 409));
+    return NULL;
+}
+
+/* The regions after the splits, in key order: starts and ends chain, every
+ * split key starts one, and a region a split cut has a later epoch. */
+static void check_map(void)
+{
+    json_t *regions = tl_must(&ST, "GET", "/v1/regions", NULL, 200);
+    json_t *list = json_object_get(regions, "regions");
+    assert_int_equal(json_array_size(list), ALL_REGIONS);
+    const char *prev_end = "";
+    size_t split_starts = 0, later_epochs = 0;
+    for (size_t i = 0; i < ALL_REGIONS; i++) {
+        json_t *g = json_array_get(list, i);
+        const char *start = json_string_value(json_object_get(g, "start"));
+        assert_non_null(start);
+        assert_string_equal(start, prev_end);
+        for (size_t k = 0; k < MORE_SPLITS; k++)
+            split_starts += strcmp(start, more_splits[k]) == 0;
+        later_epochs += json_integer_value(json_object_get(g, "epoch")) > 1;
+        json_t *end = json_object_get(g, "end");
+        if (i + 1 < ALL_REGIONS)
+            prev_end = json_string_value(end);
+        else
+            assert_true(json_is_null(end));
+    }
+    assert_int_equal(split_starts, MORE_SPLITS);
+    assert_true(later_epochs >= 2 * MORE_SPLITS - 4); /* both parts of each, some twice */
+    json_decref(regions);
+}
+
 /* With regions: every account region took batches, transactions spanned
  * regions (they cannot commit in one phase), and GC's parts went through
  * (a part across two regions would be refused). */
@@ -183,21 +237,10 @@ static void check_regions(void)
         assert_true(b > 0);
     }
     /* The regions as the API and the command-line client list them. */
-    json_t *regions = tl_must(&ST, "GET", "/v1/regions", NULL, 200);
-    json_t *list = json_object_get(regions, "regions");
-    const char *bounds[] = {"", "acct/05", "acct/10", "acct/15", NULL};
-    assert_int_equal(json_array_size(list), 4);
-    for (size_t i = 0; i < 4; i++) {
-        json_t *g = json_array_get(list, i);
-        assert_int_equal(json_integer_value(json_object_get(g, "id")), i + 1);
-        assert_string_equal(json_string_value(json_object_get(g, "start")), bounds[i]);
-        if (bounds[i + 1] != NULL)
-            assert_string_equal(json_string_value(json_object_get(g, "end")), bounds[i + 1]);
-        else
-            assert_true(json_is_null(json_object_get(g, "end")));
-        assert_true(json_integer_value(json_object_get(g, "batches")) > 0);
-    }
-    json_decref(regions);
+    check_map();
+    print_message("regions: %.0f batches cut before a split went to the shared log\n",
+                  tl_service_metric(&ST, "percolator_region_stale_batches_total"));
+    assert_true(tl_service_metric(&ST, "percolator_region_map_installs_total") >= MORE_SPLITS);
     const char *args[] = {"--endpoint", ST.svc.url, "region", "list", NULL};
     tl_run_result out;
     assert_int_equal(tl_run("percolator", args, NULL, NULL, 0, 30000, &out), 0);
@@ -208,7 +251,7 @@ static void check_regions(void)
     size_t rows = 0;
     for (const char *p = out.out; (p = strchr(p, '\n')) != NULL; p++)
         rows++;
-    assert_int_equal(rows, 5); /* a heading and four regions */
+    assert_int_equal(rows, 1 + ALL_REGIONS); /* a heading and a row per region */
     tl_run_free(&out);
 
     /* A range whose end is below its start reads nothing, in whatever
@@ -254,15 +297,18 @@ static void run_bank(const char *one_pc, const char *splits)
     json_decref(call("POST", "/v1/txn", body, &st));
     assert_int_equal(st, 200);
 
-    pthread_t th[CLIENTS + 1];
+    pthread_t th[CLIENTS + 2];
     client c[CLIENTS];
     reader r = {0};
+    int threads = CLIENTS + 1;
     for (int i = 0; i < CLIENTS; i++) {
         c[i] = (client){.id = i, .seed = (unsigned)(i * 7919 + 17)};
         assert_int_equal(tl_thread_start(&th[i], client_main, &c[i]), 0);
     }
     assert_int_equal(tl_thread_start(&th[CLIENTS], reader_main, &r), 0);
-    for (int i = 0; i <= CLIENTS; i++)
+    if (splits != NULL)
+        assert_int_equal(tl_thread_start(&th[threads++], splitter_main, NULL), 0);
+    for (int i = 0; i < threads; i++)
         assert_int_equal(tl_thread_join(th[i], NULL), 0);
     int done = 0, retries = 0;
     for (int i = 0; i < CLIENTS; i++) {
@@ -295,6 +341,8 @@ static void run_bank(const char *one_pc, const char *splits)
         assert_int_equal(snapshot_sum(&n), TOTAL);
         if (pass == 0 && splits != NULL)
             check_regions();
+        if (pass == 1 && splits != NULL)
+            check_map(); /* the store's map, not --region-split-keys' */
         if (pass == 0) {
             assert_int_equal(tl_service_stop(&ST), 0);
             assert_int_equal(tl_service_start(&ST), 0);

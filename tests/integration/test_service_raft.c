@@ -603,6 +603,72 @@ static double metric_on(group *g, int i, const char *name)
     return v;
 }
 
+/* Splits made through the kills (a command in the log: DESIGN §6.2), one
+ * after each of the first leader kills. */
+static const char *const kill_splits[] = {"acct-2", "si1", "acct-7", "si4", "si8", "si2"};
+#define KILL_SPLITS (int)(sizeof kill_splits / sizeof kill_splits[0])
+
+/* Split at key through whichever member answers: 200, or 409 when a try
+ * whose answer was lost in a kill had made it already. */
+static void split_at(group *g, const char *key)
+{
+    char body[64];
+    snprintf(body, sizeof body, "{\"key\":\"%s\"}", key);
+    long st = call_any(g, "POST", "/v1/regions/split", body, 30000, NULL);
+    if (st != 200 && st != 409)
+        fail_msg("split at %s: %ld", key, st);
+}
+
+/* Member i's own region map (GET /v1/regions?local=true) as
+ * "id:epoch:start|...", into out; false when it did not answer. */
+static bool map_of(group *g, int i, char *out, size_t cap)
+{
+    json_t *j = NULL, *r;
+    size_t k;
+    out[0] = '\0';
+    if (call_on(g, i, "GET", "/v1/regions?local=true", NULL, REQ_MS, &j) != 200) {
+        json_decref(j);
+        return false;
+    }
+    json_array_foreach(json_object_get(j, "regions"), k, r) {
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%lld:%lld:%s|",
+                 (long long)json_integer_value(json_object_get(r, "id")),
+                 (long long)json_integer_value(json_object_get(r, "epoch")),
+                 json_string_value(json_object_get(r, "start")));
+    }
+    json_decref(j);
+    return true;
+}
+
+/* Every member holds the same map, with every split in it, once each has
+ * caught up (within 30 s): the splits were applied from the log at the
+ * same index on each, kills and restarts between them. */
+static void every_member_has_the_splits(group *g, int regions)
+{
+    char want[1024], got[1024];
+    uint64_t end = time_mono_ms() + 30000;
+    bool same = false;
+    while (!same && time_mono_ms() < end) {
+        same = map_of(g, 0, want, sizeof want);
+        for (int i = 1; same && i < g->n; i++)
+            same = map_of(g, i, got, sizeof got) && strcmp(got, want) == 0;
+        if (!same)
+            time_sleep_ms(200);
+    }
+    printf("# every member's region map: %s\n", want);
+    assert_true(same);
+    int n = 0;
+    for (const char *p = want; (p = strchr(p, '|')) != NULL; p++)
+        n++;
+    assert_int_equal(n, regions);
+    for (int k = 0; k < KILL_SPLITS; k++) {
+        char start[32];
+        snprintf(start, sizeof start, ":%s|", kill_splits[k]);
+        assert_non_null(strstr(want, start));
+    }
+}
+
 static void bank_and_snapshot_isolation_through_kills(void **state)
 {
     (void)state;
@@ -612,7 +678,8 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
      * from three oracles as a Raft group of their own. The keyspace is cut
      * into five regions (acct-0..4 | acct-5..9 | si0..2 and si10.. |
      * si3..5 | si6..9), so that many transactions span two: each batch is
-     * one region's (DESIGN §6.2). */
+     * one region's (DESIGN §6.2); six more splits come through the kills,
+     * and every member ends with the same eleven regions. */
     const char *extra[] = {"--one-pc", "off", "--region-split-keys", "acct-5,si,si3,si6", NULL};
     group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 15000) >= 0);
@@ -631,6 +698,8 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
         int l = leader_but(&g, -1, 30000);
         assert_true(l >= 0);
         took[k] = kill_and_restart(&g, l, true);
+        if (k < KILL_SPLITS)
+            split_at(&g, kill_splits[k]);
         if (k % 3 == 2) {
             time_sleep_ms(500);
             int lf = leader_but(&g, -1, 30000);
@@ -667,6 +736,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     si_free(h);
 
     no_lock_left(&g);
+    every_member_has_the_splits(&g, 5 + KILL_SPLITS);
     group_stop(&g);
 }
 
@@ -1001,6 +1071,7 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
     group_start(&g, false, extra);
     int l = leader_but(&g, -1, 15000);
     assert_true(l >= 0);
+    split_at(&g, "wipe-5"); /* an entry long compacted when the member is back */
     char key[32], value[32];
     for (int k = 0; k < 40; k++) {
         snprintf(key, sizeof key, "wipe-%d", k);
@@ -1027,6 +1098,11 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
            (long long)back.applied, (long long)lead.applied, installs);
     assert_true(back.applied >= lead.applied);
     assert_true(installs >= 1);
+    /* The region map came with the image (splits.c svc_applied_lost). */
+    char map[256];
+    assert_true(map_of(&g, w, map, sizeof map));
+    printf("# the wiped member's region map: %s\n", map);
+    assert_string_equal(map, "1:2:|2:2:wipe-5|");
     /* Its store, read alone, holds what the group holds. */
     assert_int_equal(tl_stop(g.pid[w], TL_STOP_MS), 0);
     g.pid[w] = 0;
@@ -1037,6 +1113,8 @@ static void a_wiped_member_catches_up_by_snapshot(void **state)
     node_start(&g, w);
     wait_caught_up(&g, w, &lead, &back);
     assert_true(member_metric(&g, w, "percolator_raft_snapshot_installs_total") == 0);
+    assert_true(map_of(&g, w, map, sizeof map)); /* from its store */
+    assert_string_equal(map, "1:2:|2:2:wipe-5|");
     char log[620];
     snprintf(log, sizeof log, "%s/n%d.log", g.dir, w + 1);
     char *text = tl_read_file(log, NULL);

@@ -20,7 +20,11 @@
  *  - an image (engine/image.c: a Raft snapshot) of the leader installed on
  *    a store with other rows makes it equal to the leader, at the image's
  *    index, and the batches after it apply on top; an image of a state the
- *    store already passed changes nothing.
+ *    store already passed changes nothing;
+ *  - named values (engine/meta.c: the service's region map): set by a
+ *    batch at its index, the last set wins, kept across a restart, found
+ *    in a batch (pc_batch_meta), carried by an image, and an image
+ *    replaces a store's named values with its own.
  */
 #include "engine_fixture.h"
 #include "engine_replica.h"
@@ -562,6 +566,82 @@ static void a_pinned_image_is_of_its_moment(void **state)
     pc_buf_free(&want);
 }
 
+/* ---- named values ---- */
+
+static void meta_is(fx *f, const char *name, const char *want)
+{
+    pc_buf v = {0};
+    pc_rc rc = pc_meta_get(f->s, name, &v);
+    if (want == NULL) {
+        assert_int_equal(rc, PC_NOT_FOUND);
+    } else {
+        assert_int_equal(rc, PC_OK);
+        assert_int_equal(v.len, strlen(want));
+        assert_memory_equal(v.data, want, v.len);
+    }
+    pc_buf_free(&v);
+}
+
+static void named_values_go_with_batches_and_images(void **state)
+{
+    trio *t = *state;
+    pc_buf b = {0}, img = {0};
+    char longest[PC_META_NAME_MAX + 2];
+    memset(longest, 'n', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    assert_int_equal(pc_batch_set_meta(&b, "", "v", 1), PC_INVALID);
+    assert_int_equal(pc_batch_set_meta(&b, longest, "v", 1), PC_INVALID);
+    longest[PC_META_NAME_MAX] = '\0'; /* the longest name there may be */
+    assert_int_equal(pc_batch_set_meta(&b, longest, "L", 1), PC_OK);
+    assert_int_equal(pc_batch_set_meta(&b, "regions", "one", 3), PC_OK);
+    assert_int_equal(pc_batch_set_meta(&b, "regions", "two", 3), PC_OK);
+    assert_int_equal(pc_batch_set_meta(&b, "empty", NULL, 0), PC_OK);
+    pc_slice v;
+    assert_int_equal(pc_batch_meta(b.data, b.len, "regions", &v), PC_OK);
+    assert_int_equal(v.len, 3);
+    assert_memory_equal(v.data, "two", 3); /* the last one set */
+    assert_int_equal(pc_batch_meta(b.data, b.len, "region", &v), PC_NOT_FOUND);
+    assert_int_equal(pc_batch_meta(b.data, b.len - 1, "regions", &v), PC_INVALID);
+    /* Cut short anywhere: not a batch. */
+    for (size_t n = 0; n < b.len; n++)
+        assert_int_equal(pc_batch_check(b.data, n), PC_INVALID);
+
+    meta_is(t->follower, "regions", NULL);
+    assert_int_equal(pc_apply_batch(t->follower->s, b.data, b.len, 1), PC_OK);
+    meta_is(t->follower, "regions", "two");
+    meta_is(t->follower, longest, "L");
+    meta_is(t->follower, "empty", "");
+    /* A replay is skipped: a later value stays. */
+    b.len = 0;
+    assert_int_equal(pc_batch_set_meta(&b, "regions", "three", 5), PC_OK);
+    assert_int_equal(pc_apply_batch(t->follower->s, b.data, b.len, 2), PC_OK);
+    b.len = 0;
+    assert_int_equal(pc_batch_set_meta(&b, "regions", "one", 3), PC_OK);
+    assert_int_equal(pc_apply_batch(t->follower->s, b.data, b.len, 2), PC_OK);
+    fx_reopen(t->follower);
+    meta_is(t->follower, "regions", "three");
+
+    /* The image carries them; installed, it replaces the store's own. */
+    fx *c = fx_new();
+    b.len = 0;
+    assert_int_equal(pc_batch_set_meta(&b, "stale", "x", 1), PC_OK);
+    assert_int_equal(pc_batch_set_meta(&b, "regions", "old", 3), PC_OK);
+    assert_int_equal(pc_apply_batch(c->s, b.data, b.len, 1), PC_OK);
+    uint64_t at = 0;
+    assert_int_equal(pc_image_take(t->follower->s, &img, &at), PC_OK);
+    assert_int_equal(at, 2);
+    install(c, &img);
+    meta_is(c, "regions", "three");
+    meta_is(c, longest, "L");
+    meta_is(c, "empty", "");
+    meta_is(c, "stale", NULL);
+    /* The values are not rows of the replicated tables. */
+    same_tables(t->follower, c);
+    pc_buf_free(&b);
+    pc_buf_free(&img);
+    fx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,6 +655,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(an_image_replaces_a_store_and_batches_follow_it, setup,
                                         teardown),
         cmocka_unit_test(an_image_larger_than_the_cache_is_installed),
+        cmocka_unit_test_setup_teardown(named_values_go_with_batches_and_images, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,9 +4,14 @@
  * region whose [start, end) holds it, ranges that overlap are refused, a
  * gap holds no key, a read of a range meets every region it overlaps and
  * no other, and a batch is for a region only when every key it writes is
- * in that region; --region-split-keys is parsed and checked, its keys cut
+ * in that region (or, cut before a split, in regions of one log: marked
+ * stale); --region-split-keys is parsed and checked, its keys cut
  * the keyspace into contiguous regions, and a transaction's keys are cut
- * into runs of one region each (router_run).
+ * into runs of one region each (router_run); the region map (what a split
+ * proposes and the store keeps) encodes and decodes to the same regions,
+ * a malformed one is refused, a split's map and its installation keep the
+ * regions it does not touch, and lookups go on safely while maps are
+ * installed (a thread installing, others looking up: under ASan too).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +22,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "internal.h"
 #include "keyspace.h"
@@ -262,23 +269,31 @@ static void a_batch_is_for_the_region_of_all_its_keys(void **state)
         assert_int_equal(k.len[i], 3);
         assert_memory_equal(k.seen[i], "c\0x", 3);
     }
-    region *r = router_find_batch(rt, b.data, b.len);
+    region *r = router_find_batch(rt, b.data, b.len, NULL);
     assert_non_null(r);
     assert_int_equal(r->id, 2);
 
     write_key(&b, "f", 1, 8); /* the same region still */
-    assert_int_equal(router_find_batch(rt, b.data, b.len)->id, 2);
-    write_key(&b, "x", 1, 8); /* and one in another */
-    assert_null(router_find_batch(rt, b.data, b.len));
+    assert_int_equal(router_find_batch(rt, b.data, b.len, NULL)->id, 2);
+    write_key(&b, "x", 1, 8); /* and one in another, on the same log: a stale cut */
+    bool stale = false;
+    assert_int_equal(router_find_batch(rt, b.data, b.len, &stale)->id, 2);
+    assert_true(stale);
+    replicator logs[3];
+    memset(logs, 0, sizeof logs);
+    for (size_t i = 0; i < 3; i++) /* regions with logs of their own: refused */
+        router_at(rt, i)->repl = &logs[i];
+    assert_null(router_find_batch(rt, b.data, b.len, &stale));
+    assert_false(stale);
     pc_buf_free(&b);
 
     pc_buf only_ts = {0};
     assert_int_equal(pc_batch_raise_ts(&only_ts, 3), PC_OK);
-    assert_int_equal(router_find_batch(rt, only_ts.data, only_ts.len)->id, 1);
+    assert_int_equal(router_find_batch(rt, only_ts.data, only_ts.len, NULL)->id, 1);
     pc_buf_free(&only_ts);
 
     const char junk[] = "not a batch";
-    assert_null(router_find_batch(rt, junk, sizeof junk));
+    assert_null(router_find_batch(rt, junk, sizeof junk, NULL));
     assert_int_equal(pc_batch_keys(junk, sizeof junk, note_key, &k), PC_INVALID);
     router_free(rt);
 }
@@ -426,6 +441,265 @@ static void split_keys_are_parsed_and_checked(void **state)
     free(big);
 }
 
+/* ---- the region map ---- */
+
+/* "id:epoch:start|..." of a router's regions, in key order. */
+static const char *shape(const router *rt)
+{
+    static char out[512];
+    out[0] = '\0';
+    for (size_t i = 0; i < router_count(rt); i++) {
+        const region *r = router_at(rt, i);
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%llu:%llu:%.*s|",
+                 (unsigned long long)r->id, (unsigned long long)r->epoch, (int)r->start.len,
+                 (const char *)r->start.data);
+    }
+    return out;
+}
+
+static router *split_at(const char *const *keys, size_t n)
+{
+    pc_buf b[8];
+    for (size_t i = 0; i < n; i++)
+        b[i] = B(keys[i]);
+    router *rt = router_split(b, n);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&b[i]);
+    assert_non_null(rt);
+    return rt;
+}
+
+static void a_split_is_a_map_every_member_installs_alike(void **state)
+{
+    (void)state;
+    router *rt = split_at((const char *[]){"m"}, 1);
+    region *left = router_at(rt, 0), *right = router_at(rt, 1);
+    atomic_store(&left->nbatches, 7);
+    char err[128] = "";
+    pc_buf map = {0}, again = {0};
+    assert_int_equal(router_split_map(rt, "f", 1, &map, err, sizeof err), 0);
+    /* Another member decodes the same map into the same regions. */
+    router *other = router_decode(map.data, map.len);
+    assert_non_null(other);
+    assert_string_equal(shape(other), "1:2:|3:2:f|2:1:m|");
+    assert_int_equal(router_encode(other, &again), 0);
+    assert_int_equal(again.len, map.len);
+    assert_memory_equal(again.data, map.data, map.len);
+    assert_string_equal(shape(rt), "1:1:|2:1:m|"); /* proposing changes nothing */
+
+    assert_int_equal(router_install(rt, map.data, map.len, NULL, NULL), 0);
+    assert_string_equal(shape(rt), "1:2:|3:2:f|2:1:m|");
+    assert_ptr_equal(router_at(rt, 2), right); /* untouched: the same region */
+    assert_ptr_not_equal(router_at(rt, 0), left);
+    assert_int_equal(atomic_load(&router_at(rt, 0)->nbatches), 7); /* counted on */
+    /* The retired region is still whole for whoever holds it. */
+    assert_true(region_contains(left, "g", 1));
+    assert_int_equal(found(rt, "g"), 3);
+    assert_int_equal(found(rt, "e"), 1);
+    /* The same map again changes nothing. */
+    region *mid = router_at(rt, 1);
+    assert_int_equal(router_install(rt, map.data, map.len, NULL, NULL), 0);
+    assert_ptr_equal(router_at(rt, 1), mid);
+
+    /* Refused splits. */
+    assert_int_equal(router_split_map(rt, "f", 1, &again, err, sizeof err), -1);
+    assert_non_null(strstr(err, "region 3 starts at that key already"));
+    assert_int_equal(router_split_map(rt, "", 0, &again, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no region holds"));
+    /* The next split gets the next id, and the last region can split. */
+    assert_int_equal(router_split_map(rt, "t", 1, &again, err, sizeof err), 0);
+    assert_int_equal(router_install(rt, again.data, again.len, NULL, NULL), 0);
+    assert_string_equal(shape(rt), "1:2:|3:2:f|2:2:m|4:2:t|");
+    assert_true(router_at(rt, 3)->unbounded);
+    router_free(other);
+    pc_buf_free(&map);
+    pc_buf_free(&again);
+    router_free(rt);
+}
+
+static void a_map_full_of_regions_takes_no_split(void **state)
+{
+    (void)state;
+    size_t n = ROUTER_MAX_REGIONS - 1;
+    pc_buf *keys = calloc(n, sizeof(*keys));
+    assert_non_null(keys);
+    for (size_t i = 0; i < n; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%06zu", i);
+        keys[i] = B(k);
+    }
+    router *rt = router_split(keys, n);
+    assert_non_null(rt);
+    char err[128] = "";
+    pc_buf map = {0};
+    assert_int_equal(router_split_map(rt, "k000000x", 8, &map, err, sizeof err), -1);
+    assert_non_null(strstr(err, "the most there may be"));
+    assert_int_equal(router_encode(rt, &map), 0);
+    router *back = router_decode(map.data, map.len);
+    assert_non_null(back);
+    assert_int_equal(router_count(back), ROUTER_MAX_REGIONS);
+    router_free(back);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&keys[i]);
+    free(keys);
+    pc_buf_free(&map);
+    router_free(rt);
+}
+
+static void put32(pc_buf *b, uint32_t v)
+{
+    uint8_t p[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    assert_int_equal(pc_buf_append(b, p, 4), PC_OK);
+}
+
+static void put64(pc_buf *b, uint64_t v)
+{
+    put32(b, (uint32_t)(v >> 32));
+    put32(b, (uint32_t)v);
+}
+
+/* A map of count regions with these ids, epochs and starts. */
+static pc_buf map_of(uint64_t next_id, uint32_t count, const uint64_t *ids, const uint64_t *epochs,
+                     const char *const *starts)
+{
+    pc_buf b = B("pcR1");
+    put64(&b, next_id);
+    put32(&b, count);
+    for (uint32_t i = 0; i < count; i++) {
+        put64(&b, ids[i]);
+        put64(&b, epochs[i]);
+        put32(&b, (uint32_t)strlen(starts[i]));
+        assert_int_equal(pc_buf_append(&b, starts[i], strlen(starts[i])), PC_OK);
+    }
+    return b;
+}
+
+static void a_malformed_map_is_refused(void **state)
+{
+    (void)state;
+    const uint64_t ids[] = {1, 2, 3}, ones[] = {1, 1, 1};
+    const char *const starts[] = {"", "b", "c"};
+    pc_buf good = map_of(4, 3, ids, ones, starts);
+    router *rt = router_decode(good.data, good.len);
+    assert_non_null(rt);
+    assert_string_equal(shape(rt), "1:1:|2:1:b|3:1:c|");
+    for (size_t n = 0; n < good.len; n++) /* cut short anywhere */
+        assert_null(router_decode(good.data, n));
+    assert_int_equal(pc_buf_append(&good, "x", 1), PC_OK); /* bytes after it */
+    assert_null(router_decode(good.data, good.len));
+    struct {
+        uint64_t next;
+        uint32_t count;
+        uint64_t ids[3], epochs[3];
+        const char *starts[3];
+    } bad[] = {
+        {4, 3, {1, 2, 3}, {1, 1, 1}, {"a", "b", "c"}}, /* the first not at "" */
+        {4, 3, {1, 2, 3}, {1, 1, 1}, {"", "c", "b"}},  /* out of order */
+        {4, 3, {1, 2, 3}, {1, 1, 1}, {"", "b", "b"}},  /* a repeated start */
+        {4, 3, {1, 2, 2}, {1, 1, 1}, {"", "b", "c"}},  /* a repeated id */
+        {3, 3, {1, 2, 3}, {1, 1, 1}, {"", "b", "c"}},  /* an id at the next id */
+        {4, 3, {1, 0, 3}, {1, 1, 1}, {"", "b", "c"}},  /* id 0 */
+        {4, 3, {1, 2, 3}, {1, 0, 1}, {"", "b", "c"}},  /* epoch 0 */
+        {4, 0, {1, 2, 3}, {1, 1, 1}, {"", "b", "c"}},  /* no region */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pc_buf m = map_of(bad[i].next, bad[i].count, bad[i].ids, bad[i].epochs, bad[i].starts);
+        assert_null(router_decode(m.data, m.len));
+        /* Installing it changes nothing. */
+        assert_int_equal(router_install(rt, m.data, m.len, NULL, NULL), -1);
+        assert_string_equal(shape(rt), "1:1:|2:1:b|3:1:c|");
+        pc_buf_free(&m);
+    }
+    pc_buf_free(&good);
+    router_free(rt);
+}
+
+/* ---- installs while others look up ---- */
+
+#define INSTALLS 2000
+#define SPLITS 20
+
+typedef struct {
+    router *rt;
+    _Atomic bool done;
+    _Atomic long lookups;
+} race;
+
+static int count_region(void *arg, region *r)
+{
+    int *n = arg;
+    assert_true(r->epoch >= 1);
+    (*n)++;
+    return 0;
+}
+
+static void *look_up(void *arg)
+{
+    race *x = arg;
+    while (!atomic_load(&x->done)) {
+        for (int i = 0; i < 64; i++) {
+            char k[8];
+            snprintf(k, sizeof k, "k%02d", (i * 7) % 64);
+            region *r = router_find(x->rt, k, strlen(k));
+            assert_non_null(r); /* the maps cover every key */
+            assert_true(region_contains(r, k, strlen(k))); /* valid, perhaps retired */
+            int seen = 0;
+            router_each_overlapping(x->rt, "", 0, NULL, 0, count_region, &seen);
+            assert_true(seen >= 1);
+            region **all = NULL;
+            size_t n = router_list(x->rt, &all);
+            assert_true(n == 1 || n == SPLITS + 1);
+            free(all);
+            atomic_fetch_add(&x->lookups, 1);
+        }
+    }
+    return NULL;
+}
+
+static void lookups_go_on_while_maps_are_installed(void **state)
+{
+    (void)state;
+    /* Two maps: one region, and SPLITS + 1 regions (more than a chunk of
+     * router_each_overlapping), installed in turn. */
+    router *one = router_new(), *many = NULL;
+    assert_non_null(one);
+    assert_int_equal(router_add(one, R(1, "", NULL)), 0);
+    router_at(one, 0)->epoch = 1;
+    pc_buf m1 = {0}, m2 = {0};
+    assert_int_equal(router_encode(one, &m1), 0);
+    pc_buf keys[SPLITS];
+    for (int i = 0; i < SPLITS; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "k%02d", i * 3);
+        keys[i] = B(k);
+    }
+    assert_non_null(many = router_split(keys, SPLITS));
+    assert_int_equal(router_encode(many, &m2), 0);
+    int all = 0;
+    router_each_overlapping(many, "", 0, NULL, 0, count_region, &all);
+    assert_int_equal(all, SPLITS + 1);
+
+    race x = {.rt = one};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, look_up, &x), 0);
+    for (int i = 0; i < INSTALLS; i++) {
+        const pc_buf *m = i % 2 ? &m1 : &m2;
+        assert_int_equal(router_install(one, m->data, m->len, NULL, NULL), 0);
+    }
+    atomic_store(&x.done, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_true(atomic_load(&x.lookups) > 0);
+    assert_int_equal(router_count(one), 1);
+    for (int i = 0; i < SPLITS; i++)
+        pc_buf_free(&keys[i]);
+    pc_buf_free(&m1);
+    pc_buf_free(&m2);
+    router_free(many);
+    router_free(one);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +712,10 @@ int main(void)
         cmocka_unit_test(the_split_keys_cut_the_keyspace),
         cmocka_unit_test(a_run_is_the_keys_of_the_first_keys_region),
         cmocka_unit_test(split_keys_are_parsed_and_checked),
+        cmocka_unit_test(a_split_is_a_map_every_member_installs_alike),
+        cmocka_unit_test(a_map_full_of_regions_takes_no_split),
+        cmocka_unit_test(a_malformed_map_is_refused),
+        cmocka_unit_test(lookups_go_on_while_maps_are_installed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

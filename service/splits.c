@@ -1,0 +1,138 @@
+/*
+ * splits.c — the region map as replicated state (docs/DESIGN.md §6.2).
+ *
+ * A split is a command in the log, as TiKV's BatchSplit is: the leader
+ * proposes the whole new map (router_split_map) as a named value of the
+ * store (engine_replica.h: pc_batch_set_meta), and every member installs
+ * it in its router as it applies that batch (svc_applied), so all of them
+ * cut the keyspace alike from the same index on. The store keeps the map
+ * (a restart loads it: svc_regions_load) and images carry it (a member
+ * that installs one reloads it: svc_applied_lost). Carrying the whole map
+ * rather than "split at k" keeps every member's map equal to the
+ * proposer's even if their --region-split-keys differed; the proposer
+ * computes it from a router that holds every map committed before (one
+ * split at a time, on a member that took over: every earlier entry is
+ * applied here).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine_replica.h"
+#include "keyspace.h"
+#include "log.h"
+#include "service.h"
+#include "watch.h"
+
+void svc_region_made(void *arg, region *r)
+{
+    svc *s = arg;
+    char id[24];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)r->id);
+    r->batches = metrics_series_get(s->m.region_batches, id, NULL);
+}
+
+/* Make map the router's; why: what set it, for the log. */
+static void install(svc *s, const void *map, size_t len, const char *why)
+{
+    if (router_install(s->regions, map, len, svc_region_made, s) != 0) {
+        /* No leader of ours proposes a map that does not decode (it made
+         * it with router_split_map); the store has it, the router keeps
+         * the last good one. */
+        log_error("regions: the map set by %s (%zu bytes) does not decode or memory ran out: "
+                  "the router keeps its %zu regions", why, len, router_count(s->regions));
+        return;
+    }
+    metrics_inc(s->m.region_splits, 1);
+    log_info("regions: %zu after %s", router_count(s->regions), why);
+}
+
+int svc_regions_load(svc *s, pc_session *ps)
+{
+    char err[256];
+    pc_buf map = {0};
+    pc_rc rc = pc_meta_get(ps, ROUTER_MAP_NAME, &map);
+    if (rc == PC_OK) {
+        s->regions = router_decode(map.data, map.len);
+        if (s->regions == NULL)
+            log_error("the store's region map (%zu bytes) does not decode", map.len);
+        else if (s->cfg.region_split_keys[0] != '\0')
+            log_info("%zu regions, the store's map (split since it began): "
+                     "--region-split-keys is for a store that never split",
+                     router_count(s->regions));
+        pc_buf_free(&map);
+        return s->regions != NULL ? 0 : -1;
+    }
+    if (rc != PC_NOT_FOUND) {
+        log_error("cannot read the store's region map (%d)", (int)rc);
+        return -1;
+    }
+    pc_buf *splits = NULL;
+    size_t n = 0;
+    if (ks_split_keys(s->cfg.region_split_keys, &splits, &n, err, sizeof err) != 0) {
+        log_error("%s", err); /* main checked the list: memory ran out */
+        return -1;
+    }
+    s->regions = router_split(splits, n);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&splits[i]);
+    free(splits);
+    if (s->regions == NULL) {
+        log_error("out of memory");
+        return -1;
+    }
+    if (n > 0)
+        log_info("%zu regions (--region-split-keys), one log for them all", n + 1);
+    return 0;
+}
+
+pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen)
+{
+    pc_buf map = {0}, batch = {0};
+    pthread_mutex_lock(&s->split_mu);
+    pc_rc rc = PC_INVALID;
+    if (router_split_map(s->regions, key, len, &map, err, errlen) == 0) {
+        rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len);
+        if (rc == PC_OK)
+            rc = svc_propose(s, batch.data, batch.len);
+        else
+            snprintf(err, errlen, "out of memory");
+    }
+    pthread_mutex_unlock(&s->split_mu);
+    pc_buf_free(&map);
+    pc_buf_free(&batch);
+    return rc;
+}
+
+void svc_apply_begin(void *arg)
+{
+    watch_apply_begin(((svc *)arg)->watch);
+}
+
+void svc_applied(void *arg, const void *batch, size_t len)
+{
+    svc *s = arg;
+    watch_applied(s->watch, batch, len);
+    pc_slice map;
+    if (pc_batch_meta(batch, len, ROUTER_MAP_NAME, &map) == PC_OK)
+        install(s, map.data, map.len, "a split in the log");
+}
+
+void svc_apply_end(void *arg)
+{
+    watch_apply_end(((svc *)arg)->watch);
+}
+
+void svc_applied_lost(void *arg)
+{
+    svc *s = arg;
+    watch_lost(s->watch);
+    /* An image replaced the store: its map (if it has one) is the router's. */
+    pc_session *ps = svc_engine_session(s);
+    pc_buf map = {0};
+    pc_rc rc = ps != NULL ? pc_meta_get(ps, ROUTER_MAP_NAME, &map) : PC_NOMEM;
+    if (rc == PC_OK)
+        install(s, map.data, map.len, "an image of the leader's store");
+    else if (rc != PC_NOT_FOUND)
+        log_error("regions: cannot read the region map of the image installed (%d)", (int)rc);
+    pc_buf_free(&map);
+}
