@@ -133,7 +133,7 @@ static const char usage_text[] =
     "                             (member: any member of the service's or the oracle's group)\n"
     "  region list                the regions the service cuts the keyspace into\n"
     "                             (--region-split-keys, splits): ID, EPOCH, START, END,\n"
-    "                             BATCHES\n"
+    "                             BATCHES, BYTES (at the last size check; - : none)\n"
     "  region split KEY           split the region holding KEY before it (a command\n"
     "                             in the log), then list the regions\n"
     "  status                     what each of --endpoints says of itself (its /v1/health),\n"

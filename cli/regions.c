@@ -34,15 +34,20 @@ static int print_regions(const cli_opts *o, const cli_reply *r)
         fprintf(stderr, "percolator: the reply has no region list\n");
         return EXIT_SERVER;
     }
-    printf("%-6s %-6s %-24s %-24s %s\n", "ID", "EPOCH", "START", "END", "BATCHES");
+    printf("%-6s %-6s %-24s %-24s %-10s %s\n", "ID", "EPOCH", "START", "END", "BATCHES",
+           "BYTES");
     size_t i;
     json_t *g;
     json_array_foreach(list, i, g) {
-        printf("%-6lld %-6lld %-24s %-24s %lld\n",
+        const json_t *bytes = json_object_get(g, "bytes");
+        char size[24] = "-"; /* not measured */
+        if (json_is_integer(bytes))
+            snprintf(size, sizeof size, "%lld", (long long)json_integer_value(bytes));
+        printf("%-6lld %-6lld %-24s %-24s %-10lld %s\n",
                (long long)json_integer_value(json_object_get(g, "id")),
                (long long)json_integer_value(json_object_get(g, "epoch")),
                bound(g, "start", "(start)"), bound(g, "end", "(end)"),
-               (long long)json_integer_value(json_object_get(g, "batches")));
+               (long long)json_integer_value(json_object_get(g, "batches")), size);
     }
     return EXIT_OK;
 }

@@ -45,4 +45,20 @@ typedef struct {
 /* Rows in each table (a full scan: for tests and operators). */
 pc_rc pc_count_rows(pc_session *s, pc_table_counts *c);
 
+/* ---- the size of a key range (range_size.c, docs/DESIGN.md §6.2) ---- */
+
+typedef struct {
+    uint64_t bytes;  /* keys and values of the data and write rows of the range */
+    uint64_t keys;   /* user keys with a version in it */
+    pc_buf middle;   /* where a split would cut it in two of about half the bytes:
+                      * the user key whose rows take the count past half (the
+                      * second key when that is the first); empty when it holds
+                      * fewer than two keys. The caller frees it. */
+} pc_range_stats;
+
+/* The range [start, end) of user keys (end.data NULL: to the end) as it
+ * is in one snapshot: a full walk of it (for a region's split check, not
+ * for requests). Not in propose mode (PC_INVALID). */
+pc_rc pc_range_size(pc_session *s, pc_slice start, pc_slice end, pc_range_stats *st);
+
 #endif

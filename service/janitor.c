@@ -16,7 +16,9 @@
  *  3. runs MVCC garbage collection below a safe point: the timestamp the
  *     oracle gave --gc-retention-ms ago, never above the start of the
  *     oldest session still running or the oldest lock; the engine keeps it
- *     below every pinned read and stores it first (DESIGN §4.6).
+ *     below every pinned read and stores it first (DESIGN §4.6);
+ *  3b. measures the regions written to since their last check, and splits
+ *     one past --region-max-bytes (splits.c, DESIGN §6.2).
  *
  * Every resolution is counted in /metrics and logged.
  */
@@ -218,6 +220,13 @@ static void collect_garbage(janitor *j, pc_session *ps)
                  (unsigned long long)st.versions_removed, (unsigned long long)st.versions);
 }
 
+/* The collector's round: GC, then the regions' size checks (splits.c). */
+static void collect(janitor *j, pc_session *ps)
+{
+    collect_garbage(j, ps);
+    svc_split_big_regions(j->s, ps);
+}
+
 static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
 {
     svc *s = j->s;
@@ -290,7 +299,7 @@ janitor *janitor_start(svc *s)
     j->s = s;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
-    if (!loop_start(j, &j->sweeper, sweep_sessions_and_locks) || !loop_start(j, &j->collector, collect_garbage)) {
+    if (!loop_start(j, &j->sweeper, sweep_sessions_and_locks) || !loop_start(j, &j->collector, collect)) {
         janitor_stop(j);
         return NULL;
     }

@@ -198,6 +198,7 @@ int main(int argc, char **argv)
         {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
         {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
         {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
+        {"region-max-bytes", FLAG_UINT64, &c->region_max_bytes, "0", "split a region whose rows pass this many bytes, at its middle key, on the leader (0: never; DESIGN §6.2)", NULL, 0, (uint64_t)1 << 40},
         {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member; for a store that never split (POST /v1/regions/split)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
     };

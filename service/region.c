@@ -39,6 +39,7 @@ region *region_new(uint64_t id, const void *start, size_t start_len, const void 
         return NULL;
     r->id = id;
     r->unbounded = end == NULL;
+    atomic_init(&r->size, -1);
     if (pc_buf_append(&r->start, start, start_len) != PC_OK ||
         (end != NULL && pc_buf_append(&r->end, end, end_len) != PC_OK)) {
         region_free(r);
@@ -56,9 +57,10 @@ void region_free(region *r)
     free(r);
 }
 
-void region_count_batch(region *r)
+void region_count_batch(region *r, size_t bytes)
 {
     atomic_fetch_add(&r->nbatches, 1);
+    atomic_fetch_add(&r->written, bytes);
     if (r->batches != NULL)
         metrics_inc(r->batches, 1);
 }

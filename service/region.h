@@ -46,6 +46,8 @@ typedef struct region {
     replicator *repl;            /* how its writes become durable */
     struct raft_group *raft;     /* its Raft group; NULL: the local replicator */
     _Atomic uint64_t nbatches;   /* batches proposed to it (GET /v1/regions) */
+    _Atomic uint64_t written;    /* their bytes since its last size check (splits.c) */
+    _Atomic int64_t size;        /* its bytes at that check (-1: not measured yet) */
     struct metrics_series *batches; /* the same as a metric; NULL past the metric's series
                                      * limit (METRICS_MAX_SERIES) */
 } region;
@@ -55,8 +57,9 @@ typedef struct region {
 region *region_new(uint64_t id, const void *start, size_t start_len, const void *end,
                    size_t end_len);
 void region_free(region *r);
-/* A batch was proposed to r: counted (nbatches, and the metric if any). */
-void region_count_batch(region *r);
+/* A batch of bytes was proposed to r: counted (nbatches, written, and
+ * the metric if any). */
+void region_count_batch(region *r, size_t bytes);
 /* Whether key is in [start, end). */
 bool region_contains(const region *r, const void *key, size_t len);
 

@@ -61,7 +61,7 @@ pc_rc svc_propose(svc *s, const void *batch, size_t len)
     rp_rc r = rg->repl->ops->propose(rg->repl, batch, len, term != 0 ? term : RP_TERM_NONE,
                                      PROPOSE_WAIT_MS);
     if (r == RP_OK)
-        region_count_batch(rg);
+        region_count_batch(rg, len);
     return svc_refused(r);
 }
 
@@ -92,7 +92,7 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
         else if (proposed != NULL)
             *proposed = true;
         if (r == RP_OK)
-            region_count_batch(rg);
+            region_count_batch(rg, batch.len);
     }
     pc_latches_release(held);
     pc_buf_free(&batch);

@@ -39,8 +39,10 @@ static void reply_regions(httpd_req *req, svc *s, codec_enc enc)
     bool ok = list != NULL && (s->regions == NULL || all != NULL);
     for (size_t i = 0; ok && i < n; i++) {
         const region *r = all[i];
-        json_t *o = json_pack("{s:I,s:I,s:I}", "id", (json_int_t)r->id, "epoch",
-                              (json_int_t)r->epoch, "batches", (json_int_t)atomic_load(&r->nbatches));
+        int64_t size = atomic_load(&r->size);
+        json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "id", (json_int_t)r->id, "epoch",
+                              (json_int_t)r->epoch, "batches", (json_int_t)atomic_load(&r->nbatches),
+                              "bytes", size >= 0 ? json_integer((json_int_t)size) : json_null());
         ok = o != NULL && add_bound(o, "start", &r->start, enc) &&
              (r->unbounded ? json_object_set_new(o, "end", json_null()) == 0
                            : add_bound(o, "end", &r->end, enc));

@@ -44,6 +44,7 @@ typedef struct svc_config {
     const char *oracle_token_file;
     const char *backup_dir, *restore_from;
     const char *region_split_keys;  /* keyspace.h ks_split_keys; "": one region */
+    uint64_t region_max_bytes;      /* split a region past this size (0: never; splits.c) */
     uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
@@ -68,6 +69,7 @@ typedef struct svc_metrics {
     metrics_family *region_batches;
     metrics_series *region_splits;  /* region maps installed by splits (splits.c) */
     metrics_series *region_stale_batches; /* batches cut before a split (replica.c) */
+    metrics_series *region_size_checks, *region_auto_splits; /* splits.c */
     metrics_family *txn_aborted;    /* label: reason */
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
     metrics_series *lock_waits, *lock_wait_timeouts;
@@ -241,6 +243,9 @@ pc_rc svc_propose(svc *s, const void *batch, size_t len);
 /* The region map at start: the store's, once a split was applied; before
  * that the one --region-split-keys cuts. 0; -1 logged. */
 int svc_regions_load(svc *s, pc_session *ps);
+/* The leader's size check (the janitor's GC thread, each round): a region
+ * past --region-max-bytes is split at its middle key. */
+void svc_split_big_regions(svc *s, pc_session *ps);
 /* Split the region holding the engine key before it: propose the new map
  * and wait until it is applied here (every member installs it as it
  * applies it). PC_OK; PC_INVALID with why in err (no region holds the

@@ -12,11 +12,14 @@
  * proposer's even if their --region-split-keys differed; the proposer
  * computes it from a router that holds every map committed before (one
  * split at a time, on a member that took over: every earlier entry is
- * applied here).
+ * applied here). The leader also splits a region that grew past
+ * --region-max-bytes, at its middle key (svc_split_big_regions).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engine_admin.h"
 #include "engine_replica.h"
 #include "keyspace.h"
 #include "log.h"
@@ -135,4 +138,70 @@ void svc_applied_lost(void *arg)
     else if (rc != PC_NOT_FOUND)
         log_error("regions: cannot read the region map of the image installed (%d)", (int)rc);
     pc_buf_free(&map);
+}
+
+/* At most this many regions measured in one round of the janitor: a walk
+ * of each (pc_range_size) must not hold GC up for long. */
+#define SIZE_CHECKS_PER_ROUND 4
+
+/* Measure r; split it at its middle key when it holds more than max bytes
+ * and the middle is a user key (the service's own records, in the first
+ * region, are never a region's start). */
+static void check_region(svc *s, pc_session *ps, region *r, uint64_t max)
+{
+    pc_range_stats st = {0};
+    pc_slice start = {r->start.data, r->start.len};
+    pc_slice end = r->unbounded ? (pc_slice){NULL, 0} : (pc_slice){r->end.data, r->end.len};
+    pc_rc rc = pc_range_size(ps, start, end, &st);
+    metrics_inc(s->m.region_size_checks, 1);
+    pc_slice user;
+    if (rc != PC_OK) {
+        log_warn("regions: cannot measure region %llu: %s", (unsigned long long)r->id,
+                 pc_rc_name(rc));
+        return;
+    }
+    atomic_store(&r->size, (int64_t)st.bytes);
+    if (st.bytes <= max || st.middle.len == 0 ||
+        !ks_is_user((pc_slice){st.middle.data, st.middle.len}, &user)) {
+        pc_buf_free(&st.middle);
+        return;
+    }
+    char err[160];
+    rc = svc_split_region(s, st.middle.data, st.middle.len, err, sizeof err);
+    if (rc == PC_OK) {
+        metrics_inc(s->m.region_auto_splits, 1);
+        log_info("regions: region %llu held %llu bytes in %llu keys (--region-max-bytes %llu): "
+                 "split before \"%.*s\"", (unsigned long long)r->id,
+                 (unsigned long long)st.bytes, (unsigned long long)st.keys,
+                 (unsigned long long)max, (int)(user.len > 64 ? 64 : user.len),
+                 (const char *)user.data);
+    } else {
+        log_warn("regions: region %llu held %llu bytes, but its split failed: %s",
+                 (unsigned long long)r->id, (unsigned long long)st.bytes,
+                 rc == PC_INVALID ? err : pc_rc_name(rc));
+    }
+    pc_buf_free(&st.middle);
+}
+
+void svc_split_big_regions(svc *s, pc_session *ps)
+{
+    uint64_t max = s->cfg.region_max_bytes;
+    if (max == 0 || !svc_leads(s))
+        return;
+    region **all = NULL;
+    size_t n = router_list(s->regions, &all), checked = 0;
+    /* A region is measured once a quarter of the limit was written to it
+     * since its last check (TiKV checks on its writes the same way): a
+     * walk of at most about max bytes per max/4 written; and once when it
+     * is new (made by a split, or at start), so that every region's size
+     * is known. */
+    for (size_t i = 0; i < n && checked < SIZE_CHECKS_PER_ROUND; i++) {
+        region *r = all[i];
+        if (atomic_load(&r->written) < max / 4 && atomic_load(&r->size) >= 0)
+            continue;
+        atomic_store(&r->written, 0);
+        check_region(s, ps, r, max);
+        checked++;
+    }
+    free(all);
 }

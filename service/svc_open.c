@@ -68,6 +68,12 @@ static void init_metrics(svc *s)
     s->m.region_splits = metrics_counter1(
         r, "percolator_region_map_installs_total",
         "Region maps installed: a split applied from the log, or an image's map.");
+    s->m.region_size_checks = metrics_counter1(
+        r, "percolator_region_size_checks_total",
+        "Regions measured for a split (--region-max-bytes).");
+    s->m.region_auto_splits = metrics_counter1(
+        r, "percolator_region_auto_splits_total",
+        "Regions split because they passed --region-max-bytes.");
     s->m.region_stale_batches = metrics_counter1(
         r, "percolator_region_stale_batches_total",
         "Write batches cut before a split whose keys are in two regions of one log.");

@@ -267,7 +267,7 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
         else
-            region_count_batch(rg);
+            region_count_batch(rg, batch.len);
     }
     pc_buf_free(&batch);
     for (wb_job *j = failed.head, *next; j != NULL; j = next) {

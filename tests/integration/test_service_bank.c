@@ -9,7 +9,9 @@
  * span two (DESIGN §6.2), with GC running under them and eight more
  * splits (POST /v1/regions/split) made while the transfers run; the
  * twelve regions are the service's after a restart (the store keeps the
- * map).
+ * map); and regions split by size (--region-max-bytes) as 300 values of
+ * 1 KiB are written, every value read back, in order, after the splits
+ * and a restart.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -370,12 +372,111 @@ static void bank_across_regions(void **state)
     run_bank("on", "acct%2F05,acct%2F10,acct%2F15");
 }
 
+/* ---- regions split as they grow ---- */
+
+#define GROW_KEYS 300
+#define GROW_WRITERS 4
+#define GROW_MAX "65536"
+
+static void *grow_main(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    char body[1100] = "{\"value\":\"";
+    size_t n = strlen(body);
+    memset(body + n, 'a' + w, 1024);
+    strcpy(body + n + 1024, "\"}");
+    for (int k = w; k < GROW_KEYS; k += GROW_WRITERS) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/kv/grow%%2F%03d", k);
+        json_decref(tl_must(&ST, "PUT", path, body, 200));
+    }
+    return NULL;
+}
+
+/* The regions now: their count, the largest measured size, and whether
+ * every one was measured (may be NULL). */
+static size_t regions_now(double *largest, bool *all_measured)
+{
+    json_t *j = tl_must(&ST, "GET", "/v1/regions", NULL, 200), *r;
+    size_t i, n = json_array_size(json_object_get(j, "regions")), measured = 0;
+    *largest = 0;
+    json_array_foreach(json_object_get(j, "regions"), i, r) {
+        json_t *b = json_object_get(r, "bytes");
+        measured += json_is_integer(b);
+        if (json_is_integer(b) && (double)json_integer_value(b) > *largest)
+            *largest = (double)json_integer_value(b);
+    }
+    json_decref(j);
+    if (all_measured != NULL)
+        *all_measured = measured == n;
+    return n;
+}
+
+/* Every value once, in key order, by a scan across the regions. */
+static void every_value_in_order(void)
+{
+    json_t *j = tl_must(&ST, "GET", "/v1/kv?prefix=grow/&limit=1000", NULL, 200), *it;
+    json_t *items = json_object_get(j, "items");
+    assert_int_equal(json_array_size(items), GROW_KEYS);
+    size_t i;
+    json_array_foreach(items, i, it) {
+        char want[32];
+        snprintf(want, sizeof want, "grow/%03zu", i);
+        assert_string_equal(json_string_value(json_object_get(it, "key")), want);
+        const char *v = json_string_value(json_object_get(it, "value"));
+        assert_int_equal(strlen(v), 1024);
+        assert_int_equal(v[0], 'a' + (int)(i % GROW_WRITERS));
+    }
+    json_decref(j);
+}
+
+static void regions_split_as_they_grow(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--region-max-bytes", GROW_MAX, "--janitor-interval-ms", "100", NULL};
+    assert_int_equal(tl_stack_start(&ST, extra), 0);
+    pthread_t th[GROW_WRITERS];
+    for (int i = 0; i < GROW_WRITERS; i++)
+        assert_int_equal(tl_thread_start(&th[i], grow_main, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < GROW_WRITERS; i++)
+        assert_int_equal(tl_thread_join(th[i], NULL), 0);
+    /* The janitor measures what was written since its last look, and
+     * each new region once: within a few of its rounds the splits settle
+     * and every region has a size. */
+    double largest = 0, splits = 0;
+    size_t n = 0;
+    bool measured = false;
+    for (int round = 0; round < 100 && !measured; round++) {
+        usleep(200 * 1000);
+        n = regions_now(&largest, &measured);
+        splits = tl_service_metric(&ST, "percolator_region_auto_splits_total");
+    }
+    double checks = tl_service_metric(&ST, "percolator_region_size_checks_total");
+    print_message("grow: %zu regions after %.0f splits and %.0f size checks, the largest "
+                  "measured %.0f bytes\n", n, splits, checks, largest);
+    /* 300 KiB of values over 64 KiB regions: none measured above the limit
+     * (a region past it is split once measured). */
+    assert_true(measured);
+    assert_true(n >= 4);
+    assert_int_equal(splits, (double)(n - 1));
+    assert_true(checks >= splits + (double)n);
+    assert_true(largest > 0 && largest <= 65536);
+    every_value_in_order();
+    /* The store keeps the map. */
+    assert_int_equal(tl_service_stop(&ST), 0);
+    assert_int_equal(tl_service_start(&ST), 0);
+    assert_int_equal(regions_now(&largest, NULL), n);
+    every_value_in_order();
+    assert_int_equal(tl_stack_stop(&ST), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         TL_TEST(bank_with_one_phase_commit),
         TL_TEST(bank_with_two_phase_commit_only),
         TL_TEST(bank_across_regions),
+        TL_TEST(regions_split_as_they_grow),
     };
     return cmocka_run_group_tests_name("service: bank transfers", tests, NULL, NULL);
 }
