@@ -55,6 +55,9 @@ static void h_health(httpd_req *req, void *ctx)
      * walk here: this is an event thread); the token's, like the term. */
     if (h != NULL && full && s->size != NULL)
         json_object_set_new(h, "store_bytes", json_integer((json_int_t)store_size_bytes(s->size)));
+    /* The regions this node holds (region.h), with the token too. */
+    if (h != NULL && full && s->regions != NULL)
+        json_object_set_new(h, "regions", json_integer((json_int_t)router_count(s->regions)));
     httpd_reply_json(req, 200, h);
 }
 

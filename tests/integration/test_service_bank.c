@@ -214,6 +214,9 @@ static void check_map(void)
     assert_int_equal(split_starts, MORE_SPLITS);
     assert_true(later_epochs >= 2 * MORE_SPLITS - 4); /* both parts of each, some twice */
     json_decref(regions);
+    json_t *health = tl_must(&ST, "GET", "/v1/health", NULL, 200);
+    assert_int_equal(json_integer_value(json_object_get(health, "regions")), ALL_REGIONS);
+    json_decref(health);
 }
 
 /* With regions: every account region took batches, transactions spanned

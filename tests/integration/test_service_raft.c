@@ -204,7 +204,7 @@ static void must_read(group *g, const char *key, const char *want)
 
 static void put(group *g, const char *key, const char *value)
 {
-    char path[128], body[128];
+    char path[128], body[1200];
     snprintf(path, sizeof path, "/v1/kv/%s", key);
     snprintf(body, sizeof body, "{\"value\":\"%s\"}", value);
     assert_int_equal(call_any(g, "PUT", path, body, 15000, NULL), 200);
@@ -641,16 +641,16 @@ static bool map_of(group *g, int i, char *out, size_t cap)
     return true;
 }
 
-/* Every member holds the same map, with every split in it, once each has
- * caught up (within 30 s): the splits were applied from the log at the
- * same index on each, kills and restarts between them. */
-static void every_member_has_the_splits(group *g, int regions)
+/* Every member's own map, once they all hold the same (within 30 s: each
+ * catches up with the log), into want ("id:epoch:start|..."); its
+ * regions. */
+static int same_map_everywhere(group *g, char *want, size_t cap)
 {
-    char want[1024], got[1024];
+    char got[2048];
     uint64_t end = time_mono_ms() + 30000;
     bool same = false;
     while (!same && time_mono_ms() < end) {
-        same = map_of(g, 0, want, sizeof want);
+        same = map_of(g, 0, want, cap);
         for (int i = 1; same && i < g->n; i++)
             same = map_of(g, i, got, sizeof got) && strcmp(got, want) == 0;
         if (!same)
@@ -661,7 +661,16 @@ static void every_member_has_the_splits(group *g, int regions)
     int n = 0;
     for (const char *p = want; (p = strchr(p, '|')) != NULL; p++)
         n++;
-    assert_int_equal(n, regions);
+    return n;
+}
+
+/* Every member holds the same map, with every split in it: the splits
+ * were applied from the log at the same index on each, kills and
+ * restarts between them. */
+static void every_member_has_the_splits(group *g, int regions)
+{
+    char want[2048];
+    assert_int_equal(same_map_everywhere(g, want, sizeof want), regions);
     for (int k = 0; k < KILL_SPLITS; k++) {
         char start[32];
         snprintf(start, sizeof start, ":%s|", kill_splits[k]);
@@ -2370,6 +2379,55 @@ static void a_new_machine_on_a_new_address_takes_the_dead_leaders_place(void **s
     group_stop(&g);
 }
 
+/* ---- regions split by size in a group ---- */
+
+#define GROW_KEYS 200
+
+/* Values of 1 KiB over --region-max-bytes 32768, a leader kill halfway:
+ * the leader (the first, then the next) splits regions as they grow,
+ * every member ends with the same map, and every value reads back. */
+static void regions_split_by_size_through_a_leader_kill(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--region-max-bytes", "32768", "--janitor-interval-ms", "100", NULL};
+    group_start(&g, false, extra);
+    assert_true(leader_but(&g, -1, 15000) >= 0);
+    char value[1030], key[32];
+    memset(value, 'v', 1024);
+    value[1024] = '\0';
+    for (int k = 0; k < GROW_KEYS; k++) {
+        if (k == GROW_KEYS / 2) {
+            int l = leader_but(&g, -1, 30000);
+            assert_true(l >= 0);
+            kill_and_restart(&g, l, true);
+        }
+        snprintf(key, sizeof key, "grow-%03d", k);
+        put(&g, key, value);
+    }
+    /* The splits settle within a few janitor rounds of the last write. */
+    char map[2048];
+    int n = 0;
+    for (int round = 0; round < 50; round++) {
+        int was = n;
+        n = same_map_everywhere(&g, map, sizeof map);
+        if (n >= 4 && n == was)
+            break;
+        time_sleep_ms(300);
+    }
+    double splits = 0;
+    for (int i = 0; i < NODES; i++)
+        splits += metric_on(&g, i, "percolator_region_auto_splits_total");
+    printf("# %d regions of 200 KiB over 32 KiB regions, %.0f split since each member's last "
+           "start\n", n, splits);
+    assert_true(n >= 4);
+    for (int k = 0; k < GROW_KEYS; k += 7) {
+        snprintf(key, sizeof key, "grow-%03d", k);
+        must_read(&g, key, value);
+    }
+    group_stop(&g);
+}
+
 int main(void)
 {
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
@@ -2378,6 +2436,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TL_TEST(failover_keeps_every_acknowledged_write),
         TL_TEST(bank_and_snapshot_isolation_through_kills),
+        TL_TEST(regions_split_by_size_through_a_leader_kill),
         TL_TEST(writes_on_other_keys_are_in_flight_together),
         TL_TEST(blind_writes_arriving_together_share_one_entry),
         TL_TEST(gc_runs_in_the_group),
