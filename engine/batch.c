@@ -152,8 +152,10 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
         return true;
     }
     if (o->op == PC_BATCH_SET_META) {
+        /* A name is text: no NUL in it (pc_batch_set_meta takes a string). */
         if (!take_bytes(&q, end, &o->key, &o->klen) || o->klen == 0 ||
-            o->klen > PC_META_NAME_MAX || !take_bytes(&q, end, &o->val, &o->vlen))
+            o->klen > PC_META_NAME_MAX || memchr(o->key, 0, o->klen) != NULL ||
+            !take_bytes(&q, end, &o->val, &o->vlen))
             return false;
         *p = q;
         return true;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "engine_replica.h"
 #include "internal.h"
 
 /* The batch header's operation count (big-endian, after the magic). */
@@ -69,6 +70,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             if (o.op == PC_BATCH_RAISE_SAFE_POINT) {
                 FUZZ_CHECK(pc_batch_raise_safe_point(&again, o.ts) == PC_OK);
+                continue;
+            }
+            if (o.op == PC_BATCH_SET_META) {
+                char name[PC_META_NAME_MAX + 1];
+                FUZZ_CHECK(o.klen > 0 && o.klen <= PC_META_NAME_MAX);
+                memcpy(name, o.key, o.klen);
+                name[o.klen] = '\0';
+                FUZZ_CHECK(strlen(name) == o.klen); /* no NUL in a name */
+                FUZZ_CHECK(pc_batch_set_meta(&again, name, o.val, o.vlen) == PC_OK);
                 continue;
             }
             FUZZ_CHECK(o.table < 4 && o.klen > 0);
