@@ -29,6 +29,7 @@ typedef struct {
     raft_proposer *p;
     rp_wait *waits;          /* linked by next */
     int64_t n;
+    unsigned kind;           /* the owner's (rp_apply_kind) */
     appended when;
 } proposal;
 
@@ -460,17 +461,19 @@ static void take(raft_proposer *p, rp_wait *w)
 }
 
 /* Take queued waits out (mu held), in order: every read (read), or the
- * proposals from the head while fits says so; the rest stay queued. */
-static rp_wait *take_where(raft_proposer *p, bool read, bool (*fits)(void *, const rp_wait *),
-                           void *arg)
+ * proposals (of kind, unless it is -1) from the head while fits says so;
+ * the rest stay queued. */
+static rp_wait *take_where(raft_proposer *p, bool read, int64_t kind,
+                           bool (*fits)(void *, const rp_wait *), void *arg)
 {
     rp_wait *got = NULL, **gt = &got, *keep = NULL, **kt = &keep;
     bool stopped = false; /* proposals: from the head while they fit */
     for (rp_wait *w = p->queue, *next; w != NULL; w = next) {
         next = w->next;
         w->next = NULL;
-        bool want = w->read == read && !stopped && (fits == NULL || fits(arg, w));
-        if (!read && !w->read && !want)
+        bool mine = w->read == read && (read || kind < 0 || w->kind == (unsigned)kind);
+        bool want = mine && !stopped && (fits == NULL || fits(arg, w));
+        if (!read && mine && !want)
             stopped = true;
         if (want) {
             take(p, w);
@@ -489,7 +492,16 @@ static rp_wait *take_where(raft_proposer *p, bool read, bool (*fits)(void *, con
 rp_wait *rp_take(raft_proposer *p, bool (*fits)(void *arg, const rp_wait *w), void *arg)
 {
     pthread_mutex_lock(&p->mu);
-    rp_wait *got = take_where(p, false, fits, arg);
+    rp_wait *got = take_where(p, false, -1, fits, arg);
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
+rp_wait *rp_take_kind(raft_proposer *p, unsigned kind, bool (*fits)(void *arg, const rp_wait *w),
+                      void *arg)
+{
+    pthread_mutex_lock(&p->mu);
+    rp_wait *got = take_where(p, false, kind, fits, arg);
     pthread_mutex_unlock(&p->mu);
     return got;
 }
@@ -507,7 +519,7 @@ static void serve_reads(raft_proposer *p, struct raft *r)
     if (p->read_inflight && !lease)
         return;
     pthread_mutex_lock(&p->mu);
-    rp_wait *reads = take_where(p, true, NULL, NULL);
+    rp_wait *reads = take_where(p, true, -1, NULL, NULL);
     if (lease && reads != NULL) {
         uint64_t k = 0;
         for (rp_wait *w = reads; w != NULL; w = w->next)
@@ -607,13 +619,19 @@ static void on_applied(struct raft_apply *req, int status, void *result)
         metrics_inc(p->cfg.m_failures, (uint64_t)e->n);
     }
     if (p->cfg.applied != NULL)
-        p->cfg.applied(p->cfg.applied_arg, e->waits, status, result);
+        p->cfg.applied(p->cfg.applied_arg, e->kind, e->waits, status, result);
     rp_finish(p, e->waits, from_status(status));
     free(e);
     wake(p); /* the next proposal from the loop, not from inside libraft */
 }
 
 int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer *buf)
+{
+    return rp_apply_kind(p, r, 0, list, buf);
+}
+
+int rp_apply_kind(raft_proposer *p, struct raft *r, unsigned kind, rp_wait *list,
+                  struct raft_buffer *buf)
 {
     int64_t n = 0;
     for (rp_wait *w = list; w != NULL; w = w->next)
@@ -624,6 +642,7 @@ int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer
         e->p = p;
         e->waits = list;
         e->n = n;
+        e->kind = kind;
         e->req.data = p;
         e->when = appending(p, r);
         rv = raft_apply(r, &e->req, buf, 1, on_applied);

@@ -79,6 +79,8 @@ typedef enum {
 
 typedef struct rp_wait {
     bool read;                     /* a read barrier, else a proposal */
+    unsigned kind;                 /* the owner's: which of its kinds of proposal
+                                      (rp_take_kind); 0 unless it has several */
     uint64_t term;                 /* a proposal computed while this member was ready in
                                       this term (rp_status.ready_term): refused, or failed
                                       with RP_NOT_LEADER, once the term is not current;
@@ -116,9 +118,9 @@ typedef struct {
      * whose new leader first takes over its leader-only state). */
     bool queue_unready;
     /* The owner's: an entry's outcome, on the loop thread, before its
-     * waits are answered (libraft's status and the state machine's
-     * result); may be NULL. */
-    void (*applied)(void *arg, rp_wait *list, int status, void *result);
+     * waits are answered (the kind it was proposed with, libraft's status
+     * and the state machine's result); may be NULL. */
+    void (*applied)(void *arg, unsigned kind, rp_wait *list, int status, void *result);
     void *applied_arg;
     /* The loop's (common/raft_host.c fills them in): the leader's HTTP URL
      * into out if it was heard from lately (NULL: "" always); wake the
@@ -189,10 +191,18 @@ bool rp_ready(const raft_proposer *p, struct raft *r);
 /* Take the queued proposals from the head, in order, while fits(arg, w)
  * says so (NULL: all); reads stay queued. Called under the mutex. */
 rp_wait *rp_take(raft_proposer *p, bool (*fits)(void *arg, const rp_wait *w), void *arg);
+/* The same over the proposals of one kind: the others are passed over
+ * (they stay queued, in order, for their own taker). */
+rp_wait *rp_take_kind(raft_proposer *p, unsigned kind, bool (*fits)(void *arg, const rp_wait *w),
+                      void *arg);
 /* Propose buf (taken: libraft's, or freed) as one entry answering list
  * (taken waits, linked by next; NULL: an entry nobody waits for). 0, or
  * libraft's error: the waits are then answered at once. */
 int rp_apply(raft_proposer *p, struct raft *r, rp_wait *list, struct raft_buffer *buf);
+/* The same, for an entry of another kind than 0: kind is handed back to
+ * rp_config.applied with the entry's outcome. */
+int rp_apply_kind(raft_proposer *p, struct raft *r, unsigned kind, rp_wait *list,
+                  struct raft_buffer *buf);
 /* Answer taken waits the owner served itself, or could not propose. */
 void rp_finish(raft_proposer *p, rp_wait *list, rp_rc rc);
 /* Entries proposed with rp_apply that libraft has not answered yet. */

@@ -1,15 +1,16 @@
 /*
- * fuzz_base64.c — service/codec.c's standard base64.
+ * fuzz_base64.c — common/base64.c: standard base64.
  *
  * Input: one mode byte, then bytes. Even mode: the bytes are base64 text
  * to decode; if it decodes, its length is exact for its padding and
  * encoding the result and decoding again gives the same bytes. Odd mode:
  * the bytes are data; their encoding has the exact length, only alphabet
  * and padding characters, and decodes back to them. Buffers are exactly
- * the sizes codec.h promises, so ASan catches any write past them.
+ * the sizes base64.h promises, so ASan catches any write past them.
  */
 #include <string.h>
 
+#include "base64.h"
 #include "codec.h"
 #include "fuzz.h"
 
@@ -25,13 +26,13 @@ static void round_trip(const uint8_t *src, size_t len)
     size_t elen = 4 * ((len + 2) / 3);
     char *enc = malloc(elen + 1);
     FUZZ_CHECK(enc != NULL);
-    FUZZ_CHECK(codec_b64_encode(src, len, enc) == elen);
+    FUZZ_CHECK(b64_encode(src, len, enc) == elen);
     FUZZ_CHECK(enc[elen] == '\0');
     for (size_t i = 0; i < elen; i++)
         FUZZ_CHECK(b64_char(enc[i]) || (enc[i] == '=' && i + 2 >= elen));
     unsigned char *dec = malloc(elen / 4 * 3 ? elen / 4 * 3 : 1); /* exact */
     FUZZ_CHECK(dec != NULL);
-    long n = codec_b64_decode(enc, elen, dec);
+    long n = b64_decode(enc, elen, dec);
     FUZZ_CHECK(n == (long)len);
     FUZZ_CHECK(len == 0 || memcmp(dec, src, len) == 0);
     free(dec);
@@ -46,7 +47,7 @@ static void decode_any(const uint8_t *src, size_t len)
     memcpy(text, src, len);
     unsigned char *dec = malloc(len / 4 * 3 ? len / 4 * 3 : 1);
     FUZZ_CHECK(dec != NULL);
-    long n = codec_b64_decode(text, len, dec);
+    long n = b64_decode(text, len, dec);
     if (n >= 0) {
         size_t pad = len >= 1 && text[len - 1] == '=' ? (len >= 2 && text[len - 2] == '=' ? 2 : 1) : 0;
         FUZZ_CHECK(len % 4 == 0);

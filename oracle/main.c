@@ -28,7 +28,10 @@
 #include "tso.h"
 
 #define PROG "percolator-oracle"
-#define ORACLE_MAX_BODY 1024 /* bytes; its requests carry none */
+#define ORACLE_MAX_BODY 1024 /* bytes: a timestamp request carries none */
+/* A group's member: a node's heartbeat to the placement driver (a few
+ * thousand regions; RN_PD_MAX_BYTES holds its command). */
+#define ORACLE_PD_MAX_BODY ((size_t)1 << 20)
 
 int main(int argc, char **argv)
 {
@@ -126,6 +129,10 @@ int main(int argc, char **argv)
             log_startup_error(PROG, "cannot start: %s", err);
             goto done;
         }
+        if ((ctx.live = pd_live_new()) == NULL) {
+            log_error("out of memory");
+            goto done;
+        }
         log_info("oracle: raft member %llu of %zu, data in %s, election timeout %u ms, "
                  "heartbeat %u ms",
                  (unsigned long long)raft_id, rcfg.npeers, data_dir, rcfg.election_ms,
@@ -158,8 +165,10 @@ int main(int argc, char **argv)
         .max_connections = run.connections,
         .max_per_ip = (unsigned)pf.max_per_ip,
         .header_timeout_ms = (unsigned)pf.header_timeout_ms,
-        /* A timestamp request has no body to speak of: refuse any. */
-        .max_body = ORACLE_MAX_BODY,
+        /* A timestamp request has no body to speak of: a single oracle
+         * refuses any; a group's member takes the placement driver's
+         * heartbeats. */
+        .max_body = raft_id != 0 ? ORACLE_PD_MAX_BODY : ORACLE_MAX_BODY,
         .routes = oracle_routes(&nroutes),
         .authorize = oracle_authorize,
         .access_log = pf.access_log,
@@ -196,6 +205,7 @@ done:
     httpd_stop(server, 0);
     store_size_stop(ctx.size); /* after httpd_stop: health reads it */
     raft_node_stop(ctx.raft);
+    pd_live_free(ctx.live);
     tls_server_free(rcfg.peer_tls);
     tso_close(ctx.tso);
     program_done(&run);

@@ -17,11 +17,23 @@
 #include "timeutil.h"
 #include "ts_window.h"
 
+/* A placement-driver command's wait (raft_node_pd): its entry, made on
+ * the request's thread, and what applying it gave. */
+typedef struct {
+    rp_wait base;             /* first; kind RN_PD_KIND */
+    struct raft_buffer cmd;   /* libraft's once given (the loop proposed it) */
+    bool given;
+    uint64_t result;
+} pd_wait;
+
+#define RN_PD_KIND 1 /* rp_wait.kind of a placement-driver command (TW_KIND: timestamps) */
+
 struct raft_node {
     raft_node_config cfg;
     raft_host *host;          /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
     oracle_fsm_state state;
+    pd_map *pd;               /* the placement driver's map (oracle/pd_map.h) */
     ts_window *win;           /* what the leader proposes and answers (ts_window.h) */
 
     _Atomic uint64_t hwm_seen;/* the mark, for raft_node_hwm (any thread) */
@@ -64,10 +76,30 @@ static void refresh_status(raft_node *n)
 /* The command in flight was applied (or failed), before the proposer
  * answers its requests (rp_config.applied, on the loop thread). The
  * proposer wakes the loop for the next command afterwards. */
-static void on_applied(void *arg, rp_wait *list, int status, void *result)
+static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
     raft_node *n = arg;
-    tw_applied(n->win, P(n), R(n), list, status, result);
+    if (kind == TW_KIND) {
+        tw_applied(n->win, P(n), R(n), list, status, result);
+        return;
+    }
+    for (rp_wait *x = list; x != NULL; x = x->next)
+        ((pd_wait *)x)->result = status == 0 ? oracle_fsm_first(result) : 0;
+}
+
+/* Propose every queued placement-driver command, each an entry of its
+ * own (one report's regions; libraft writes the entries appended together
+ * in one go). They are not held back by a timestamp command in flight. */
+static void serve_pd(raft_node *n)
+{
+    rp_wait *list = rp_take_kind(P(n), RN_PD_KIND, NULL, NULL);
+    for (rp_wait *x = list, *next; x != NULL; x = next) {
+        next = x->next;
+        x->next = NULL;
+        pd_wait *w = (pd_wait *)x;
+        w->given = true; /* rp_apply frees the buffer if it fails */
+        rp_apply_kind(P(n), R(n), RN_PD_KIND, x, &w->cmd);
+    }
 }
 
 /* The loop's work, every tick and whenever woken, after the proposer's
@@ -77,6 +109,8 @@ static void serve(void *arg)
     raft_node *n = arg;
     refresh_status(n);
     tw_serve(n->win, P(n), R(n));
+    if (rp_ready(P(n), R(n)))
+        serve_pd(n);
 }
 
 /* The window's clock (ts_window.h): the proposer's (common/raft_host.c). */
@@ -119,9 +153,15 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
                                        "timestamp requests the leader answered from its "
                                        "window under its lease, without a Raft round");
     }
-    oracle_fsm_init(&n->fsm, &n->state);
+    if ((n->pd = pd_map_new()) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(n);
+        return -1;
+    }
+    oracle_fsm_init(&n->fsm, &n->state, n->pd);
     if ((n->win = tw_new(&wc)) == NULL) {
         snprintf(err, errlen, "out of memory");
+        pd_map_free(n->pd);
         free(n);
         return -1;
     }
@@ -130,8 +170,9 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
         .fsm = &n->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = 1024, .snapshot_trailing = 128, .serve = serve, .arg = n,
         /* The oracle's entries: its 16-byte command, libraft's barriers and
-         * configurations (a few hundred bytes for RAFT_PEERS_MAX members). */
-        .max_entry_bytes = 4096, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
+         * configurations (a few hundred bytes for RAFT_PEERS_MAX members),
+         * the placement driver's commands (RN_PD_MAX_BYTES). */
+        .max_entry_bytes = RN_PD_MAX_BYTES + 24, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
         .metrics = m,
         /* Requests that reach a new leader wait for its first barrier (a
          * round): the oracle needs nothing else to answer them. The lease
@@ -141,6 +182,7 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
     };
     if (raft_host_start(&hc, &n->host, err, errlen) != 0) {
         tw_free(n->win);
+        pd_map_free(n->pd);
         free(n);
         return -1;
     }
@@ -154,7 +196,30 @@ void raft_node_stop(raft_node *n)
         return;
     raft_host_stop(n->host); /* the proposer fails what is queued, libraft what it holds */
     tw_free(n->win);         /* libraft is closed: no callback calls it any more */
+    pd_map_free(n->pd);
     free(n);
+}
+
+rn_rc raft_node_pd(raft_node *n, oracle_pd_cmd cmd, const buf *bytes, unsigned wait_ms,
+                   uint64_t *result)
+{
+    *result = 0;
+    if (bytes->len > RN_PD_MAX_BYTES)
+        return RN_TOO_BIG;
+    pd_wait w = {.base.kind = RN_PD_KIND};
+    if (oracle_fsm_pd_command(cmd, bytes, &w.cmd) != 0)
+        return RN_UNAVAILABLE;
+    rp_rc rc = rp_wait_for(P(n), &w.base, wait_ms);
+    if (!w.given)
+        oracle_fsm_command_free(&w.cmd); /* never proposed */
+    if (rc == RP_OK)
+        *result = w.result;
+    return rc == RP_OK ? RN_OK : rc == RP_NOT_LEADER ? RN_NOT_LEADER : RN_UNAVAILABLE;
+}
+
+pd_map *raft_node_pd_map(raft_node *n)
+{
+    return n->pd;
 }
 
 rn_rc raft_node_timestamps(raft_node *n, unsigned count, unsigned wait_ms, uint64_t *first)

@@ -23,7 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "metrics.h"
+#include "pd_map.h"
+#include "raft_fsm.h"
 #include "raft_peers.h"
 #include "raft_proposer.h"
 
@@ -63,8 +66,13 @@ typedef enum {
     RN_OK = 0,
     RN_NOT_LEADER,   /* ask the leader (raft_node_status says which, if known) */
     RN_UNAVAILABLE,  /* leadership lost or no quorum while the request waited */
-    RN_EXHAUSTED     /* the timestamp space is used up */
+    RN_EXHAUSTED,    /* the timestamp space is used up */
+    RN_TOO_BIG       /* a placement-driver command past RN_PD_MAX_BYTES */
 } rn_rc;
+
+/* The largest placement-driver command (its bytes): the service's HTTP
+ * body limit keeps every report below it. */
+#define RN_PD_MAX_BYTES ((size_t)2 << 20)
 
 /* count timestamps first..first+count-1, strictly above every timestamp
  * any node handed out before this call began. Blocks until the command is
@@ -80,6 +88,14 @@ typedef rp_status raft_node_status;
 void raft_node_get_status(raft_node *n, raft_node_status *st);
 /* The high-water mark this node applied (any thread; at most ~50 ms old). */
 uint64_t raft_node_hwm(raft_node *n);
+
+/* Propose a placement-driver command (bytes made by pd_cmd_*, oracle/
+ * pd_map.h) and wait for it, as raft_node_timestamps waits: *result is
+ * what applying it gave (pd_apply_*). Only the leader proposes. */
+rn_rc raft_node_pd(raft_node *n, oracle_pd_cmd cmd, const buf *bytes, unsigned wait_ms,
+                   uint64_t *result);
+/* The member's map as it applied it (any thread; pd_map.h's readers). */
+pd_map *raft_node_pd_map(raft_node *n);
 
 /* The member's libraft host (common/raft_host.h: membership, admin). */
 struct raft_host *raft_node_host(raft_node *n);

@@ -44,10 +44,37 @@ static void reply_timestamps(httpd_req *req, oracle_ctx *ctx, uint64_t first, un
     httpd_reply_text(req, 200, "application/json", body, (size_t)n);
 }
 
+void oracle_reply_elsewhere(httpd_req *req, oracle_ctx *ctx, rn_rc rc)
+{
+    raft_node_status st;
+    raft_node_get_status(ctx->raft, &st);
+    json_t *leader = st.leader_id == 0 ? json_null()
+                                       : json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
+                                                   st.leader_http);
+    if (rc == RN_NOT_LEADER && st.leader_http[0] != '\0') {
+        const char *q = httpd_query_string(req);
+        char loc[RAFT_NODE_ADDR_MAX + 1024];
+        int n = snprintf(loc, sizeof loc, "%s%s%s%s", st.leader_http, httpd_path(req),
+                         q != NULL && *q ? "?" : "", q != NULL ? q : "");
+        if (n > 0 && (size_t)n < sizeof loc) {
+            httpd_add_header(req, "Location", loc);
+            httpd_reply_error(req, 307, "not_leader", json_pack("{s:o}", "leader", leader),
+                              "this oracle is a follower: ask the leader, %u at %s",
+                              st.leader_id, st.leader_http);
+            return;
+        }
+    }
+    httpd_add_header(req, "Retry-After", "1");
+    httpd_reply_error(req, 503, rc == RN_NOT_LEADER ? "not_leader" : "oracle_unavailable",
+                      json_pack("{s:o,s:i}", "leader", leader, "retry_after_ms", 1000),
+                      rc == RN_NOT_LEADER ? "this oracle is not the leader and knows of none yet"
+                                          : "no quorum answered in time (an election may be "
+                                            "under way)");
+}
+
 /* A member of a Raft group: only the leader hands out timestamps. A
  * follower answers 307 to the leader's URL when it knows it (curl -L and
- * the service's client follow it), else 503 not_leader; both name the
- * leader they know of. */
+ * the service's client follow it), else 503 not_leader. */
 static void raft_timestamps(httpd_req *req, oracle_ctx *ctx, unsigned count)
 {
     uint64_t first = 0;
@@ -62,26 +89,7 @@ static void raft_timestamps(httpd_req *req, oracle_ctx *ctx, unsigned count)
                           "timestamp space exhausted: this oracle will never hand out another");
         return;
     }
-    raft_node_status st;
-    raft_node_get_status(ctx->raft, &st);
-    json_t *leader = st.leader_id == 0 ? json_null()
-                                       : json_pack("{s:i,s:s}", "id", (int)st.leader_id, "url",
-                                                   st.leader_http);
-    if (rc == RN_NOT_LEADER && st.leader_http[0] != '\0') {
-        char loc[RAFT_NODE_ADDR_MAX + 64];
-        snprintf(loc, sizeof loc, "%s/v1/timestamps?count=%u", st.leader_http, count);
-        httpd_add_header(req, "Location", loc);
-        httpd_reply_error(req, 307, "not_leader", json_pack("{s:o}", "leader", leader),
-                          "this oracle is a follower: ask the leader, %u at %s", st.leader_id,
-                          st.leader_http);
-        return;
-    }
-    httpd_add_header(req, "Retry-After", "1");
-    httpd_reply_error(req, 503, rc == RN_NOT_LEADER ? "not_leader" : "oracle_unavailable",
-                      json_pack("{s:o,s:i}", "leader", leader, "retry_after_ms", 1000),
-                      rc == RN_NOT_LEADER ? "this oracle is not the leader and knows of none yet"
-                                          : "no quorum answered in time (an election may be "
-                                            "under way)");
+    oracle_reply_elsewhere(req, ctx, rc);
 }
 
 static void handle_timestamps(httpd_req *req, void *arg)
@@ -138,6 +146,10 @@ static json_t *member_health(oracle_ctx *ctx, bool full)
         json_object_set_new(h, "hwm", json_integer((json_int_t)raft_node_hwm(ctx->raft)));
         json_object_set_new(h, "applied_index", json_integer((json_int_t)st.applied_index));
         json_object_set_new(h, "lag", json_integer((json_int_t)st.lag));
+        pd_counts c;
+        pd_map_counts(raft_node_pd_map(ctx->raft), &c);
+        json_object_set_new(h, "pd", json_pack("{s:I,s:I}", "nodes", (json_int_t)c.nodes,
+                                               "regions", (json_int_t)c.regions));
     }
     return h;
 }
@@ -208,6 +220,11 @@ static const httpd_route routes[] = {
     {.method = "GET", .pattern = "/v1/ready", .handler = handle_ready, .public = true},
     {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
     RAFT_ADMIN_ROUTES(handle_members),
+    {.method = "POST", .pattern = "/v1/pd/nodes", .handler = oracle_pd_register},
+    {.method = "GET", .pattern = "/v1/pd/nodes", .handler = oracle_pd_nodes},
+    {.method = "POST", .pattern = "/v1/pd/heartbeat", .handler = oracle_pd_heartbeat},
+    {.method = "GET", .pattern = "/v1/pd/regions", .handler = oracle_pd_regions},
+    {.method = "POST", .pattern = "/v1/pd/ids", .handler = oracle_pd_ids},
 };
 
 const char *oracle_authorize(const httpd_req *req, void *ctx)
@@ -230,4 +247,10 @@ void oracle_ctx_init_metrics(oracle_ctx *ctx)
                                          "timestamps handed out");
     ctx->m_requests = metrics_counter1(ctx->metrics, "percolator_oracle_requests_total",
                                        "successful POST /v1/timestamps requests");
+    ctx->m_pd_heartbeats = metrics_counter1(ctx->metrics, "percolator_pd_heartbeats_total",
+                                            "node heartbeats the placement driver answered");
+    ctx->m_pd_taken = metrics_counter1(ctx->metrics, "percolator_pd_regions_taken_total",
+                                       "reported regions the map took (a command applied)");
+    ctx->m_pd_stale = metrics_counter1(ctx->metrics, "percolator_pd_regions_stale_total",
+                                       "reported regions older than the map's (left out)");
 }

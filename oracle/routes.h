@@ -5,6 +5,7 @@
  *   GET  /v1/ready                {"status":"ready"}, or 503 not_ready (no token needed)
  *   /v1/members, /v1/leader       a group's membership (common/raft_admin.h)
  *   GET  /metrics                 Prometheus text
+ *   /v1/pd/...                    the placement driver (routes_pd.c)
  */
 #ifndef PERCOLATOR_ORACLE_ROUTES_H
 #define PERCOLATOR_ORACLE_ROUTES_H
@@ -13,6 +14,7 @@
 
 #include "httpd.h"
 #include "metrics.h"
+#include "pd_live.h"
 #include "token.h"
 #include "raft_node.h"
 #include "store_size.h"
@@ -27,7 +29,21 @@ typedef struct oracle_ctx {
     metrics_series *m_timestamps;   /* timestamps handed out */
     metrics_series *m_requests;     /* successful POST /v1/timestamps */
     token auth;                     /* secret NULL: no auth (--auth-token-file) */
+    pd_live *live;                  /* a group's member: the leader's hints (pd_live.h) */
+    metrics_series *m_pd_heartbeats, *m_pd_taken, *m_pd_stale;
 } oracle_ctx;
+
+/* The answer to a request this member cannot serve (rc of a Raft call):
+ * 307 to the leader's URL with the same path and query when it is known,
+ * else 503 not_leader or oracle_unavailable; both name the leader known. */
+void oracle_reply_elsewhere(httpd_req *req, oracle_ctx *ctx, rn_rc rc);
+
+/* The placement driver's handlers (routes_pd.c). */
+void oracle_pd_register(httpd_req *req, void *arg);
+void oracle_pd_nodes(httpd_req *req, void *arg);
+void oracle_pd_heartbeat(httpd_req *req, void *arg);
+void oracle_pd_regions(httpd_req *req, void *arg);
+void oracle_pd_ids(httpd_req *req, void *arg);
 
 /* Register the oracle's own metrics in ctx->metrics (set tso and metrics first). */
 void oracle_ctx_init_metrics(oracle_ctx *ctx);

@@ -124,7 +124,7 @@ static void serve_window(ts_window *w, raft_proposer *p, struct raft *r)
 {
     if (!lease_holds(p, r))
         return;
-    rp_wait *list = rp_take(p, fits_window, w);
+    rp_wait *list = rp_take_kind(p, TW_KIND, fits_window, w);
     if (list == NULL)
         return;
     size_t k = 0;
@@ -207,7 +207,7 @@ void tw_serve(ts_window *w, raft_proposer *p, struct raft *r)
         propose_command(w, p, r, NULL, 0, w->cfg.min_ts - hwm(w), 0);
         return;
     }
-    rp_wait *ws = rp_take(p, NULL, NULL);
+    rp_wait *ws = rp_take_kind(p, TW_KIND, NULL, NULL);
     uint64_t wanted = 0;
     size_t k = 0;
     for (rp_wait *x = ws; x != NULL; x = x->next, k++)

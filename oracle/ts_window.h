@@ -44,6 +44,11 @@
 #include "raft_fsm.h"
 #include "raft_proposer.h"
 
+/* The kind of a request for timestamps on the member's proposer
+ * (rp_wait.kind): the window takes only these; the placement driver's
+ * commands are another kind (raft_node.c). */
+#define TW_KIND 0
+
 /* Timestamps a command reserves beyond what waits for it. */
 #define TW_WINDOW 10000
 

@@ -47,10 +47,6 @@ bool codec_query_u64(httpd_req *req, const char *name, uint64_t def, uint64_t mi
                      uint64_t max, uint64_t *out);
 
 bool codec_utf8_valid(const void *p, size_t len);
-/* Standard base64 with padding. decode: -1 when malformed, else length;
- * dst needs (len / 4) * 3 bytes. encode: dst needs 4 * ((len + 2) / 3) + 1. */
-long codec_b64_decode(const char *src, size_t len, unsigned char *dst);
-size_t codec_b64_encode(const void *src, size_t len, char *dst);
 
 /* Answer 400: a stored key or value cannot be shown as UTF-8 text. */
 void codec_reply_not_text(httpd_req *req);

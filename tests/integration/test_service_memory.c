@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "codec.h"
 #include "svc_fixture.h"
 #include "timeutil.h"
@@ -57,7 +58,7 @@ static char *b64(const void *p, size_t len)
 {
     char *out = malloc(4 * ((len + 2) / 3) + 1);
     assert_non_null(out);
-    codec_b64_encode(p, len, out);
+    b64_encode(p, len, out);
     return out;
 }
 

@@ -162,49 +162,58 @@ static void pick_ports(tl_svc_group *g)
     }
 }
 
+void tl_group_oracle_start(tl_svc_group *g, int i)
+{
+    char listen[32], data[600], log[620], id[16], url[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", g->ohttp[i]);
+    snprintf(data, sizeof data, "%s/oracle%d", g->dir, i + 1);
+    snprintf(log, sizeof log, "%s/oracle%d.log", g->dir, i + 1);
+    snprintf(id, sizeof id, "%d", i + 1);
+    const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
+                          "--raft-peers", g->opeers, "--raft-urls", g->ourls, NULL};
+    g->opid[i] = tl_spawn("percolator-oracle", args, NULL, log);
+    assert_true(g->opid[i] > 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g->ohttp[i]);
+    if (tl_wait_health(url, g->opid[i], TL_START_MS) != 0) {
+        tl_dump_file(log);
+        fail_msg("oracle member %d did not start", i + 1);
+    }
+}
+
+int tl_group_oracle_leader(tl_svc_group *g, int skip, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    for (;;) {
+        tl_raft_view v;
+        for (int i = 0; i < TL_GROUP_NODES; i++)
+            if (i != skip && g->opid[i] > 0 && tl_raft_health(g->ohttp[i], 1000, &v) && v.leader)
+                return i;
+        if (time_mono_ms() >= end)
+            return -1;
+        time_sleep_ms(100);
+    }
+}
+
 /* Three percolator-oracle processes as a Raft group; returns once one of
  * them leads (bounded). */
 static void oracle_group_start(tl_svc_group *g)
 {
-    char peers[256] = "", urls[256] = "";
-    g->oracle_urls[0] = '\0';
+    g->opeers[0] = g->ourls[0] = g->oracle_urls[0] = '\0';
     for (int i = 0; i < TL_GROUP_NODES; i++) {
         g->ohttp[i] = tl_free_port();
         int raft = tl_free_port();
-        snprintf(peers + strlen(peers), sizeof(peers) - strlen(peers), "%s%d=127.0.0.1:%d",
-                 i ? "," : "", i + 1, raft);
-        snprintf(urls + strlen(urls), sizeof(urls) - strlen(urls), "%s%d=http://127.0.0.1:%d",
-                 i ? "," : "", i + 1, g->ohttp[i]);
+        snprintf(g->opeers + strlen(g->opeers), sizeof(g->opeers) - strlen(g->opeers),
+                 "%s%d=127.0.0.1:%d", i ? "," : "", i + 1, raft);
+        snprintf(g->ourls + strlen(g->ourls), sizeof(g->ourls) - strlen(g->ourls),
+                 "%s%d=http://127.0.0.1:%d", i ? "," : "", i + 1, g->ohttp[i]);
         snprintf(g->oracle_urls + strlen(g->oracle_urls),
                  sizeof(g->oracle_urls) - strlen(g->oracle_urls), "%shttp://127.0.0.1:%d",
                  i ? "," : "", g->ohttp[i]);
     }
-    for (int i = 0; i < TL_GROUP_NODES; i++) {
-        char listen[32], data[600], log[620], id[16], url[64];
-        snprintf(listen, sizeof listen, "127.0.0.1:%d", g->ohttp[i]);
-        snprintf(data, sizeof data, "%s/oracle%d", g->dir, i + 1);
-        snprintf(log, sizeof log, "%s/oracle%d.log", g->dir, i + 1);
-        snprintf(id, sizeof id, "%d", i + 1);
-        const char *args[] = {"--listen", listen, "--data-dir", data, "--raft-id", id,
-                              "--raft-peers", peers, "--raft-urls", urls, NULL};
-        g->opid[i] = tl_spawn("percolator-oracle", args, NULL, log);
-        assert_true(g->opid[i] > 0);
-        snprintf(url, sizeof url, "http://127.0.0.1:%d", g->ohttp[i]);
-        if (tl_wait_health(url, g->opid[i], TL_START_MS) != 0) {
-            tl_dump_file(log);
-            fail_msg("oracle member %d did not start", i + 1);
-        }
-    }
-    uint64_t end = time_mono_ms() + 20000;
-    for (;;) {
-        tl_raft_view v;
-        for (int i = 0; i < TL_GROUP_NODES; i++)
-            if (tl_raft_health(g->ohttp[i], 1000, &v) && v.leader)
-                return;
-        if (time_mono_ms() >= end)
-            fail_msg("the oracle group elected no leader in 20 s");
-        time_sleep_ms(100);
-    }
+    for (int i = 0; i < TL_GROUP_NODES; i++)
+        tl_group_oracle_start(g, i);
+    if (tl_group_oracle_leader(g, -1, 20000) < 0)
+        fail_msg("the oracle group elected no leader in 20 s");
 }
 
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,

@@ -24,6 +24,7 @@ typedef struct {
     pid_t opid[TL_GROUP_NODES];     /* its members (0: not running) */
     int ohttp[TL_GROUP_NODES];
     char oracle_urls[256];          /* the members' --oracle */
+    char opeers[256], ourls[256];   /* the oracle members' --raft-peers, --raft-urls */
     int n;                          /* members in --raft-peers: TL_GROUP_NODES, or up
                                        to TL_GROUP_MAX; then the new machines */
     int http[TL_GROUP_MAX], raft[TL_GROUP_MAX];
@@ -61,6 +62,12 @@ void tl_group_member_start(tl_svc_group *g, int i);
 void tl_group_new_machine(tl_svc_group *g, int i);
 /* Member i's raft address, HOST:PORT, as its own flags give it. */
 void tl_group_raft_address(const tl_svc_group *g, int i, char *out, size_t len);
+/* (Re)start oracle member i of a group of oracles on its data dir; waits
+ * until it answers health. */
+void tl_group_oracle_start(tl_svc_group *g, int i);
+/* The running oracle member other than skip (-1: none) that says it
+ * leads, waiting up to ms; -1 if none. */
+int tl_group_oracle_leader(tl_svc_group *g, int skip, int ms);
 /* Stop every running member and the oracle (each must exit 0); remove the dir. */
 void tl_group_stop(tl_svc_group *g);
 /* The running member other than skip (-1: none) that leads and is ready

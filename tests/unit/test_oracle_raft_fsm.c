@@ -200,8 +200,9 @@ static void on_answer(rp_wait *x, rp_rc rc)
 }
 
 /* rp_config.applied, as raft_node.c's: the window code's. */
-static void on_applied(void *arg, rp_wait *list, int status, void *result)
+static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
+    (void)kind; /* one kind of entry here */
     node *nd = arg;
     loop *lp = &nd->c->loops[nd->i];
     tw_applied(lp->w, lp->p, R(nd->c, nd->i), list, status, result);
@@ -238,7 +239,7 @@ static cluster *cluster_new(uint64_t min_ts)
     assert_int_equal(raft_fixture_initialize(&c->f), 0);
     for (unsigned i = 0; i < N; i++) {
         node *nd = &c->nodes[i];
-        oracle_fsm_init(&nd->oracle, &nd->st);
+        oracle_fsm_init(&nd->oracle, &nd->st, NULL);
         nd->fsm = nd->oracle; /* same data (the state), snapshot, restore */
         nd->fsm.apply = observed_apply;
         nd->c = c;

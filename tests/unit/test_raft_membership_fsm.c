@@ -751,7 +751,7 @@ static int observed_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 static void fresh_fsm(cluster *c, unsigned i)
 {
     node *nd = &c->nodes[i];
-    oracle_fsm_init(&nd->oracle, &nd->st);
+    oracle_fsm_init(&nd->oracle, &nd->st, NULL);
     nd->fsm = nd->oracle; /* same data (the state) */
     nd->fsm.apply = observed_apply;
     nd->fsm.snapshot = observed_snapshot;
@@ -791,8 +791,9 @@ static void on_answer(rp_wait *x, rp_rc rc)
 }
 
 /* rp_config.applied, as oracle/raft_node.c's: the window code's. */
-static void on_applied(void *arg, rp_wait *list, int status, void *result)
+static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
+    (void)kind; /* one kind of entry here */
     node *nd = arg;
     driver *d = &nd->c->drv[nd->slot];
     tw_applied(d->w, d->p, R(nd->c, nd->slot), list, status, result);

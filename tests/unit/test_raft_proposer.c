@@ -672,6 +672,41 @@ static void take_stops_at_the_first_that_does_not_fit(void **state)
     cluster_free(c);
 }
 
+/* Two kinds of proposal share the queue (the oracle's timestamps and its
+ * placement driver's commands): rp_take_kind passes the other kind over,
+ * which stays queued in order, and stops at the first of its own kind
+ * that does not fit. */
+static void take_kind_passes_the_other_kind_over(void **state)
+{
+    (void)state;
+    cluster *c = cluster_new(true);
+    unsigned l = ready_leader(c);
+    sized s[5] = {{.count = 1}, {.count = 1}, {.count = 1}, {.count = 9}, {.count = 1}};
+    unsigned kinds[5] = {1, 0, 1, 0, 0};
+    for (int k = 0; k < 5; k++) {
+        s[k].base.done = on_sized;
+        s[k].base.kind = kinds[k];
+        assert_int_equal(rp_submit(c->p[l], &s[k].base), RP_OK);
+    }
+    unsigned left = 8; /* kind 0: 1 fits, 9 does not, so the last 1 stays too */
+    rp_wait *got = rp_take_kind(c->p[l], 0, fits_budget, &left);
+    assert_ptr_equal(got, &s[1].base);
+    assert_null(got->next);
+    rp_finish(c->p[l], got, RP_OK);
+    rp_wait *ones = rp_take_kind(c->p[l], 1, NULL, NULL);
+    assert_ptr_equal(ones, &s[0].base);
+    assert_ptr_equal(ones->next, &s[2].base);
+    assert_null(ones->next->next);
+    rp_finish(c->p[l], ones, RP_OK);
+    rp_wait *rest = rp_take(c->p[l], NULL, NULL);
+    assert_ptr_equal(rest, &s[3].base);
+    assert_ptr_equal(rest->next, &s[4].base);
+    rp_finish(c->p[l], rest, RP_UNAVAILABLE);
+    for (int k = 0; k < 5; k++)
+        assert_true(s[k].base.answered);
+    cluster_free(c);
+}
+
 /* A wait taken by the loop has no deadline any more: its thread waits
  * for the answer, however late (a write may be committed). */
 typedef struct {
@@ -893,6 +928,7 @@ int main(void)
         cmocka_unit_test(a_deposed_leader_fails_its_queue),
         cmocka_unit_test(a_proposal_of_an_earlier_term_is_never_proposed),
         cmocka_unit_test(take_stops_at_the_first_that_does_not_fit),
+        cmocka_unit_test(take_kind_passes_the_other_kind_over),
         cmocka_unit_test(a_taken_wait_outlives_its_deadline),
         cmocka_unit_test(random_faults_keep_every_answer_true),
     };
