@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions bench-pd clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -260,7 +260,7 @@ systemd-test: all man
 # per row, default 5; about 5 minutes with bench-failover at its end).
 # bench/compare-etcd.sh runs the same load generator against etcd and the
 # service side by side.
-BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty $(BUILD)/bench/watchers
+BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty $(BUILD)/bench/watchers $(BUILD)/bench/pd_bench
 bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
 	@echo; $(MAKE) --no-print-directory bench-oracle
@@ -309,6 +309,12 @@ bench-soak: bench-tools
 # one service (bench/regions.sh; REGIONS_CONNS, REGIONS_RUNS).
 bench-regions: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/regions.sh
+
+# bench-pd: the placement driver (an oracle group) under 1,000 simulated
+# nodes reporting 100 regions each: CPU, memory, heartbeat latency
+# (bench/pd.sh; PD_* variables; about 2 minutes).
+bench-pd: bench-tools
+	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/pd.sh
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

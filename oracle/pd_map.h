@@ -18,7 +18,8 @@
  *          map only follows the newest report), else it is stale and left.
  *
  * A command that does not decode, or breaks a limit below, changes nothing
- * on any member (each sees the same bytes and the same state). This file
+ * on any member (each sees the same bytes and the same state). A member
+ * that runs out of memory applying one stops (abort) rather than differ. This file
  * knows nothing of Raft or HTTP: bytes in, state and bytes out.
  *
  * Threads: one writer (the loop thread, applying), readers on any thread

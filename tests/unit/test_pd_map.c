@@ -66,10 +66,30 @@ static buf image_of(pd_map *m)
     return b;
 }
 
+typedef struct {
+    pd_region rs[512];
+    size_t n;
+} copies;
+
+static void copy_out(void *arg, const pd_region *r)
+{
+    copies *c = arg;
+    if (c->n < 512)
+        assert_int_equal(pd_region_copy(&c->rs[c->n++], r), 0);
+}
+
 /* The image re-read into a fresh map is the same bytes: the map is sorted,
- * disjoint and without a repeated id (pd_map_restore refuses otherwise). */
+ * disjoint and without a repeated id (pd_map_restore refuses otherwise);
+ * and the index by id finds every region (pd_map_holds looks there). */
 static void check_well_formed(pd_map *m)
 {
+    static copies c;
+    c.n = 0;
+    pd_map_each(m, (const uint8_t *)"", 0, 512, copy_out, &c);
+    for (size_t i = 0; i < c.n; i++) {
+        assert_true(pd_map_holds(m, &c.rs[i]));
+        pd_region_clear(&c.rs[i]);
+    }
     buf a = image_of(m);
     pd_map *copy = pd_map_new();
     assert_non_null(copy);
