@@ -51,7 +51,7 @@ static bool leads(httpd_req *req, oracle_ctx *ctx)
 static void reply_rc(httpd_req *req, oracle_ctx *ctx, rn_rc rc)
 {
     if (rc == RN_TOO_BIG)
-        httpd_reply_error(req, 413, "too_large", NULL, "the command is larger than %zu bytes",
+        httpd_reply_error(req, 413, "payload_too_large", NULL, "the command is larger than %zu bytes",
                           (size_t)RN_PD_MAX_BYTES);
     else
         oracle_reply_elsewhere(req, ctx, rc);
