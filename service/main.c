@@ -26,6 +26,7 @@
 #include "janitor.h"
 #include "keyspace.h"
 #include "observers.h"
+#include "pd_report.h"
 #include "log.h"
 #include "peer_tls.h"
 #include "program.h"
@@ -147,6 +148,30 @@ static void limit_malloc_arenas(void)
         log_debug("mallopt(M_ARENA_MAX) refused (another allocator, e.g. a sanitizer's)");
 }
 
+/* Reports to the placement driver (pd_report.h), unless --pd-heartbeat-ms
+ * is 0. This node's URL: its own --raft-urls entry in a group, else its
+ * --listen address. 0, or -1 when it cannot start. */
+static int start_pd_report(svc *s, const raft_group_config *rcfg, const oc_tls *otls,
+                           const char *oracle_secret, bool https, pd_report **out)
+{
+    const svc_config *c = &s->cfg;
+    char self[RAFT_PEER_ADDR_MAX + 16] = "";
+    for (size_t i = 0; svc_replicated(s) && i < rcfg->npeers; i++)
+        if (rcfg->peers[i].id == rcfg->id)
+            snprintf(self, sizeof self, "%s", rcfg->peers[i].http);
+    if (!svc_replicated(s))
+        snprintf(self, sizeof self, "%s://%s", https ? "https" : "http", c->shared.listen);
+    pd_report_config pc = {.oracle = c->oracle, .token = oracle_secret, .tls = otls,
+                           .self_url = self, .members = svc_replicated(s) ? rcfg->peers : NULL,
+                           .nmembers = svc_replicated(s) ? rcfg->npeers : 0,
+                           .interval_ms = (unsigned)c->pd_heartbeat_ms};
+    bool failed;
+    *out = pd_report_start(s, &pc, &failed);
+    if (failed)
+        log_error("cannot start the placement driver's reports");
+    return failed ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static svc S;
@@ -198,6 +223,7 @@ int main(int argc, char **argv)
         {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
         {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
         {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
+        {"pd-heartbeat-ms", FLAG_UINT64, &c->pd_heartbeat_ms, "10000", "report this node and the regions it leads to the placement driver (an oracle group) this often (0: never; DESIGN 6.3)", NULL, 0, 3600000},
         {"region-max-bytes", FLAG_UINT64, &c->region_max_bytes, "0", "split a region whose rows pass this many bytes, at its middle key, on the leader (0: never; DESIGN §6.2)", NULL, 0, (uint64_t)1 << 40},
         {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member; for a store that never split (POST /v1/regions/split)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
@@ -256,6 +282,7 @@ int main(int argc, char **argv)
     int rc = 1, http_fd = -1, raft_fd = -1;
     httpd *server = NULL;
     janitor *jan = NULL;
+    pd_report *pd = NULL;
     httpd_route *routes = NULL;
     token oracle_token = {NULL, 0};
     failpoint_init();
@@ -343,6 +370,8 @@ int main(int argc, char **argv)
         log_error("cannot start the janitor");
         goto done;
     }
+    if (start_pd_report(s, &rcfg, &otls, oracle_token.secret, tls.cert != NULL, &pd) != 0)
+        goto done;
     /* After the raft log exists: its first figure counts it too. */
     if ((s->size = store_size_start(c->data_dir, 1000)) == NULL) {
         log_error("cannot start the data dir's size watch");
@@ -375,6 +404,7 @@ done:
     watch_hub_stop(s->watch);
     httpd_stop(server, 0);
     forward_free(s->fwd);
+    pd_report_stop(pd); /* it reads the router and the leadership: before svc_close */
     janitor_stop(jan);
     store_size_stop(s->size); /* after httpd_stop: health reads it */
     svc_close(s); /* after httpd_stop: deferred writes come back first */

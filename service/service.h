@@ -45,6 +45,8 @@ typedef struct svc_config {
     const char *backup_dir, *restore_from;
     const char *region_split_keys;  /* keyspace.h ks_split_keys; "": one region */
     uint64_t region_max_bytes;      /* split a region past this size (0: never; splits.c) */
+    uint64_t pd_heartbeat_ms;       /* report to the placement driver this often (0: never;
+                                       pd_report.h) */
     uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;

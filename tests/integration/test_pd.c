@@ -16,7 +16,12 @@
  *  2. the API's errors: a follower sends a request to the leader (307,
  *     same path and query); bad bodies, unknown nodes, malformed regions
  *     and queries are 400/404/409/413 with a JSON error; a single oracle
- *     has no placement driver (409).
+ *     has no placement driver (409);
+ *  3. three service members over the group report to it
+ *     (service/pd_report.c): each registers, the leader's report carries
+ *     every region with the three as replicas, a split shows with its new
+ *     epoch, and after the service leader is killed the new leader is
+ *     the regions' leader at the driver.
  *
  * PD_TEST_SEED=<n> replays test 1 with another seed (printed).
  */
@@ -315,6 +320,104 @@ static void the_map_follows_reports_through_kills_and_images(void **state)
     tl_group_stop(&g);
 }
 
+/* The region of the placement driver's map that starts at start (base64),
+ * and its leader's address into leader (""; none): its version, 0 when no
+ * region starts there. */
+static json_int_t pd_region_at(tl_svc_group *g, const char *start, char *leader, size_t len,
+                               size_t *nreplicas, size_t *total)
+{
+    json_t *j = NULL;
+    json_int_t version = 0;
+    leader[0] = '\0';
+    *nreplicas = 0;
+    *total = 0;
+    if (call(g, "GET", "/v1/pd/regions", NULL, &j) != 200) {
+        json_decref(j);
+        return 0;
+    }
+    json_t *list = json_object_get(j, "regions");
+    *total = json_array_size(list);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *o = json_array_get(list, i);
+        if (strcmp(json_string_value(json_object_get(o, "start")), start) != 0)
+            continue;
+        version = json_integer_value(json_object_get(o, "version"));
+        const char *a = json_string_value(json_object_get(json_object_get(o, "leader"), "address"));
+        snprintf(leader, len, "%s", a != NULL ? a : "");
+        *nreplicas = json_array_size(json_object_get(o, "replicas"));
+    }
+    json_decref(j);
+    return version;
+}
+
+/* Wait (bounded) until the driver's map has a region at start of at
+ * least version led by want_leader, with 3 replicas, among want_total
+ * regions. */
+static void wait_pd_region(tl_svc_group *g, const char *start, json_int_t version,
+                           const char *want_leader, size_t want_total)
+{
+    char leader[256] = "";
+    size_t nrep = 0, total = 0;
+    json_int_t v = 0;
+    for (int t = 0; t < 150; t++) {
+        v = pd_region_at(g, start, leader, sizeof leader, &nrep, &total);
+        if (v >= version && strcmp(leader, want_leader) == 0 && nrep == 3 && total == want_total)
+            return;
+        time_sleep_ms(100);
+    }
+    fail_msg("the driver's region at '%s': version %lld (want %lld), leader '%s' (want '%s'), "
+             "%zu replicas, %zu regions (want %zu)",
+             start, (long long)v, (long long)version, leader, want_leader, nrep, total,
+             want_total);
+}
+
+/* Three service members over the oracle group report to its driver
+ * (service/pd_report.c): every member registers (its --raft-urls entry),
+ * the leader reports every region with the members as replicas; a split
+ * shows up with its new epoch, and after the leader is killed the new
+ * leader is the regions' leader at the driver. */
+static void service_nodes_report_their_regions(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--pd-heartbeat-ms", "200", NULL};
+    tl_svc_group g;
+    tl_group_start_with(&g, "pd-svc", TL_GROUP_NODES, NULL, extra, TL_GROUP_NODES);
+    int l = tl_group_leader(&g, -1, 20000);
+    assert_true(l >= 0);
+    char url[64], path[64] = "/v1/regions/split";
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[l]);
+    json_t *j = NULL;
+    assert_int_equal(tl_raft_call(g.http[l], "POST", path, "{\"key\":\"m\"}", TL_REQUEST_MS,
+                                  &j),
+                     200);
+    json_decref(j);
+    /* "um": the user key m as the service keeps it ("u" before user keys). */
+    wait_pd_region(&g, "dW0=", 2, url, 2);
+    wait_pd_region(&g, "", 2, url, 2);
+    assert_int_equal(call(&g, "GET", "/v1/pd/nodes", NULL, &j), 200);
+    json_t *nodes = json_object_get(j, "nodes");
+    assert_int_equal(json_array_size(nodes), TL_GROUP_NODES);
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "http://127.0.0.1:%d", g.http[i]);
+        bool listed = false;
+        for (size_t k = 0; k < json_array_size(nodes); k++)
+            listed |= strcmp(json_string_value(json_object_get(json_array_get(nodes, k),
+                                                               "address")),
+                             want) == 0;
+        assert_true(listed);
+    }
+    json_decref(j);
+    /* The leader dies: the next one is the regions' leader at the driver. */
+    assert_int_equal(tl_kill9(g.pid[l]), 0);
+    g.pid[l] = 0;
+    int nl = tl_group_leader(&g, l, 20000);
+    assert_true(nl >= 0 && nl != l);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[nl]);
+    wait_pd_region(&g, "dW0=", 2, url, 2);
+    tl_group_stop(&g);
+}
+
 /* The status of a call to member i, and the error code in *code. */
 static long ask(int port, const char *method, const char *path, const char *body,
                 char *code, size_t len)
@@ -446,6 +549,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_map_follows_reports_through_kills_and_images),
         cmocka_unit_test(the_api_refuses_bad_input_and_points_at_the_leader),
+        cmocka_unit_test(service_nodes_report_their_regions),
     };
+    if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,319 @@
+/*
+ * pd_report.c — see pd_report.h. One thread, one libcurl handle; the JSON
+ * is jansson's. Nothing here changes the service's state: it reads the
+ * router's map and the member's leadership, and reports them.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base64.h"
+#include "buf.h"
+#include "curl_peer.h"
+#include "log.h"
+#include "pd_report.h"
+#include "timeutil.h"
+
+#define PD_URLS_MAX 8            /* oracle members tried */
+#define PD_URL_MAX 512
+
+struct pd_report {
+    svc *s;
+    pd_report_config cfg;
+    char urls[PD_URLS_MAX][PD_URL_MAX];
+    size_t nurls, at;            /* the members; the one that answered last */
+    char base[PD_URL_MAX];       /* where requests go now: urls[at], or the leader a 307 named */
+    char self_url[PD_URL_MAX];
+    char *token_header;          /* "Authorization: Bearer ..." or NULL */
+    CURL *curl;
+    struct curl_slist *headers;
+    buf answer;
+    uint64_t node;               /* this node's id at the driver (0: not registered yet) */
+    uint64_t member_ids[RAFT_PEERS_MAX]; /* each member's id at the driver (0: not yet) */
+    bool alone;                  /* the oracle has no driver: nothing to report */
+    bool failing;                /* the last round failed (logged once until one works) */
+    metrics_family *m_reports;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, started;
+};
+
+static size_t collect(char *p, size_t size, size_t n, void *arg)
+{
+    return buf_append(arg, p, size * n) == 0 ? size * n : 0;
+}
+
+/* The origin (scheme://host:port) of url into out. */
+static void origin_of(const char *url, char *out, size_t len)
+{
+    const char *p = strstr(url, "://");
+    const char *end = p != NULL ? strchr(p + 3, '/') : NULL;
+    size_t n = end != NULL ? (size_t)(end - url) : strlen(url);
+    snprintf(out, len, "%.*s", (int)n, url);
+}
+
+/* POST path with body (a JSON text, or NULL): the status (0: no answer
+ * from any member), the answer in r->answer. A 307 moves to the leader it
+ * names; a member that does not answer, or answers 503, gives way to the
+ * next. */
+static long post(pd_report *r, const char *path, const char *body)
+{
+    long status = 0;
+    for (size_t tries = 0; tries < r->nurls + 3; tries++) {
+        char url[PD_URL_MAX + 128];
+        snprintf(url, sizeof url, "%s%s", r->base, path);
+        buf_reset(&r->answer);
+        curl_easy_setopt(r->curl, CURLOPT_URL, url);
+        curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, body != NULL ? body : "");
+        status = 0;
+        if (curl_easy_perform(r->curl) == CURLE_OK)
+            curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &status);
+        char *loc = NULL;
+        if (status == 307 && curl_easy_getinfo(r->curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK &&
+            loc != NULL) {
+            origin_of(loc, r->base, sizeof r->base); /* the leader, for this and what follows */
+            continue;
+        }
+        if (status != 0 && status != 503)
+            return status;
+        r->at = (r->at + 1) % r->nurls;
+        snprintf(r->base, sizeof r->base, "%s", r->urls[r->at]);
+    }
+    return status;
+}
+
+static uint64_t answer_int(pd_report *r, const char *field)
+{
+    json_t *j = json_loadb(r->answer.data != NULL ? r->answer.data : "", r->answer.len, 0, NULL);
+    json_int_t v = json_integer_value(json_object_get(j, field));
+    json_decref(j);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* The driver's id for url (registering it: a known address keeps its
+ * id); 0 when it did not answer 200. */
+static uint64_t register_url(pd_report *r, const char *url, long *status)
+{
+    json_t *b = json_pack("{s:s}", "address", url);
+    char *text = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    *status = text != NULL ? post(r, "/v1/pd/nodes", text) : 0;
+    free(text);
+    return *status == 200 ? answer_int(r, "id") : 0;
+}
+
+static json_t *key_json(const pc_buf *k)
+{
+    char *s = malloc(4 * ((k->len + 2) / 3) + 1);
+    if (s == NULL)
+        return NULL;
+    b64_encode(k->data, k->len, s);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* The regions this node leads, as the driver takes them. */
+static json_t *regions_json(pd_report *r, json_t *replicas)
+{
+    region **all = NULL;
+    size_t n = router_list(r->s->regions, &all);
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && all != NULL && i < n; i++) {
+        const region *g = all[i];
+        int64_t size = atomic_load(&g->size);
+        json_t *o = json_pack("{s:I,s:o,s:o,s:I,s:i,s:O,s:I}", "id", (json_int_t)g->id, "start",
+                              key_json(&g->start), "end",
+                              g->unbounded ? json_null() : key_json(&g->end), "version",
+                              (json_int_t)g->epoch, "conf_ver", 1, "replicas", replicas, "bytes",
+                              (json_int_t)(size > 0 ? size : 0));
+        if (o == NULL || json_array_append_new(list, o) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    free(all);
+    return list;
+}
+
+static void count(pd_report *r, const char *outcome)
+{
+    metrics_inc(metrics_series_get(r->m_reports, outcome, NULL), 1);
+}
+
+/* One round: register if not yet, then the heartbeat. */
+static void round_once(pd_report *r)
+{
+    long st = 0;
+    if (r->node == 0) {
+        r->node = register_url(r, r->self_url, &st);
+        if (st == 409 && strstr(r->answer.data != NULL ? r->answer.data : "", "not_in_a_group")) {
+            log_info("placement driver: the oracle runs alone (no Raft group), so there is no "
+                     "driver to report to; this node does not report");
+            r->alone = true;
+            return;
+        }
+        if (r->node == 0)
+            goto failed;
+        log_info("placement driver: this node is node %llu (%s)", (unsigned long long)r->node,
+                 r->self_url);
+    }
+    bool leads = !svc_replicated(r->s) || svc_leads(r->s);
+    json_t *replicas = json_array();
+    if (!svc_replicated(r->s)) {
+        json_array_append_new(replicas, json_integer((json_int_t)r->node));
+    } else if (leads) {
+        for (size_t i = 0; i < r->cfg.nmembers; i++) {
+            long ignored;
+            if (r->member_ids[i] == 0 && r->cfg.members[i].http[0] != '\0')
+                r->member_ids[i] = register_url(r, r->cfg.members[i].http, &ignored);
+            if (r->member_ids[i] != 0)
+                json_array_append_new(replicas, json_integer((json_int_t)r->member_ids[i]));
+        }
+    }
+    json_t *regions = leads ? regions_json(r, replicas) : json_array();
+    json_decref(replicas);
+    json_t *body = regions != NULL ? json_pack("{s:I,s:o}", "node", (json_int_t)r->node,
+                                               "regions", regions)
+                                   : NULL;
+    char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    st = text != NULL ? post(r, "/v1/pd/heartbeat", text) : 0;
+    free(text);
+    if (st == 404) /* the driver lost this node (a new oracle group): register again */
+        r->node = 0;
+    if (st != 200)
+        goto failed;
+    if (r->failing)
+        log_info("placement driver: reporting again");
+    r->failing = false;
+    count(r, "ok");
+    return;
+failed:
+    if (!r->failing)
+        log_warn("placement driver: a report failed (status %ld%s%.200s); trying again every "
+                 "%u ms",
+                 st, r->answer.len ? ": " : "", r->answer.data != NULL ? r->answer.data : "",
+                 r->cfg.interval_ms);
+    r->failing = true;
+    count(r, st == 0 ? "unreachable" : "refused");
+}
+
+static void *run(void *arg)
+{
+    pd_report *r = arg;
+    round_once(r); /* at once: the node is known as soon as it serves */
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop && !r->alone) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)r->cfg.interval_ms * 1000000u;
+        until.tv_sec += (time_t)(ns / 1000000000u);
+        until.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&r->cv, &r->mu, &until);
+        if (r->stop)
+            continue;
+        pthread_mutex_unlock(&r->mu);
+        round_once(r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void free_report(pd_report *r)
+{
+    curl_slist_free_all(r->headers);
+    if (r->curl != NULL)
+        curl_easy_cleanup(r->curl);
+    buf_free(&r->answer);
+    free(r->token_header);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* The handle's options; false if libcurl refused one. */
+static bool setup_curl(pd_report *r)
+{
+    const oc_tls *t = r->cfg.tls;
+    long timeout = (long)(r->s->cfg.oracle_timeout_ms ? r->s->cfg.oracle_timeout_ms : 2000);
+    r->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (r->headers != NULL && r->token_header != NULL) {
+        struct curl_slist *h = curl_slist_append(r->headers, r->token_header);
+        if (h == NULL)
+            return false;
+        r->headers = h;
+    }
+    return r->headers != NULL && curl_peer_connection(r->curl, timeout, 2 * timeout) == 0 &&
+           (t == NULL || curl_peer_tls(r->curl, t->ca_file, t->cert_file, t->key_file) == 0) &&
+           curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, r->headers) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, collect) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, &r->answer) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_POST, 1L) == CURLE_OK;
+}
+
+pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
+{
+    *failed = false;
+    if (cfg->interval_ms == 0 || cfg->self_url == NULL || cfg->self_url[0] == '\0')
+        return NULL;
+    pd_report *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    r->s = s;
+    r->cfg = *cfg;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    snprintf(r->self_url, sizeof r->self_url, "%s", cfg->self_url);
+    for (const char *p = cfg->oracle; *p != '\0' && r->nurls < PD_URLS_MAX;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0 && n < PD_URL_MAX)
+            snprintf(r->urls[r->nurls++], PD_URL_MAX, "%.*s", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    if (cfg->token != NULL) {
+        size_t n = strlen(cfg->token) + 32;
+        if ((r->token_header = malloc(n)) != NULL)
+            snprintf(r->token_header, n, "Authorization: Bearer %s", cfg->token);
+    }
+    r->m_reports = metrics_counter(s->metrics, "percolator_pd_reports_total",
+                                   "heartbeats to the placement driver, by outcome (ok, refused, "
+                                   "unreachable)",
+                                   "outcome", NULL);
+    r->curl = curl_easy_init();
+    if (r->nurls == 0 || (cfg->token != NULL && r->token_header == NULL) || r->curl == NULL ||
+        !setup_curl(r)) {
+        free_report(r);
+        *failed = true;
+        return NULL;
+    }
+    snprintf(r->base, sizeof r->base, "%s", r->urls[0]);
+    if (pthread_create(&r->thread, NULL, run, r) != 0) {
+        free_report(r);
+        *failed = true;
+        return NULL;
+    }
+    r->started = true;
+    return r;
+}
+
+void pd_report_stop(pd_report *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (r->started)
+        pthread_join(r->thread, NULL);
+    free_report(r);
+}
