@@ -28,7 +28,8 @@
 #  7. docker/compose.cluster.yml with docker/compose.cluster-ips.yml (all
 #     six at fixed addresses): the services agree on a leader, a commit
 #     through a follower (passed on to the leader, no redirect) read back
-#     through the other; `docker kill` the service leader:
+#     through the other; the leader reports to the placement driver (the
+#     oracle group); `docker kill` the service leader:
 #     another leads, the commit is readable, a new one works; the killed one
 #     started again rejoins as a follower; stop: all exit 0; down -v.
 # Everything it made (containers, network, volumes, images, the daemon) is
@@ -395,6 +396,11 @@ done
 creq_until '^200 0 \{"commit_ts":[0-9]+\}$' "$F" PUT /v1/kv/cluster '{"value":"one"}'
 creq_until '^200 0 \{"key":"cluster","value":"one",' "$G" GET /v1/kv/cluster
 ok "cluster compose: all six at $CNET.11-13/.21-23, service$L leads after $(( $(date +%s) - t0 ))s; a commit through follower service$F (passed on to the leader, no redirect), read back through service$G"
+# Every service reports to the placement driver, the oracle group
+# (--pd-heartbeat-ms, every 10 s; DESIGN 6.3), over the compose network
+# with the oracle's token: the leader's own count of good reports.
+creq_until '^200 0 .*percolator_pd_reports_total\{outcome="ok"\} [1-9]' "$L" GET /metrics
+ok "cluster compose: service$L reports its regions to the placement driver in the oracle group"
 
 "$DOCKER" kill "${CPROJECT}_service${L}_1" >/dev/null || fail "docker kill service$L failed"
 dead=$L
