@@ -39,6 +39,7 @@ struct raft_node {
     _Atomic uint64_t hwm_seen;/* the mark, for raft_node_hwm (any thread) */
 
     metrics_series *m_lowered_commits, *m_lowered_replies;
+    metrics_series *m_pd_nodes, *m_pd_regions; /* the map as this member applied it */
     uint64_t seen_lowered_commits, seen_lowered_replies; /* loop thread only */
 };
 
@@ -71,6 +72,10 @@ static void refresh_status(raft_node *n)
     metrics_inc(n->m_lowered_replies, replies - n->seen_lowered_replies);
     n->seen_lowered_commits = commits;
     n->seen_lowered_replies = replies;
+    pd_counts c;
+    pd_map_counts(n->pd, &c);
+    metrics_set(n->m_pd_nodes, (int64_t)c.nodes);
+    metrics_set(n->m_pd_regions, (int64_t)c.regions);
 }
 
 /* The command in flight was applied (or failed), before the proposer
@@ -149,6 +154,12 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
             "what", NULL);
         n->m_lowered_commits = metrics_series_get(lowered, "leader_commit", NULL);
         n->m_lowered_replies = metrics_series_get(lowered, "reply_last_index", NULL);
+        n->m_pd_nodes = metrics_gauge1(m, "percolator_pd_nodes",
+                                       "service nodes in the placement driver's map, as this "
+                                       "member applied it");
+        n->m_pd_regions = metrics_gauge1(m, "percolator_pd_regions",
+                                         "regions in the placement driver's map, as this member "
+                                         "applied it");
         wc.m_window = metrics_counter1(m, "percolator_oracle_raft_window_requests_total",
                                        "timestamp requests the leader answered from its "
                                        "window under its lease, without a Raft round");

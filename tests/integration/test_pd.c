@@ -315,6 +315,23 @@ static void the_map_follows_reports_through_kills_and_images(void **state)
     lead_with(&g, l);
     check_map(&g, l, m);
     assert_true(take_ids(&g, 1) > last_id);
+    /* Each member's gauge counts the regions as it applied them. */
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        char url[96], want[96];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g.ohttp[i]);
+        snprintf(want, sizeof want, "\npercolator_pd_regions %zu\n", m->n);
+        bool seen = false;
+        for (int t = 0; t < 100 && !seen; t++) {
+            tl_resp r;
+            assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
+            seen = r.status == 200 && r.body != NULL && strstr(r.body, want) != NULL;
+            tl_resp_free(&r);
+            if (!seen)
+                time_sleep_ms(100);
+        }
+        if (!seen)
+            fail_msg("member %d's percolator_pd_regions is not %zu", i + 1, m->n);
+    }
     free(old);
     free(m);
     tl_group_stop(&g);
