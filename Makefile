@@ -77,7 +77,7 @@ LIB_SRC  = $(wildcard common/*.c engine/*.c) \
            $(filter-out oracle/main.c,$(wildcard oracle/*.c)) \
            $(filter-out service/main.c,$(wildcard service/*.c))
 # The client speaks only HTTP: its own files and three of common/, no library.
-CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c) common/buf.c common/token.c common/tar.c)
+CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c) common/buf.c common/token.c common/tar.c common/base64.c)
 TLIB_SRC = $(wildcard tests/lib/*.c)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 INTEG_SRC = $(wildcard tests/integration/test_*.c)

@@ -16,6 +16,7 @@
  *   watch.c    watch (a change stream, resumed across cuts and members)
  *   lease.c    lease grant|keepalive|revoke|get|list (keys that expire)
  *   regions.c  region list, region split (the regions of the keyspace)
+ *   pd.c       pd nodes, pd regions (the placement driver's view, an oracle group's)
  */
 #ifndef PERCOLATOR_CLI_H
 #define PERCOLATOR_CLI_H
@@ -150,5 +151,6 @@ int cli_status(const cli_opts *o);
 int cli_lease(const cli_opts *o);
 /* regions.c */
 int cli_region(const cli_opts *o);
+int cli_pd(const cli_opts *o);
 
 #endif

@@ -20,7 +20,7 @@
 
 enum { C_GET = 1, C_PUT = 2, C_DEL = 4, C_SCAN = 8, C_TXN = 16, C_WATCH = 32, C_MEMBER = 64,
        C_BACKUP = 128, C_STATUS = 256, C_STREAM = 512, C_LEASE = 1024, C_REGION = 2048,
-       C_ALL = 4095 };
+       C_PD = 4096, C_ALL = 8191 };
 
 typedef struct command {
     const char *name;
@@ -42,6 +42,7 @@ static const command commands[] = {
     {"status", C_STATUS, 0, 0, cli_status},
     {"lease", C_LEASE, 1, 2, cli_lease},
     {"region", C_REGION, 1, 2, cli_region},
+    {"pd", C_PD, 1, 1, cli_pd},
 };
 
 typedef enum { O_STR, O_LONG, O_U64, O_FLAG } opt_kind;
@@ -67,7 +68,7 @@ static const option options[] = {
     {"prefix", O_STR, C_SCAN, 0, 0},
     {"start", O_STR, C_SCAN, 0, 0},
     {"end", O_STR, C_SCAN, 0, 0},
-    {"limit", O_LONG, C_SCAN, 1, 1000000000},
+    {"limit", O_LONG, C_SCAN | C_PD, 1, 1000000000},
     {"page-size", O_LONG, C_SCAN, 1, 10000},
     {"count", O_LONG, C_WATCH | C_STREAM | C_LEASE, 1, 1000000000},
     {"lease", O_U64, C_PUT, 0, 0},
@@ -136,6 +137,11 @@ static const char usage_text[] =
     "                             BATCHES, BYTES (at the last size check; - : none)\n"
     "  region split KEY           split the region holding KEY before it (a command\n"
     "                             in the log), then list the regions\n"
+    "  pd nodes                   the placement driver's nodes (an oracle group's: give\n"
+    "                             --endpoints an oracle member): ID, ADDRESS, HEARTBEAT-MS\n"
+    "                             (since the last), LEADERS, BYTES (- : not heard from)\n"
+    "  pd regions [--limit N]     its region map in key order (N: 1000, at most 10000):\n"
+    "                             ID, VERSION, START, END, REPLICAS, LEADER, BYTES\n"
     "  status                     what each of --endpoints says of itself (its /v1/health),\n"
     "                             a row each: ID, STATUS, ROLE, MEMBERSHIP, TERM, APPLIED,\n"
     "                             LAG (entries behind the leader's APPLIED, when the leader\n"

@@ -20,8 +20,9 @@
  *  3. three service members over the group report to it
  *     (service/pd_report.c): each registers, the leader's report carries
  *     every region with the three as replicas, a split shows with its new
- *     epoch, and after the service leader is killed the new leader is
- *     the regions' leader at the driver.
+ *     epoch (`percolator pd regions` and `pd nodes` show the same), and
+ *     after the service leader is killed the new leader is the regions'
+ *     leader at the driver.
  *
  * PD_TEST_SEED=<n> replays test 1 with another seed (printed).
  */
@@ -425,6 +426,30 @@ static void service_nodes_report_their_regions(void **state)
         assert_true(listed);
     }
     json_decref(j);
+    /* The client shows the same (`percolator pd`), from a follower of the
+     * oracle group (its 307 followed). */
+    int ol = tl_group_oracle_leader(&g, -1, 10000);
+    assert_true(ol >= 0);
+    char ep[160];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d,http://127.0.0.1:%d",
+             g.ohttp[(ol + 1) % TL_GROUP_NODES], g.ohttp[ol]);
+    const char *regions_args[] = {"--endpoints", ep, "pd", "regions", NULL};
+    tl_run_result out;
+    assert_int_equal(tl_run("percolator", regions_args, NULL, NULL, 0, 30000, &out), 0);
+    assert_int_equal(out.status, 0);
+    assert_non_null(strstr(out.out, "(2 regions in the map)"));
+    assert_non_null(strstr(out.out, url)); /* the leader column */
+    assert_non_null(strstr(out.out, "um ")); /* a bound shown as text */
+    tl_run_free(&out);
+    const char *nodes_args[] = {"--endpoints", ep, "pd", "nodes", NULL};
+    assert_int_equal(tl_run("percolator", nodes_args, NULL, NULL, 0, 30000, &out), 0);
+    assert_int_equal(out.status, 0);
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "http://127.0.0.1:%d ", g.http[i]);
+        assert_non_null(strstr(out.out, want));
+    }
+    tl_run_free(&out);
     /* The leader dies: the next one is the regions' leader at the driver. */
     assert_int_equal(tl_kill9(g.pid[l]), 0);
     g.pid[l] = 0;
