@@ -163,7 +163,7 @@ while IFS='|' read -r line want; do
     got=$(complete "$line")
     [ "$got" = "$want" ] || fail "completion of '$line': got '$got', want '$want'"
 done <<EOF
-percolator |backup del get lease member put region scan status txn watch watch-claim
+percolator |backup del get lease member pd put region scan status txn watch watch-claim
 percolator g|get
 percolator --json member |add lead list remove
 percolator member r|remove
@@ -180,6 +180,8 @@ percolator watch svc/ --s|--start-ts
 percolator put --if|--if-commit-ts
 percolator lease |get grant keepalive list revoke
 percolator lease keepalive 5 --ev|--every-ms
+percolator pd |nodes regions
+percolator pd regions --l|--limit
 percolator --timeout-ms |
 percolator --token-file tok|token.txt tokens
 percolator put -- -k |
