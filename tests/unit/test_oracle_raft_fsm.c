@@ -73,6 +73,7 @@
 
 #include "fixture_raft.h"
 #include "log.h"
+#include "pd_map.h"
 #include "raft_fsm.h"
 #include "raft_io_guard.h"
 #include "raft_proposer.h"
@@ -94,9 +95,26 @@ typedef struct {
     struct raft_fsm fsm; /* given to raft; first member: observed_apply casts */
     struct raft_fsm oracle;
     oracle_fsm_state st;
+    pd_map *pd;          /* the placement driver's map, applied as the product does */
     cluster *c;
     unsigned i;
 } node;
+
+/* A placement-driver command on one server (raft_node_pd): its entry, made
+ * by the client, and what applying it gave. */
+typedef struct {
+    rp_wait base;        /* first; kind PD_KIND */
+    struct raft_buffer cmd;
+    bool given;          /* the loop proposed it (libraft owns the buffer) */
+    uint64_t result;
+    uint64_t ids;        /* an ids command's count (0: another command) */
+    cluster *c;
+    unsigned answers;
+    rp_rc rc;
+} pd_request;
+
+#define PD_KIND 1        /* raft_node.c's RN_PD_KIND */
+#define MAX_PD 4096
 
 /* Server i's loop: the product's proposer and window code. */
 typedef struct {
@@ -149,6 +167,9 @@ struct cluster {
     uint64_t watch_n;       /* test 3: a command of this size... */
     unsigned watch_applied; /* ...applied this many times, on any server */
     unsigned twice;         /* answers given to a request already answered */
+    pd_request *pds;        /* placement-driver commands (the random test) */
+    unsigned n_pds;
+    unsigned pd_inflight[N];/* their entries in flight, per server */
 };
 
 static struct raft *R(cluster *c, unsigned i)
@@ -202,9 +223,14 @@ static void on_answer(rp_wait *x, rp_rc rc)
 /* rp_config.applied, as raft_node.c's: the window code's. */
 static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
-    (void)kind; /* one kind of entry here */
     node *nd = arg;
     loop *lp = &nd->c->loops[nd->i];
+    if (kind == PD_KIND) { /* as raft_node.c's: each waits for its own result */
+        nd->c->pd_inflight[nd->i]--;
+        for (rp_wait *x = list; x != NULL; x = x->next)
+            ((pd_request *)x)->result = status == 0 ? oracle_fsm_first(result) : 0;
+        return;
+    }
     tw_applied(lp->w, lp->p, R(nd->c, nd->i), list, status, result);
 }
 
@@ -235,11 +261,13 @@ static cluster *cluster_new(uint64_t min_ts)
     c->reqs = calloc(MAX_REQS, sizeof(*c->reqs));
     c->raws = calloc(MAX_RAW, sizeof(*c->raws));
     c->handed = calloc(MAX_REQS + MAX_RAW, sizeof(*c->handed));
-    assert_true(c->reqs != NULL && c->raws != NULL && c->handed != NULL);
+    c->pds = calloc(MAX_PD, sizeof(*c->pds));
+    assert_true(c->reqs != NULL && c->raws != NULL && c->handed != NULL && c->pds != NULL);
     assert_int_equal(raft_fixture_initialize(&c->f), 0);
     for (unsigned i = 0; i < N; i++) {
         node *nd = &c->nodes[i];
-        oracle_fsm_init(&nd->oracle, &nd->st, NULL);
+        assert_non_null(nd->pd = pd_map_new());
+        oracle_fsm_init(&nd->oracle, &nd->st, nd->pd);
         nd->fsm = nd->oracle; /* same data (the state), snapshot, restore */
         nd->fsm.apply = observed_apply;
         nd->c = c;
@@ -273,7 +301,12 @@ static void cluster_free(cluster *c)
     for (unsigned i = 0; i < N; i++) {
         rp_free(c->loops[i].p);
         tw_free(c->loops[i].w);
+        pd_map_free(c->nodes[i].pd);
     }
+    for (unsigned k = 0; k < c->n_pds; k++)
+        if (!c->pds[k].given)
+            oracle_fsm_command_free(&c->pds[k].cmd); /* never proposed */
+    free(c->pds);
     free(c->reqs);
     free(c->raws);
     free(c->handed);
@@ -303,9 +336,31 @@ static void drive(cluster *c, unsigned i)
         return;
     rp_step(P(c, i), R(c, i));
     tw_serve(c->loops[i].w, P(c, i), R(c, i));
-    if (rp_in_flight(P(c, i)) > 1) /* one command at a time (ts_window.h) */
+    /* As raft_node.c's serve_pd: each queued placement-driver command an
+     * entry of its own, beside the window's one command. */
+    rp_wait *list = rp_ready(P(c, i), R(c, i)) ? rp_take_kind(P(c, i), PD_KIND, NULL, NULL) : NULL;
+    for (rp_wait *x = list, *next; x != NULL; x = next) {
+        next = x->next;
+        x->next = NULL;
+        pd_request *q = (pd_request *)x;
+        q->given = true;
+        if (rp_apply_kind(P(c, i), R(c, i), PD_KIND, x, &q->cmd) == 0)
+            c->pd_inflight[i]++;
+    }
+    if (rp_in_flight(P(c, i)) > 1 + c->pd_inflight[i]) /* one command at a time (ts_window.h) */
         fail_msg("server %u: %u commands in flight", i, rp_in_flight(P(c, i)));
 }
+
+static void on_pd_answer(rp_wait *x, rp_rc rc)
+{
+    pd_request *q = (pd_request *)x;
+    q->answers++;
+    q->rc = rc;
+}
+
+/* A client sends server i a placement-driver command (raft_node_pd):
+ * kind 0..2 a node, ids or a random region report. */
+static void submit_pd(cluster *c, unsigned i, uint64_t *s);
 
 static void drive_all(cluster *c)
 {
@@ -784,6 +839,18 @@ static uint64_t rnd(uint64_t *s) /* splitmix64 */
  * With the guard, the product's loops, seeds 1..1000
  * (ORACLE_FSM_SEEDS=1000): every seed passes; the raw driver: see DESIGN
  * §7.1.
+ *
+ * Beside the timestamps, clients send the placement driver's commands
+ * (nodes, ids, random region reports, stale and overlapping ones
+ * included), proposed as raft_node.c proposes them; after the run every
+ * server's map must be the same bytes, well formed, and no ids handed out
+ * twice. The run takes few images (libraft's default threshold, 1,024
+ * entries): libraft 0.15's fixture cannot run it with frequent ones (its
+ * in-memory log's truncate assumes the log starts at index 1 and reads
+ * past its buffer once a snapshot cut it: seen under ASan with a
+ * threshold of 64, seeds 1-5, with or without the driver's commands).
+ * The driver's images are tested in test_pd_map (the state machine's
+ * image) and test_pd (a member catching up past the leader's image).
  */
 /* With the guard, a leader never counts a follower as holding an entry
  * that the follower holds in another term (libraft 0.15's defect, §7.1),
@@ -801,6 +868,85 @@ static void check_counts(cluster *c, const char *ctx, unsigned step)
                          ctx, step, i, j, ULL(m), ULL(mine), ULL(theirs));
         }
     }
+}
+
+static void submit_pd(cluster *c, unsigned i, uint64_t *s)
+{
+    if (c->n_pds >= MAX_PD)
+        return;
+    pd_request *q = &c->pds[c->n_pds];
+    *q = (pd_request){.base = {.kind = PD_KIND, .done = on_pd_answer}, .c = c};
+    buf b = BUF_INIT;
+    char err[128];
+    oracle_pd_cmd cmd;
+    unsigned what = (unsigned)(rnd(s) % 10);
+    if (what == 0) {
+        char addr[32];
+        snprintf(addr, sizeof addr, "http://n%u", (unsigned)(rnd(s) % 20));
+        assert_int_equal(pd_cmd_node(&b, addr, err, sizeof err), 0);
+        cmd = ORACLE_PD_NODE;
+    } else if (what == 1) {
+        q->ids = 1 + rnd(s) % 5;
+        assert_int_equal(pd_cmd_ids(&b, q->ids, err, sizeof err), 0);
+        cmd = ORACLE_PD_IDS;
+    } else { /* 1 to 3 random regions: stale, overlapping, new, whatever */
+        pd_region rs[3];
+        char keys[3][2][8];
+        size_t n = 1 + rnd(s) % 3;
+        for (size_t k = 0; k < n; k++) {
+            unsigned lo = (unsigned)(rnd(s) % 90), hi = lo + 1 + (unsigned)(rnd(s) % 10);
+            snprintf(keys[k][0], 8, "k%02u", lo);
+            snprintf(keys[k][1], 8, "k%02u", hi);
+            rs[k] = (pd_region){.id = 1 + rnd(s) % 40, .version = 1 + rnd(s) % 8,
+                                .conf_ver = 1 + rnd(s) % 2, .nreplicas = 1, .replicas = {1},
+                                .start = (uint8_t *)keys[k][0], .start_len = 3,
+                                .end = (uint8_t *)keys[k][1], .end_len = hi >= 100 ? 0 : 3};
+        }
+        assert_int_equal(pd_cmd_regions(&b, rs, n, err, sizeof err), 0);
+        cmd = ORACLE_PD_REGIONS;
+    }
+    assert_int_equal(oracle_fsm_pd_command(cmd, &b, &q->cmd), 0);
+    buf_free(&b);
+    c->n_pds++;
+    if (rp_submit(P(c, i), &q->base) != RP_OK) { /* refused: never proposed */
+        oracle_fsm_command_free(&q->cmd);
+        q->given = true; /* nothing left to free */
+    }
+}
+
+/* After a converged run: every server holds the same placement-driver map,
+ * byte for byte, well formed (its image re-read is the same), and no id
+ * was handed out twice. How many regions it holds. */
+static size_t check_pd(cluster *c, const char *ctx)
+{
+    buf first = BUF_INIT;
+    for (unsigned i = 0; i < N; i++) {
+        buf b = BUF_INIT;
+        assert_int_equal(pd_map_encode(c->nodes[i].pd, &b), 0);
+        pd_map *copy = pd_map_new();
+        assert_int_equal(pd_map_restore(copy, (const uint8_t *)b.data, b.len), 0);
+        pd_map_free(copy);
+        if (i == 0)
+            first = b;
+        else if (b.len != first.len || memcmp(b.data, first.data, b.len) != 0)
+            fail_msg("%s: server %u's placement-driver map differs from server 0's", ctx, i);
+        if (i > 0)
+            buf_free(&b);
+    }
+    buf_free(&first);
+    for (unsigned a = 0; a < c->n_pds; a++) {
+        const pd_request *x = &c->pds[a];
+        for (unsigned b = a + 1; x->ids && x->answers && x->result && b < c->n_pds; b++) {
+            const pd_request *y = &c->pds[b];
+            if (y->ids && y->answers && y->result &&
+                x->result < y->result + y->ids && y->result < x->result + x->ids)
+                fail_msg("%s: ids %llu..%llu handed out twice", ctx, ULL(x->result),
+                         ULL(x->result + x->ids - 1));
+        }
+    }
+    pd_counts n;
+    pd_map_counts(c->nodes[0].pd, &n);
+    return n.regions;
 }
 
 /* One run of random faults and requests (test 4, test 7): every safety
@@ -851,6 +997,8 @@ static const char *random_run(cluster *c, unsigned long long seed, bool raw)
             n_cut++;
         } else if (r >= 148 && r < 165) {
             set_cut(c, i, j, false);
+        } else if (r >= 165 && r < 215 && !c->raw && raft_fixture_alive(&c->f, i)) {
+            submit_pd(c, i, &s); /* the placement driver's commands, beside */
         }
         drive_all(c); /* the product's loops, between steps */
         raft_fixture_step(&c->f);
@@ -905,6 +1053,17 @@ static const char *random_run(cluster *c, unsigned long long seed, bool raw)
                  ULL(c->committed_end));
     if (hwm < top)
         fail_msg("%s: servers end at %llu, below handed-out %llu", ctx, ULL(hwm), ULL(top));
+    size_t pd_regions = c->raw ? 0 : check_pd(c, ctx);
+    unsigned pd_answered = 0;
+    for (unsigned k = 0; k < c->n_pds; k++)
+        pd_answered += c->pds[k].answers > 0 && c->pds[k].rc == RP_OK;
+    if (!c->raw)
+        print_message("oracle fsm random run: %u placement-driver commands, %u answered; every "
+                      "server's map the same, %zu regions\n",
+                      c->n_pds, pd_answered, pd_regions);
+    if (!c->raw && (pd_answered == 0 || pd_regions == 0))
+        fail_msg("%s: the placement driver's commands did nothing (%u answered, %zu regions)",
+                 ctx, pd_answered, pd_regions);
     /* Not vacuous: faults happened and plenty of ranges went out, the
      * product's both ways (a command's part, the window). */
     if (c->n_handed < 200 || n_failed == 0 || n_kill == 0 || n_depose == 0)
