@@ -57,6 +57,18 @@ static void reply_rc(httpd_req *req, oracle_ctx *ctx, rn_rc rc)
         oracle_reply_elsewhere(req, ctx, rc);
 }
 
+/* Propose cmd's bytes (freed here) and wait: true with *result, or the
+ * reply made (a redirect, 503, 413) and false. */
+static bool propose(httpd_req *req, oracle_ctx *ctx, oracle_pd_cmd cmd, buf *bytes,
+                    uint64_t *result)
+{
+    rn_rc rc = raft_node_pd(ctx->raft, cmd, bytes, PD_WAIT_MS, result);
+    buf_free(bytes);
+    if (rc != RN_OK)
+        reply_rc(req, ctx, rc);
+    return rc == RN_OK;
+}
+
 /* ---- JSON ---- */
 
 static json_t *key_json(const uint8_t *p, size_t n)
@@ -155,16 +167,13 @@ void oracle_pd_register(httpd_req *req, void *arg)
         return;
     }
     uint64_t id = 0;
-    rn_rc rc = raft_node_pd(ctx->raft, ORACLE_PD_NODE, &cmd, PD_WAIT_MS, &id);
-    buf_free(&cmd);
-    if (rc != RN_OK)
-        reply_rc(req, ctx, rc);
-    else if (id == 0)
+    bool applied = propose(req, ctx, ORACLE_PD_NODE, &cmd, &id);
+    if (applied && id == 0)
         httpd_reply_error(req, 409, "pd_refused", NULL,
                           "address '%.100s' refused: not printable ASCII without spaces, or "
                           "%d nodes are registered already",
                           addr, PD_MAX_NODES);
-    else
+    else if (applied)
         httpd_reply_json(req, 200, json_pack("{s:I,s:s}", "id", (json_int_t)id, "address", addr));
     json_decref(body);
 }
@@ -482,13 +491,10 @@ void oracle_pd_ids(httpd_req *req, void *arg)
         return;
     }
     uint64_t first = 0;
-    rn_rc rc = raft_node_pd(ctx->raft, ORACLE_PD_IDS, &cmd, PD_WAIT_MS, &first);
-    buf_free(&cmd);
-    if (rc != RN_OK)
-        reply_rc(req, ctx, rc);
-    else if (first == 0)
+    bool applied = propose(req, ctx, ORACLE_PD_IDS, &cmd, &first);
+    if (applied && first == 0)
         httpd_reply_error(req, 409, "pd_refused", NULL, "the ids are used up");
-    else
+    else if (applied)
         httpd_reply_json(req, 200, json_pack("{s:I,s:I}", "first", (json_int_t)first, "count",
                                              (json_int_t)n));
 }
