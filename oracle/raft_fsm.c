@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "be.h"
 #include "raft_fsm.h"
 
 static const uint8_t TAG[8] = {'o', 'r', 'a', 'c', 'A', 'D', 'V', '1'};
@@ -15,27 +16,13 @@ static const uint8_t PD_TAGS[3][8] = {{'o', 'r', 'a', 'c', 'P', 'D', 'N', '1'},
 /* An image with the placement driver's map. */
 static const uint8_t IMAGE_TAG[8] = {'o', 'r', 'a', 'c', 'S', 'N', 'P', '2'};
 
-static void be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 int oracle_fsm_command(uint64_t n, struct raft_buffer *out)
 {
     uint8_t *p = raft_malloc(16);
     if (p == NULL)
         return -1;
     memcpy(p, TAG, 8);
-    be64(p + 8, n);
+    be_put64(p + 8, n);
     out->base = p;
     out->len = 16;
     return 0;
@@ -53,7 +40,7 @@ int oracle_fsm_pd_command(oracle_pd_cmd cmd, const buf *bytes, struct raft_buffe
         return -1;
     memset(p, 0, len);
     memcpy(p, PD_TAGS[cmd], 8);
-    be64(p + 8, bytes->len);
+    be_put64(p + 8, bytes->len);
     if (bytes->len)
         memcpy(p + 16, bytes->data, bytes->len);
     out->base = p;
@@ -73,7 +60,7 @@ static uint64_t apply_pd(oracle_fsm_state *st, const uint8_t *p, size_t len)
 {
     if (st->pd == NULL || len < 16 || len % 8 != 0)
         return 0;
-    uint64_t n = get_be64(p + 8);
+    uint64_t n = be_get64(p + 8);
     if (n > len - 16 || len - 16 - n >= 8)
         return 0; /* not the padding of a command of ours */
     if (memcmp(p, PD_TAGS[ORACLE_PD_NODE], 8) == 0)
@@ -98,7 +85,7 @@ static int apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **res
     }
     /* A command that cannot be applied changes nothing, on every node
      * alike (each sees the same bytes and the same mark). */
-    uint64_t n = get_be64(p + 8);
+    uint64_t n = be_get64(p + 8);
     if (n > 0 && n <= ORACLE_FSM_MAX_TS && st->hwm <= ORACLE_FSM_MAX_TS - n) {
         first = st->hwm + 1;
         st->hwm += n;
@@ -114,7 +101,7 @@ static int snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *
     oracle_fsm_state *st = fsm->data;
     buf img = BUF_INIT;
     uint8_t mark[8];
-    be64(mark, st->hwm);
+    be_put64(mark, st->hwm);
     int rc = st->pd == NULL ? buf_append(&img, mark, 8)
                             : buf_append(&img, IMAGE_TAG, 8) || buf_append(&img, mark, 8) ||
                                   pd_map_encode(st->pd, &img);
@@ -145,7 +132,7 @@ static int restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     /* The mark never goes down: a member installs an image only when its
      * log is behind it, so the image's mark is at least its own; a lower
      * one is forged, and taking it would hand out timestamps twice. */
-    uint64_t image = get_be64(mapped ? p + 8 : p);
+    uint64_t image = be_get64(mapped ? p + 8 : p);
     /* Nor past the cap no command can pass: such an image is forged too
      * (a fuzzed peer's; /v1/health would show a negative mark). */
     if (image > ORACLE_FSM_MAX_TS)

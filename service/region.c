@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "be.h"
 #include "metrics.h"
 
 struct router {
@@ -309,35 +310,13 @@ size_t router_run(const router *rt, const pc_mutation *m, size_t n)
 #define MAP_MAGIC "pcR1"
 #define MAP_HEADER 16 /* magic, next id, count */
 
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    put_be32(p, (uint32_t)(v >> 32));
-    put_be32(p + 4, (uint32_t)v);
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
 /* One region's entry: id, epoch, start. */
 static int put_entry(pc_buf *out, uint64_t id, uint64_t epoch, const void *start, size_t len)
 {
     uint8_t h[20];
-    put_be64(h, id);
-    put_be64(h + 8, epoch);
-    put_be32(h + 16, (uint32_t)len);
+    be_put64(h, id);
+    be_put64(h + 8, epoch);
+    be_put32(h + 16, (uint32_t)len);
     return pc_buf_append(out, h, sizeof h) == PC_OK && pc_buf_append(out, start, len) == PC_OK
                ? 0 : -1;
 }
@@ -346,8 +325,8 @@ static int put_header(pc_buf *out, uint64_t next_id, size_t count)
 {
     uint8_t h[MAP_HEADER];
     memcpy(h, MAP_MAGIC, 4);
-    put_be64(h + 4, next_id);
-    put_be32(h + 12, (uint32_t)count);
+    be_put64(h + 4, next_id);
+    be_put32(h + 12, (uint32_t)count);
     out->len = 0;
     return pc_buf_append(out, h, sizeof h) == PC_OK ? 0 : -1;
 }
@@ -369,8 +348,8 @@ static bool take_entry(const uint8_t **p, const uint8_t *end, uint64_t *id, uint
 {
     if (end - *p < 20)
         return false;
-    *id = get_be64(*p), *epoch = get_be64(*p + 8);
-    size_t len = get_be32(*p + 16);
+    *id = be_get64(*p), *epoch = be_get64(*p + 8);
+    size_t len = be_get32(*p + 16);
     *p += 20;
     if (len > PC_KEY_MAX || (size_t)(end - *p) < len)
         return false;
@@ -392,8 +371,8 @@ static size_t parse_map(const void *map, size_t len, uint64_t *next_id, map_entr
     *e = NULL;
     if (len < MAP_HEADER || memcmp(p, MAP_MAGIC, 4) != 0)
         return 0;
-    *next_id = get_be64(p + 4);
-    uint32_t count = get_be32(p + 12);
+    *next_id = be_get64(p + 4);
+    uint32_t count = be_get32(p + 12);
     if (count == 0 || count > ROUTER_MAX_REGIONS || (*e = calloc(count, sizeof(**e))) == NULL)
         return 0;
     p += MAP_HEADER;
