@@ -190,12 +190,23 @@ pd_map *pd_map_new(void)
     pd_map *m = calloc(1, sizeof *m);
     if (m == NULL)
         return NULL;
-    if (pthread_rwlock_init(&m->lock, NULL) != 0) {
-        free(m);
-        return NULL;
-    }
+    /* Writers first: the writer is the Raft loop applying a command, and
+     * readers (HTTP threads listing the map) must not hold it off. Nothing
+     * takes the read lock twice on one thread (that could then wait on a
+     * queued writer). */
+    pthread_rwlockattr_t attr;
+    if (pthread_rwlockattr_init(&attr) != 0)
+        goto fail;
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rc = pthread_rwlock_init(&m->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (rc != 0)
+        goto fail;
     m->next_id = 1;
     return m;
+fail:
+    free(m);
+    return NULL;
 }
 
 static void free_region(pd_region *r)
@@ -404,6 +415,7 @@ uint64_t pd_apply_node(pd_map *m, const uint8_t *p, size_t len)
         id = take_ids(m, 1);
         if (id != 0) {
             pd_node *nd = &m->nodes[m->nnodes++];
+            memset(nd, 0, sizeof *nd);
             nd->id = id;
             memcpy(nd->addr, a, n);
             nd->addr[n] = '\0';
@@ -786,4 +798,13 @@ bool pd_map_holds(pd_map *m, const pd_region *r)
     bool same = have != NULL && pd_region_equal(have, r);
     pthread_rwlock_unlock(&m->lock);
     return same;
+}
+
+bool pd_map_outdated(pd_map *m, const pd_region *r)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    const pd_region *have = find_id(m, r->id);
+    bool old = have != NULL && epoch_cmp(r, have) <= 0 && !pd_region_equal(have, r);
+    pthread_rwlock_unlock(&m->lock);
+    return old;
 }

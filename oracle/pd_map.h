@@ -39,7 +39,9 @@
 #define PD_MAX_REGIONS 1000000   /* regions in the map */
 #define PD_MAX_REPORT 10000      /* regions in one command */
 #define PD_MAX_REPLICAS 7        /* replicas of one region */
-#define PD_MAX_KEY 4096          /* bytes of a region bound */
+#define PD_MAX_KEY 8192          /* bytes of a region bound: a node's own keys (the
+                                    service's: a prefix byte and a user key of up to
+                                    4,096 bytes), with room */
 #define PD_ADDR_MAX 256          /* bytes of a node's address, NUL included */
 #define PD_MAX_IDS 100000        /* ids handed out by one command */
 #define PD_MAX_ID ((UINT64_C(1) << 53) - 1) /* JSON-safe */
@@ -113,6 +115,10 @@ bool pd_map_node(pd_map *m, uint64_t id, char addr[PD_ADDR_MAX]);
 /* Whether the map holds r exactly (same id, epoch, bounds and replicas):
  * a report that would change nothing, which the leader need not propose. */
 bool pd_map_holds(pd_map *m, const pd_region *r);
+/* Whether the map holds r's id at r's epoch or a newer one, r otherwise:
+ * a report the map would not take (a stale one, or the same epoch with
+ * other bounds or replicas), which the leader need not propose either. */
+bool pd_map_outdated(pd_map *m, const pd_region *r);
 
 /* Copy src into dst (bounds duplicated). 0 or -1 (out of memory). */
 int pd_region_copy(pd_region *dst, const pd_region *src);

@@ -53,16 +53,17 @@ void oracle_reply_elsewhere(httpd_req *req, oracle_ctx *ctx, rn_rc rc)
                                                    st.leader_http);
     if (rc == RN_NOT_LEADER && st.leader_http[0] != '\0') {
         const char *q = httpd_query_string(req);
-        char loc[RAFT_NODE_ADDR_MAX + 1024];
-        int n = snprintf(loc, sizeof loc, "%s%s%s%s", st.leader_http, httpd_path(req),
-                         q != NULL && *q ? "?" : "", q != NULL ? q : "");
-        if (n > 0 && (size_t)n < sizeof loc) {
-            httpd_add_header(req, "Location", loc);
+        buf loc = BUF_INIT; /* the path and query are the client's, of any length */
+        if (buf_printf(&loc, "%s%s%s%s", st.leader_http, httpd_path(req),
+                       q != NULL && *q ? "?" : "", q != NULL ? q : "") == 0) {
+            httpd_add_header(req, "Location", loc.data);
+            buf_free(&loc);
             httpd_reply_error(req, 307, "not_leader", json_pack("{s:o}", "leader", leader),
                               "this oracle is a follower: ask the leader, %u at %s",
                               st.leader_id, st.leader_http);
             return;
         }
+        buf_free(&loc);
     }
     httpd_add_header(req, "Retry-After", "1");
     httpd_reply_error(req, 503, rc == RN_NOT_LEADER ? "not_leader" : "oracle_unavailable",

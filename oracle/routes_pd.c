@@ -241,10 +241,10 @@ static bool parse_region(json_t *o, pd_region *r, uint64_t *bytes, uint64_t *key
     r->id = (uint64_t)json_integer_value(id);
     r->version = (uint64_t)json_integer_value(ver);
     r->conf_ver = (uint64_t)json_integer_value(cv);
-    *why = "start must be base64 of at most 4096 bytes";
+    *why = "start must be base64 of at most 8192 bytes";
     if (!json_is_string(st) || !key_from(json_string_value(st), &r->start, &r->start_len))
         return false;
-    *why = "end must be null (the end of the keyspace) or non-empty base64 of at most 4096 bytes";
+    *why = "end must be null (the end of the keyspace) or non-empty base64 of at most 8192 bytes";
     if (en != NULL && !json_is_null(en) &&
         (!json_is_string(en) || !key_from(json_string_value(en), &r->end, &r->end_len) ||
          r->end_len == 0))
@@ -320,11 +320,14 @@ static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, uint64_t *taken,
     pd_region *changed = calloc(rp->n + 1, sizeof *changed);
     if (changed == NULL)
         return RN_UNAVAILABLE;
-    size_t k = 0;
-    for (size_t i = 0; i < rp->n; i++)
-        if (!pd_map_holds(map, &rp->rs[i]))
+    size_t k = 0, held = 0;
+    for (size_t i = 0; i < rp->n; i++) {
+        if (pd_map_holds(map, &rp->rs[i]))
+            held++;
+        else if (!pd_map_outdated(map, &rp->rs[i])) /* one the map would not take: no round */
             changed[k++] = rp->rs[i]; /* bounds shared with rp */
-    *unchanged = rp->n - k;
+    }
+    *unchanged = held;
     *taken = 0;
     rn_rc rc = RN_OK;
     if (k > 0) {
@@ -365,8 +368,10 @@ void oracle_pd_heartbeat(httpd_req *req, void *arg)
     }
     uint64_t node = (uint64_t)json_integer_value(jn);
     report rp = {0};
-    json_t *regions = json_object_get(body, "regions");
-    if (!parse_report(req, regions != NULL ? regions : json_array(), &rp)) {
+    json_t *regions = json_object_get(body, "regions"), *none = json_array();
+    bool parsed = parse_report(req, regions != NULL ? regions : none, &rp);
+    json_decref(none);
+    if (!parsed) {
         report_free(&rp);
         json_decref(body);
         return;

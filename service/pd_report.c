@@ -20,6 +20,8 @@
 
 #define PD_URLS_MAX 8            /* oracle members tried */
 #define PD_URL_MAX 512
+#define PD_REPORT_CHUNK 1000     /* regions in one heartbeat: well below the driver's
+                                    1 MiB body with keys of a few hundred bytes */
 
 struct pd_report {
     svc *s;
@@ -41,7 +43,16 @@ struct pd_report {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, started;
+    _Atomic bool stopping;       /* stop asked: no more tries, a transfer under way aborts */
 };
+
+/* libcurl's progress callback: a transfer under way gives up once the
+ * service stops, so stopping waits for no timeout. */
+static int abort_if_stopping(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a, (void)b, (void)c, (void)d;
+    return atomic_load(&((pd_report *)arg)->stopping) ? 1 : 0;
+}
 
 static size_t collect(char *p, size_t size, size_t n, void *arg)
 {
@@ -64,7 +75,7 @@ static void origin_of(const char *url, char *out, size_t len)
 static long post(pd_report *r, const char *path, const char *body)
 {
     long status = 0;
-    for (size_t tries = 0; tries < r->nurls + 3; tries++) {
+    for (size_t tries = 0; tries < r->nurls + 3 && !atomic_load(&r->stopping); tries++) {
         char url[PD_URL_MAX + 128];
         snprintf(url, sizeof url, "%s%s", r->base, path);
         buf_reset(&r->answer);
@@ -118,14 +129,13 @@ static json_t *key_json(const pc_buf *k)
     return j;
 }
 
-/* The regions this node leads, as the driver takes them. */
-static json_t *regions_json(pd_report *r, json_t *replicas)
+/* The next chunk of the regions this node leads (all[*at..]), as the
+ * driver takes them; *at moves past them. NULL when out of memory. */
+static json_t *regions_json(region **all, size_t n, size_t *at, json_t *replicas)
 {
-    region **all = NULL;
-    size_t n = router_list(r->s->regions, &all);
     json_t *list = json_array();
-    for (size_t i = 0; list != NULL && all != NULL && i < n; i++) {
-        const region *g = all[i];
+    for (size_t k = 0; list != NULL && *at < n && k < PD_REPORT_CHUNK; k++, (*at)++) {
+        const region *g = all[*at];
         int64_t size = atomic_load(&g->size);
         json_t *o = json_pack("{s:I,s:o,s:o,s:I,s:i,s:O,s:I}", "id", (json_int_t)g->id, "start",
                               key_json(&g->start), "end",
@@ -137,8 +147,20 @@ static json_t *regions_json(pd_report *r, json_t *replicas)
             list = NULL;
         }
     }
-    free(all);
     return list;
+}
+
+/* One heartbeat of regions (a JSON array, taken): the status. */
+static long send_heartbeat(pd_report *r, json_t *regions)
+{
+    json_t *body = regions != NULL ? json_pack("{s:I,s:o}", "node", (json_int_t)r->node,
+                                               "regions", regions)
+                                   : NULL;
+    char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    long st = text != NULL ? post(r, "/v1/pd/heartbeat", text) : 0;
+    free(text);
+    return st;
 }
 
 static void count(pd_report *r, const char *outcome)
@@ -168,25 +190,32 @@ static void round_once(pd_report *r)
     if (!svc_replicated(r->s)) {
         json_array_append_new(replicas, json_integer((json_int_t)r->node));
     } else if (leads) {
-        for (size_t i = 0; i < r->cfg.nmembers; i++) {
+        /* Every member registered first: the map takes a region's
+         * replicas only with a newer epoch, so a report missing one would
+         * stand until the next split. */
+        for (size_t i = 0; i < r->cfg.nmembers && leads; i++) {
             long ignored;
             if (r->member_ids[i] == 0 && r->cfg.members[i].http[0] != '\0')
                 r->member_ids[i] = register_url(r, r->cfg.members[i].http, &ignored);
             if (r->member_ids[i] != 0)
                 json_array_append_new(replicas, json_integer((json_int_t)r->member_ids[i]));
+            else
+                leads = false; /* this round says only that the node is alive */
         }
     }
-    json_t *regions = leads ? regions_json(r, replicas) : json_array();
+    region **all = NULL;
+    size_t n = leads ? router_list(r->s->regions, &all) : 0, at = 0;
+    if (n > 0 && all == NULL)
+        n = 0; /* out of memory: an empty report, the regions next time */
+    do { /* in chunks: a node with many regions stays under the body limit */
+        st = send_heartbeat(r, regions_json(all, n, &at, replicas));
+    } while (st == 200 && at < n && !atomic_load(&r->stopping));
+    free(all);
     json_decref(replicas);
-    json_t *body = regions != NULL ? json_pack("{s:I,s:o}", "node", (json_int_t)r->node,
-                                               "regions", regions)
-                                   : NULL;
-    char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    st = text != NULL ? post(r, "/v1/pd/heartbeat", text) : 0;
-    free(text);
-    if (st == 404) /* the driver lost this node (a new oracle group): register again */
+    if (st == 404) { /* the driver lost this node (a new oracle group): register again */
         r->node = 0;
+        memset(r->member_ids, 0, sizeof r->member_ids);
+    }
     if (st != 200)
         goto failed;
     if (r->failing)
@@ -255,7 +284,10 @@ static bool setup_curl(pd_report *r)
            curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, r->headers) == CURLE_OK &&
            curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, collect) == CURLE_OK &&
            curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, &r->answer) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_POST, 1L) == CURLE_OK;
+           curl_easy_setopt(r->curl, CURLOPT_POST, 1L) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_XFERINFOFUNCTION, abort_if_stopping) == CURLE_OK &&
+           curl_easy_setopt(r->curl, CURLOPT_XFERINFODATA, r) == CURLE_OK;
 }
 
 pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
@@ -309,6 +341,7 @@ void pd_report_stop(pd_report *r)
 {
     if (r == NULL)
         return;
+    atomic_store(&r->stopping, true); /* a request under way gives up */
     pthread_mutex_lock(&r->mu);
     r->stop = true;
     pthread_cond_signal(&r->cv);

@@ -38,8 +38,8 @@ typedef struct pd_report pd_report;
 /* Start reporting (NULL, and nothing started, when interval_ms is 0 or
  * out of memory: *failed says which). */
 pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed);
-/* Stop the thread (it finishes the request in flight, bounded by the
- * oracle timeout) and free. NULL is fine. */
+/* Stop the thread (a request under way gives up at once) and free. NULL
+ * is fine. */
 void pd_report_stop(pd_report *r);
 
 #endif

@@ -569,6 +569,21 @@ static void the_api_refuses_bad_input_and_points_at_the_leader(void **state)
                      200);
     json_t *reg = json_object_get(j, "region");
     assert_int_equal(json_integer_value(json_object_get(reg, "id")), 7);
+    json_decref(j);
+    /* Other replicas at the same epoch: one the map would not take, so it
+     * is stale at once, with no round (the epoch must move first). */
+    assert_int_equal(tl_raft_call(p, "POST", "/v1/pd/heartbeat",
+                                  "{\"node\":1,\"regions\":[{\"id\":7,\"start\":\"\",\"version\":1,"
+                                  "\"conf_ver\":1,\"replicas\":[1,2]}]}",
+                                  TL_REQUEST_MS, &j),
+                     200);
+    assert_int_equal(json_integer_value(json_object_get(j, "taken")), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "stale")), 1);
+    json_decref(j);
+    assert_int_equal(tl_raft_call(p, "GET", "/v1/pd/regions?key=AA%3D%3D", NULL, TL_REQUEST_MS,
+                                  &j),
+                     200);
+    reg = json_object_get(j, "region");
     assert_string_equal(json_string_value(json_object_get(json_object_get(reg, "leader"),
                                                           "address")),
                         "http://n1");
