@@ -377,7 +377,7 @@ static void wait_pd_region(tl_svc_group *g, const char *start, json_int_t versio
     char leader[256] = "";
     size_t nrep = 0, total = 0;
     json_int_t v = 0;
-    for (int t = 0; t < 150; t++) {
+    for (int t = 0; t < 300; t++) {
         v = pd_region_at(g, start, leader, sizeof leader, &nrep, &total);
         if (v >= version && strcmp(leader, want_leader) == 0 && nrep == 3 && total == want_total)
             return;
@@ -397,10 +397,10 @@ static void wait_pd_region(tl_svc_group *g, const char *start, json_int_t versio
 static void service_nodes_report_their_regions(void **state)
 {
     (void)state;
-    const char *extra[] = {"--pd-heartbeat-ms", "200", NULL};
+    const char *extra[] = {"--pd-heartbeat-ms", "500", NULL};
     tl_svc_group g;
     tl_group_start_with(&g, "pd-svc", TL_GROUP_NODES, NULL, extra, TL_GROUP_NODES);
-    int l = tl_group_leader(&g, -1, 20000);
+    int l = tl_group_leader(&g, -1, 30000); /* as the other group tests: ASan on a busy CI */
     assert_true(l >= 0);
     char url[64], path[64] = "/v1/regions/split";
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[l]);
@@ -453,7 +453,7 @@ static void service_nodes_report_their_regions(void **state)
     /* The leader dies: the next one is the regions' leader at the driver. */
     assert_int_equal(tl_kill9(g.pid[l]), 0);
     g.pid[l] = 0;
-    int nl = tl_group_leader(&g, l, 20000);
+    int nl = tl_group_leader(&g, l, 30000);
     assert_true(nl >= 0 && nl != l);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[nl]);
     wait_pd_region(&g, "dW0=", 2, url, 2);
