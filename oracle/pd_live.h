@@ -7,7 +7,8 @@
  * region's own epoch and leadership checks correct.
  *
  * Any thread; one mutex. Bounded: entries only for registered nodes and
- * for regions the map holds (the caller checks), at most PD_MAX_REGIONS.
+ * for regions the map holds (the caller checks); a table that reaches
+ * PD_MAX_REGIONS (PD_MAX_NODES) entries is emptied and learned again.
  */
 #ifndef PC_PD_LIVE_H
 #define PC_PD_LIVE_H
@@ -26,6 +27,7 @@ typedef struct {
 
 typedef struct {
     uint64_t leader;     /* node id */
+    uint64_t term;       /* the Raft term it led in (0: not said) */
     uint64_t bytes, keys;
     uint64_t at_ms;
 } pd_live_region;
@@ -34,9 +36,11 @@ typedef struct {
 pd_live *pd_live_new(void);
 void pd_live_free(pd_live *l);
 
-/* Record what a heartbeat said. false: out of memory or the table is full
- * (the hint is then missing; nothing else depends on it). */
+/* Record what a heartbeat said. false: id 0 or out of memory (the hint
+ * is then missing; nothing else depends on it). */
 bool pd_live_set_node(pd_live *l, uint64_t node, const pd_live_node *v);
+/* A region's hint replaces the one held unless that one is of a higher
+ * term: a deposed leader's late heartbeat does not undo its successor's. */
 bool pd_live_set_region(pd_live *l, uint64_t region, const pd_live_region *v);
 
 bool pd_live_get_node(pd_live *l, uint64_t node, pd_live_node *out);

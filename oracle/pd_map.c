@@ -24,6 +24,8 @@ struct pd_map {
     size_t nregions;
     pd_region **by_id;         /* open addressing, linear probing; NULL: empty */
     size_t by_id_cap;          /* a power of two, at least twice nregions (0: none yet) */
+    uint64_t bound_bytes;      /* every region's start_len + end_len */
+    uint64_t max_bound_bytes;  /* PD_MAX_MAP_BYTES but in tests */
 };
 
 /* ---- bytes ---- */
@@ -187,6 +189,11 @@ static bool get_region(reader *rd, pd_region *r)
 
 pd_map *pd_map_new(void)
 {
+    return pd_map_new_limited(PD_MAX_MAP_BYTES);
+}
+
+pd_map *pd_map_new_limited(uint64_t max_bound_bytes)
+{
     pd_map *m = calloc(1, sizeof *m);
     if (m == NULL)
         return NULL;
@@ -203,10 +210,16 @@ pd_map *pd_map_new(void)
     if (rc != 0)
         goto fail;
     m->next_id = 1;
+    m->max_bound_bytes = max_bound_bytes;
     return m;
 fail:
     free(m);
     return NULL;
+}
+
+static uint64_t bound_bytes(const pd_region *r)
+{
+    return (uint64_t)r->start_len + r->end_len;
 }
 
 static void free_region(pd_region *r)
@@ -331,11 +344,23 @@ static size_t first_overlap(const pd_map *m, const pd_region *r)
 
 /* ---- commands ---- */
 
+/* An address is printable ASCII without spaces (a URL or host:port). */
+static bool addr_valid(const uint8_t *p, size_t n)
+{
+    if (n == 0 || n >= PD_ADDR_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] <= ' ' || p[i] > '~')
+            return false;
+    return true;
+}
+
 int pd_cmd_node(buf *out, const char *addr, char *err, size_t errlen)
 {
     size_t n = strlen(addr);
-    if (n == 0 || n >= PD_ADDR_MAX) {
-        snprintf(err, errlen, "an address has 1 to %d bytes", PD_ADDR_MAX - 1);
+    if (!addr_valid((const uint8_t *)addr, n)) { /* refused here, before a round */
+        snprintf(err, errlen, "an address has 1 to %d bytes of printable ASCII, no spaces",
+                 PD_ADDR_MAX - 1);
         return -1;
     }
     return put(out, n, 4) || buf_append(out, addr, n) ? (snprintf(err, errlen, "out of memory"), -1)
@@ -372,17 +397,6 @@ int pd_cmd_regions(buf *out, const pd_region *regions, size_t n, char *err, size
         }
     }
     return 0;
-}
-
-/* An address is printable ASCII without spaces (a URL or host:port). */
-static bool addr_valid(const uint8_t *p, size_t n)
-{
-    if (n == 0 || n >= PD_ADDR_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] <= ' ' || p[i] > '~')
-            return false;
-    return true;
 }
 
 /* The next n ids, or 0 when the counter would pass PD_MAX_ID. */
@@ -587,9 +601,11 @@ static int rebuild(pd_map *m, const index_list *gone, const report *taken, size_
     return 0;
 }
 
-/* Drop the reports that overlap an earlier one in start order or repeat
- * an id (a report of one leader never does; a forged one may): the first
- * in the command wins. Returns how many are left, in start order. */
+/* Drop the reports that repeat an id or overlap another (a report of one
+ * leader never does; a forged one may): of an id, the first in the command
+ * stays; of overlapping ones, the lowest start (the first in the command
+ * on equal starts). The same on every member: both sorts break ties by
+ * position. Returns how many are left, in start order. */
 static size_t drop_clashes(report *rs, size_t n)
 {
     qsort(rs, n, sizeof *rs, by_id);
@@ -635,11 +651,19 @@ uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
     list_unique(&gone);
     if (gone.failed)
         out_of_memory("a region report");
-    /* Over the limit: the whole command is refused, alike everywhere. */
-    if (taken > 0 && m->nregions - gone.n + taken > PD_MAX_REGIONS)
+    uint64_t bytes = m->bound_bytes;
+    for (size_t i = 0; i < gone.n; i++)
+        bytes -= bound_bytes(m->regions[gone.at[i]]);
+    for (size_t i = 0; i < taken; i++)
+        bytes += bound_bytes(&rs[i].r);
+    /* Over a limit: the whole command is refused, alike everywhere. */
+    if (taken > 0 &&
+        (m->nregions - gone.n + taken > PD_MAX_REGIONS || bytes > m->max_bound_bytes))
         taken = 0;
     else if (taken > 0 && rebuild(m, &gone, rs, taken) != 0)
         out_of_memory("a region report");
+    else if (taken > 0)
+        m->bound_bytes = bytes;
     pthread_rwlock_unlock(&m->lock);
     free(gone.at);
     free(rs);
@@ -693,6 +717,7 @@ int pd_map_restore(pd_map *m, const uint8_t *p, size_t len)
     pd_region **rs = calloc(nr ? nr : 1, sizeof *rs);
     bool bad = rs == NULL;
     size_t got = 0;
+    uint64_t bytes = 0;
     while (!bad && got < nr) {
         pd_region r;
         /* Each well formed, in start order, disjoint from the one before. */
@@ -700,6 +725,7 @@ int pd_map_restore(pd_map *m, const uint8_t *p, size_t len)
         if (!get_region(&rd, &r) ||
             (prev != NULL && (key_cmp(prev->start, prev->start_len, r.start, r.start_len) >= 0 ||
                               overlap(prev, &r))) ||
+            (bytes += bound_bytes(&r)) > m->max_bound_bytes ||
             (rs[got] = new_region(&r)) == NULL)
             bad = true;
         else
@@ -728,6 +754,7 @@ int pd_map_restore(pd_map *m, const uint8_t *p, size_t len)
     m->nregions = nr;
     m->by_id = ix;
     m->by_id_cap = cap;
+    m->bound_bytes = bytes;
     pthread_rwlock_unlock(&m->lock);
     return 0;
 }
@@ -737,7 +764,10 @@ int pd_map_restore(pd_map *m, const uint8_t *p, size_t len)
 void pd_map_counts(pd_map *m, pd_counts *out)
 {
     pthread_rwlock_rdlock(&m->lock);
-    *out = (pd_counts){.next_id = m->next_id, .nodes = m->nnodes, .regions = m->nregions};
+    *out = (pd_counts){.next_id = m->next_id,
+                       .nodes = m->nnodes,
+                       .regions = m->nregions,
+                       .bound_bytes = m->bound_bytes};
     pthread_rwlock_unlock(&m->lock);
 }
 

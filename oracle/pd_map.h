@@ -17,7 +17,8 @@
  *          dropped (PD's rule: a region's own log decides its range, the
  *          map only follows the newest report), else it is stale and left.
  *
- * A command that does not decode, or breaks a limit below, changes nothing
+ * A command that does not decode, or breaks a limit below (PD_MAX_MAP_BYTES
+ * is the whole map's), changes nothing
  * on any member (each sees the same bytes and the same state). A member
  * that runs out of memory applying one stops (abort) rather than differ. This file
  * knows nothing of Raft or HTTP: bytes in, state and bytes out.
@@ -45,6 +46,8 @@
 #define PD_ADDR_MAX 256          /* bytes of a node's address, NUL included */
 #define PD_MAX_IDS 100000        /* ids handed out by one command */
 #define PD_MAX_ID ((UINT64_C(1) << 53) - 1) /* JSON-safe */
+#define PD_MAX_MAP_BYTES (UINT64_C(256) << 20) /* region bounds in the map, summed: 1,000,000
+                                                  regions at 268 bytes a pair of bounds */
 
 /* One region as the map holds it and commands carry it. end_len 0: the
  * region runs to the end of the keyspace. */
@@ -67,6 +70,9 @@ typedef struct pd_map pd_map;
 
 /* NULL when out of memory. */
 pd_map *pd_map_new(void);
+/* The same with another budget for the bounds than PD_MAX_MAP_BYTES (for
+ * tests: every member of a group must apply the same limits). */
+pd_map *pd_map_new_limited(uint64_t max_bound_bytes);
 void pd_map_free(pd_map *m);
 
 /* ---- commands (made by the leader, applied by every member) ---- */
@@ -97,6 +103,7 @@ int pd_map_restore(pd_map *m, const uint8_t *p, size_t len);
 typedef struct {
     uint64_t next_id;
     size_t nodes, regions;
+    uint64_t bound_bytes;        /* the regions' bounds, summed */
 } pd_counts;
 void pd_map_counts(pd_map *m, pd_counts *out);
 

@@ -15,6 +15,7 @@
  * answers: a follower sends the request there, as for timestamps (its
  * map lags, and the leadership hints are the leader's alone).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,13 @@ static bool leads(httpd_req *req, oracle_ctx *ctx)
     oracle_reply_elsewhere(req, ctx, strcmp(st.role, "leader") == 0 ? RN_UNAVAILABLE
                                                                       : RN_NOT_LEADER);
     return false;
+}
+
+/* The request's JSON body when this member may answer, else NULL with the
+ * reply made (elsewhere, or 400 for a body that is not JSON). */
+static json_t *leader_body(httpd_req *req, oracle_ctx *ctx)
+{
+    return leads(req, ctx) ? httpd_body_json(req) : NULL;
 }
 
 /* The answer to a command that did not go through. */
@@ -102,6 +110,23 @@ static bool key_from(const char *s, uint8_t **out, uint32_t *len)
     return true;
 }
 
+/* key_from for a query's value: a '+' of base64 left unescaped in a URL
+ * reaches us as a space (form decoding), and base64 has no spaces. */
+static bool query_key(const char *s, uint8_t **out, uint32_t *len)
+{
+    char *c = strdup(s);
+    if (c == NULL) {
+        *out = NULL;
+        return false;
+    }
+    for (char *p = c; *p != '\0'; p++)
+        if (*p == ' ')
+            *p = '+';
+    bool ok = key_from(c, out, len);
+    free(c);
+    return ok;
+}
+
 /* Regions copied out of the map (pd_map_each's callback runs under its
  * read lock: the JSON, which looks up node addresses, is made after). */
 typedef struct {
@@ -124,7 +149,8 @@ static json_t *region_json(oracle_ctx *ctx, const pd_region *r)
     char addr[PD_ADDR_MAX];
     bool hint = o != NULL && pd_live_get_region(ctx->live, r->id, &live);
     json_t *leader = hint && pd_map_node(raft_node_pd_map(ctx->raft), live.leader, addr)
-                         ? json_pack("{s:I,s:s}", "id", (json_int_t)live.leader, "address", addr)
+                         ? json_pack("{s:I,s:s,s:I}", "id", (json_int_t)live.leader, "address",
+                                     addr, "term", (json_int_t)live.term)
                          : json_null();
     if (o != NULL) {
         json_object_set_new(o, "leader", leader);
@@ -151,9 +177,7 @@ static void add_region(void *arg, const pd_region *r)
 void oracle_pd_register(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
-    if (!leads(req, ctx))
-        return;
-    json_t *body = httpd_body_json(req);
+    json_t *body = leader_body(req, ctx);
     if (body == NULL)
         return;
     const char *addr = json_string_value(json_object_get(body, "address"));
@@ -170,9 +194,8 @@ void oracle_pd_register(httpd_req *req, void *arg)
     bool applied = propose(req, ctx, ORACLE_PD_NODE, &cmd, &id);
     if (applied && id == 0)
         httpd_reply_error(req, 409, "pd_refused", NULL,
-                          "address '%.100s' refused: not printable ASCII without spaces, or "
-                          "%d nodes are registered already",
-                          addr, PD_MAX_NODES);
+                          "address '%.100s' refused: %d nodes are registered already", addr,
+                          PD_MAX_NODES);
     else if (applied)
         httpd_reply_json(req, 200, json_pack("{s:I,s:s}", "id", (json_int_t)id, "address", addr));
     json_decref(body);
@@ -222,21 +245,25 @@ void oracle_pd_nodes(httpd_req *req, void *arg)
     httpd_reply_json(req, 200, json_pack("{s:o}", "nodes", l.list));
 }
 
-/* A reported region from JSON into r (bounds malloc'd); false with the
- * reason in why. */
-static bool parse_region(json_t *o, pd_region *r, uint64_t *bytes, uint64_t *keys,
-                         const char **why)
+/* Whether j is an integer from lo to PD_MAX_ID (what JSON carries exactly). */
+static bool in_range(json_t *j, json_int_t lo)
+{
+    return json_is_integer(j) && json_integer_value(j) >= lo &&
+           json_integer_value(j) <= (json_int_t)PD_MAX_ID;
+}
+
+/* A reported region from JSON into r (bounds malloc'd) and what the
+ * leader keeps of it into hint; false with the reason in why. */
+static bool parse_region(json_t *o, pd_region *r, pd_live_region *hint, const char **why)
 {
     memset(r, 0, sizeof *r);
     json_t *id = json_object_get(o, "id"), *ver = json_object_get(o, "version"),
            *cv = json_object_get(o, "conf_ver"), *st = json_object_get(o, "start"),
            *en = json_object_get(o, "end"), *reps = json_object_get(o, "replicas"),
-           *by = json_object_get(o, "bytes"), *ks = json_object_get(o, "keys");
+           *by = json_object_get(o, "bytes"), *ks = json_object_get(o, "keys"),
+           *tm = json_object_get(o, "term");
     *why = "id, version and conf_ver must be integers from 0 (id from 1) to 2^53-1";
-    if (!json_is_object(o) || !json_is_integer(id) || !json_is_integer(ver) ||
-        !json_is_integer(cv) || json_integer_value(id) < 1 || json_integer_value(ver) < 0 ||
-        json_integer_value(cv) < 0 || json_integer_value(ver) > (json_int_t)PD_MAX_ID ||
-        json_integer_value(cv) > (json_int_t)PD_MAX_ID)
+    if (!json_is_object(o) || !in_range(id, 1) || !in_range(ver, 0) || !in_range(cv, 0))
         return false;
     r->id = (uint64_t)json_integer_value(id);
     r->version = (uint64_t)json_integer_value(ver);
@@ -249,28 +276,31 @@ static bool parse_region(json_t *o, pd_region *r, uint64_t *bytes, uint64_t *key
         (!json_is_string(en) || !key_from(json_string_value(en), &r->end, &r->end_len) ||
          r->end_len == 0))
         return false;
-    *why = "replicas must be an array of at most 7 node ids";
+    *why = "replicas must be an array of at most 7 node ids (1 to 2^53-1)";
     if (reps != NULL && (!json_is_array(reps) || json_array_size(reps) > PD_MAX_REPLICAS))
         return false;
     for (size_t i = 0; reps != NULL && i < json_array_size(reps); i++) {
         json_t *x = json_array_get(reps, i);
-        if (!json_is_integer(x) || json_integer_value(x) < 1)
+        if (!in_range(x, 1))
             return false;
         r->replicas[r->nreplicas++] = (uint64_t)json_integer_value(x);
     }
-    *why = "bytes and keys must be integers from 0";
-    if ((by != NULL && (!json_is_integer(by) || json_integer_value(by) < 0)) ||
-        (ks != NULL && (!json_is_integer(ks) || json_integer_value(ks) < 0)))
+    *why = "bytes, keys and term must be integers from 0 to 2^53-1";
+    if ((by != NULL && !in_range(by, 0)) || (ks != NULL && !in_range(ks, 0)) ||
+        (tm != NULL && !in_range(tm, 0)))
         return false;
-    *bytes = by != NULL ? (uint64_t)json_integer_value(by) : 0;
-    *keys = ks != NULL ? (uint64_t)json_integer_value(ks) : 0;
-    *why = "start must be below end, and the id below 2^53";
+    *hint = (pd_live_region){
+        .bytes = by != NULL ? (uint64_t)json_integer_value(by) : 0,
+        .keys = ks != NULL ? (uint64_t)json_integer_value(ks) : 0,
+        .term = tm != NULL ? (uint64_t)json_integer_value(tm) : 0,
+    };
+    *why = "start must be below end";
     return pd_region_valid(r);
 }
 
 typedef struct {
     pd_region *rs;
-    uint64_t *bytes, *keys;
+    pd_live_region *hints;
     size_t n;
 } report;
 
@@ -279,8 +309,7 @@ static void report_free(report *rp)
     for (size_t i = 0; rp->rs != NULL && i < rp->n; i++)
         pd_region_clear(&rp->rs[i]);
     free(rp->rs);
-    free(rp->bytes);
-    free(rp->keys);
+    free(rp->hints);
 }
 
 /* The report's regions; false when a reply was made. */
@@ -293,16 +322,15 @@ static bool parse_report(httpd_req *req, json_t *regions, report *rp)
         return false;
     }
     rp->rs = calloc(n + 1, sizeof *rp->rs);
-    rp->bytes = calloc(n + 1, sizeof *rp->bytes);
-    rp->keys = calloc(n + 1, sizeof *rp->keys);
-    if (rp->rs == NULL || rp->bytes == NULL || rp->keys == NULL) {
+    rp->hints = calloc(n + 1, sizeof *rp->hints);
+    if (rp->rs == NULL || rp->hints == NULL) {
         httpd_reply_error(req, 503, "busy", NULL, "out of memory");
         return false;
     }
     for (; rp->n < n; rp->n++) {
         const char *why;
-        if (!parse_region(json_array_get(regions, rp->n), &rp->rs[rp->n], &rp->bytes[rp->n],
-                          &rp->keys[rp->n], &why)) {
+        if (!parse_region(json_array_get(regions, rp->n), &rp->rs[rp->n], &rp->hints[rp->n],
+                          &why)) {
             pd_region_clear(&rp->rs[rp->n]);
             httpd_reply_error(req, 400, "bad_request", NULL, "regions[%zu]: %s", rp->n, why);
             return false;
@@ -348,9 +376,7 @@ static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, uint64_t *taken,
 void oracle_pd_heartbeat(httpd_req *req, void *arg)
 {
     oracle_ctx *ctx = arg;
-    if (!leads(req, ctx))
-        return;
-    json_t *body = httpd_body_json(req);
+    json_t *body = leader_body(req, ctx);
     if (body == NULL)
         return;
     json_t *jn = json_object_get(body, "node");
@@ -390,9 +416,12 @@ void oracle_pd_heartbeat(httpd_req *req, void *arg)
         if (!pd_map_holds(map, &rp.rs[i]))
             continue; /* stale: another report is newer */
         held++;
-        bytes += rp.bytes[i];
-        pd_live_region v = {.leader = node, .bytes = rp.bytes[i], .keys = rp.keys[i], .at_ms = now};
-        pd_live_set_region(ctx->live, rp.rs[i].id, &v);
+        bytes = bytes + rp.hints[i].bytes > (uint64_t)INT64_MAX /* both below 2^63 */
+                    ? (uint64_t)INT64_MAX
+                    : bytes + rp.hints[i].bytes;
+        rp.hints[i].leader = node;
+        rp.hints[i].at_ms = now;
+        pd_live_set_region(ctx->live, rp.rs[i].id, &rp.hints[i]);
     }
     pd_live_node nv = {.at_ms = now, .leaders = held, .bytes = bytes};
     pd_live_set_node(ctx->live, node, &nv);
@@ -422,7 +451,7 @@ void oracle_pd_regions(httpd_req *req, void *arg)
         return;
     }
     const char *which = key != NULL ? key : from != NULL ? from : "";
-    if (!key_from(which, &k, &klen)) {
+    if (!query_key(which, &k, &klen)) {
         httpd_reply_error(req, 400, "bad_request", NULL, "%s must be base64 of at most %d bytes",
                           key != NULL ? "key" : "from", PD_MAX_KEY);
         return;

@@ -131,17 +131,18 @@ static json_t *key_json(const pc_buf *k)
 
 /* The next chunk of the regions this node leads (all[*at..]), as the
  * driver takes them; *at moves past them. NULL when out of memory. */
-static json_t *regions_json(region **all, size_t n, size_t *at, json_t *replicas)
+static json_t *regions_json(region **all, size_t n, size_t *at, json_t *replicas,
+                            uint64_t term)
 {
     json_t *list = json_array();
     for (size_t k = 0; list != NULL && *at < n && k < PD_REPORT_CHUNK; k++, (*at)++) {
         const region *g = all[*at];
         int64_t size = atomic_load(&g->size);
-        json_t *o = json_pack("{s:I,s:o,s:o,s:I,s:i,s:O,s:I}", "id", (json_int_t)g->id, "start",
-                              key_json(&g->start), "end",
+        json_t *o = json_pack("{s:I,s:o,s:o,s:I,s:i,s:O,s:I,s:I}", "id", (json_int_t)g->id,
+                              "start", key_json(&g->start), "end",
                               g->unbounded ? json_null() : key_json(&g->end), "version",
                               (json_int_t)g->epoch, "conf_ver", 1, "replicas", replicas, "bytes",
-                              (json_int_t)(size > 0 ? size : 0));
+                              (json_int_t)(size > 0 ? size : 0), "term", (json_int_t)term);
         if (o == NULL || json_array_append_new(list, o) != 0) {
             json_decref(list);
             list = NULL;
@@ -203,12 +204,21 @@ static void round_once(pd_report *r)
                 leads = false; /* this round says only that the node is alive */
         }
     }
+    /* The term it leads in: the driver keeps the hint of the highest term,
+     * so a deposed leader's late report does not undo its successor's. */
+    uint64_t term = 1; /* a single node's one term */
+    if (svc_replicated(r->s) && leads) {
+        raft_group_status gs;
+        svc_raft_status(r->s, &gs);
+        term = gs.ready_term; /* read after leads: deposed since, it is 0 */
+        leads = term != 0;
+    }
     region **all = NULL;
     size_t n = leads ? router_list(r->s->regions, &all) : 0, at = 0;
     if (n > 0 && all == NULL)
         n = 0; /* out of memory: an empty report, the regions next time */
     do { /* in chunks: a node with many regions stays under the body limit */
-        st = send_heartbeat(r, regions_json(all, n, &at, replicas));
+        st = send_heartbeat(r, regions_json(all, n, &at, replicas, term));
     } while (st == 200 && at < n && !atomic_load(&r->stopping));
     free(all);
     json_decref(replicas);

@@ -511,7 +511,7 @@ static void the_api_refuses_bad_input_and_points_at_the_leader(void **state)
         {"POST", "/v1/pd/nodes", "{}", 400, "bad_request"},
         {"POST", "/v1/pd/nodes", "{\"address\":7}", 400, "bad_request"},
         {"POST", "/v1/pd/nodes", "{\"address\":\"\"}", 400, "bad_request"},
-        {"POST", "/v1/pd/nodes", "{\"address\":\"has space\"}", 409, "pd_refused"},
+        {"POST", "/v1/pd/nodes", "{\"address\":\"has space\"}", 400, "bad_request"},
         {"POST", "/v1/pd/nodes", "not json", 400, "bad_request"},
         {"POST", "/v1/pd/heartbeat", "{\"node\":99,\"regions\":[]}", 404, "unknown_node"},
         {"POST", "/v1/pd/heartbeat", "{\"regions\":[]}", 400, "bad_request"},
@@ -588,6 +588,31 @@ static void the_api_refuses_bad_input_and_points_at_the_leader(void **state)
                                                           "address")),
                         "http://n1");
     json_decref(j);
+    /* The leader hint follows the highest term: a deposed leader's late
+     * report (a lower term) does not undo its successor's. */
+    assert_int_equal(ask(p, "POST", "/v1/pd/nodes", "{\"address\":\"http://n2\"}", code,
+                         sizeof code),
+                     200);
+    const char *beat = "{\"node\":%d,\"regions\":[{\"id\":7,\"start\":\"\",\"version\":1,"
+                       "\"conf_ver\":1,\"replicas\":[1],\"term\":%d}]}";
+    const struct {
+        int node, term;
+        const char *leader;
+    } beats[] = {{2, 5, "http://n2"}, {1, 4, "http://n2"}, {1, 6, "http://n1"}, {2, 6, "http://n2"}};
+    for (size_t i = 0; i < sizeof beats / sizeof beats[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, beat, beats[i].node, beats[i].term);
+        assert_int_equal(ask(p, "POST", "/v1/pd/heartbeat", body, code, sizeof code), 200);
+        /* A '+' of base64 left unescaped in the query (read as a space) still works. */
+        assert_int_equal(tl_raft_call(p, "GET", "/v1/pd/regions?key=+A%3D%3D", NULL,
+                                      TL_REQUEST_MS, &j),
+                         200);
+        json_t *ld = json_object_get(json_object_get(j, "region"), "leader");
+        assert_string_equal(json_string_value(json_object_get(ld, "address")), beats[i].leader);
+        assert_int_equal(json_integer_value(json_object_get(ld, "term")),
+                         beats[i].term == 4 ? 5 : beats[i].term);
+        json_decref(j);
+    }
     tl_group_stop(&g);
     /* A single oracle has no placement driver. */
     tl_oracle_env *e = tl_oracle_env_new("pd-alone");

@@ -18,7 +18,12 @@
  *  5. the state machine: a command padded as libraft stores it is applied,
  *     one with wrong padding is not; an image carries the mark and the
  *     map, an image of the mark alone (members before the placement
- *     driver) restores an empty map, a forged one is refused.
+ *     driver) restores an empty map, a forged one is refused;
+ *  6. the budget of the map's bounds: a report past it is refused whole, a
+ *     split that only moves bounds is taken, an image past it refused;
+ *  7. the leader's hints (oracle/pd_live.c): an entry is overwritten in
+ *     place, also when the table is full; a new id past the maximum
+ *     empties the table rather than being refused.
  *
  * PD_MAP_SEED=<n> replays test 3 with another seed (printed).
  */
@@ -32,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_live.h"
 #include "pd_map.h"
 #include "raft_fsm.h"
 
@@ -86,10 +92,16 @@ static void check_well_formed(pd_map *m)
     static copies c;
     c.n = 0;
     pd_map_each(m, (const uint8_t *)"", 0, 512, copy_out, &c);
+    uint64_t bounds = 0;
     for (size_t i = 0; i < c.n; i++) {
         assert_true(pd_map_holds(m, &c.rs[i]));
+        bounds += c.rs[i].start_len + c.rs[i].end_len;
         pd_region_clear(&c.rs[i]);
     }
+    pd_counts counts;
+    pd_map_counts(m, &counts);
+    if (counts.regions <= 512) /* the budget's count follows every change */
+        assert_int_equal(counts.bound_bytes, bounds);
     buf a = image_of(m);
     pd_map *copy = pd_map_new();
     assert_non_null(copy);
@@ -119,8 +131,13 @@ static void nodes_get_ids_and_keep_them(void **state)
     assert_false(pd_map_node(m, 3, NULL)); /* an id, not a node */
     /* Malformed addresses, made by hand past pd_cmd_node's own check. */
     const char *bad[] = {"has space", "tab\there", "\x7f", "caf\xc3\xa9"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(cmd_node(m, bad[i]), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = strlen(bad[i]);
+        uint8_t cmd[4 + 16] = {0, 0, 0, (uint8_t)n};
+        memcpy(cmd + 4, bad[i], n);
+        assert_int_equal(pd_apply_node(m, cmd, 4 + n), 0);
+        assert_int_equal(cmd_node(m, bad[i]), 0); /* and pd_cmd_node refuses to make it */
+    }
     uint8_t raw[4 + PD_ADDR_MAX] = {0, 0, 0x01, 0x00}; /* 256 bytes: one too many */
     memset(raw + 4, 'a', PD_ADDR_MAX);
     assert_int_equal(pd_apply_node(m, raw, sizeof raw), 0);
@@ -539,6 +556,110 @@ static void the_state_machine_carries_the_map(void **state)
     pd_map_free(m2);
 }
 
+/* One region [s, e) (e "" for the end) at version v, as a command applied
+ * to m: what it took. */
+static uint64_t put_one(pd_map *m, uint64_t id, uint64_t v, const char *s, const char *e)
+{
+    pd_region r = {.id = id, .version = v, .conf_ver = 1, .nreplicas = 1, .replicas = {1}};
+    r.start = (uint8_t *)s;
+    r.start_len = (uint32_t)strlen(s);
+    r.end = (uint8_t *)e;
+    r.end_len = (uint32_t)strlen(e);
+    buf b = BUF_INIT;
+    char err[128];
+    assert_int_equal(pd_cmd_regions(&b, &r, 1, err, sizeof err), 0);
+    uint64_t took = pd_apply_regions(m, (const uint8_t *)b.data, b.len);
+    buf_free(&b);
+    return took;
+}
+
+static void the_map_keeps_to_its_byte_budget(void **state)
+{
+    (void)state;
+    pd_map *m = pd_map_new_limited(40);
+    assert_non_null(m);
+    pd_counts c;
+    assert_int_equal(put_one(m, 1, 1, "", "mmmmmmmmmm"), 1); /* 10 bytes */
+    assert_int_equal(put_one(m, 2, 1, "mmmmmmmmmm", "tttttttttt"), 1); /* 30 */
+    pd_map_counts(m, &c);
+    assert_int_equal(c.bound_bytes, 30);
+    /* 20 more bytes would pass 40: refused, nothing changed. */
+    assert_int_equal(put_one(m, 3, 1, "tttttttttt", "zzzzzzzzzz"), 0);
+    pd_map_counts(m, &c);
+    assert_int_equal(c.regions, 2);
+    assert_int_equal(c.bound_bytes, 30);
+    /* A split of region 2 at "p": its 20 bytes go, 11 + 11 come (32). */
+    assert_int_equal(put_one(m, 2, 2, "mmmmmmmmmm", "p"), 1);
+    pd_map_counts(m, &c);
+    assert_int_equal(c.bound_bytes, 21);
+    assert_int_equal(put_one(m, 4, 2, "p", "tttttttttt"), 1);
+    pd_map_counts(m, &c);
+    assert_int_equal(c.regions, 3);
+    assert_int_equal(c.bound_bytes, 32);
+    /* 8 more fit (40), 9 do not. */
+    assert_int_equal(put_one(m, 5, 1, "tttttttttt", "zzzzzzzzz"), 0);
+    assert_int_equal(put_one(m, 5, 1, "tttttttttt", "u"), 0);
+    /* An image: restores into a map of the same budget, not a smaller one. */
+    buf img = image_of(m);
+    pd_map *same = pd_map_new_limited(32), *less = pd_map_new_limited(31);
+    assert_int_equal(pd_map_restore(same, (const uint8_t *)img.data, img.len), 0);
+    assert_int_equal(pd_map_restore(less, (const uint8_t *)img.data, img.len), -1);
+    pd_map_counts(same, &c);
+    assert_int_equal(c.bound_bytes, 32);
+    pd_map_counts(less, &c);
+    assert_int_equal(c.regions, 0);
+    buf_free(&img);
+    pd_map_free(same);
+    pd_map_free(less);
+    pd_map_free(m);
+}
+
+static void hints_overwrite_and_start_over_when_full(void **state)
+{
+    (void)state;
+    pd_live *l = pd_live_new();
+    assert_non_null(l);
+    pd_live_node v = {0}, got;
+    assert_false(pd_live_set_node(l, 0, &v)); /* id 0 is no node */
+    for (uint64_t id = 1; id <= PD_MAX_NODES; id++) {
+        v = (pd_live_node){.at_ms = id, .leaders = id * 2, .bytes = id * 3};
+        assert_true(pd_live_set_node(l, id, &v));
+    }
+    size_t regions, nodes;
+    pd_live_counts(l, &regions, &nodes);
+    assert_int_equal(nodes, PD_MAX_NODES);
+    assert_int_equal(regions, 0);
+    for (uint64_t id = 1; id <= PD_MAX_NODES; id += 997) {
+        assert_true(pd_live_get_node(l, id, &got));
+        assert_int_equal(got.bytes, id * 3);
+    }
+    /* Full: a known id is still updated, and nothing is dropped. */
+    v = (pd_live_node){.at_ms = 1, .leaders = 7, .bytes = 9};
+    assert_true(pd_live_set_node(l, 5, &v));
+    assert_true(pd_live_get_node(l, 5, &got));
+    assert_int_equal(got.leaders, 7);
+    pd_live_counts(l, &regions, &nodes);
+    assert_int_equal(nodes, PD_MAX_NODES);
+    /* A new id: the table starts over with it alone. */
+    assert_true(pd_live_set_node(l, PD_MAX_NODES + 1, &v));
+    pd_live_counts(l, &regions, &nodes);
+    assert_int_equal(nodes, 1);
+    assert_false(pd_live_get_node(l, 5, &got));
+    assert_true(pd_live_get_node(l, PD_MAX_NODES + 1, &got));
+    assert_int_equal(got.bytes, 9);
+    /* Regions are a table of their own. */
+    pd_live_region r = {.leader = 3, .bytes = 100, .keys = 4, .at_ms = 8}, rgot;
+    assert_true(pd_live_set_region(l, 42, &r));
+    assert_true(pd_live_get_region(l, 42, &rgot));
+    assert_memory_equal(&rgot, &r, sizeof r);
+    assert_false(pd_live_get_region(l, 43, &rgot));
+    assert_false(pd_live_get_region(l, 0, &rgot));
+    pd_live_counts(l, &regions, &nodes);
+    assert_int_equal(regions, 1);
+    assert_int_equal(nodes, 1);
+    pd_live_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +668,8 @@ int main(void)
         cmocka_unit_test(a_split_history_reported_out_of_order_converges),
         cmocka_unit_test(malformed_commands_and_images_change_nothing),
         cmocka_unit_test(the_state_machine_carries_the_map),
+        cmocka_unit_test(the_map_keeps_to_its_byte_budget),
+        cmocka_unit_test(hints_overwrite_and_start_over_when_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
