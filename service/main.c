@@ -148,6 +148,31 @@ static void limit_malloc_arenas(void)
         log_debug("mallopt(M_ARENA_MAX) refused (another allocator, e.g. a sanitizer's)");
 }
 
+/* --advertise-url: "" or an http(s):// URL the driver can list (printable
+ * ASCII, no spaces, under 256 bytes), on a single node only: a group's
+ * leader registers its members by their --raft-urls entries, so another
+ * URL would make a member two nodes. */
+static bool advertise_url_ok(const svc_config *c, char *err, size_t errlen)
+{
+    const char *u = c->advertise_url;
+    size_t n = strlen(u);
+    bool printable = true;
+    for (size_t i = 0; i < n; i++)
+        printable &= u[i] > ' ' && u[i] <= '~';
+    if (n == 0)
+        return true;
+    if (c->shared.raft_id != 0)
+        snprintf(err, errlen, "--advertise-url is for a single node: a group member is known by "
+                              "its --raft-urls entry");
+    else if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || !printable ||
+             n >= 256 || n <= 8)
+        snprintf(err, errlen, "--advertise-url must be an http:// or https:// URL of printable "
+                              "ASCII without spaces, under 256 bytes");
+    else
+        return true;
+    return false;
+}
+
 /* Reports to the placement driver (pd_report.h), unless --pd-heartbeat-ms
  * is 0. This node's URL: its own --raft-urls entry in a group, else its
  * --listen address. 0, or -1 when it cannot start. */
@@ -159,7 +184,9 @@ static int start_pd_report(svc *s, const raft_group_config *rcfg, const oc_tls *
     for (size_t i = 0; svc_replicated(s) && i < rcfg->npeers; i++)
         if (rcfg->peers[i].id == rcfg->id)
             snprintf(self, sizeof self, "%s", rcfg->peers[i].http);
-    if (!svc_replicated(s))
+    if (!svc_replicated(s) && c->advertise_url[0] != '\0')
+        snprintf(self, sizeof self, "%s", c->advertise_url);
+    else if (!svc_replicated(s))
         snprintf(self, sizeof self, "%s://%s", https ? "https" : "http", c->shared.listen);
     pd_report_config pc = {.oracle = c->oracle, .token = oracle_secret, .tls = otls,
                            .self_url = self, .members = svc_replicated(s) ? rcfg->peers : NULL,
@@ -223,6 +250,7 @@ int main(int argc, char **argv)
         {"forward-ca-file", FLAG_STRING, &ftls.ca_file, "", "PEM CA certificate(s) the leader's HTTPS certificate must chain to when a follower passes a request on (default: the system's CAs)", NULL, 0, 0},
         {"forward-cert-file", FLAG_STRING, &ftls.cert_file, "", "PEM client certificate a follower shows the leader when passing a request on, if the leader requires one (its --tls-client-ca-file)", NULL, 0, 0},
         {"forward-key-file", FLAG_STRING, &ftls.key_file, "", "PEM private key of --forward-cert-file", NULL, 0, 0},
+        {"advertise-url", FLAG_STRING, &c->advertise_url, "", "the URL other machines reach this node at, which the placement driver lists (a single node; default http(s):// + --listen; a group member's is its --raft-urls entry)", NULL, 0, 0},
         {"pd-heartbeat-ms", FLAG_UINT64, &c->pd_heartbeat_ms, "10000", "report this node and the regions it leads to the placement driver (an oracle group) this often (0: never; DESIGN 6.3)", NULL, 0, 3600000},
         {"region-max-bytes", FLAG_UINT64, &c->region_max_bytes, "0", "split a region whose rows pass this many bytes, at its middle key, on the leader (0: never; DESIGN §6.2)", NULL, 0, (uint64_t)1 << 40},
         {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member; for a store that never split (POST /v1/regions/split)", NULL, 0, 0},
@@ -241,6 +269,10 @@ int main(int argc, char **argv)
     }
     if (client_tls_ok("oracle", &otls, all_https, err, sizeof err) != 0 ||
         client_tls_ok("forward", &ftls, true, err, sizeof err) != 0) {
+        log_startup_error(PROG, "%s", err);
+        return 2;
+    }
+    if (!advertise_url_ok(c, err, sizeof err)) {
         log_startup_error(PROG, "%s", err);
         return 2;
     }
@@ -366,12 +398,14 @@ int main(int argc, char **argv)
         .tls_key = tls.key,
         .tls_client_ca = tls.client_ca,
     };
+    /* The driver's client before the janitor, whose splits ask it for ids. */
+    if (start_pd_report(s, &rcfg, &otls, oracle_token.secret, tls.cert != NULL, &pd) != 0)
+        goto done;
+    s->pd = pd;
     if ((jan = janitor_start(s)) == NULL) {
         log_error("cannot start the janitor");
         goto done;
     }
-    if (start_pd_report(s, &rcfg, &otls, oracle_token.secret, tls.cert != NULL, &pd) != 0)
-        goto done;
     /* After the raft log exists: its first figure counts it too. */
     if ((s->size = store_size_start(c->data_dir, 1000)) == NULL) {
         log_error("cannot start the data dir's size watch");
@@ -390,6 +424,7 @@ int main(int argc, char **argv)
 
     int sig = program_wait(&c->shared, &run, server, rcfg.peer_tls);
     log_info("service: %s received, stopping", strsignal(sig));
+    pd_report_cancel(pd); /* a split waiting on the driver gives up: nothing waits on it */
     forward_drain(s->fwd, 10000); /* the same grace for what it passed on */
     watch_hub_stop(s->watch); /* watchers are told, their bodies end */
     httpd_stop(server, 10000);
@@ -404,8 +439,10 @@ done:
     watch_hub_stop(s->watch);
     httpd_stop(server, 0);
     forward_free(s->fwd);
+    pd_report_cancel(pd);
+    janitor_stop(jan); /* its splits ask the driver's client: before that is freed */
+    s->pd = NULL;
     pd_report_stop(pd); /* it reads the router and the leadership: before svc_close */
-    janitor_stop(jan);
     store_size_stop(s->size); /* after httpd_stop: health reads it */
     svc_close(s); /* after httpd_stop: deferred writes come back first */
     tls_server_free(rcfg.peer_tls); /* after the Raft group stopped */

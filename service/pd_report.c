@@ -1,7 +1,10 @@
 /*
- * pd_report.c — see pd_report.h. One thread, one libcurl handle; the JSON
- * is jansson's. Nothing here changes the service's state: it reads the
- * router's map and the member's leadership, and reports them.
+ * pd_report.c — see pd_report.h. One thread for the reports; two clients
+ * (a libcurl handle each, and where each sends): the thread's, and one
+ * for new ids, which splits ask for on other threads, so that a split
+ * never waits for a round of reports. The JSON is jansson's. Nothing here
+ * changes the service's state: it reads the router's map and the
+ * member's leadership, and reports them.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -20,23 +23,33 @@
 
 #define PD_URLS_MAX 8            /* oracle members tried */
 #define PD_URL_MAX 512
+#define PD_IDS_MAX 100000        /* ids in one request: the driver's limit */
 #define PD_REPORT_CHUNK 1000     /* regions in one heartbeat: well below the driver's
                                     1 MiB body with keys of a few hundred bytes */
+
+/* One HTTP client of the driver. */
+typedef struct {
+    pd_report *r;
+    CURL *curl;
+    buf answer;
+    size_t at;                   /* the member that answered last */
+    char base[PD_URL_MAX];       /* where requests go now: urls[at], or the leader a 307 named */
+} pd_client;
 
 struct pd_report {
     svc *s;
     pd_report_config cfg;
     char urls[PD_URLS_MAX][PD_URL_MAX];
-    size_t nurls, at;            /* the members; the one that answered last */
-    char base[PD_URL_MAX];       /* where requests go now: urls[at], or the leader a 307 named */
+    size_t nurls;                /* the members */
     char self_url[PD_URL_MAX];
     char *token_header;          /* "Authorization: Bearer ..." or NULL */
-    CURL *curl;
-    struct curl_slist *headers;
-    buf answer;
+    struct curl_slist *headers;  /* shared by the two clients */
+    pd_client rep;               /* the reporting thread's */
+    pd_client ids;               /* new ids', under ids_mu */
+    pthread_mutex_t ids_mu;
     uint64_t node;               /* this node's id at the driver (0: not registered yet) */
     uint64_t member_ids[RAFT_PEERS_MAX]; /* each member's id at the driver (0: not yet) */
-    bool alone;                  /* the oracle has no driver: nothing to report */
+    _Atomic bool alone;          /* the oracle has no driver: nothing to report, local ids */
     bool failing;                /* the last round failed (logged once until one works) */
     metrics_family *m_reports;
     pthread_t thread;
@@ -69,38 +82,50 @@ static void origin_of(const char *url, char *out, size_t len)
 }
 
 /* POST path with body (a JSON text, or NULL): the status (0: no answer
- * from any member), the answer in r->answer. A 307 moves to the leader it
+ * from any member), the answer in c->answer. A 307 moves to the leader it
  * names; a member that does not answer, or answers 503, gives way to the
  * next. */
-static long post(pd_report *r, const char *path, const char *body)
+static long post(pd_client *c, const char *path, const char *body)
 {
+    pd_report *r = c->r;
     long status = 0;
     for (size_t tries = 0; tries < r->nurls + 3 && !atomic_load(&r->stopping); tries++) {
         char url[PD_URL_MAX + 128];
-        snprintf(url, sizeof url, "%s%s", r->base, path);
-        buf_reset(&r->answer);
-        curl_easy_setopt(r->curl, CURLOPT_URL, url);
-        curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, body != NULL ? body : "");
+        snprintf(url, sizeof url, "%s%s", c->base, path);
+        buf_reset(&c->answer);
+        curl_easy_setopt(c->curl, CURLOPT_URL, url);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body != NULL ? body : "");
         status = 0;
-        if (curl_easy_perform(r->curl) == CURLE_OK)
-            curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (curl_easy_perform(c->curl) == CURLE_OK)
+            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
         char *loc = NULL;
-        if (status == 307 && curl_easy_getinfo(r->curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK &&
+        if (status == 307 && curl_easy_getinfo(c->curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK &&
             loc != NULL) {
-            origin_of(loc, r->base, sizeof r->base); /* the leader, for this and what follows */
+            origin_of(loc, c->base, sizeof c->base); /* the leader, for this and what follows */
             continue;
         }
         if (status != 0 && status != 503)
             return status;
-        r->at = (r->at + 1) % r->nurls;
-        snprintf(r->base, sizeof r->base, "%s", r->urls[r->at]);
+        c->at = (c->at + 1) % r->nurls;
+        snprintf(c->base, sizeof c->base, "%s", r->urls[c->at]);
     }
     return status;
 }
 
-static uint64_t answer_int(pd_report *r, const char *field)
+static const char *answer_text(const pd_client *c)
 {
-    json_t *j = json_loadb(r->answer.data != NULL ? r->answer.data : "", r->answer.len, 0, NULL);
+    return c->answer.data != NULL ? c->answer.data : "";
+}
+
+/* A single oracle's answer: it has no driver. */
+static bool says_alone(const pd_client *c, long status)
+{
+    return status == 409 && strstr(answer_text(c), "not_in_a_group") != NULL;
+}
+
+static uint64_t answer_int(pd_client *c, const char *field)
+{
+    json_t *j = json_loadb(answer_text(c), c->answer.len, 0, NULL);
     json_int_t v = json_integer_value(json_object_get(j, field));
     json_decref(j);
     return v > 0 ? (uint64_t)v : 0;
@@ -113,9 +138,9 @@ static uint64_t register_url(pd_report *r, const char *url, long *status)
     json_t *b = json_pack("{s:s}", "address", url);
     char *text = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
     json_decref(b);
-    *status = text != NULL ? post(r, "/v1/pd/nodes", text) : 0;
+    *status = text != NULL ? post(&r->rep, "/v1/pd/nodes", text) : 0;
     free(text);
-    return *status == 200 ? answer_int(r, "id") : 0;
+    return *status == 200 ? answer_int(&r->rep, "id") : 0;
 }
 
 static json_t *key_json(const pc_buf *k)
@@ -159,7 +184,7 @@ static long send_heartbeat(pd_report *r, json_t *regions)
                                    : NULL;
     char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    long st = text != NULL ? post(r, "/v1/pd/heartbeat", text) : 0;
+    long st = text != NULL ? post(&r->rep, "/v1/pd/heartbeat", text) : 0;
     free(text);
     return st;
 }
@@ -175,10 +200,10 @@ static void round_once(pd_report *r)
     long st = 0;
     if (r->node == 0) {
         r->node = register_url(r, r->self_url, &st);
-        if (st == 409 && strstr(r->answer.data != NULL ? r->answer.data : "", "not_in_a_group")) {
+        if (says_alone(&r->rep, st)) {
             log_info("placement driver: the oracle runs alone (no Raft group), so there is no "
                      "driver to report to; this node does not report");
-            r->alone = true;
+            atomic_store(&r->alone, true);
             return;
         }
         if (r->node == 0)
@@ -237,7 +262,7 @@ failed:
     if (!r->failing)
         log_warn("placement driver: a report failed (status %ld%s%.200s); trying again every "
                  "%u ms",
-                 st, r->answer.len ? ": " : "", r->answer.data != NULL ? r->answer.data : "",
+                 st, r->rep.answer.len ? ": " : "", answer_text(&r->rep),
                  r->cfg.interval_ms);
     r->failing = true;
     count(r, st == 0 ? "unreachable" : "refused");
@@ -248,7 +273,7 @@ static void *run(void *arg)
     pd_report *r = arg;
     round_once(r); /* at once: the node is known as soon as it serves */
     pthread_mutex_lock(&r->mu);
-    while (!r->stop && !r->alone) {
+    while (!r->stop && !atomic_load(&r->alone)) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)r->cfg.interval_ms * 1000000u;
@@ -265,23 +290,28 @@ static void *run(void *arg)
     return NULL;
 }
 
+static void client_clear(pd_client *c)
+{
+    if (c->curl != NULL)
+        curl_easy_cleanup(c->curl);
+    buf_free(&c->answer);
+}
+
 static void free_report(pd_report *r)
 {
+    client_clear(&r->rep);
+    client_clear(&r->ids);
     curl_slist_free_all(r->headers);
-    if (r->curl != NULL)
-        curl_easy_cleanup(r->curl);
-    buf_free(&r->answer);
     free(r->token_header);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->ids_mu);
     free(r);
 }
 
-/* The handle's options; false if libcurl refused one. */
-static bool setup_curl(pd_report *r)
+/* The headers both clients send; false when out of memory. */
+static bool make_headers(pd_report *r)
 {
-    const oc_tls *t = r->cfg.tls;
-    long timeout = (long)(r->s->cfg.oracle_timeout_ms ? r->s->cfg.oracle_timeout_ms : 2000);
     r->headers = curl_slist_append(NULL, "Content-Type: application/json");
     if (r->headers != NULL && r->token_header != NULL) {
         struct curl_slist *h = curl_slist_append(r->headers, r->token_header);
@@ -289,15 +319,27 @@ static bool setup_curl(pd_report *r)
             return false;
         r->headers = h;
     }
-    return r->headers != NULL && curl_peer_connection(r->curl, timeout, 2 * timeout) == 0 &&
-           (t == NULL || curl_peer_tls(r->curl, t->ca_file, t->cert_file, t->key_file) == 0) &&
-           curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, r->headers) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, collect) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, &r->answer) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_POST, 1L) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_XFERINFOFUNCTION, abort_if_stopping) == CURLE_OK &&
-           curl_easy_setopt(r->curl, CURLOPT_XFERINFODATA, r) == CURLE_OK;
+    return r->headers != NULL;
+}
+
+/* A client with its handle's options, sending to the first member; false
+ * if libcurl refused one. */
+static bool client_init(pd_report *r, pd_client *c)
+{
+    const oc_tls *t = r->cfg.tls;
+    long timeout = (long)(r->s->cfg.oracle_timeout_ms ? r->s->cfg.oracle_timeout_ms : 2000);
+    c->r = r;
+    snprintf(c->base, sizeof c->base, "%s", r->urls[0]);
+    c->curl = curl_easy_init();
+    return c->curl != NULL && curl_peer_connection(c->curl, timeout, 2 * timeout) == 0 &&
+           (t == NULL || curl_peer_tls(c->curl, t->ca_file, t->cert_file, t->key_file) == 0) &&
+           curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, r->headers) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, collect) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &c->answer) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_POST, 1L) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, abort_if_stopping) == CURLE_OK &&
+           curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, r) == CURLE_OK;
 }
 
 pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
@@ -313,6 +355,7 @@ pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
     r->s = s;
     r->cfg = *cfg;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->ids_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     snprintf(r->self_url, sizeof r->self_url, "%s", cfg->self_url);
     for (const char *p = cfg->oracle; *p != '\0' && r->nurls < PD_URLS_MAX;) {
@@ -330,14 +373,12 @@ pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
                                    "heartbeats to the placement driver, by outcome (ok, refused, "
                                    "unreachable)",
                                    "outcome", NULL);
-    r->curl = curl_easy_init();
-    if (r->nurls == 0 || (cfg->token != NULL && r->token_header == NULL) || r->curl == NULL ||
-        !setup_curl(r)) {
+    if (r->nurls == 0 || (cfg->token != NULL && r->token_header == NULL) || !make_headers(r) ||
+        !client_init(r, &r->rep) || !client_init(r, &r->ids)) {
         free_report(r);
         *failed = true;
         return NULL;
     }
-    snprintf(r->base, sizeof r->base, "%s", r->urls[0]);
     if (pthread_create(&r->thread, NULL, run, r) != 0) {
         free_report(r);
         *failed = true;
@@ -347,11 +388,17 @@ pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed)
     return r;
 }
 
+void pd_report_cancel(pd_report *r)
+{
+    if (r != NULL)
+        atomic_store(&r->stopping, true); /* a request under way gives up */
+}
+
 void pd_report_stop(pd_report *r)
 {
     if (r == NULL)
         return;
-    atomic_store(&r->stopping, true); /* a request under way gives up */
+    pd_report_cancel(r);
     pthread_mutex_lock(&r->mu);
     r->stop = true;
     pthread_cond_signal(&r->cv);
@@ -359,4 +406,39 @@ void pd_report_stop(pd_report *r)
     if (r->started)
         pthread_join(r->thread, NULL);
     free_report(r);
+}
+
+pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
+{
+    if (r == NULL || atomic_load(&r->alone))
+        return PD_ID_NONE;
+    if (atomic_load(&r->stopping))
+        return PD_ID_UNAVAILABLE;
+    pthread_mutex_lock(&r->ids_mu);
+    pd_id_rc rc = PD_ID_UNAVAILABLE;
+    uint64_t count = 1;
+    /* The ids come in order: ask until a batch reaches min, each batch
+     * asking for the gap left (at most the driver's 100,000 a request). */
+    for (int tries = 0; tries < 16 && rc == PD_ID_UNAVAILABLE; tries++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/pd/ids?count=%llu", (unsigned long long)count);
+        long st = post(&r->ids, path, NULL);
+        uint64_t first = st == 200 ? answer_int(&r->ids, "first") : 0;
+        if (says_alone(&r->ids, st)) {
+            atomic_store(&r->alone, true);
+            rc = PD_ID_NONE;
+        } else if (first == 0) {
+            log_warn("placement driver: no new id (status %ld%s%.200s)", st,
+                     r->ids.answer.len ? ": " : "", answer_text(&r->ids));
+            break;
+        } else if (first + count - 1 >= min) { /* every id of the batch is ours: min's too */
+            *id = first >= min ? first : min;
+            rc = PD_ID_OK;
+        } else {
+            uint64_t gap = min - (first + count) + 1;
+            count = gap > PD_IDS_MAX ? PD_IDS_MAX : gap;
+        }
+    }
+    pthread_mutex_unlock(&r->ids_mu);
+    return rc;
 }

@@ -18,6 +18,7 @@
 #define PC_PD_REPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "oracle_client.h"
 #include "raft_peers.h"
@@ -38,8 +39,26 @@ typedef struct pd_report pd_report;
 /* Start reporting (NULL, and nothing started, when interval_ms is 0 or
  * out of memory: *failed says which). */
 pd_report *pd_report_start(svc *s, const pd_report_config *cfg, bool *failed);
-/* Stop the thread (a request under way gives up at once) and free. NULL
+/* Requests under way give up at once, and no new one is made (new ids
+ * are then PD_ID_UNAVAILABLE): so that stopping waits for no driver. NULL
  * is fine. */
+void pd_report_cancel(pd_report *r);
+/* Cancel, stop the thread and free. NULL is fine. Nothing may call
+ * pd_report_new_id once it is called. */
 void pd_report_stop(pd_report *r);
+
+typedef enum {
+    PD_ID_OK,
+    PD_ID_NONE,                  /* no driver: not reporting (r NULL), or a single oracle */
+    PD_ID_UNAVAILABLE            /* the driver did not answer (or stopping) */
+} pd_id_rc;
+
+/* A fresh id from the driver into *id, at least min (the router's next
+ * id: ids this service made itself before it had a driver are below it).
+ * Ids from the one counter of the driver are unique in the cluster, which
+ * a split's new region needs once many groups share the keyspace (TiKV
+ * asks PD the same way). Any thread; waits for the driver (the oracle's
+ * timeout per member tried). */
+pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id);
 
 #endif

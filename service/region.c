@@ -430,11 +430,20 @@ router *router_decode(const void *map, size_t len)
     return rt;
 }
 
-int router_split_map(const router *rt, const void *key, size_t len, pc_buf *out, char *err,
-                     size_t errlen)
+uint64_t router_next_id(const router *rt)
+{
+    RDLOCK(rt);
+    uint64_t id = rt->next_id;
+    UNLOCK(rt);
+    return id;
+}
+
+int router_split_map(const router *rt, const void *key, size_t len, uint64_t new_id, pc_buf *out,
+                     char *err, size_t errlen)
 {
     int rc = -1;
     RDLOCK(rt);
+    uint64_t id = new_id != 0 ? new_id : rt->next_id;
     size_t at = first_ending_after(rt, key, len);
     region *r = at < rt->n ? rt->r[at] : NULL;
     if (len == 0 || r == NULL || place(r, key, len) != 0)
@@ -444,14 +453,17 @@ int router_split_map(const router *rt, const void *key, size_t len, pc_buf *out,
     else if (rt->n >= ROUTER_MAX_REGIONS)
         snprintf(err, errlen, "the keyspace has %d regions, the most there may be",
                  ROUTER_MAX_REGIONS);
-    else if ((rc = put_header(out, rt->next_id + 1, rt->n + 1)) != 0)
+    else if (id < rt->next_id || id == UINT64_MAX)
+        snprintf(err, errlen, "region id %llu is below the map's next id %llu",
+                 (unsigned long long)id, (unsigned long long)rt->next_id);
+    else if ((rc = put_header(out, id + 1, rt->n + 1)) != 0)
         snprintf(err, errlen, "out of memory");
     for (size_t i = 0; rc == 0 && i < rt->n; i++) {
         const region *x = rt->r[i];
         uint64_t epoch = i == at ? x->epoch + 1 : x->epoch;
         rc = put_entry(out, x->id, epoch, x->start.data, x->start.len);
         if (rc == 0 && i == at) /* the right part: a new id, the same new epoch */
-            rc = put_entry(out, rt->next_id, epoch, key, len);
+            rc = put_entry(out, id, epoch, key, len);
         if (rc != 0)
             snprintf(err, errlen, "out of memory");
     }

@@ -123,11 +123,17 @@ int router_encode(const router *rt, pc_buf *out);
  * next id, epochs >= 1, starts increasing, at most ROUTER_MAX_REGIONS)
  * or memory ran out. */
 router *router_decode(const void *map, size_t len);
+/* The id the next split gives its right part unless told another: above
+ * every id the map ever held. */
+uint64_t router_next_id(const router *rt);
 /* The map with the region holding key split before key, into out: the
- * left part keeps its id, the right gets the next id, both the next
- * epoch. 0; -1 with why in err: key is empty or a region's start already,
- * the map is full, memory ran out. */
-int router_split_map(const router *rt, const void *key, size_t len, pc_buf *out, char *err,
+ * left part keeps its id, the right gets new_id (at least
+ * router_next_id: one the placement driver handed out) or, with 0, the
+ * next id; both the next epoch. 0; -1 with why in err: key is empty or a
+ * region's start already, the map is full, new_id is below the next id,
+ * memory ran out. */
+int router_split_map(const router *rt, const void *key, size_t len, uint64_t new_id, pc_buf *out,
+                     char *err,
                      size_t errlen);
 /* Make the map rt's: its regions that are in rt already (same id, epoch
  * and range) stay; each other one is new, handed to made (to give it its

@@ -47,6 +47,7 @@ typedef struct svc_config {
     uint64_t region_max_bytes;      /* split a region past this size (0: never; splits.c) */
     uint64_t pd_heartbeat_ms;       /* report to the placement driver this often (0: never;
                                        pd_report.h) */
+    const char *advertise_url;      /* a single node's URL at the driver ("": from --listen) */
     uint64_t backup_keep;           /* --backup-keep: backups kept in backup_dir (0: all) */
     uint64_t lease_ttl_ms, max_lock_age_ms, janitor_interval_ms, lock_wait_ms;
     uint64_t cache_size, max_value_bytes, max_txn_bytes, txn_retention_ms;
@@ -125,6 +126,8 @@ typedef struct svc {
     router *regions;
     region *home;
     pthread_mutex_t split_mu;       /* one split proposed at a time (splits.c) */
+    struct pd_report *pd;           /* the placement driver's client (pd_report.h): new
+                                     * regions' ids; NULL: not reporting, local ids */
     forwarder *fwd;                 /* a member passes requests on to its leader */
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */

@@ -13,7 +13,9 @@
  * computes it from a router that holds every map committed before (one
  * split at a time, on a member that took over: every earlier entry is
  * applied here). The leader also splits a region that grew past
- * --region-max-bytes, at its middle key (svc_split_big_regions).
+ * --region-max-bytes, at its middle key (svc_split_big_regions). The new
+ * region's id comes from the placement driver when the service reports to
+ * one, as TiKV asks PD: ids of one counter cannot clash across groups.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "engine_replica.h"
 #include "keyspace.h"
 #include "log.h"
+#include "pd_report.h"
 #include "service.h"
 #include "watch.h"
 
@@ -88,12 +91,40 @@ int svc_regions_load(svc *s, pc_session *ps)
     return 0;
 }
 
+/* The id a split gives its new region into *id: the placement driver's
+ * when there is one (unique across the cluster's groups), else 0 (the
+ * router's next). PC_OK, or PC_TS_UNAVAILABLE when the driver (the
+ * oracle group) did not answer: no split then, rather than an id another
+ * group could hold. */
+static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
+{
+    *id = 0;
+    switch (pd_report_new_id(s->pd, router_next_id(s->regions), id)) {
+    case PD_ID_OK:
+    case PD_ID_NONE:
+        return PC_OK;
+    case PD_ID_UNAVAILABLE:
+    default:
+        snprintf(err, errlen, "the placement driver did not hand out a region id");
+        return PC_TS_UNAVAILABLE;
+    }
+}
+
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen)
 {
     pc_buf map = {0}, batch = {0};
+    uint64_t id = 0;
     pthread_mutex_lock(&s->split_mu);
+    /* The map with the next local id first: a split the map refuses asks
+     * the driver for nothing. Then again with the driver's id, if any. */
     pc_rc rc = PC_INVALID;
-    if (router_split_map(s->regions, key, len, &map, err, errlen) == 0) {
+    if (router_split_map(s->regions, key, len, 0, &map, err, errlen) == 0 &&
+        (rc = new_region_id(s, &id, err, errlen)) == PC_OK && id != 0) {
+        pc_buf_free(&map);
+        if (router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
+            rc = PC_INVALID;
+    }
+    if (rc == PC_OK) {
         rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len);
         if (rc == PC_OK)
             rc = svc_propose(s, batch.data, batch.len);

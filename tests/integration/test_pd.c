@@ -392,8 +392,9 @@ static void wait_pd_region(tl_svc_group *g, const char *start, json_int_t versio
 /* Three service members over the oracle group report to its driver
  * (service/pd_report.c): every member registers (its --raft-urls entry),
  * the leader reports every region with the members as replicas; a split
- * shows up with its new epoch, and after the leader is killed the new
- * leader is the regions' leader at the driver. */
+ * takes its new region's id from the driver and shows up with its new
+ * epoch, and after the leader is killed the new leader is the regions'
+ * leader at the driver. */
 static void service_nodes_report_their_regions(void **state)
 {
     (void)state;
@@ -405,13 +406,27 @@ static void service_nodes_report_their_regions(void **state)
     char url[64], path[64] = "/v1/regions/split";
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[l]);
     json_t *j = NULL;
+    /* Ids handed out elsewhere first: the split's new region must take
+     * the driver's next id (a local id would be 2). */
+    assert_int_equal(call(&g, "POST", "/v1/pd/ids?count=50", NULL, &j), 200);
+    json_int_t above = json_integer_value(json_object_get(j, "first")) + 50;
+    json_decref(j);
     assert_int_equal(tl_raft_call(g.http[l], "POST", path, "{\"key\":\"m\"}", TL_REQUEST_MS,
                                   &j),
                      200);
+    json_t *regs = json_object_get(j, "regions");
+    assert_int_equal(json_array_size(regs), 2);
+    json_int_t right = json_integer_value(json_object_get(json_array_get(regs, 1), "id"));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(regs, 1), "start")), "m");
+    assert_true(right >= above);
     json_decref(j);
     /* "um": the user key m as the service keeps it ("u" before user keys). */
     wait_pd_region(&g, "dW0=", 2, url, 2);
     wait_pd_region(&g, "", 2, url, 2);
+    assert_int_equal(call(&g, "GET", "/v1/pd/regions?key=dW0%3D", NULL, &j), 200);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "region"), "id")),
+                     right);
+    json_decref(j);
     assert_int_equal(call(&g, "GET", "/v1/pd/nodes", NULL, &j), 200);
     json_t *nodes = json_object_get(j, "nodes");
     assert_int_equal(json_array_size(nodes), TL_GROUP_NODES);
@@ -457,6 +472,21 @@ static void service_nodes_report_their_regions(void **state)
     assert_true(nl >= 0 && nl != l);
     snprintf(url, sizeof url, "http://127.0.0.1:%d", g.http[nl]);
     wait_pd_region(&g, "dW0=", 2, url, 2);
+    /* Without the driver no split is made: an id of its own could clash
+     * with another group's. The map stays as it was. */
+    for (int i = 0; i < TL_GROUP_NODES; i++) {
+        assert_int_equal(tl_kill9(g.opid[i]), 0);
+        g.opid[i] = 0;
+    }
+    assert_int_equal(tl_raft_call(g.http[nl], "POST", path, "{\"key\":\"t\"}", TL_REQUEST_MS,
+                                  &j),
+                     503);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+                        "oracle_unavailable");
+    json_decref(j);
+    assert_int_equal(tl_raft_call(g.http[nl], "GET", "/v1/regions", NULL, TL_REQUEST_MS, &j), 200);
+    assert_int_equal(json_array_size(json_object_get(j, "regions")), 2);
+    json_decref(j);
     tl_group_stop(&g);
 }
 
@@ -626,12 +656,65 @@ static void the_api_refuses_bad_input_and_points_at_the_leader(void **state)
     tl_oracle_env_free(e);
 }
 
+/* A single service (no group of its own) over the oracle group registers
+ * at the URL --advertise-url gives and reports its region from it; the
+ * flag is refused when malformed, and in a group (a member is known by its
+ * --raft-urls entry). */
+static void a_single_node_reports_its_advertised_url(void **state)
+{
+    (void)state;
+    tl_svc_group g;
+    tl_group_start_n(&g, "pd-adv", TL_GROUP_NODES, 0, NULL, NULL, TL_GROUP_NODES);
+    char listen[64], data[512], log[512], base[80];
+    int port = tl_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(base, sizeof base, "http://%s", listen);
+    snprintf(data, sizeof data, "%s/single", g.dir);
+    snprintf(log, sizeof log, "%s/single.log", g.dir);
+    const char *bad[][2] = {{"ftp://svc.example", NULL},
+                            {"http://has space", NULL},
+                            {"http://svc.example:8080", "--raft-id"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", g.oracle_urls,
+                              "--advertise-url", bad[i][0], bad[i][1], bad[i][1] ? "1" : NULL,
+                              NULL};
+        tl_run_result out;
+        assert_int_equal(tl_run("percolator-service", args, NULL, NULL, 0, 30000, &out), 0);
+        if (out.status != 2 || strstr(out.err, "--advertise-url") == NULL)
+            fail_msg("--advertise-url %s %s: exit %d, %s", bad[i][0], bad[i][1] ? bad[i][1] : "",
+                     out.status, out.err);
+        tl_run_free(&out);
+    }
+    const char *args[] = {"--listen", listen, "--data-dir", data, "--oracle", g.oracle_urls,
+                          "--advertise-url", "http://svc.example:8080", "--pd-heartbeat-ms", "200",
+                          NULL};
+    pid_t pid = tl_spawn("percolator-service", args, NULL, log);
+    assert_true(pid > 0);
+    assert_int_equal(tl_wait_health(base, pid, 30000), 0);
+    bool seen = false;
+    for (int t = 0; t < 300 && !seen; t++) {
+        json_t *j = NULL;
+        if (call(&g, "GET", "/v1/pd/regions?key=AA%3D%3D", NULL, &j) == 200) {
+            json_t *ld = json_object_get(json_object_get(j, "region"), "leader");
+            const char *a = json_string_value(json_object_get(ld, "address"));
+            seen = a != NULL && strcmp(a, "http://svc.example:8080") == 0;
+        }
+        json_decref(j);
+        if (!seen)
+            time_sleep_ms(100);
+    }
+    assert_true(seen);
+    assert_int_equal(tl_stop(pid, 30000), 0);
+    tl_group_stop(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_map_follows_reports_through_kills_and_images),
         cmocka_unit_test(the_api_refuses_bad_input_and_points_at_the_leader),
         cmocka_unit_test(service_nodes_report_their_regions),
+        cmocka_unit_test(a_single_node_reports_its_advertised_url),
     };
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));

@@ -573,41 +573,42 @@ static uint64_t put_one(pd_map *m, uint64_t id, uint64_t v, const char *s, const
     return took;
 }
 
+static void check_counts(pd_map *m, size_t regions, uint64_t bound_bytes)
+{
+    pd_counts c;
+    pd_map_counts(m, &c);
+    assert_int_equal(c.regions, regions);
+    assert_int_equal(c.bound_bytes, bound_bytes);
+}
+
 static void the_map_keeps_to_its_byte_budget(void **state)
 {
     (void)state;
     pd_map *m = pd_map_new_limited(40);
     assert_non_null(m);
-    pd_counts c;
     assert_int_equal(put_one(m, 1, 1, "", "mmmmmmmmmm"), 1); /* 10 bytes */
     assert_int_equal(put_one(m, 2, 1, "mmmmmmmmmm", "tttttttttt"), 1); /* 30 */
-    pd_map_counts(m, &c);
-    assert_int_equal(c.bound_bytes, 30);
+    check_counts(m, 2, 30);
     /* 20 more bytes would pass 40: refused, nothing changed. */
     assert_int_equal(put_one(m, 3, 1, "tttttttttt", "zzzzzzzzzz"), 0);
-    pd_map_counts(m, &c);
-    assert_int_equal(c.regions, 2);
-    assert_int_equal(c.bound_bytes, 30);
+    check_counts(m, 2, 30);
     /* A split of region 2 at "p": its 20 bytes go, 11 + 11 come (32). */
     assert_int_equal(put_one(m, 2, 2, "mmmmmmmmmm", "p"), 1);
-    pd_map_counts(m, &c);
-    assert_int_equal(c.bound_bytes, 21);
+    check_counts(m, 2, 21);
     assert_int_equal(put_one(m, 4, 2, "p", "tttttttttt"), 1);
-    pd_map_counts(m, &c);
-    assert_int_equal(c.regions, 3);
-    assert_int_equal(c.bound_bytes, 32);
-    /* 8 more fit (40), 9 do not. */
-    assert_int_equal(put_one(m, 5, 1, "tttttttttt", "zzzzzzzzz"), 0);
-    assert_int_equal(put_one(m, 5, 1, "tttttttttt", "u"), 0);
+    check_counts(m, 3, 32);
+    /* 9 more bytes do not fit (41); 8 do (40). */
+    assert_int_equal(put_one(m, 5, 1, "uuuu", "uuuuu"), 0);
+    check_counts(m, 3, 32);
+    assert_int_equal(put_one(m, 5, 1, "uuu", "uuuuu"), 1);
+    check_counts(m, 4, 40);
     /* An image: restores into a map of the same budget, not a smaller one. */
     buf img = image_of(m);
-    pd_map *same = pd_map_new_limited(32), *less = pd_map_new_limited(31);
+    pd_map *same = pd_map_new_limited(40), *less = pd_map_new_limited(39);
     assert_int_equal(pd_map_restore(same, (const uint8_t *)img.data, img.len), 0);
     assert_int_equal(pd_map_restore(less, (const uint8_t *)img.data, img.len), -1);
-    pd_map_counts(same, &c);
-    assert_int_equal(c.bound_bytes, 32);
-    pd_map_counts(less, &c);
-    assert_int_equal(c.regions, 0);
+    check_counts(same, 4, 40);
+    check_counts(less, 0, 0);
     buf_free(&img);
     pd_map_free(same);
     pd_map_free(less);

@@ -477,7 +477,7 @@ static void a_split_is_a_map_every_member_installs_alike(void **state)
     atomic_store(&left->nbatches, 7);
     char err[128] = "";
     pc_buf map = {0}, again = {0};
-    assert_int_equal(router_split_map(rt, "f", 1, &map, err, sizeof err), 0);
+    assert_int_equal(router_split_map(rt, "f", 1, 0, &map, err, sizeof err), 0);
     /* Another member decodes the same map into the same regions. */
     router *other = router_decode(map.data, map.len);
     assert_non_null(other);
@@ -502,15 +502,29 @@ static void a_split_is_a_map_every_member_installs_alike(void **state)
     assert_ptr_equal(router_at(rt, 1), mid);
 
     /* Refused splits. */
-    assert_int_equal(router_split_map(rt, "f", 1, &again, err, sizeof err), -1);
+    assert_int_equal(router_split_map(rt, "f", 1, 0, &again, err, sizeof err), -1);
     assert_non_null(strstr(err, "region 3 starts at that key already"));
-    assert_int_equal(router_split_map(rt, "", 0, &again, err, sizeof err), -1);
+    assert_int_equal(router_split_map(rt, "", 0, 0, &again, err, sizeof err), -1);
     assert_non_null(strstr(err, "no region holds"));
     /* The next split gets the next id, and the last region can split. */
-    assert_int_equal(router_split_map(rt, "t", 1, &again, err, sizeof err), 0);
+    assert_int_equal(router_split_map(rt, "t", 1, 0, &again, err, sizeof err), 0);
     assert_int_equal(router_install(rt, again.data, again.len, NULL, NULL), 0);
     assert_string_equal(shape(rt), "1:2:|3:2:f|2:2:m|4:2:t|");
     assert_true(router_at(rt, 3)->unbounded);
+    /* An id the placement driver handed out: taken, and the next id
+     * passes it; one below the next id is refused (it may be in use). */
+    assert_int_equal(router_next_id(rt), 5);
+    pc_buf_free(&again);
+    assert_int_equal(router_split_map(rt, "p", 1, 4, &again, err, sizeof err), -1);
+    assert_non_null(strstr(err, "below the map's next id 5"));
+    assert_int_equal(router_split_map(rt, "p", 1, 100, &again, err, sizeof err), 0);
+    assert_int_equal(router_install(rt, again.data, again.len, NULL, NULL), 0);
+    assert_string_equal(shape(rt), "1:2:|3:2:f|2:3:m|100:3:p|4:2:t|");
+    assert_int_equal(router_next_id(rt), 101);
+    pc_buf_free(&again);
+    assert_int_equal(router_split_map(rt, "u", 1, 0, &again, err, sizeof err), 0);
+    assert_int_equal(router_install(rt, again.data, again.len, NULL, NULL), 0);
+    assert_string_equal(shape(rt), "1:2:|3:2:f|2:3:m|100:3:p|4:3:t|101:3:u|");
     router_free(other);
     pc_buf_free(&map);
     pc_buf_free(&again);
@@ -532,7 +546,7 @@ static void a_map_full_of_regions_takes_no_split(void **state)
     assert_non_null(rt);
     char err[128] = "";
     pc_buf map = {0};
-    assert_int_equal(router_split_map(rt, "k000000x", 8, &map, err, sizeof err), -1);
+    assert_int_equal(router_split_map(rt, "k000000x", 8, 0, &map, err, sizeof err), -1);
     assert_non_null(strstr(err, "the most there may be"));
     assert_int_equal(router_encode(rt, &map), 0);
     router *back = router_decode(map.data, map.len);
