@@ -92,7 +92,7 @@ static bool make_room(table *t)
 static bool region_newer(const void *held, const void *v)
 {
     const pd_live_region *a = held, *b = v;
-    return b->term >= a->term;
+    return b->term >= a->term || b->leader == a->leader || b->at_ms > a->at_ms + PD_HINT_STALE_MS;
 }
 
 /* Set id's value to v, unless newer (when given) says the held one stays:

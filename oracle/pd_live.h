@@ -40,7 +40,11 @@ void pd_live_free(pd_live *l);
  * is then missing; nothing else depends on it). */
 bool pd_live_set_node(pd_live *l, uint64_t node, const pd_live_node *v);
 /* A region's hint replaces the one held unless that one is of a higher
- * term: a deposed leader's late heartbeat does not undo its successor's. */
+ * term, from another node, and younger than PD_HINT_STALE_MS: a deposed
+ * leader's late heartbeat does not undo its successor's, while a group
+ * whose terms started again (re-made, restored) or a node that sends no
+ * term (an older version) is followed again after a while. */
+#define PD_HINT_STALE_MS 60000
 bool pd_live_set_region(pd_live *l, uint64_t region, const pd_live_region *v);
 
 bool pd_live_get_node(pd_live *l, uint64_t node, pd_live_node *out);

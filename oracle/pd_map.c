@@ -664,6 +664,11 @@ uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
         out_of_memory("a region report");
     else if (taken > 0)
         m->bound_bytes = bytes;
+    /* The counter passes every id the map took: an id a node made itself
+     * (before it had a driver) is never handed out again. */
+    for (size_t i = 0; i < taken; i++)
+        if (rs[i].r.id >= m->next_id)
+            m->next_id = rs[i].r.id + 1; /* ids are at most PD_MAX_ID */
     pthread_rwlock_unlock(&m->lock);
     free(gone.at);
     free(rs);

@@ -15,7 +15,8 @@
  *   regions "these regions, as their leaders saw them": each is taken if
  *          its epoch is newer than every region it overlaps, which are then
  *          dropped (PD's rule: a region's own log decides its range, the
- *          map only follows the newest report), else it is stale and left.
+ *          map only follows the newest report), else it is stale and left;
+ *          the id counter passes every id taken.
  *
  * A command that does not decode, or breaks a limit below (PD_MAX_MAP_BYTES
  * is the whole map's), changes nothing

@@ -194,8 +194,8 @@ void oracle_pd_register(httpd_req *req, void *arg)
     bool applied = propose(req, ctx, ORACLE_PD_NODE, &cmd, &id);
     if (applied && id == 0)
         httpd_reply_error(req, 409, "pd_refused", NULL,
-                          "address '%.100s' refused: %d nodes are registered already", addr,
-                          PD_MAX_NODES);
+                          "address '%.100s' refused: %d nodes are registered already, or "
+                          "the ids are used up", addr, PD_MAX_NODES);
     else if (applied)
         httpd_reply_json(req, 200, json_pack("{s:I,s:s}", "id", (json_int_t)id, "address", addr));
     json_decref(body);

@@ -165,7 +165,7 @@ static bool advertise_url_ok(const svc_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "--advertise-url is for a single node: a group member is known by "
                               "its --raft-urls entry");
     else if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || !printable ||
-             n >= 256 || n <= 8)
+             n >= 256 || u[strcspn(u, ":") + 3] == '\0')
         snprintf(err, errlen, "--advertise-url must be an http:// or https:// URL of printable "
                               "ASCII without spaces, under 256 bytes");
     else
@@ -180,7 +180,7 @@ static int start_pd_report(svc *s, const raft_group_config *rcfg, const oc_tls *
                            const char *oracle_secret, bool https, pd_report **out)
 {
     const svc_config *c = &s->cfg;
-    char self[RAFT_PEER_ADDR_MAX + 16] = "";
+    char self[512] = ""; /* a --raft-urls entry, or --advertise-url (< 256 bytes) */
     for (size_t i = 0; svc_replicated(s) && i < rcfg->npeers; i++)
         if (rcfg->peers[i].id == rcfg->id)
             snprintf(self, sizeof self, "%s", rcfg->peers[i].http);

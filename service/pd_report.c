@@ -428,8 +428,9 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
             atomic_store(&r->alone, true);
             rc = PD_ID_NONE;
         } else if (first == 0) {
-            log_warn("placement driver: no new id (status %ld%s%.200s)", st,
-                     r->ids.answer.len ? ": " : "", answer_text(&r->ids));
+            if (!atomic_load(&r->stopping))
+                log_warn("placement driver: no new id (status %ld%s%.200s)", st,
+                         r->ids.answer.len ? ": " : "", answer_text(&r->ids));
             break;
         } else if (first + count - 1 >= min) { /* every id of the batch is ours: min's too */
             *id = first >= min ? first : min;
@@ -439,6 +440,9 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
             count = gap > PD_IDS_MAX ? PD_IDS_MAX : gap;
         }
     }
+    if (rc == PD_ID_UNAVAILABLE && count > 1)
+        log_warn("placement driver: its ids did not reach %llu in 16 requests",
+                 (unsigned long long)min);
     pthread_mutex_unlock(&r->ids_mu);
     return rc;
 }

@@ -121,8 +121,11 @@ pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t er
     if (router_split_map(s->regions, key, len, 0, &map, err, errlen) == 0 &&
         (rc = new_region_id(s, &id, err, errlen)) == PC_OK && id != 0) {
         pc_buf_free(&map);
+        /* Refused now, it was not before: while the driver answered, a
+         * map of another leader was applied here (this member no longer
+         * leads). */
         if (router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
-            rc = PC_INVALID;
+            rc = PC_NOT_LEADER;
     }
     if (rc == PC_OK) {
         rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len);
@@ -177,8 +180,9 @@ void svc_applied_lost(void *arg)
 
 /* Measure r; split it at its middle key when it holds more than max bytes
  * and the middle is a user key (the service's own records, in the first
- * region, are never a region's start). */
-static void check_region(svc *s, pc_session *ps, region *r, uint64_t max)
+ * region, are never a region's start). What the split gave (PC_OK when
+ * there was none to make). */
+static pc_rc check_region(svc *s, pc_session *ps, region *r, uint64_t max)
 {
     pc_range_stats st = {0};
     pc_slice start = {r->start.data, r->start.len};
@@ -189,13 +193,13 @@ static void check_region(svc *s, pc_session *ps, region *r, uint64_t max)
     if (rc != PC_OK) {
         log_warn("regions: cannot measure region %llu: %s", (unsigned long long)r->id,
                  pc_rc_name(rc));
-        return;
+        return PC_OK;
     }
     atomic_store(&r->size, (int64_t)st.bytes);
     if (st.bytes <= max || st.middle.len == 0 ||
         !ks_is_user((pc_slice){st.middle.data, st.middle.len}, &user)) {
         pc_buf_free(&st.middle);
-        return;
+        return PC_OK;
     }
     char err[160];
     rc = svc_split_region(s, st.middle.data, st.middle.len, err, sizeof err);
@@ -209,9 +213,12 @@ static void check_region(svc *s, pc_session *ps, region *r, uint64_t max)
     } else {
         log_warn("regions: region %llu held %llu bytes, but its split failed: %s",
                  (unsigned long long)r->id, (unsigned long long)st.bytes,
-                 rc == PC_INVALID ? err : pc_rc_name(rc));
+                 rc == PC_INVALID || rc == PC_TS_UNAVAILABLE ? err : pc_rc_name(rc));
     }
+    if (rc == PC_TS_UNAVAILABLE)
+        atomic_store(&r->size, -1); /* measured again next round, not after max/4 more */
     pc_buf_free(&st.middle);
+    return rc;
 }
 
 void svc_split_big_regions(svc *s, pc_session *ps)
@@ -231,8 +238,11 @@ void svc_split_big_regions(svc *s, pc_session *ps)
         if (atomic_load(&r->written) < max / 4 && atomic_load(&r->size) >= 0)
             continue;
         atomic_store(&r->written, 0);
-        check_region(s, ps, r, max);
         checked++;
+        /* The driver did not answer for an id: the other splits of this
+         * round would wait for it as long; GC goes on, they wait a round. */
+        if (check_region(s, ps, r, max) == PC_TS_UNAVAILABLE)
+            break;
     }
     free(all);
 }

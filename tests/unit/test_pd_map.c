@@ -20,7 +20,8 @@
  *     map, an image of the mark alone (members before the placement
  *     driver) restores an empty map, a forged one is refused;
  *  6. the budget of the map's bounds: a report past it is refused whole, a
- *     split that only moves bounds is taken, an image past it refused;
+ *     split that only moves bounds is taken, an image past it refused; the
+ *     id counter passes the ids of the regions taken;
  *  7. the leader's hints (oracle/pd_live.c): an entry is overwritten in
  *     place, also when the table is full; a new id past the maximum
  *     empties the table rather than being refused.
@@ -136,7 +137,10 @@ static void nodes_get_ids_and_keep_them(void **state)
         uint8_t cmd[4 + 16] = {0, 0, 0, (uint8_t)n};
         memcpy(cmd + 4, bad[i], n);
         assert_int_equal(pd_apply_node(m, cmd, 4 + n), 0);
-        assert_int_equal(cmd_node(m, bad[i]), 0); /* and pd_cmd_node refuses to make it */
+        buf made = BUF_INIT;
+        char why[128];
+        assert_int_equal(pd_cmd_node(&made, bad[i], why, sizeof why), -1); /* nor is it made */
+        buf_free(&made);
     }
     uint8_t raw[4 + PD_ADDR_MAX] = {0, 0, 0x01, 0x00}; /* 256 bytes: one too many */
     memset(raw + 4, 'a', PD_ADDR_MAX);
@@ -590,7 +594,7 @@ static void the_map_keeps_to_its_byte_budget(void **state)
     assert_int_equal(put_one(m, 2, 1, "mmmmmmmmmm", "tttttttttt"), 1); /* 30 */
     check_counts(m, 2, 30);
     /* 20 more bytes would pass 40: refused, nothing changed. */
-    assert_int_equal(put_one(m, 3, 1, "tttttttttt", "zzzzzzzzzz"), 0);
+    assert_int_equal(put_one(m, 100, 1, "tttttttttt", "zzzzzzzzzz"), 0);
     check_counts(m, 2, 30);
     /* A split of region 2 at "p": its 20 bytes go, 11 + 11 come (32). */
     assert_int_equal(put_one(m, 2, 2, "mmmmmmmmmm", "p"), 1);
@@ -602,6 +606,8 @@ static void the_map_keeps_to_its_byte_budget(void **state)
     check_counts(m, 3, 32);
     assert_int_equal(put_one(m, 5, 1, "uuu", "uuuuu"), 1);
     check_counts(m, 4, 40);
+    /* The counter passed the ids taken (1, 2, 4, 5), not the refused 100. */
+    assert_int_equal(cmd_ids(m, 1), 6);
     /* An image: restores into a map of the same budget, not a smaller one. */
     buf img = image_of(m);
     pd_map *same = pd_map_new_limited(40), *less = pd_map_new_limited(39);
@@ -655,6 +661,22 @@ static void hints_overwrite_and_start_over_when_full(void **state)
     assert_memory_equal(&rgot, &r, sizeof r);
     assert_false(pd_live_get_region(l, 43, &rgot));
     assert_false(pd_live_get_region(l, 0, &rgot));
+    /* A region's hint follows the highest term: another node's report of a
+     * lower term is left, unless the hint held went stale; the same node's
+     * report is taken whatever its term (its group started again). */
+    struct {
+        uint64_t leader, term, at_ms, want_leader;
+    } steps[] = {{3, 5, 10, 3}, {4, 4, 20, 3}, {4, 6, 30, 4}, {3, 5, 40, 4}, {4, 9, 50, 4},
+                 {4, 1, 55, 4}, {3, 0, 70, 4}, {3, 0, 55 + PD_HINT_STALE_MS + 1, 3}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        r = (pd_live_region){.leader = steps[i].leader, .term = steps[i].term,
+                             .at_ms = steps[i].at_ms};
+        assert_true(pd_live_set_region(l, 42, &r));
+        assert_true(pd_live_get_region(l, 42, &rgot));
+        if (rgot.leader != steps[i].want_leader)
+            fail_msg("step %zu: leader %llu, want %llu", i, (unsigned long long)rgot.leader,
+                     (unsigned long long)steps[i].want_leader);
+    }
     pd_live_counts(l, &regions, &nodes);
     assert_int_equal(regions, 1);
     assert_int_equal(nodes, 1);
