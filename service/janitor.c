@@ -213,7 +213,6 @@ static void collect_garbage(janitor *j, pc_session *ps)
         return; /* a pinned read kept it where it was */
     metrics_inc(s->m.gc_versions_removed, st.versions_removed);
     metrics_set(s->m.mvcc_versions, (int64_t)(st.versions - st.versions_removed));
-    metrics_set(s->m.gc_safe_point, (int64_t)safe);
     if (st.versions_removed > 0)
         log_info("janitor: gc below %llu: %llu keys, %llu of %llu versions removed",
                  (unsigned long long)safe, (unsigned long long)st.keys,

@@ -80,6 +80,9 @@ static void h_metrics(httpd_req *req, void *ctx)
 {
     svc *s = ctx;
     buf out = BUF_INIT;
+    /* The safe point is read where reads are refused by it (the engine), so
+     * the gauge is never behind a refusal, on a leader or on a follower. */
+    metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
     if (metrics_render(s->metrics, &out) != 0 || process_metrics_render(&out) != 0) {
         buf_free(&out);
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");

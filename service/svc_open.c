@@ -176,7 +176,6 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot open the store in %s (see the log above)", c->data_dir);
         return 1;
     }
-    metrics_set(s->m.gc_safe_point, (int64_t)pc_gc_safe_point(s->engine));
     /* Every timestamp the store holds was handed out: snapshots up to it
      * are readable, and the oracle must answer above it (DESIGN §4.8). */
     atomic_store(&s->store_max_ts, pc_store_max_ts(s->engine));
