@@ -8,6 +8,7 @@
  * report that changes nothing is not proposed (pd_map_holds). Big-endian
  * integers, as every other command and image of the project.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -622,12 +623,17 @@ static size_t drop_clashes(report *rs, size_t n)
     return k;
 }
 
-uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
+/* A regions command decoded, its clashes dropped (drop_clashes): the
+ * reports in start order, how many in *k; NULL (and *k 0) when it does not
+ * decode or breaks a limit. Out of memory stops the process (every member
+ * must apply alike). */
+static report *decode_regions(const uint8_t *p, size_t len, size_t *k)
 {
     reader rd = {p, len, false};
     size_t n = (size_t)get(&rd, 4);
+    *k = 0;
     if (rd.bad || n == 0 || n > PD_MAX_REPORT)
-        return 0;
+        return NULL;
     report *rs = calloc(n, sizeof *rs);
     if (rs == NULL)
         out_of_memory("a region report");
@@ -635,34 +641,57 @@ uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
         rs[i].at = i;
         if (!get_region(&rd, &rs[i].r)) {
             free(rs);
-            return 0;
+            return NULL;
         }
     }
     if (rd.left != 0) {
         free(rs);
-        return 0;
+        return NULL;
     }
-    size_t k = drop_clashes(rs, n), taken = 0;
-    index_list gone = {0};
-    pthread_rwlock_wrlock(&m->lock);
+    *k = drop_clashes(rs, n);
+    return rs;
+}
+
+/* Which of rs[0..k) the map takes (PD's rule, takes), moved to the front
+ * in start order, and the stored regions they replace into gone; the map's
+ * bound bytes after into *bytes. 0 when none, or when the map would pass
+ * a limit: the whole command is refused, alike everywhere. Under m's lock
+ * (read or write). */
+static size_t decide(const pd_map *m, report *rs, size_t k, index_list *gone, uint64_t *bytes)
+{
+    size_t taken = 0;
     for (size_t i = 0; i < k; i++)
-        if (takes(m, &rs[i].r, &gone))
+        if (takes(m, &rs[i].r, gone))
             rs[taken++] = rs[i]; /* start order kept */
-    list_unique(&gone);
-    if (gone.failed)
-        out_of_memory("a region report");
-    uint64_t bytes = m->bound_bytes;
-    for (size_t i = 0; i < gone.n; i++)
-        bytes -= bound_bytes(m->regions[gone.at[i]]);
+    list_unique(gone);
+    if (gone->failed)
+        return SIZE_MAX;
+    *bytes = m->bound_bytes;
+    for (size_t i = 0; i < gone->n; i++)
+        *bytes -= bound_bytes(m->regions[gone->at[i]]);
     for (size_t i = 0; i < taken; i++)
-        bytes += bound_bytes(&rs[i].r);
-    /* Over a limit: the whole command is refused, alike everywhere. */
+        *bytes += bound_bytes(&rs[i].r);
     if (taken > 0 &&
-        (m->nregions - gone.n + taken > PD_MAX_REGIONS || bytes > m->max_bound_bytes))
-        taken = 0;
-    else if (taken > 0 && rebuild(m, &gone, rs, taken) != 0)
+        (m->nregions - gone->n + taken > PD_MAX_REGIONS || *bytes > m->max_bound_bytes))
+        return 0;
+    return taken;
+}
+
+uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
+{
+    size_t k;
+    report *rs = decode_regions(p, len, &k);
+    if (rs == NULL)
+        return 0;
+    index_list gone = {0};
+    uint64_t bytes = 0;
+    pthread_rwlock_wrlock(&m->lock);
+    size_t taken = decide(m, rs, k, &gone, &bytes);
+    if (taken == SIZE_MAX)
         out_of_memory("a region report");
-    else if (taken > 0)
+    if (taken > 0 && rebuild(m, &gone, rs, taken) != 0)
+        out_of_memory("a region report");
+    if (taken > 0)
         m->bound_bytes = bytes;
     /* The counter passes every id the map took: an id a node made itself
      * (before it had a driver) is never handed out again. */
@@ -673,6 +702,22 @@ uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
     free(gone.at);
     free(rs);
     return taken;
+}
+
+bool pd_map_would_take(pd_map *m, const uint8_t *p, size_t len)
+{
+    size_t k;
+    report *rs = decode_regions(p, len, &k);
+    if (rs == NULL)
+        return false;
+    index_list gone = {0};
+    uint64_t bytes = 0;
+    pthread_rwlock_rdlock(&m->lock);
+    size_t taken = decide(m, rs, k, &gone, &bytes);
+    pthread_rwlock_unlock(&m->lock);
+    free(gone.at);
+    free(rs);
+    return taken > 0; /* SIZE_MAX (out of memory here): let the apply say */
 }
 
 /* ---- images ---- */

@@ -90,6 +90,11 @@ int pd_cmd_regions(buf *out, const pd_region *regions, size_t n, char *err, size
 uint64_t pd_apply_node(pd_map *m, const uint8_t *p, size_t len);
 uint64_t pd_apply_ids(pd_map *m, const uint8_t *p, size_t len);
 uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len);
+/* Whether applying a regions command (pd_cmd_regions' bytes) to the map
+ * as it is now would take any of its regions: what the leader asks before
+ * it spends a Raft round on a report (any thread; the map may change
+ * before the command is applied, which decides). */
+bool pd_map_would_take(pd_map *m, const uint8_t *p, size_t len);
 
 /* ---- images ---- */
 

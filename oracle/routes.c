@@ -254,4 +254,8 @@ void oracle_ctx_init_metrics(oracle_ctx *ctx)
                                        "reported regions the map took (a command applied)");
     ctx->m_pd_stale = metrics_counter1(ctx->metrics, "percolator_pd_regions_stale_total",
                                        "reported regions older than the map's (left out)");
+    ctx->m_pd_unproposed = metrics_counter1(
+        ctx->metrics, "percolator_pd_reports_unproposed_total",
+        "heartbeats with changes the map would take none of (older than its regions, or past "
+        "its limits): no Raft round");
 }

@@ -30,7 +30,7 @@ typedef struct oracle_ctx {
     metrics_series *m_requests;     /* successful POST /v1/timestamps */
     token auth;                     /* secret NULL: no auth (--auth-token-file) */
     pd_live *live;                  /* a group's member: the leader's hints (pd_live.h) */
-    metrics_series *m_pd_heartbeats, *m_pd_taken, *m_pd_stale;
+    metrics_series *m_pd_heartbeats, *m_pd_taken, *m_pd_stale, *m_pd_unproposed;
 } oracle_ctx;
 
 /* The answer to a request this member cannot serve (rc of a Raft call):

@@ -340,7 +340,10 @@ static bool parse_report(httpd_req *req, json_t *regions, report *rp)
 }
 
 /* Propose the regions of rp the map does not hold as they are; how many
- * it took into *taken, how many it held into *unchanged. */
+ * it took into *taken, how many it held into *unchanged. A command the
+ * map as it is would take nothing of (each changed region overlapped by a
+ * newer one, or the map past a limit) costs no round: the next heartbeat
+ * tries again. */
 static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, uint64_t *taken,
                              size_t *unchanged)
 {
@@ -361,9 +364,12 @@ static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, uint64_t *taken,
     if (k > 0) {
         buf cmd = BUF_INIT;
         char err[128];
-        rc = pd_cmd_regions(&cmd, changed, k, err, sizeof err) == 0
-                 ? raft_node_pd(ctx->raft, ORACLE_PD_REGIONS, &cmd, PD_WAIT_MS, taken)
-                 : RN_UNAVAILABLE;
+        if (pd_cmd_regions(&cmd, changed, k, err, sizeof err) != 0)
+            rc = RN_UNAVAILABLE;
+        else if (!pd_map_would_take(map, (const uint8_t *)cmd.data, cmd.len))
+            metrics_inc(ctx->m_pd_unproposed, 1);
+        else
+            rc = raft_node_pd(ctx->raft, ORACLE_PD_REGIONS, &cmd, PD_WAIT_MS, taken);
         buf_free(&cmd);
     }
     free(changed);

@@ -131,6 +131,21 @@ static uint64_t answer_int(pd_client *c, const char *field)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+/* What a failed request got, in words: the driver's error message, or
+ * that no member answered. */
+static void failure_text(const pd_client *c, long status, char *why, size_t whylen)
+{
+    if (status == 0) {
+        snprintf(why, whylen, "no member of the oracle group answered");
+        return;
+    }
+    json_t *j = json_loadb(answer_text(c), c->answer.len, 0, NULL);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    snprintf(why, whylen, "it answered %ld%s%.200s", status, msg != NULL ? ": " : "",
+             msg != NULL ? msg : "");
+    json_decref(j);
+}
+
 /* The driver's id for url (registering it: a known address keeps its
  * id); 0 when it did not answer 200. */
 static uint64_t register_url(pd_report *r, const char *url, long *status)
@@ -408,10 +423,11 @@ void pd_report_stop(pd_report *r)
     free_report(r);
 }
 
-pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
+pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id, char *why, size_t whylen)
 {
     if (r == NULL || atomic_load(&r->alone))
         return PD_ID_NONE;
+    snprintf(why, whylen, "the service is stopping");
     if (atomic_load(&r->stopping))
         return PD_ID_UNAVAILABLE;
     pthread_mutex_lock(&r->ids_mu);
@@ -419,7 +435,8 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
     uint64_t count = 1;
     /* The ids come in order: ask until a batch reaches min, each batch
      * asking for the gap left (at most the driver's 100,000 a request). */
-    for (int tries = 0; tries < 16 && rc == PD_ID_UNAVAILABLE; tries++) {
+    bool failed = false;
+    for (int tries = 0; tries < 16 && rc == PD_ID_UNAVAILABLE && !failed; tries++) {
         char path[64];
         snprintf(path, sizeof path, "/v1/pd/ids?count=%llu", (unsigned long long)count);
         long st = post(&r->ids, path, NULL);
@@ -428,10 +445,12 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
             atomic_store(&r->alone, true);
             rc = PD_ID_NONE;
         } else if (first == 0) {
-            if (!atomic_load(&r->stopping))
+            if (!atomic_load(&r->stopping)) {
+                failure_text(&r->ids, st, why, whylen);
                 log_warn("placement driver: no new id (status %ld%s%.200s)", st,
                          r->ids.answer.len ? ": " : "", answer_text(&r->ids));
-            break;
+            }
+            failed = true;
         } else if (first + count - 1 >= min) { /* every id of the batch is ours: min's too */
             *id = first >= min ? first : min;
             rc = PD_ID_OK;
@@ -440,9 +459,10 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id)
             count = gap > PD_IDS_MAX ? PD_IDS_MAX : gap;
         }
     }
-    if (rc == PD_ID_UNAVAILABLE && count > 1)
-        log_warn("placement driver: its ids did not reach %llu in 16 requests",
-                 (unsigned long long)min);
+    if (rc == PD_ID_UNAVAILABLE && !failed) {
+        snprintf(why, whylen, "its ids did not reach %llu in 16 requests", (unsigned long long)min);
+        log_warn("placement driver: %s", why);
+    }
     pthread_mutex_unlock(&r->ids_mu);
     return rc;
 }

@@ -58,7 +58,8 @@ typedef enum {
  * Ids from the one counter of the driver are unique in the cluster, which
  * a split's new region needs once many groups share the keyspace (TiKV
  * asks PD the same way). Any thread; waits for the driver (the oracle's
- * timeout per member tried). */
-pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id);
+ * timeout per member tried). On PD_ID_UNAVAILABLE, why (whylen bytes)
+ * says what the driver answered, for the client. */
+pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id, char *why, size_t whylen);
 
 #endif

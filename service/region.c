@@ -456,9 +456,11 @@ int router_split_map(const router *rt, const void *key, size_t len, uint64_t new
     else if (id < rt->next_id || id == UINT64_MAX)
         snprintf(err, errlen, "region id %llu is below the map's next id %llu",
                  (unsigned long long)id, (unsigned long long)rt->next_id);
+    else if (out == NULL)
+        rc = 0;
     else if ((rc = put_header(out, id + 1, rt->n + 1)) != 0)
         snprintf(err, errlen, "out of memory");
-    for (size_t i = 0; rc == 0 && i < rt->n; i++) {
+    for (size_t i = 0; rc == 0 && out != NULL && i < rt->n; i++) {
         const region *x = rt->r[i];
         uint64_t epoch = i == at ? x->epoch + 1 : x->epoch;
         rc = put_entry(out, x->id, epoch, x->start.data, x->start.len);

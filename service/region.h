@@ -131,7 +131,7 @@ uint64_t router_next_id(const router *rt);
  * router_next_id: one the placement driver handed out) or, with 0, the
  * next id; both the next epoch. 0; -1 with why in err: key is empty or a
  * region's start already, the map is full, new_id is below the next id,
- * memory ran out. */
+ * memory ran out. With out NULL, only whether the split would be made. */
 int router_split_map(const router *rt, const void *key, size_t len, uint64_t new_id, pc_buf *out,
                      char *err,
                      size_t errlen);

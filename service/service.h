@@ -254,7 +254,9 @@ void svc_split_big_regions(svc *s, pc_session *ps);
 /* Split the region holding the engine key before it: propose the new map
  * and wait until it is applied here (every member installs it as it
  * applies it). PC_OK; PC_INVALID with why in err (no region holds the
- * key, it starts one already, the map is full); the replicator's refusal. */
+ * key, it starts one already, the map is full); PC_TS_UNAVAILABLE with why
+ * in err: the placement driver handed out no id for the new region; the
+ * replicator's refusal. */
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen);
 /* A region new to the router (at start, or made by a split): its
  * batches' metric series (its store and replicator are the router's

@@ -94,46 +94,47 @@ int svc_regions_load(svc *s, pc_session *ps)
 /* The id a split gives its new region into *id: the placement driver's
  * when there is one (unique across the cluster's groups), else 0 (the
  * router's next). PC_OK, or PC_TS_UNAVAILABLE when the driver (the
- * oracle group) did not answer: no split then, rather than an id another
- * group could hold. */
+ * oracle group) did not answer (err says what it said): no split then,
+ * rather than an id another group could hold. */
 static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
 {
+    char why[256] = "";
     *id = 0;
-    switch (pd_report_new_id(s->pd, router_next_id(s->regions), id)) {
+    switch (pd_report_new_id(s->pd, router_next_id(s->regions), id, why, sizeof why)) {
     case PD_ID_OK:
     case PD_ID_NONE:
         return PC_OK;
     case PD_ID_UNAVAILABLE:
     default:
-        snprintf(err, errlen, "the placement driver did not hand out a region id");
+        snprintf(err, errlen, "the placement driver did not hand out a region id (%s)", why);
         return PC_TS_UNAVAILABLE;
     }
 }
 
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen)
 {
-    pc_buf map = {0}, batch = {0};
     uint64_t id = 0;
+    /* Checked against the map first: a split the map refuses asks the
+     * driver for nothing. The driver is asked without split_mu, so that
+     * an unreachable driver (up to the oracle's timeout per member) holds
+     * up no other split; an id it gave that goes unused is only a gap. */
+    if (router_split_map(s->regions, key, len, 0, NULL, err, errlen) != 0)
+        return PC_INVALID;
+    pc_rc rc = new_region_id(s, &id, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    /* One split at a time from here: each proposes the whole map, which
+     * must be built on the one the split before it installed. Refused now
+     * and not before: a split (here, or another leader's, applied here)
+     * came first; err says what it changed. */
+    pc_buf map = {0}, batch = {0};
     pthread_mutex_lock(&s->split_mu);
-    /* The map with the next local id first: a split the map refuses asks
-     * the driver for nothing. Then again with the driver's id, if any. */
-    pc_rc rc = PC_INVALID;
-    if (router_split_map(s->regions, key, len, 0, &map, err, errlen) == 0 &&
-        (rc = new_region_id(s, &id, err, errlen)) == PC_OK && id != 0) {
-        pc_buf_free(&map);
-        /* Refused now, it was not before: while the driver answered, a
-         * map of another leader was applied here (this member no longer
-         * leads). */
-        if (router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
-            rc = PC_NOT_LEADER;
-    }
-    if (rc == PC_OK) {
-        rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len);
-        if (rc == PC_OK)
-            rc = svc_propose(s, batch.data, batch.len);
-        else
-            snprintf(err, errlen, "out of memory");
-    }
+    if (router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
+        rc = PC_INVALID;
+    else if ((rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len)) == PC_OK)
+        rc = svc_propose(s, batch.data, batch.len);
+    else
+        snprintf(err, errlen, "out of memory");
     pthread_mutex_unlock(&s->split_mu);
     pc_buf_free(&map);
     pc_buf_free(&batch);

@@ -252,7 +252,11 @@ static uint64_t report(pd_map *m, pd_map *twin, const history *h, const int *whi
     buf b = BUF_INIT;
     char err[128];
     assert_int_equal(pd_cmd_regions(&b, rs, n, err, sizeof err), 0);
+    /* The leader's dry run (on m only: it must change nothing, or the
+     * twin would differ) says what the apply then does. */
+    bool would = pd_map_would_take(m, (const uint8_t *)b.data, b.len);
     uint64_t took = pd_apply_regions(m, (const uint8_t *)b.data, b.len);
+    assert_int_equal(would, took > 0);
     assert_int_equal(pd_apply_regions(twin, (const uint8_t *)b.data, b.len), took);
     buf_free(&b);
     return took;
@@ -572,7 +576,9 @@ static uint64_t put_one(pd_map *m, uint64_t id, uint64_t v, const char *s, const
     buf b = BUF_INIT;
     char err[128];
     assert_int_equal(pd_cmd_regions(&b, &r, 1, err, sizeof err), 0);
+    bool would = pd_map_would_take(m, (const uint8_t *)b.data, b.len);
     uint64_t took = pd_apply_regions(m, (const uint8_t *)b.data, b.len);
+    assert_int_equal(would, took > 0); /* past the budget too */
     buf_free(&b);
     return took;
 }

@@ -501,9 +501,17 @@ static void a_split_is_a_map_every_member_installs_alike(void **state)
     assert_int_equal(router_install(rt, map.data, map.len, NULL, NULL), 0);
     assert_ptr_equal(router_at(rt, 1), mid);
 
-    /* Refused splits. */
+    /* Refused splits; a check alone (no map out) refuses alike and
+     * takes what the split would. */
     assert_int_equal(router_split_map(rt, "f", 1, 0, &again, err, sizeof err), -1);
     assert_non_null(strstr(err, "region 3 starts at that key already"));
+    err[0] = '\0';
+    assert_int_equal(router_split_map(rt, "f", 1, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "region 3 starts at that key already"));
+    assert_int_equal(router_split_map(rt, "g", 1, 0, NULL, err, sizeof err), 0);
+    assert_int_equal(router_split_map(rt, "g", 1, 2, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "below the map's next id 4"));
+    assert_string_equal(shape(rt), "1:2:|3:2:f|2:1:m|");
     assert_int_equal(router_split_map(rt, "", 0, 0, &again, err, sizeof err), -1);
     assert_non_null(strstr(err, "no region holds"));
     /* The next split gets the next id, and the last region can split. */
