@@ -145,18 +145,6 @@ static void json_logs_access_log_and_request_ids(void **state)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
-/* A sample from a program's /metrics (base URL); -1 if absent. */
-static double metric_of(const char *base, const char *name)
-{
-    char url[128];
-    snprintf(url, sizeof url, "%s/metrics", base);
-    tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
-    assert_int_equal(r.status, 200);
-    double v = tl_metric(r.body, name);
-    tl_resp_free(&r);
-    return v;
-}
 
 static void metrics_tell_the_build_and_the_process(void **state)
 {
@@ -165,17 +153,17 @@ static void metrics_tell_the_build_and_the_process(void **state)
     assert_int_equal(tl_stack_start(&st, NULL), 0);
     const char *bases[] = {st.svc.url, st.oracle.url};
     for (int i = 0; i < 2; i++) {
-        assert_true(metric_of(bases[i], "percolator_build_info{version=\"" PERCOLATOR_VERSION "\"}") == 1);
-        double rss = metric_of(bases[i], "process_resident_memory_bytes");
-        double fds = metric_of(bases[i], "process_open_fds");
-        double cpu = metric_of(bases[i], "process_cpu_seconds_total");
-        double start = metric_of(bases[i], "process_start_time_seconds");
+        assert_true(tl_metric_at(bases[i], "percolator_build_info{version=\"" PERCOLATOR_VERSION "\"}") == 1);
+        double rss = tl_metric_at(bases[i], "process_resident_memory_bytes");
+        double fds = tl_metric_at(bases[i], "process_open_fds");
+        double cpu = tl_metric_at(bases[i], "process_cpu_seconds_total");
+        double start = tl_metric_at(bases[i], "process_start_time_seconds");
         print_message("%s: rss %.0f bytes, %.0f fds, %.2f s CPU\n", bases[i], rss, fds, cpu);
         assert_true(rss > 1e6);
         assert_true(fds >= 3 && fds < 10000);
         assert_true(cpu >= 0);
         assert_true(start > 1.6e9); /* after 2020: a real clock reading */
-        assert_true(metric_of(bases[i], "process_max_fds") >= fds);
+        assert_true(tl_metric_at(bases[i], "process_max_fds") >= fds);
     }
     assert_int_equal(tl_stack_stop(&st), 0);
 }

@@ -38,14 +38,7 @@ static int teardown(void **state)
 /* A value from the oracle's /metrics. */
 static double oracle_metric(const tl_oracle *o, const char *name)
 {
-    char url[128];
-    snprintf(url, sizeof url, "%s/metrics", o->url);
-    tl_resp r;
-    double v = -1;
-    if (tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r) == 0 && r.status == 200)
-        v = tl_metric(r.body, name);
-    tl_resp_free(&r);
-    return v;
+    return tl_metric_at(o->url, name);
 }
 
 typedef struct caller {

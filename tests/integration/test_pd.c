@@ -511,14 +511,19 @@ static void service_nodes_report_their_regions(void **state)
 /* A metric of the program on port, as its /metrics shows it now. */
 static double port_metric(int port, const char *name)
 {
-    char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
-    tl_resp r;
-    assert_int_equal(tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r), 0);
-    assert_int_equal(r.status, 200);
-    double v = tl_metric(r.body, name);
-    tl_resp_free(&r);
-    return v;
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    return tl_metric_at(base, name);
+}
+
+/* A heartbeat of one region the map does not take: 200, stale. */
+static void expect_none_taken(int port, const char *body)
+{
+    json_t *j = NULL;
+    assert_int_equal(tl_raft_call(port, "POST", "/v1/pd/heartbeat", body, TL_REQUEST_MS, &j), 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "taken")), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "stale")), 1);
+    json_decref(j);
 }
 
 /* The status of a call to member i, and the error code in *code. */
@@ -633,27 +638,15 @@ static void the_api_refuses_bad_input_and_points_at_the_leader(void **state)
     json_decref(j);
     /* Other replicas at the same epoch: one the map would not take, so it
      * is stale at once, with no round (the epoch must move first). */
-    assert_int_equal(tl_raft_call(p, "POST", "/v1/pd/heartbeat",
-                                  "{\"node\":1,\"regions\":[{\"id\":7,\"start\":\"\",\"version\":1,"
-                                  "\"conf_ver\":1,\"replicas\":[1,2]}]}",
-                                  TL_REQUEST_MS, &j),
-                     200);
-    assert_int_equal(json_integer_value(json_object_get(j, "taken")), 0);
-    assert_int_equal(json_integer_value(json_object_get(j, "stale")), 1);
-    json_decref(j);
+    expect_none_taken(p, "{\"node\":1,\"regions\":[{\"id\":7,\"start\":\"\",\"version\":1,"
+                         "\"conf_ver\":1,\"replicas\":[1,2]}]}");
     /* A new id inside region 7's range at no newer version: the leader's
      * dry run finds the map would take none of it, so no round is spent
      * (the counter moves) and nothing changes. */
     double unproposed = port_metric(p, "percolator_pd_reports_unproposed_total");
     assert_true(unproposed >= 0);
-    assert_int_equal(tl_raft_call(p, "POST", "/v1/pd/heartbeat",
-                                  "{\"node\":1,\"regions\":[{\"id\":8,\"start\":\"AA==\","
-                                  "\"version\":1,\"conf_ver\":1,\"replicas\":[1]}]}",
-                                  TL_REQUEST_MS, &j),
-                     200);
-    assert_int_equal(json_integer_value(json_object_get(j, "taken")), 0);
-    assert_int_equal(json_integer_value(json_object_get(j, "stale")), 1);
-    json_decref(j);
+    expect_none_taken(p, "{\"node\":1,\"regions\":[{\"id\":8,\"start\":\"AA==\","
+                         "\"version\":1,\"conf_ver\":1,\"replicas\":[1]}]}");
     assert_true(port_metric(p, "percolator_pd_reports_unproposed_total") == unproposed + 1);
     assert_int_equal(tl_raft_call(p, "GET", "/v1/pd/regions?key=AA%3D%3D", NULL, TL_REQUEST_MS,
                                   &j),

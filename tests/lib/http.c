@@ -163,3 +163,16 @@ double tl_metric(const char *text, const char *name)
     }
     return -1;
 }
+
+double tl_metric_at(const char *base, const char *name)
+{
+    char url[512];
+    snprintf(url, sizeof url, "%s/metrics", base);
+    tl_resp r;
+    double v = -1;
+    if (tl_http("GET", url, NULL, 0, NULL, TL_REQUEST_MS, &r) == 0 && r.status == 200 &&
+        r.body != NULL)
+        v = tl_metric(r.body, name);
+    tl_resp_free(&r);
+    return v;
+}

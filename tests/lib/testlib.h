@@ -140,6 +140,9 @@ void tl_resp_free(tl_resp *r);
 /* The value of the first sample line "name value" (name may include labels
  * exactly as rendered) in Prometheus text; -1 if absent. */
 double tl_metric(const char *text, const char *name);
+/* tl_metric of the /metrics of the program at base ("http://host:port");
+ * -1 if absent, or if /metrics did not answer 200. */
+double tl_metric_at(const char *base, const char *name);
 
 /* --- the oracle as a fixture --- */
 typedef struct tl_oracle {
