@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions bench-pd clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions bench-pd bench-groups clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -260,7 +260,8 @@ systemd-test: all man
 # per row, default 5; about 5 minutes with bench-failover at its end).
 # bench/compare-etcd.sh runs the same load generator against etcd and the
 # service side by side.
-BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty $(BUILD)/bench/watchers $(BUILD)/bench/pd_bench
+BENCH_TOOLS = $(BUILD)/bench/loadgen $(BUILD)/bench/mhd_empty $(BUILD)/bench/watchers $(BUILD)/bench/pd_bench \
+              $(BUILD)/bench/groups_bench
 bench: deps bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bench/bench.sh
 	@echo; $(MAKE) --no-print-directory bench-oracle
@@ -315,6 +316,14 @@ bench-regions: bench-tools
 # (bench/pd.sh; PD_* variables; about 2 minutes).
 bench-pd: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/pd.sh
+
+# bench-groups: what K three-member Raft groups cost one process today
+# (threads, descriptors, memory, disk, AIO contexts, idle CPU), the
+# measure of DESIGN §6.5's steps (GROUPS_K, default "5 20 50"; about a
+# minute; K=100 takes 7 GiB of /tmp).
+GROUPS_K ?= 5 20 50
+bench-groups: $(BUILD)/bench/groups_bench
+	@for k in $(GROUPS_K); do $(BUILD)/bench/groups_bench --groups $$k --seconds 10 2>/dev/null || exit 1; echo; done
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

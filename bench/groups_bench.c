@@ -1,0 +1,260 @@
+/*
+ * groups_bench.c — what Raft groups cost one process today (issue #27,
+ * docs/DESIGN.md §6.5): K groups of three members, all in this process,
+ * each member a whole oracle member (oracle/raft_node.h: its own libuv
+ * loop and thread, libraft's on-disk log in a directory of its own, a
+ * transport with its own port and a thread per connection) on loopback.
+ *
+ *   groups_bench [--groups K] [--heartbeat-ms H] [--seconds S] [--dir D]
+ *
+ * It starts the 3K members, waits until every group has a leader that
+ * handed out a timestamp (a write through its log), then measures the
+ * process while the groups idle for S seconds: CPU (% of one core),
+ * threads, open descriptors, resident memory, the disk its data dirs
+ * take, and the kernel's AIO contexts taken (/proc/sys/fs/aio-nr: libraft
+ * takes one per open segment). Each figure is printed in all and per
+ * member, less what the process held before the first member started.
+ * A region per group is what issue #27 asks for; these are the numbers
+ * that say how far one process gets that way.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "raft_node.h"
+#include "timeutil.h"
+
+#define MEMBERS 3
+#define MAX_GROUPS 400
+
+typedef struct {
+    long threads, fds, rss_kb, aio;
+    double cpu_s;
+} usage;
+
+static long proc_status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+static long count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    long n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+static long aio_nr(void)
+{
+    FILE *f = fopen("/proc/sys/fs/aio-nr", "r");
+    long v = -1;
+    if (f != NULL && fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+static void sample(usage *u)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    u->cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+               (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    u->threads = proc_status_kb("Threads");
+    u->rss_kb = proc_status_kb("VmRSS");
+    u->fds = count_fds();
+    u->aio = aio_nr();
+}
+
+static unsigned long long disk_bytes;
+
+static int add_file(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)path, (void)ftw;
+    if (flag == FTW_F)
+        disk_bytes += (unsigned long long)st->st_blocks * 512;
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* A socket bound to 127.0.0.1 on a free port, listening; its port in *port. */
+static int bind_loopback(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int usage_exit(const char *prog)
+{
+    fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D]\n",
+            prog, MAX_GROUPS);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int groups = 10, seconds = 10;
+    unsigned heartbeat_ms = 100;
+    const char *dir = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--groups") == 0)
+            groups = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--heartbeat-ms") == 0)
+            heartbeat_ms = (unsigned)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            seconds = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--dir") == 0)
+            dir = argv[i + 1];
+        else
+            return usage_exit(argv[0]);
+    }
+    if (argc % 2 == 0 || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
+        heartbeat_ms < 10 || heartbeat_ms > 10000)
+        return usage_exit(argv[0]);
+    char tmpl[] = "/tmp/percolator-groups-XXXXXX";
+    if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    log_set_level(LOG_WARN);
+    signal(SIGPIPE, SIG_IGN); /* a peer's connection closed: an error, not an exit */
+    int n = groups * MEMBERS;
+    raft_node **nodes = calloc((size_t)n, sizeof *nodes);
+    char(*dirs)[512] = calloc((size_t)n, sizeof *dirs); /* a member keeps its dir's name */
+    if (nodes == NULL || dirs == NULL)
+        return 1;
+    usage before, after_start, idle_start, idle_end;
+    sample(&before);
+    uint64_t t0 = time_mono_ms();
+    int rc = 0;
+    char err[256];
+    for (int g = 0; g < groups && rc == 0; g++) {
+        int fds[MEMBERS], ports[MEMBERS];
+        char peers[256] = "";
+        for (int m = 0; m < MEMBERS; m++) {
+            if ((fds[m] = bind_loopback(&ports[m])) < 0) {
+                fprintf(stderr, "group %d: cannot bind a port: %s\n", g, strerror(errno));
+                rc = 1;
+            }
+            size_t at = strlen(peers);
+            snprintf(peers + at, sizeof peers - at, "%s%d=127.0.0.1:%d", m ? "," : "", m + 1,
+                     ports[m]);
+        }
+        for (int m = 0; m < MEMBERS && rc == 0; m++) {
+            char *d = dirs[g * MEMBERS + m];
+            snprintf(d, sizeof dirs[0], "%s/g%d-m%d", dir, g, m + 1);
+            if (mkdir(d, 0700) != 0 && errno != EEXIST) {
+                fprintf(stderr, "%s: %s\n", d, strerror(errno));
+                rc = 1;
+                break;
+            }
+            raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d, .listen_fd = fds[m],
+                                    .heartbeat_ms = heartbeat_ms,
+                                    .election_ms = heartbeat_ms * 10};
+            if (raft_node_parse_peers(peers, NULL, &cfg, err, sizeof err) != 0 ||
+                raft_node_start(&cfg, NULL, &nodes[g * MEMBERS + m], err, sizeof err) != 0) {
+                fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
+                rc = 1;
+            }
+        }
+    }
+    /* Every group: a leader, and a timestamp through its log. */
+    int led = 0;
+    uint64_t deadline = time_mono_ms() + 60000 + (uint64_t)groups * 500;
+    for (int g = 0; g < groups && rc == 0; g++) {
+        bool done = false;
+        while (!done && time_mono_ms() < deadline) {
+            for (int m = 0; m < MEMBERS && !done; m++) {
+                raft_node_status st;
+                raft_node_get_status(nodes[g * MEMBERS + m], &st);
+                uint64_t first = 0;
+                done = st.ready_term != 0 &&
+                       raft_node_timestamps(nodes[g * MEMBERS + m], 1, 2000, &first) == RN_OK;
+            }
+            if (!done)
+                time_sleep_ms(20);
+        }
+        led += done;
+    }
+    uint64_t ready_ms = time_mono_ms() - t0;
+    sample(&after_start);
+    if (rc == 0 && led < groups) {
+        fprintf(stderr, "only %d of %d groups had a leader that answered within %llu ms\n", led,
+                groups, (unsigned long long)ready_ms);
+        rc = 1;
+    }
+    if (rc == 0) {
+        sample(&idle_start);
+        uint64_t w0 = time_mono_ms();
+        time_sleep_ms((unsigned)seconds * 1000);
+        sample(&idle_end);
+        double wall = (double)(time_mono_ms() - w0) / 1000.0;
+        disk_bytes = 0;
+        nftw(dir, add_file, 64, FTW_PHYS);
+        double cpu = 100.0 * (idle_end.cpu_s - idle_start.cpu_s) / wall;
+        printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d: %d members in one "
+               "process\n", groups, heartbeat_ms, seconds, n);
+        printf("every group led and answering after %.1f s\n", (double)ready_ms / 1000.0);
+        printf("%-28s %12s %12s\n", "", "all", "per member");
+        printf("%-28s %12.1f %12.3f\n", "CPU idle (% of one core)", cpu, cpu / n);
+        printf("%-28s %12ld %12.1f\n", "threads", idle_end.threads - before.threads,
+               (double)(idle_end.threads - before.threads) / n);
+        printf("%-28s %12ld %12.1f\n", "open descriptors", idle_end.fds - before.fds,
+               (double)(idle_end.fds - before.fds) / n);
+        printf("%-28s %12.1f %12.2f\n", "resident memory (MiB)",
+               (double)(idle_end.rss_kb - before.rss_kb) / 1024.0,
+               (double)(idle_end.rss_kb - before.rss_kb) / 1024.0 / n);
+        printf("%-28s %12.1f %12.2f\n", "disk (MiB)", (double)disk_bytes / 1048576.0,
+               (double)disk_bytes / 1048576.0 / n);
+        if (before.aio >= 0 && idle_end.aio >= 0)
+            printf("%-28s %12ld %12.1f\n", "AIO contexts (aio-nr)", idle_end.aio - before.aio,
+                   (double)(idle_end.aio - before.aio) / n);
+    }
+    for (int i = 0; i < n; i++)
+        if (nodes[i] != NULL)
+            raft_node_stop(nodes[i]);
+    free(nodes);
+    free(dirs);
+    if (strcmp(dir, tmpl) == 0)
+        nftw(dir, rm_entry, 64, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
