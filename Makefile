@@ -323,7 +323,9 @@ bench-pd: bench-tools
 # minute; K=100 takes 7 GiB of /tmp).
 GROUPS_K ?= 5 20 50
 bench-groups: $(BUILD)/bench/groups_bench
-	@for k in $(GROUPS_K); do $(BUILD)/bench/groups_bench --groups $$k --seconds 10 2>/dev/null || exit 1; echo; done
+	@for k in $(GROUPS_K); do \
+	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 2> $(BUILD)/bench/groups_bench.log || \
+	        { cat $(BUILD)/bench/groups_bench.log; exit 1; }; echo; done
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

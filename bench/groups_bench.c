@@ -168,9 +168,9 @@ int main(int argc, char **argv)
     int rc = 0;
     char err[256];
     for (int g = 0; g < groups && rc == 0; g++) {
-        int fds[MEMBERS], ports[MEMBERS];
+        int fds[MEMBERS] = {-1, -1, -1}, ports[MEMBERS] = {0};
         char peers[256] = "";
-        for (int m = 0; m < MEMBERS; m++) {
+        for (int m = 0; m < MEMBERS && rc == 0; m++) {
             if ((fds[m] = bind_loopback(&ports[m])) < 0) {
                 fprintf(stderr, "group %d: cannot bind a port: %s\n", g, strerror(errno));
                 rc = 1;
@@ -196,6 +196,10 @@ int main(int argc, char **argv)
                 rc = 1;
             }
         }
+        /* The sockets no member took (a started member owns its own). */
+        for (int m = 0; m < MEMBERS; m++)
+            if (fds[m] >= 0 && nodes[g * MEMBERS + m] == NULL)
+                close(fds[m]);
     }
     /* Every group: a leader, and a timestamp through its log. */
     int led = 0;

@@ -625,18 +625,21 @@ static size_t drop_clashes(report *rs, size_t n)
 
 /* A regions command decoded, its clashes dropped (drop_clashes): the
  * reports in start order, how many in *k; NULL (and *k 0) when it does not
- * decode or breaks a limit. Out of memory stops the process (every member
- * must apply alike). */
-static report *decode_regions(const uint8_t *p, size_t len, size_t *k)
+ * decode or breaks a limit, or out of memory (*nomem: the apply stops the
+ * process then, as every member must apply alike). */
+static report *decode_regions(const uint8_t *p, size_t len, size_t *k, bool *nomem)
 {
     reader rd = {p, len, false};
     size_t n = (size_t)get(&rd, 4);
     *k = 0;
+    *nomem = false;
     if (rd.bad || n == 0 || n > PD_MAX_REPORT)
         return NULL;
     report *rs = calloc(n, sizeof *rs);
-    if (rs == NULL)
-        out_of_memory("a region report");
+    if (rs == NULL) {
+        *nomem = true;
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         rs[i].at = i;
         if (!get_region(&rd, &rs[i].r)) {
@@ -680,7 +683,10 @@ static size_t decide(const pd_map *m, report *rs, size_t k, index_list *gone, ui
 uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
 {
     size_t k;
-    report *rs = decode_regions(p, len, &k);
+    bool nomem;
+    report *rs = decode_regions(p, len, &k, &nomem);
+    if (nomem)
+        out_of_memory("a region report");
     if (rs == NULL)
         return 0;
     index_list gone = {0};
@@ -707,9 +713,10 @@ uint64_t pd_apply_regions(pd_map *m, const uint8_t *p, size_t len)
 bool pd_map_would_take(pd_map *m, const uint8_t *p, size_t len)
 {
     size_t k;
-    report *rs = decode_regions(p, len, &k);
+    bool nomem;
+    report *rs = decode_regions(p, len, &k, &nomem);
     if (rs == NULL)
-        return false;
+        return nomem; /* out of memory here: propose, and let the apply say */
     index_list gone = {0};
     uint64_t bytes = 0;
     pthread_rwlock_rdlock(&m->lock);

@@ -81,7 +81,7 @@ static void h_split(httpd_req *req, void *ctx)
     svc *s = ctx;
     codec_enc enc;
     json_t *body = NULL;
-    char key[SVC_MAX_KEY], ekey[KS_MAX], err[160];
+    char key[SVC_MAX_KEY], ekey[KS_MAX], err[320];
     size_t len = 0;
     if (!codec_encoding(req, &enc) ||
         (body = body_object(req, (const char *const[]){"key", NULL})) == NULL)

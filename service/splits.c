@@ -114,27 +114,27 @@ static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen)
 {
     uint64_t id = 0;
-    /* Checked against the map first: a split the map refuses asks the
-     * driver for nothing. The driver is asked without split_mu, so that
-     * an unreachable driver (up to the oracle's timeout per member) holds
-     * up no other split; an id it gave that goes unused is only a gap. */
-    if (router_split_map(s->regions, key, len, 0, NULL, err, errlen) != 0)
-        return PC_INVALID;
-    pc_rc rc = new_region_id(s, &id, err, errlen);
-    if (rc != PC_OK)
-        return rc;
-    /* One split at a time from here: each proposes the whole map, which
-     * must be built on the one the split before it installed. Refused now
-     * and not before: a split (here, or another leader's, applied here)
-     * came first; err says what it changed. */
     pc_buf map = {0}, batch = {0};
+    /* One split at a time, from the check to the proposal: each proposes
+     * the whole map, built on the one the split before it installed, and
+     * the ids the driver hands out in order are taken in that order (a
+     * split that asked first and took its id later would find it below
+     * the map's next id). Every split waits for the driver anyway; the
+     * janitor's round stops at the first it did not answer. */
     pthread_mutex_lock(&s->split_mu);
-    if (router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
-        rc = PC_INVALID;
-    else if ((rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len)) == PC_OK)
-        rc = svc_propose(s, batch.data, batch.len);
-    else
+    /* Checked against the map first: a split the map refuses asks the
+     * driver for nothing. */
+    pc_rc rc = router_split_map(s->regions, key, len, 0, NULL, err, errlen) == 0
+                   ? new_region_id(s, &id, err, errlen)
+                   : PC_INVALID;
+    if (rc == PC_OK && router_split_map(s->regions, key, len, id, &map, err, errlen) != 0)
+        /* Refused now, not before: while the driver answered, a map of
+         * another leader was applied here (this member no longer leads). */
+        rc = id != 0 ? PC_NOT_LEADER : PC_INVALID;
+    if (rc == PC_OK && (rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len)) != PC_OK)
         snprintf(err, errlen, "out of memory");
+    if (rc == PC_OK)
+        rc = svc_propose(s, batch.data, batch.len);
     pthread_mutex_unlock(&s->split_mu);
     pc_buf_free(&map);
     pc_buf_free(&batch);
@@ -202,7 +202,7 @@ static pc_rc check_region(svc *s, pc_session *ps, region *r, uint64_t max)
         pc_buf_free(&st.middle);
         return PC_OK;
     }
-    char err[160];
+    char err[320];
     rc = svc_split_region(s, st.middle.data, st.middle.len, err, sizeof err);
     if (rc == PC_OK) {
         metrics_inc(s->m.region_auto_splits, 1);

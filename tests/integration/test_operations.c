@@ -145,7 +145,6 @@ static void json_logs_access_log_and_request_ids(void **state)
     assert_int_equal(tl_stack_stop(&st), 0);
 }
 
-
 static void metrics_tell_the_build_and_the_process(void **state)
 {
     (void)state;
