@@ -131,7 +131,8 @@ pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t er
         /* Refused now, not before: while the driver answered, a map of
          * another leader was applied here (this member no longer leads). */
         rc = id != 0 ? PC_NOT_LEADER : PC_INVALID;
-    if (rc == PC_OK && (rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len)) != PC_OK)
+    if (rc == PC_OK &&
+        (rc = pc_batch_set_meta(&batch, ROUTER_MAP_NAME, map.data, map.len)) != PC_OK)
         snprintf(err, errlen, "out of memory");
     if (rc == PC_OK)
         rc = svc_propose(s, batch.data, batch.len);

@@ -499,8 +499,8 @@ static void service_nodes_report_their_regions(void **state)
                      503);
     assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
                         "pd_unavailable");
-    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
-                           "no member of the oracle group answered"));
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    assert_non_null(strstr(msg, "no member of the oracle group answered"));
     json_decref(j);
     assert_int_equal(tl_raft_call(g.http[nl], "GET", "/v1/regions", NULL, TL_REQUEST_MS, &j), 200);
     assert_int_equal(json_array_size(json_object_get(j, "regions")), 2);
