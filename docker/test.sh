@@ -712,16 +712,23 @@ for c in oracle1 oracle2 oracle3 service1 service2 service3; do
     podman logs -f "${CPROJECT}_${c}_1" >"$TMP/$c.log" 2>&1 &
     lps+=($!)
 done
+t_down=$SECONDS
 ccompose down -t "$STOP_WAIT" || fail "podman-compose down (cluster) failed"
+t_down=$((SECONDS - t_down))
 wait "${lps[@]}" 2>/dev/null || true
 for c in oracle1 oracle2 oracle3 service1 service2 service3; do
     podman container exists "${CPROJECT}_${c}_1" && fail "${CPROJECT}_${c}_1 still exists after down"
     [ "$c" = "service$dead" ] && continue   # killed: 137
     code=$(exit_code "$since" "${CPROJECT}_${c}_1")
-    if [ "$code" != 0 ] && [ -s "$TMP/$c.log" ]; then
-        echo "----- $c's log (last 40 lines) -----" >&2; tail -40 "$TMP/$c.log" >&2
+    if [ "$code" != 0 ]; then
+        # What ended it: a stop past the grace period (down took about
+        # STOP_WAIT s), or a death of its own (OOM, a crash) before.
+        echo "----- $c: down took ${t_down}s (grace ${STOP_WAIT}s); its events -----" >&2
+        podman events --stream=false --since "$since" --filter "container=${CPROJECT}_${c}_1" \
+            2>&1 | tail -12 >&2
+        [ -s "$TMP/$c.log" ] && { echo "----- $c's log (last 40 lines) -----" >&2; tail -40 "$TMP/$c.log" >&2; }
     fi
-    [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down, want 0"
+    [ "$code" = 0 ] || fail "$c exited '${code:-?}' on down (after ${t_down}s), want 0"
     [[ "$c" != service* ]] || grep -q 'service: stopped cleanly' "$TMP/$c.log" ||
         { tail -40 "$TMP/$c.log" >&2; fail "$c's log has no 'stopped cleanly' after down"; }
 done
