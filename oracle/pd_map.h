@@ -125,13 +125,20 @@ size_t pd_map_each(pd_map *m, const uint8_t *from, size_t len, size_t limit,
 void pd_map_each_node(pd_map *m, void (*fn)(void *arg, const pd_node *n), void *arg);
 /* Whether the node id is registered (its address into addr, if not NULL). */
 bool pd_map_node(pd_map *m, uint64_t id, char addr[PD_ADDR_MAX]);
-/* Whether the map holds r exactly (same id, epoch, bounds and replicas):
- * a report that would change nothing, which the leader need not propose. */
+/* What the map makes of a reported region, without a Raft round. */
+typedef enum {
+    PD_HELD,     /* held exactly (same id, epoch, bounds and replicas): a
+                    report that would change nothing, not proposed */
+    PD_OUTDATED, /* its id held at its epoch or a newer one, otherwise: one
+                    the map would not take (a stale report, or the same
+                    epoch with other bounds or replicas), not proposed */
+    PD_CHANGED,  /* anything else: proposed (the apply decides) */
+} pd_verdict;
+/* The verdict on each of rs[0..n) into out[0..n), all under one read
+ * lock; how many are held. */
+size_t pd_map_classify(pd_map *m, const pd_region *rs, size_t n, pd_verdict *out);
+/* Whether the map holds r exactly (PD_HELD). */
 bool pd_map_holds(pd_map *m, const pd_region *r);
-/* Whether the map holds r's id at r's epoch or a newer one, r otherwise:
- * a report the map would not take (a stale one, or the same epoch with
- * other bounds or replicas), which the leader need not propose either. */
-bool pd_map_outdated(pd_map *m, const pd_region *r);
 
 /* Copy src into dst (bounds duplicated). 0 or -1 (out of memory). */
 int pd_region_copy(pd_region *dst, const pd_region *src);

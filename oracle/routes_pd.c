@@ -339,27 +339,25 @@ static bool parse_report(httpd_req *req, json_t *regions, report *rp)
     return true;
 }
 
-/* Propose the regions of rp the map does not hold as they are; how many
- * it took into *taken, how many it held into *unchanged. A command the
- * map as it is would take nothing of (each changed region overlapped by a
- * newer one, or the map past a limit) costs no round: the next heartbeat
- * tries again. */
-static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, uint64_t *taken,
+/* Propose the regions of rp the map does not hold as they are and would
+ * not refuse as outdated (pd_map_classify; v has room for rp->n verdicts);
+ * how many it took into *taken, how many it held into *unchanged. A
+ * command the map as it is would take nothing of (each changed region
+ * overlapped by a newer one, or the map past a limit) costs no round
+ * either: the next heartbeat tries again. */
+static rn_rc propose_changes(oracle_ctx *ctx, const report *rp, pd_verdict *v, uint64_t *taken,
                              size_t *unchanged)
 {
     pd_map *map = raft_node_pd_map(ctx->raft);
+    *unchanged = pd_map_classify(map, rp->rs, rp->n, v);
+    *taken = 0;
     pd_region *changed = calloc(rp->n + 1, sizeof *changed);
     if (changed == NULL)
         return RN_UNAVAILABLE;
-    size_t k = 0, held = 0;
-    for (size_t i = 0; i < rp->n; i++) {
-        if (pd_map_holds(map, &rp->rs[i]))
-            held++;
-        else if (!pd_map_outdated(map, &rp->rs[i])) /* one the map would not take: no round */
+    size_t k = 0;
+    for (size_t i = 0; i < rp->n; i++)
+        if (v[i] == PD_CHANGED)
             changed[k++] = rp->rs[i]; /* bounds shared with rp */
-    }
-    *unchanged = held;
-    *taken = 0;
     rn_rc rc = RN_OK;
     if (k > 0) {
         buf cmd = BUF_INIT;
@@ -410,18 +408,22 @@ void oracle_pd_heartbeat(httpd_req *req, void *arg)
     }
     uint64_t taken = 0;
     size_t unchanged = 0;
-    rn_rc rc = propose_changes(ctx, &rp, &taken, &unchanged);
+    pd_verdict *v = calloc(rp.n + 1, sizeof *v);
+    rn_rc rc = v == NULL ? RN_UNAVAILABLE : propose_changes(ctx, &rp, v, &taken, &unchanged);
     if (rc != RN_OK) {
         reply_rc(req, ctx, rc);
+        free(v);
         report_free(&rp);
         json_decref(body);
         return;
     }
-    uint64_t now = time_mono_ms(), bytes = 0, held = 0;
+    /* What the map holds now, the changes applied: the leader hints are
+     * recorded for those; the others are stale (another report is newer). */
+    size_t held = pd_map_classify(map, rp.rs, rp.n, v);
+    uint64_t now = time_mono_ms(), bytes = 0;
     for (size_t i = 0; i < rp.n; i++) {
-        if (!pd_map_holds(map, &rp.rs[i]))
-            continue; /* stale: another report is newer */
-        held++;
+        if (v[i] != PD_HELD)
+            continue;
         bytes = bytes + rp.hints[i].bytes > (uint64_t)INT64_MAX /* both below 2^63 */
                     ? (uint64_t)INT64_MAX
                     : bytes + rp.hints[i].bytes;
@@ -437,6 +439,7 @@ void oracle_pd_heartbeat(httpd_req *req, void *arg)
     httpd_reply_json(req, 200, json_pack("{s:I,s:I,s:I,s:I}", "regions", (json_int_t)rp.n,
                                          "unchanged", (json_int_t)unchanged, "taken",
                                          (json_int_t)taken, "stale", (json_int_t)(rp.n - held)));
+    free(v);
     report_free(&rp);
     json_decref(body);
 }

@@ -447,8 +447,7 @@ pd_id_rc pd_report_new_id(pd_report *r, uint64_t min, uint64_t *id, char *why, s
         } else if (first == 0) {
             if (!atomic_load(&r->stopping)) {
                 failure_text(&r->ids, st, why, whylen);
-                log_warn("placement driver: no new id (status %ld%s%.200s)", st,
-                         r->ids.answer.len ? ": " : "", answer_text(&r->ids));
+                log_warn("placement driver: no new id: %s", why);
             }
             failed = true;
         } else if (first + count - 1 >= min) { /* every id of the batch is ours: min's too */

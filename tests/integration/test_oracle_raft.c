@@ -114,6 +114,16 @@ static void group_start_n(group *g, int n, int started, bool auth, const char *c
     }
     for (int i = 0; i < started; i++)
         node_start(g, i);
+    int late = 2 * started > n ? tl_raft_wait_voters(g->http, g->pid, started, TL_START_MS) : -1;
+    if (late >= 0) {
+        for (int i = 0; i < started; i++) {
+            char log[620];
+            snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
+            tl_dump_tail(log, 6000);
+        }
+        fail_msg("member %d is not a voter %d ms after the group started", late + 1,
+                 TL_START_MS);
+    }
 }
 
 static void group_start_with(group *g, bool auth, const char *const extra[])

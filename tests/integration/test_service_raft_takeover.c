@@ -67,6 +67,7 @@ static int leader_by_health(group *g, int skip, int ms)
                 return i;
         time_sleep_ms(20);
     } while (time_mono_ms() < end);
+    tl_group_dump_logs(g);
     return -1;
 }
 
@@ -132,8 +133,10 @@ static void observers_see_every_change_written_right_after_a_failover(void **sta
         l = tl_group_leader(&g, -1, 30000);
         assert_true(l >= 0);
         kill_member(&g, l);
+        uint64_t killed = time_mono_ms();
         int nl = leader_by_health(&g, l, 30000);
         assert_true(nl >= 0);
+        uint64_t elected = time_mono_ms() - killed;
         for (int k = 0; k < KEYS_PER_ROUND; k++) {
             char key[32];
             snprintf(key, sizeof key, "obs/%d-%d", round, k);
@@ -147,8 +150,9 @@ static void observers_see_every_change_written_right_after_a_failover(void **sta
             json_decref(j);
         }
         tl_group_member_start(&g, l);
-        print_message("round %d: member %d killed, member %d leads: %d keys written\n", round,
-                      l + 1, nl + 1, KEYS_PER_ROUND);
+        print_message("round %d: member %d killed, member %d leads %llu ms later: %d keys "
+                      "written\n",
+                      round, l + 1, nl + 1, (unsigned long long)elected, KEYS_PER_ROUND);
     }
     l = tl_group_leader(&g, -1, 30000);
     assert_true(l >= 0);

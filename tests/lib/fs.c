@@ -91,6 +91,16 @@ void tl_dump_file(const char *path)
     free(s);
 }
 
+void tl_dump_tail(const char *path, size_t max)
+{
+    size_t len = 0;
+    char *s = tl_read_file(path, &len);
+    size_t from = s != NULL && len > max ? len - max : 0;
+    fprintf(stderr, "----- %s%s -----\n%s\n----- end -----\n", path,
+            from > 0 ? " (its end)" : "", s ? s + from : "(unreadable)");
+    free(s);
+}
+
 /* A port the kernel gives for port 0, free at that moment. */
 static int kernel_free_port(void)
 {

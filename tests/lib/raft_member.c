@@ -47,6 +47,31 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     return ok;
 }
 
+int tl_raft_wait_voters(const int ports[], const pid_t pids[], int count, int ms)
+{
+    uint64_t start = time_mono_ms(), end = start + (uint64_t)ms;
+    for (int i = 0; i < count; i++) {
+        tl_raft_view v = {0};
+        bool first = true;
+        while (pids[i] > 0) {
+            bool seen = tl_raft_health(ports[i], 2000, &v);
+            if (seen && strcmp(v.membership, "voter") == 0)
+                break;
+            if (first)
+                fprintf(stderr, "# member %d is %s at start: waiting until it is a voter\n",
+                        i + 1, seen ? v.membership : "not answering");
+            first = false;
+            if (time_mono_ms() >= end)
+                return i;
+            time_sleep_ms(50);
+        }
+        if (!first)
+            fprintf(stderr, "# member %d: a voter %llu ms after the group started\n", i + 1,
+                    (unsigned long long)(time_mono_ms() - start));
+    }
+    return -1;
+}
+
 long tl_raft_ready(int port, char *why, size_t len)
 {
     char url[96];

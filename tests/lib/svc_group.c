@@ -194,6 +194,20 @@ int tl_group_oracle_leader(tl_svc_group *g, int skip, int ms)
     }
 }
 
+/* Until each started member says it is a voter (tl_raft_wait_voters:
+ * a late initial member joins as a new incarnation); or the logs and a
+ * failure. */
+static void wait_voters(const tl_svc_group *g, const int ports[], const pid_t pids[],
+                        int count, const char *what)
+{
+    int late = tl_raft_wait_voters(ports, pids, count, TL_START_MS);
+    if (late >= 0) {
+        tl_group_dump_logs(g);
+        fail_msg("%s %d is not a voter %d ms after the group started", what, late + 1,
+                 TL_START_MS);
+    }
+}
+
 /* Three percolator-oracle processes as a Raft group; returns once one of
  * them leads (bounded). */
 static void oracle_group_start(tl_svc_group *g)
@@ -214,6 +228,7 @@ static void oracle_group_start(tl_svc_group *g)
         tl_group_oracle_start(g, i);
     if (tl_group_oracle_leader(g, -1, 20000) < 0)
         fail_msg("the oracle group elected no leader in 20 s");
+    wait_voters(g, g->ohttp, g->opid, TL_GROUP_NODES, "oracle member");
 }
 
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
@@ -259,8 +274,11 @@ void tl_group_start_n(tl_svc_group *g, const char *tag, int n, int started, cons
         bool busy = false;
         while (i < started && member_try_start(g, i, &busy) == 0)
             i++;
-        if (i == started)
+        if (i == started) {
+            if (2 * started > n) /* enough to start the group */
+                wait_voters(g, g->http, g->pid, started, "member");
             return;
+        }
         for (int k = 0; k < i; k++) {
             tl_stop(g->pid[k], TL_STOP_MS);
             g->pid[k] = 0;
@@ -309,7 +327,24 @@ int tl_group_leader(tl_svc_group *g, int skip, int ms)
         }
         time_sleep_ms(50);
     } while (time_mono_ms() < end);
+    tl_group_dump_logs(g);
     return -1;
+}
+
+void tl_group_dump_logs(const tl_svc_group *g)
+{
+    char log[620];
+    for (int i = 0; i < g->n; i++) {
+        snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
+        tl_dump_tail(log, 6000);
+    }
+    if (g->noracles == 1)
+        tl_dump_tail(g->oracle.log, 3000);
+    else
+        for (int i = 0; i < g->noracles; i++) {
+            snprintf(log, sizeof log, "%s/oracle%d.log", g->dir, i + 1);
+            tl_dump_tail(log, 3000);
+        }
 }
 
 bool tl_group_knows_leader(tl_svc_group *g, int i, int leader, int ms)

@@ -73,6 +73,9 @@ void tl_group_stop(tl_svc_group *g);
 /* The running member other than skip (-1: none) that leads and is ready
  * (its writes go through), waiting up to ms; -1 if none. */
 int tl_group_leader(tl_svc_group *g, int skip, int ms);
+/* The end of every member's and oracle's log on stderr: why a wait for a
+ * leader failed (each logs its terms and whom it followed). */
+void tl_group_dump_logs(const tl_svc_group *g);
 /* Wait up to ms until member i names member leader as its leader (a
  * follower learns it from the leader's first heartbeat, and shows it
  * within its next status refresh); false if it does not. */

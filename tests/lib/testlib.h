@@ -185,5 +185,7 @@ int tl_raw_status(const char *reply);
 
 /* Print a file to stderr (to show a program's log when a test fails). */
 void tl_dump_file(const char *path);
+/* The same, only its last max bytes. */
+void tl_dump_tail(const char *path, size_t max);
 
 #endif
