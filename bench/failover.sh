@@ -265,6 +265,7 @@ echo "          --raft-election-timeout-ms $ELECTION_MS --raft-heartbeat-ms $HEA
 echo "service:  percolator-service --oracle M1,M2,M3 --sync fsync: first committed PUT after the kill"
 for i in 1 2 3; do start_oracle "$i"; done
 until_ok 30 oracle_leader || die "the oracle group elected no leader"
+wait_voters "${OURL[1]}" "${OURL[2]}" "${OURL[3]}" # a whole group before the first kill
 ORACLE_URL="${OURL[1]},${OURL[2]},${OURL[3]}"
 start_service svc
 : >"$TMP/ms.oracle"; : >"$TMP/ms.service"; : >"$TMP/ms.oelect"

@@ -72,6 +72,21 @@ start_service() {
 # start_oracle_group: three percolator-oracle members as a Raft group, as
 # users deploy it; sets ORACLE_URL (their URLs, comma-separated, the form
 # --oracle takes).
+# wait_voters URL...: until each member's health says it is a voter
+# (bounded: 30 s). An initial member that starts after the others wrote
+# joins as a new incarnation and is promoted a second or two later
+# (DESIGN 7.3); until then the group cannot lose another member.
+wait_voters() {
+  local u
+  for u in "$@"; do
+    for _ in $(seq 300); do
+      curl -fsS --max-time 1 "$u/v1/health" 2>/dev/null | grep -q '"membership": *"voter"' && continue 2
+      sleep 0.1
+    done
+    die "$u is not a voter of its group 30 s after the start"
+  done
+}
+
 start_oracle_group() {
   local i oh=() orp=() peers="" urls=""
   ORACLE_URL=""
@@ -87,6 +102,7 @@ start_oracle_group() {
     PIDS+=("$!")
     wait_http "http://127.0.0.1:${oh[$i]}/v1/health" "$!" || { cat "$TMP/oracle$i.log"; die "oracle member $i did not start"; }
   done
+  wait_voters ${ORACLE_URL//,/ }
 }
 
 # The three members of a service group: service_group_ports picks their
@@ -95,7 +111,8 @@ start_oracle_group() {
 # data in $TMP/svcI, log appended to $TMP/svcI.log at MEMBER_LOG_LEVEL,
 # default warn; MEMBER_ENV: variables for its environment) and sets
 # MPID[I]; wait_leader sets L and SVC_URL to the member that leads and is
-# ready for writes (bounded: 30 s), SVC_FOLLOWER to another.
+# ready for writes (bounded: 30 s), SVC_FOLLOWER to another, once every
+# member is a voter (wait_voters).
 service_group_ports() {
   local i
   HP=() RP=() MPID=() PEERS="" URLS=""
@@ -130,6 +147,7 @@ wait_leader() {
     sleep 0.1
   done
   [ -n "$L" ] || die "no member of the service group leads"
+  wait_voters "http://127.0.0.1:${HP[1]}" "http://127.0.0.1:${HP[2]}" "http://127.0.0.1:${HP[3]}"
   SVC_FOLLOWER="http://127.0.0.1:${HP[$(( L % 3 + 1 ))]}"
 }
 

@@ -132,7 +132,8 @@ typedef enum {
     PD_OUTDATED, /* its id held at its epoch or a newer one, otherwise: one
                     the map would not take (a stale report, or the same
                     epoch with other bounds or replicas), not proposed */
-    PD_CHANGED,  /* anything else: proposed (the apply decides) */
+    PD_CHANGED,  /* anything else: proposed, unless pd_map_would_take says
+                    the command takes none of them (the apply decides) */
 } pd_verdict;
 /* The verdict on each of rs[0..n) into out[0..n), all under one read
  * lock; how many are held. */

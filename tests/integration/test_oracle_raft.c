@@ -87,7 +87,8 @@ static void node_start(group *g, int i)
 }
 
 /* A group of n members in --raft-peers (NODES, up to MAX_NODES), the
- * first `started` of them started; with auth, every member asks for the
+ * first `started` of them started (when they are a majority, waited for
+ * until each is a voter: tl_raft_wait_voters); with auth, every member asks for the
  * token in g->dir/token; extra (NULL, or at most 6 flags, NULL-ended) for
  * every member. */
 static void group_start_n(group *g, int n, int started, bool auth, const char *const extra[])

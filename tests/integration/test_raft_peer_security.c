@@ -136,6 +136,14 @@ static void group_start(group *g, bool tls)
     }
     for (int i = 0; i < NODES; i++)
         member_start(g, i);
+    /* A whole group before any member is stopped (tl_raft_wait_voters). */
+    int late = tl_raft_wait_voters(g->http, g->pid, NODES, TL_START_MS);
+    if (late >= 0) {
+        for (int i = 0; i < NODES; i++)
+            tl_dump_tail(g->log[i], 6000);
+        fail_msg("member %d is not a voter %d ms after the group started", late + 1,
+                 TL_START_MS);
+    }
 }
 
 static int setup(void **state)

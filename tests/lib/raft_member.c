@@ -66,7 +66,7 @@ int tl_raft_wait_voters(const int ports[], const pid_t pids[], int count, int ms
             time_sleep_ms(50);
         }
         if (!first)
-            fprintf(stderr, "# member %d: a voter %llu ms after the group started\n", i + 1,
+            fprintf(stderr, "# member %d: a voter after %llu ms more\n", i + 1,
                     (unsigned long long)(time_mono_ms() - start));
     }
     return -1;

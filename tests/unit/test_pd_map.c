@@ -438,21 +438,25 @@ static void malformed_commands_and_images_change_nothing(void **state)
     assert_int_equal(pd_apply_regions(m, (const uint8_t *)c2.data, c2.len), 0);
     assert_true(pd_map_holds(m, &rs[0]));
     buf_free(&c2);
-    /* What the leader makes of each without a round: the one held, an
-     * older epoch and the same epoch with another range (outdated: never
-     * taken, never proposed), a newer split or replica change and an id
-     * the map does not hold (proposed: the apply decides). */
-    pd_region older = rs[0], split = rs[0], moved = rs[0], unknown = rs[0];
+    /* What the leader makes of each without a round: the one held; an
+     * older epoch, the same epoch with another range or other replicas
+     * (outdated: never taken, never proposed); a newer version (even with
+     * an older conf_ver: the version is compared first), a replica change
+     * and an id the map does not hold (changed: proposed, the apply
+     * decides). */
+    pd_region older = rs[0], replicas = rs[0], split = rs[0], moved = rs[0], unknown = rs[0];
     older.version = 1;
+    replicas.replicas[0] = 2;
     split.version = 3;
+    split.conf_ver = 0;
     moved.conf_ver = 2;
     unknown.id = 99;
-    const pd_region probe[6] = {rs[0], older, other, split, moved, unknown};
-    const pd_verdict want[6] = {PD_HELD,    PD_OUTDATED, PD_OUTDATED,
+    const pd_region probe[7] = {rs[0], older, other, replicas, split, moved, unknown};
+    const pd_verdict want[7] = {PD_HELD,    PD_OUTDATED, PD_OUTDATED, PD_OUTDATED,
                                 PD_CHANGED, PD_CHANGED,  PD_CHANGED};
-    pd_verdict got[6];
-    assert_int_equal(pd_map_classify(m, probe, 6, got), 1);
-    for (int i = 0; i < 6; i++)
+    pd_verdict got[7];
+    assert_int_equal(pd_map_classify(m, probe, 7, got), 1);
+    for (int i = 0; i < 7; i++)
         assert_int_equal(got[i], want[i]);
     /* Two reports of one command that overlap, or share an id: the first wins. */
     pd_region two[2] = {rs[0], rs[1]};
