@@ -87,10 +87,10 @@ static void node_start(group *g, int i)
 }
 
 /* A group of n members in --raft-peers (NODES, up to MAX_NODES), the
- * first `started` of them started (when they are a majority, waited for
- * until each is a voter: tl_raft_wait_voters); with auth, every member asks for the
- * token in g->dir/token; extra (NULL, or at most 6 flags, NULL-ended) for
- * every member. */
+ * first `started` of them started (when they are a majority, until each
+ * is a voter: tl_raft_require_voters); with auth, every member asks for
+ * the token in g->dir/token; extra (NULL, or at most 6 flags, NULL-ended)
+ * for every member. */
 static void group_start_n(group *g, int n, int started, bool auth, const char *const extra[])
 {
     memset(g, 0, sizeof(*g));
@@ -115,16 +115,8 @@ static void group_start_n(group *g, int n, int started, bool auth, const char *c
     }
     for (int i = 0; i < started; i++)
         node_start(g, i);
-    int late = 2 * started > n ? tl_raft_wait_voters(g->http, g->pid, started, TL_START_MS) : -1;
-    if (late >= 0) {
-        for (int i = 0; i < started; i++) {
-            char log[620];
-            snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
-            tl_dump_tail(log, 6000);
-        }
-        fail_msg("member %d is not a voter %d ms after the group started", late + 1,
-                 TL_START_MS);
-    }
+    if (2 * started > n)
+        tl_raft_require_voters(g->dir, "n", g->http, g->pid, started);
 }
 
 static void group_start_with(group *g, bool auth, const char *const extra[])

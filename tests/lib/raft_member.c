@@ -47,29 +47,22 @@ bool tl_raft_health(int port, int timeout_ms, tl_raft_view *v)
     return ok;
 }
 
-int tl_raft_wait_voters(const int ports[], const pid_t pids[], int count, int ms)
+void tl_raft_require_voters(const char *dir, const char *log_prefix, const int ports[],
+                           const pid_t pids[], int count)
 {
-    uint64_t start = time_mono_ms(), end = start + (uint64_t)ms;
+    uint64_t end = time_mono_ms() + TL_START_MS;
     for (int i = 0; i < count; i++) {
-        tl_raft_view v = {0};
-        bool first = true;
-        while (pids[i] > 0) {
-            bool seen = tl_raft_health(ports[i], 2000, &v);
-            if (seen && strcmp(v.membership, "voter") == 0)
-                break;
-            if (first)
-                fprintf(stderr, "# member %d is %s at start: waiting until it is a voter\n",
-                        i + 1, seen ? v.membership : "not answering");
-            first = false;
-            if (time_mono_ms() >= end)
-                return i;
-            time_sleep_ms(50);
+        uint64_t now = time_mono_ms();
+        if (pids[i] <= 0 ||
+            tl_raft_membership_is(ports[i], "voter", now < end ? (int)(end - now) : 0))
+            continue;
+        for (int k = 0; k < count; k++) {
+            char log[640];
+            snprintf(log, sizeof log, "%s/%s%d.log", dir, log_prefix, k + 1);
+            tl_dump_tail(log, 6000);
         }
-        if (!first)
-            fprintf(stderr, "# member %d: a voter after %llu ms more\n", i + 1,
-                    (unsigned long long)(time_mono_ms() - start));
+        fail_msg("member %d is not a voter %d ms after the group started", i + 1, TL_START_MS);
     }
-    return -1;
 }
 
 long tl_raft_ready(int port, char *why, size_t len)

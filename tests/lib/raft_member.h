@@ -29,16 +29,18 @@ typedef struct {
 long tl_raft_call(int port, const char *method, const char *path, const char *body,
                   int timeout_ms, json_t **out);
 
-/* Wait up to ms until each of the count members at ports[] (those whose
- * pid is above 0) says in its health that it is a voter; -1, or the index
- * of the first that is not. An initial member that starts only after the
+/* Wait, up to TL_START_MS in all, until each of the count members at
+ * ports[] (those whose pid is above 0) says in its health that it is a
+ * voter; else the end of each one's log (dir/<log_prefix><i+1>.log) and a
+ * cmocka failure. An initial member that starts only after the
  * others bootstrapped the group and wrote to it cannot tell that from a
  * member back without its disk, so it joins as a new incarnation and the
  * leader replaces its old raft id with it (DESIGN 7.3); until then the
  * group has two live voters of three, and a test that kills the leader
  * meanwhile leaves a group that cannot elect. Tests start from a whole
  * group. */
-int tl_raft_wait_voters(const int ports[], const pid_t pids[], int count, int ms);
+void tl_raft_require_voters(const char *dir, const char *log_prefix, const int ports[],
+                           const pid_t pids[], int count);
 
 /* The status of GET /v1/ready on the member at port (0: no answer), and
  * its message (a 503's reason) into why (may be NULL). */

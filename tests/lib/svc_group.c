@@ -194,20 +194,6 @@ int tl_group_oracle_leader(tl_svc_group *g, int skip, int ms)
     }
 }
 
-/* Until each started member says it is a voter (tl_raft_wait_voters:
- * a late initial member joins as a new incarnation); or the logs and a
- * failure. */
-static void wait_voters(const tl_svc_group *g, const int ports[], const pid_t pids[],
-                        int count, const char *what)
-{
-    int late = tl_raft_wait_voters(ports, pids, count, TL_START_MS);
-    if (late >= 0) {
-        tl_group_dump_logs(g);
-        fail_msg("%s %d is not a voter %d ms after the group started", what, late + 1,
-                 TL_START_MS);
-    }
-}
-
 /* Three percolator-oracle processes as a Raft group; returns once one of
  * them leads (bounded). */
 static void oracle_group_start(tl_svc_group *g)
@@ -228,7 +214,7 @@ static void oracle_group_start(tl_svc_group *g)
         tl_group_oracle_start(g, i);
     if (tl_group_oracle_leader(g, -1, 20000) < 0)
         fail_msg("the oracle group elected no leader in 20 s");
-    wait_voters(g, g->ohttp, g->opid, TL_GROUP_NODES, "oracle member");
+    tl_raft_require_voters(g->dir, "oracle", g->ohttp, g->opid, TL_GROUP_NODES);
 }
 
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
@@ -277,7 +263,7 @@ void tl_group_start_n(tl_svc_group *g, const char *tag, int n, int started, cons
         if (i == started) {
             if (2 * started > n) /* a majority of --raft-peers: they bootstrap (no
                                     test names fewer initial members then) */
-                wait_voters(g, g->http, g->pid, started, "member");
+                tl_raft_require_voters(g->dir, "n", g->http, g->pid, started);
             return;
         }
         for (int k = 0; k < i; k++) {

@@ -40,7 +40,8 @@ typedef struct {
 
 /* The oracle, every member's addresses, and members 0..started-1 started
  * (each waited for; when they are a majority, until each says it is a
- * voter: tl_raft_wait_voters). env and extra (NULL-ended, at most 11) as above. */
+ * voter: tl_raft_require_voters). env and extra (NULL-ended, at most 11)
+ * as above. */
 void tl_group_start(tl_svc_group *g, const char *tag, int started, const char *env,
                     const char *const extra[]);
 /* The same over oracles oracles (1, or 3 as a Raft group: the members get
