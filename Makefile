@@ -317,15 +317,20 @@ bench-regions: bench-tools
 bench-pd: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/pd.sh
 
-# bench-groups: what K three-member Raft groups cost one process today
+# bench-groups: what K three-member Raft groups cost one process
 # (threads, descriptors, memory, disk, AIO contexts, idle CPU), the
-# measure of DESIGN §6.5's steps (GROUPS_K, default "5 20 50"; about a
-# minute; K=100 takes 7 GiB of /tmp).
+# measure of DESIGN §6.5's steps (GROUPS_K, default "5 20 50"), for each
+# of GROUPS_LOOPS: 0, every member on a loop of its own with 8 MiB
+# segments (the programs today); L > 0, the members on L shared loops with
+# 1 MiB segments (step 1). About two minutes; K=100 with 0 takes 7 GiB of /tmp.
 GROUPS_K ?= 5 20 50
+GROUPS_LOOPS ?= 0 3
 bench-groups: $(BUILD)/bench/groups_bench
-	@for k in $(GROUPS_K); do \
-	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 2> $(BUILD)/bench/groups_bench.log || \
-	        { cat $(BUILD)/bench/groups_bench.log; exit 1; }; echo; done
+	@for l in $(GROUPS_LOOPS); do for k in $(GROUPS_K); do \
+	    seg=$$([ $$l -gt 0 ] && echo 1024 || echo 0); \
+	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 --loops $$l --segment-kib $$seg \
+	        2> $(BUILD)/bench/groups_bench.log || \
+	        { cat $(BUILD)/bench/groups_bench.log; exit 1; }; echo; done; done
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).
 bench-oracle: $(BINDIR)/percolator-oracle $(BUILD)/bench/bench_oracle

@@ -1,11 +1,20 @@
 /*
  * groups_bench.c — what Raft groups cost one process today (issue #27,
  * docs/DESIGN.md §6.5): K groups of three members, all in this process,
- * each member a whole oracle member (oracle/raft_node.h: its own libuv
- * loop and thread, libraft's on-disk log in a directory of its own, a
- * transport with its own port and a thread per connection) on loopback.
+ * each member a whole oracle member (oracle/raft_node.h: a libuv loop,
+ * its own or shared as --loops says, libraft's on-disk log in a directory
+ * of its own, a transport with its own port and a thread per connection)
+ * on loopback.
  *
  *   groups_bench [--groups K] [--heartbeat-ms H] [--seconds S] [--dir D]
+ *                [--loops L] [--segment-kib S]
+ *
+ * --loops 0 (the default) gives every member a loop and thread of its
+ * own, as the programs do; --loops L puts member i (in the order started,
+ * group after group) on shared loop i mod L (common/raft_loop.h), so
+ * --loops 3 is three nodes with one loop each, member m of every group on
+ * node m (DESIGN §6.5, step 1). --segment-kib sets libraft's segment size
+ * (0: its default, 8 MiB).
  *
  * It starts the 3K members, waits until every group has a leader that
  * handed out a timestamp (a write through its log), then measures the
@@ -32,11 +41,13 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "raft_loop.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
 #define MEMBERS 3
 #define MAX_GROUPS 400
+#define MAX_LOOPS 64
 
 typedef struct {
     long threads, fds, rss_kb, aio;
@@ -125,14 +136,14 @@ static int bind_loopback(int *port)
 
 static int usage_exit(const char *prog)
 {
-    fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D]\n",
-            prog, MAX_GROUPS);
+    fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D] "
+            "[--loops 0..%d] [--segment-kib S]\n", prog, MAX_GROUPS, MAX_LOOPS);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    int groups = 10, seconds = 10;
+    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0;
     unsigned heartbeat_ms = 100;
     const char *dir = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -144,11 +155,16 @@ int main(int argc, char **argv)
             seconds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--dir") == 0)
             dir = argv[i + 1];
+        else if (strcmp(argv[i], "--loops") == 0)
+            nloops = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--segment-kib") == 0)
+            segment_kib = atoi(argv[i + 1]);
         else
             return usage_exit(argv[0]);
     }
     if (argc % 2 == 0 || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
-        heartbeat_ms < 10 || heartbeat_ms > 10000)
+        heartbeat_ms < 10 || heartbeat_ms > 10000 || nloops < 0 || nloops > MAX_LOOPS ||
+        segment_kib < 0 || segment_kib > 1024 * 1024)
         return usage_exit(argv[0]);
     char tmpl[] = "/tmp/percolator-groups-XXXXXX";
     if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL) {
@@ -164,9 +180,15 @@ int main(int argc, char **argv)
         return 1;
     usage before, after_start, idle_start, idle_end;
     sample(&before);
+    raft_loop *loops[MAX_LOOPS] = {NULL};
+    char err[256];
+    for (int i = 0; i < nloops; i++)
+        if (raft_loop_start(&loops[i], err, sizeof err) != 0) {
+            fprintf(stderr, "loop %d: %s\n", i, err);
+            return 1;
+        }
     uint64_t t0 = time_mono_ms();
     int rc = 0;
-    char err[256];
     for (int g = 0; g < groups && rc == 0; g++) {
         int fds[MEMBERS] = {-1, -1, -1}, ports[MEMBERS] = {0};
         char peers[256] = "";
@@ -189,7 +211,9 @@ int main(int argc, char **argv)
             }
             raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d, .listen_fd = fds[m],
                                     .heartbeat_ms = heartbeat_ms,
-                                    .election_ms = heartbeat_ms * 10};
+                                    .election_ms = heartbeat_ms * 10,
+                                    .loop = nloops ? loops[(g * MEMBERS + m) % nloops] : NULL,
+                                    .segment_bytes = (size_t)segment_kib * 1024};
             if (raft_node_parse_peers(peers, NULL, &cfg, err, sizeof err) != 0 ||
                 raft_node_start(&cfg, NULL, &nodes[g * MEMBERS + m], err, sizeof err) != 0) {
                 fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
@@ -235,8 +259,9 @@ int main(int argc, char **argv)
         disk_bytes = 0;
         nftw(dir, add_file, 64, FTW_PHYS);
         double cpu = 100.0 * (idle_end.cpu_s - idle_start.cpu_s) / wall;
-        printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d: %d members in one "
-               "process\n", groups, heartbeat_ms, seconds, n);
+        printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d --loops %d "
+               "--segment-kib %d: %d members in one process\n", groups, heartbeat_ms, seconds,
+               nloops, segment_kib, n);
         printf("every group led and answering after %.1f s\n", (double)ready_ms / 1000.0);
         printf("%-28s %12s %12s\n", "", "all", "per member");
         printf("%-28s %12.1f %12.3f\n", "CPU idle (% of one core)", cpu, cpu / n);
@@ -256,6 +281,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         if (nodes[i] != NULL)
             raft_node_stop(nodes[i]);
+    for (int i = 0; i < nloops; i++)
+        raft_loop_stop(loops[i]);
     free(nodes);
     free(dirs);
     if (strcmp(dir, tmpl) == 0)

@@ -21,11 +21,11 @@
 
 #include "log.h"
 #include "raft_io_guard.h"
+#include "raft_loop.h"
 #include "raft_identity.h"
 #include "raft_transport.h"
 #include "timeutil.h"
 
-#define TICK_MS 50
 /* A peer's hello within this long counts as what it is now (ms); a
  * joining member says hello to every member once a second (prober_main). */
 #define SEEN_MS 3000
@@ -33,11 +33,13 @@
 struct raft_host {
     raft_host_config cfg;
     raft_peer peers[RAFT_PEERS_MAX];
-    pthread_t thread;
-    bool thread_started;
-    uv_loop_t loop;
+    raft_loop *rl;              /* the loop it runs on (raft_loop.h) */
+    bool own_loop;              /* started for this member alone */
+    bool posted;                /* its setup was posted to the loop */
+    uv_loop_t *loop;            /* raft_loop_uv(rl) */
     uv_async_t wake;
-    uv_timer_t tick;
+    bool ticking;               /* loop thread: on the loop's shared tick */
+    bool closing;               /* loop thread: libraft or the setup is being closed */
     struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h) */
     struct raft_io io;          /* libraft's on-disk log, over that transport */
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
@@ -101,22 +103,43 @@ struct raft_host {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
     bool stopping, loop_ready, loop_failed;
+    bool closed;                /* everything of this member on the loop is closed */
     char loop_err[512];
 };
 
-static void on_closed_handle(uv_handle_t *handle)
+/* Nothing of the member is left on the loop: raft_host_start or
+ * raft_host_stop, waiting for it, may free it (the caller touches h no
+ * more). */
+static void host_closed(raft_host *h)
 {
-    (void)handle;
+    pthread_mutex_lock(&h->mu);
+    h->closed = true;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
 }
 
-/* libraft is closed: close what it ran on; the loop then ends. */
+/* The wake handle, closed last of the member's handles. */
+static void on_wake_closed(uv_handle_t *handle)
+{
+    host_closed(handle->data);
+}
+
+static void tick_off(raft_host *h)
+{
+    if (h->ticking)
+        raft_loop_tick_remove(h->rl, h);
+    h->ticking = false;
+}
+
+/* libraft is closed (its I/O and our transport with it): close the wake;
+ * the member is then off the loop. */
 static void on_raft_closed(struct raft *r)
 {
     raft_host *h = r->data;
     raft_uv_close(&h->io);
     raft_transport_free(&h->transport);
-    uv_close((uv_handle_t *)&h->wake, on_closed_handle);
-    uv_close((uv_handle_t *)&h->tick, on_closed_handle);
+    tick_off(h);
+    uv_close((uv_handle_t *)&h->wake, on_wake_closed);
 }
 
 static int start_raft(raft_host *h, int mode);
@@ -153,6 +176,8 @@ static void after_deciding(raft_host *h, bool stopping)
 static void on_wake(uv_async_t *a)
 {
     raft_host *h = a->data;
+    if (h->closing)
+        return;
     pthread_mutex_lock(&h->mu);
     bool stopping = h->stopping;
     pthread_mutex_unlock(&h->mu);
@@ -168,11 +193,12 @@ static void on_wake(uv_async_t *a)
         return;
     /* Stop: the owner failed what it had queued; libraft fails what is in
      * flight as it closes. */
-    uv_timer_stop(&h->tick);
+    tick_off(h);
     tend_prober(h, true); /* before the transport it probes through closes */
-    if (h->raft_started)
+    if (h->raft_started) {
+        h->closing = true;
         raft_close(&h->raft, on_raft_closed);
-    else
+    } else
         setup_failed(h, true, false); /* still deciding: only the transport runs */
 }
 
@@ -233,16 +259,16 @@ static const char *membership_of(raft_host *h)
     return s->role == RAFT_VOTER ? "voter" : s->role == RAFT_STANDBY ? "standby" : "spare";
 }
 
-/* A setup that failed before libraft started: close what was opened, so
- * that the loop ends. */
+/* A setup that failed before libraft started: close what was opened; the
+ * member is then off the loop. */
 static int setup_failed(raft_host *h, bool transport, bool io)
 {
     if (io)
         raft_uv_close(&h->io);
     if (transport)
         raft_transport_free(&h->transport);
-    uv_close((uv_handle_t *)&h->wake, on_closed_handle);
-    uv_close((uv_handle_t *)&h->tick, on_closed_handle);
+    h->closing = true;
+    uv_close((uv_handle_t *)&h->wake, on_wake_closed);
     return -1;
 }
 
@@ -706,9 +732,10 @@ static void stagger(raft_host *h)
     raft_set_snapshot_threshold(&h->raft, (unsigned)(next - last));
 }
 
-static void on_tick(uv_timer_t *t)
+/* Every RAFT_LOOP_TICK_MS, with the other groups of the loop. */
+static void on_tick(void *arg)
 {
-    raft_host *h = t->data;
+    raft_host *h = arg;
     check_alive(h);
     if (h->first_image_pending && h->raft.log.snapshot.last_index > 0) {
         raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
@@ -898,22 +925,18 @@ static int loop_setup(raft_host *h)
     raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
 
     h->wake.data = h;
-    h->tick.data = h;
     if (me == NULL) {
         snprintf(h->loop_err, sizeof(h->loop_err), "member %u is not among the peers", h->cfg.id);
+        host_closed(h);
         return -1;
     }
-    if (uv_async_init(&h->loop, &h->wake, on_wake) != 0) {
+    if (uv_async_init(h->loop, &h->wake, on_wake) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "cannot set up the event loop");
-        return -1;
-    }
-    if (uv_timer_init(&h->loop, &h->tick) != 0) {
-        uv_close((uv_handle_t *)&h->wake, on_closed_handle);
-        snprintf(h->loop_err, sizeof(h->loop_err), "cannot set up the event loop");
+        host_closed(h);
         return -1;
     }
     char why[200];
-    if (raft_transport_init(&h->transport, &h->loop, &(raft_transport_config){
+    if (raft_transport_init(&h->transport, h->loop, &(raft_transport_config){
             .address = me->raft, .listen_fd = h->cfg.listen_fd, .peers = h->peers,
             .npeers = h->cfg.npeers,
             .tls = h->cfg.peer_tls, .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics},
@@ -945,11 +968,13 @@ static int start_raft(raft_host *h, int mode)
     int rv;
     if (mode != START_BOOTSTRAP) /* a bootstrapping member shows up once it has (below) */
         raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, mode == START_RUN);
-    if ((rv = raft_uv_init(&h->io, &h->loop, h->cfg.dir, &h->transport)) != 0) {
+    if ((rv = raft_uv_init(&h->io, h->loop, h->cfg.dir, &h->transport)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft storage in %s: %s", h->cfg.dir,
                  raft_strerror(rv));
         return setup_failed(h, true, false);
     }
+    if (h->cfg.segment_bytes > 0)
+        raft_uv_set_segment_size(&h->io, h->cfg.segment_bytes);
     raft_io_guard_init(&h->guard, &h->io);
     /* What the other members' frame check takes in one AppendEntries. */
     raft_frame_limits lim = frame_limits(&h->cfg);
@@ -983,13 +1008,20 @@ static int start_raft(raft_host *h, int mode)
     if ((mode == START_BOOTSTRAP && (rv = bootstrap(h)) != 0) ||
         (rv = raft_start(&h->raft)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft: %s", raft_strerror(rv));
+        h->closing = true;
         raft_close(&h->raft, on_raft_closed);
         return -1;
     }
     /* After the bootstrap: a crash before this leaves libraft's state and
      * no member file, which reads as incarnation 0 (above). */
-    if (mode == START_BOOTSTRAP && raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0) {
+    if (mode == START_BOOTSTRAP && raft_member_save(h->cfg.dir, &h->me, err, sizeof err) != 0)
         snprintf(h->loop_err, sizeof(h->loop_err), "%s", err);
+    else if (raft_loop_tick_add(h->rl, on_tick, h) != 0)
+        snprintf(h->loop_err, sizeof(h->loop_err), "out of memory");
+    else
+        h->ticking = true;
+    if (!h->ticking) {
+        h->closing = true;
         raft_close(&h->raft, on_raft_closed);
         return -1;
     }
@@ -1001,11 +1033,12 @@ static int start_raft(raft_host *h, int mode)
     raft_transport_set_last_index(&h->transport, last);
     raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
     set_membership(h, membership_of(h));
-    uv_timer_start(&h->tick, on_tick, TICK_MS, TICK_MS);
     return 0;
 }
 
-static void *loop_main(void *arg)
+/* Posted to the loop by raft_host_start: set the member up there. A setup
+ * that fails closes what it opened (the caller waits for that). */
+static void host_setup(void *arg)
 {
     raft_host *h = arg;
     int ok = loop_setup(h);
@@ -1014,12 +1047,19 @@ static void *loop_main(void *arg)
     h->loop_failed = ok != 0;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    if (ok == 0 && h->raft_started) {
+    if (ok == 0 && h->raft_started) { /* a stop's wake runs after this, on this thread */
         rp_step(h->prop, &h->raft);
         h->cfg.serve(h->cfg.arg);
     }
-    uv_run(&h->loop, UV_RUN_DEFAULT); /* after a failed setup: until the closes ran */
-    return NULL;
+}
+
+/* Until the member is off its loop (host_closed). */
+static void wait_closed(raft_host *h)
+{
+    pthread_mutex_lock(&h->mu);
+    while (!h->closed)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
 }
 
 int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *err,
@@ -1080,17 +1120,19 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
         snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
         goto fail;
     }
-    if (uv_loop_init(&h->loop) != 0) {
-        snprintf(err, errlen, "cannot create an event loop");
+    h->rl = cfg->loop;
+    if (h->rl == NULL) {
+        if (raft_loop_start(&h->rl, err, errlen) != 0)
+            goto fail;
+        h->own_loop = true;
+    }
+    h->loop = raft_loop_uv(h->rl);
+    *out = h; /* before the loop runs it: its callbacks may use it */
+    if (raft_loop_post(h->rl, host_setup, h) != 0) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    *out = h; /* before the loop runs: its callbacks may use it */
-    if (pthread_create(&h->thread, NULL, loop_main, h) != 0) {
-        uv_loop_close(&h->loop);
-        snprintf(err, errlen, "cannot start the raft thread");
-        goto fail;
-    }
-    h->thread_started = true;
+    h->posted = true;
     pthread_mutex_lock(&h->mu);
     while (!h->loop_ready && !h->loop_failed)
         pthread_cond_wait(&h->cv, &h->mu);
@@ -1098,19 +1140,12 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     pthread_mutex_unlock(&h->mu);
     if (failed) {
         snprintf(err, errlen, "%s", h->loop_err);
-        raft_host_stop(h);
-        *out = NULL;
-        return -1;
+        goto fail;
     }
     return 0;
 fail:
     *out = NULL;
-    rp_free(h->prop);
-    pthread_cond_destroy(&h->cv);
-    pthread_mutex_destroy(&h->mu);
-    pthread_cond_destroy(&h->admin_cv);
-    pthread_mutex_destroy(&h->admin_mu);
-    free(h);
+    raft_host_stop(h);
     return -1;
 }
 
@@ -1118,10 +1153,10 @@ void raft_host_stop(raft_host *h)
 {
     if (h == NULL)
         return;
-    if (h->thread_started) {
+    if (h->posted) {
         /* The proposer first: the loop's last step, which sees the host
          * stopping, then sees it too and fails the queue (nothing can be
-         * queued after it). */
+         * queued after it). A setup that failed closed itself. */
         rp_stop(h->prop);
         pthread_mutex_lock(&h->mu);
         h->stopping = true;
@@ -1129,9 +1164,10 @@ void raft_host_stop(raft_host *h)
         pthread_mutex_unlock(&h->mu);
         if (ready)
             uv_async_send(&h->wake);
-        pthread_join(h->thread, NULL);
-        uv_loop_close(&h->loop);
+        wait_closed(h);
     }
+    if (h->own_loop)
+        raft_loop_stop(h->rl);
     rp_free(h->prop); /* libraft is closed: every callback ran */
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);

@@ -1,8 +1,9 @@
 /*
  * raft_host.h — one member of a Raft group on Canonical's C Raft library
  * (libraft 0.15: its on-disk log and TCP transport over libuv), hosted on
- * a libuv loop on a thread of its own, with the raft_io guard of
- * docs/DESIGN.md §7.1 between libraft and its I/O. The oracle
+ * a libuv loop (raft_loop.h: one of its own, or one it shares with other
+ * groups of the process), with the raft_io guard of docs/DESIGN.md §7.1
+ * between libraft and its I/O. The oracle
  * (oracle/raft_node.c) and the service (service/raft_group.c) are both
  * built on it; what they replicate is their state machine (cfg.fsm) and
  * what they propose is theirs (cfg.serve).
@@ -11,7 +12,8 @@
  * given, and a check of every frame before libraft reads it.
  *
  * Threads: everything that touches libraft runs on the loop thread. The
- * owner's serve callback runs there every 50 ms and whenever another
+ * owner's serve callback runs there every 50 ms (the loop's shared tick)
+ * and whenever another
  * thread calls raft_host_wake (uv_async_send: thread-safe, coalescing), and
  * once more when the host stops, before libraft is closed (libraft then
  * fails what is in flight). Never call raft_apply from inside a libraft
@@ -26,6 +28,7 @@
 
 #include <raft.h>
 
+#include "raft_loop.h"
 #include "raft_peers.h"
 #include "raft_proposer.h"
 
@@ -43,6 +46,8 @@ typedef struct {
     const raft_peer *peers;
     size_t npeers;
     struct raft_fsm *fsm;            /* the replicated state machine */
+    struct raft_loop *loop;          /* the loop to run on (not owned; it outlives the
+                                      * member); NULL: a loop of its own */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */
@@ -54,6 +59,9 @@ typedef struct {
                                       * entry behind it, so that a member that catches up
                                       * installs the image instead of replaying the log */
     uint64_t max_entry_bytes;        /* the largest entry a member proposes (0: 64 MiB) */
+    size_t segment_bytes;            /* libraft's log segment size, rounded down to its block
+                                      * (0: its default, 8 MiB); the member keeps three of
+                                      * them fallocated (DESIGN §6.5) */
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
     int listen_fd;                   /* > 0: this member's raft address, bound already
                                       * (raft_transport_config.listen_fd); 0: bind it */
@@ -83,7 +91,9 @@ int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *
 int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, size_t errlen);
 
 /* Stop (from any thread but the loop's): serve runs once more, libraft is
- * closed, the loop thread joined, everything freed. */
+ * closed, and once everything of the member is closed on its loop it is
+ * freed (with its loop if it had its own). On a shared loop the other
+ * groups run on meanwhile. */
 void raft_host_stop(raft_host *h);
 
 /* Run serve on the loop soon (any thread). */

@@ -184,7 +184,7 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
          * configurations (a few hundred bytes for RAFT_PEERS_MAX members),
          * the placement driver's commands (RN_PD_MAX_BYTES). */
         .max_entry_bytes = RN_PD_MAX_BYTES + 24, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
-        .metrics = m,
+        .metrics = m, .loop = cfg->loop, .segment_bytes = cfg->segment_bytes,
         /* Requests that reach a new leader wait for its first barrier (a
          * round): the oracle needs nothing else to answer them. The lease
          * is the window's (ts_window.h). */

@@ -5,8 +5,8 @@
  * state machine (raft_fsm.h) and this wiring; election, log and quorum are
  * the library's (docs/DESIGN.md §7).
  *
- * Threads: libraft is driven by one libuv loop on a thread of its own
- * (common/raft_host.h). An HTTP handler asks for timestamps through
+ * Threads: libraft is driven by a libuv loop on a thread of its own, or
+ * by one it shares with other groups (common/raft_host.h, raft_loop.h). An HTTP handler asks for timestamps through
  * raft_node_timestamps, which queues the request on the member's proposer
  * (common/raft_proposer.h) and waits; the loop answers it from the
  * leader's window while its lease holds, or takes every request queued
@@ -45,6 +45,9 @@ typedef struct {
     struct tls_server *peer_tls;     /* peer credentials (not owned); NULL: plain TCP */
     int listen_fd;                   /* > 0: the raft port, bound already (raft_host.h) */
     uint64_t min_ts;                 /* --min-timestamp: a leader raises the mark to it first */
+    struct raft_loop *loop;          /* a loop shared with other groups (raft_loop.h; not
+                                      * owned); NULL: one of its own */
+    size_t segment_bytes;            /* raft_host_config's; 0: libraft's default */
 } raft_node_config;
 
 typedef struct raft_node raft_node;
