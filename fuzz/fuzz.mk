@@ -17,7 +17,7 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -pthread -MMD -MP \
                 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-FUZZ_LIBS     = -lmicrohttpd -lgnutls -ljansson
+FUZZ_LIBS     = -lmicrohttpd -lgnutls -ljansson -lraft
 INC_fuzz      = -Icommon -Iengine -Ioracle -Iservice
 
 # What each harness compiles besides itself; common/ comes as one archive
