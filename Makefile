@@ -320,16 +320,17 @@ bench-pd: bench-tools
 # bench-groups: what K three-member Raft groups cost one process
 # (threads, descriptors, memory, disk, AIO contexts, idle CPU), the
 # measure of DESIGN §6.5's steps (GROUPS_K, default "5 20 50"), for each
-# of GROUPS_LOOPS: 0, every member on a loop of its own with 8 MiB
-# segments (the programs today); L > 0, the members on L shared loops with
-# 1 MiB segments (step 1). About two minutes; K=100 with 0 takes 7 GiB of /tmp.
+# of GROUPS_ARMS: own (every member on a loop of its own with 8 MiB
+# segments: the programs today), shared (three shared loops, 1 MiB
+# segments: step 1), net (and a node network a loop: step 2). About three
+# minutes; K=100 of own takes 7 GiB of /tmp.
 GROUPS_K ?= 5 20 50
-GROUPS_LOOPS ?= 0 3
+GROUPS_ARMS ?= own shared net
 bench-groups: $(BUILD)/bench/groups_bench
-	@for l in $(GROUPS_LOOPS); do for k in $(GROUPS_K); do \
-	    seg=$$([ $$l -gt 0 ] && echo 1024 || echo 0); \
-	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 --loops $$l --segment-kib $$seg \
-	        2> $(BUILD)/bench/groups_bench.log || \
+	@for a in $(GROUPS_ARMS); do for k in $(GROUPS_K); do \
+	    case $$a in own) o="--loops 0";; shared) o="--loops 3 --segment-kib 1024";; \
+	        net) o="--loops 3 --segment-kib 1024 --net";; *) echo "unknown arm $$a"; exit 2;; esac; \
+	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 $$o 2> $(BUILD)/bench/groups_bench.log || \
 	        { cat $(BUILD)/bench/groups_bench.log; exit 1; }; echo; done; done
 
 # bench-oracle: timestamps/s from a fresh oracle (BENCH_SECONDS per row, default 3).

@@ -14,7 +14,10 @@
  * group after group) on shared loop i mod L (common/raft_loop.h), so
  * --loops 3 is three nodes with one loop each, member m of every group on
  * node m (DESIGN §6.5, step 1). --segment-kib sets libraft's segment size
- * (0: its default, 8 MiB).
+ * (0: its default, 8 MiB). --net (with --loops L) gives each loop a node
+ * network of its own (common/raft_net.h) on 127.0.0.(1+i): every group's
+ * member on that loop is at that node's one address, and the groups'
+ * messages between two nodes share one connection each way (step 2).
  *
  * It starts the 3K members, waits until every group has a leader that
  * handed out a timestamp (a write through its log), then measures the
@@ -42,6 +45,7 @@
 
 #include "log.h"
 #include "raft_loop.h"
+#include "raft_net.h"
 #include "raft_node.h"
 #include "timeutil.h"
 
@@ -118,11 +122,13 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-/* A socket bound to 127.0.0.1 on a free port, listening; its port in *port. */
-static int bind_loopback(int *port)
+/* A socket bound to 127.0.0.(1+host) on a free port, listening; its port
+ * in *port. */
+static int bind_loopback_host(int host, int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)host)};
     socklen_t len = sizeof a;
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
@@ -134,6 +140,11 @@ static int bind_loopback(int *port)
     return fd;
 }
 
+static int bind_loopback(int *port)
+{
+    return bind_loopback_host(0, port);
+}
+
 static int usage_exit(const char *prog)
 {
     fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D] "
@@ -143,10 +154,17 @@ static int usage_exit(const char *prog)
 
 int main(int argc, char **argv)
 {
-    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0;
+    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0, use_net = 0;
     unsigned heartbeat_ms = 100;
     const char *dir = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--net") == 0) { /* the one flag without a value */
+            use_net = 1;
+            i--;
+            continue;
+        }
+        if (i + 1 == argc)
+            return usage_exit(argv[0]);
         if (strcmp(argv[i], "--groups") == 0)
             groups = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--heartbeat-ms") == 0)
@@ -162,7 +180,7 @@ int main(int argc, char **argv)
         else
             return usage_exit(argv[0]);
     }
-    if (argc % 2 == 0 || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
+    if ((use_net && nloops != MEMBERS) || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
         heartbeat_ms < 10 || heartbeat_ms > 10000 || nloops < 0 || nloops > MAX_LOOPS ||
         segment_kib < 0 || segment_kib > 1024 * 1024)
         return usage_exit(argv[0]);
@@ -187,12 +205,29 @@ int main(int argc, char **argv)
             fprintf(stderr, "loop %d: %s\n", i, err);
             return 1;
         }
+    /* --net: a node network a loop, on 127.0.0.(1+i); every group's
+     * member i is at its address. */
+    raft_net *nets[MAX_LOOPS] = {NULL};
+    char net_peers[256] = "";
+    for (int i = 0; use_net && i < nloops; i++) {
+        int port, fd = bind_loopback_host(i, &port);
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.%d:%d", 1 + i, port);
+        if (fd < 0 || raft_net_start(&(raft_net_config){.address = addr, .listen_fd = fd},
+                                     &nets[i], err, sizeof err) != 0) {
+            fprintf(stderr, "node %d: %s\n", i, fd < 0 ? strerror(errno) : err);
+            return 1;
+        }
+        close(fd); /* the net listens on a duplicate */
+        size_t at = strlen(net_peers);
+        snprintf(net_peers + at, sizeof net_peers - at, "%s%d=%s", i ? "," : "", i + 1, addr);
+    }
     uint64_t t0 = time_mono_ms();
     int rc = 0;
     for (int g = 0; g < groups && rc == 0; g++) {
         int fds[MEMBERS] = {-1, -1, -1}, ports[MEMBERS] = {0};
         char peers[256] = "";
-        for (int m = 0; m < MEMBERS && rc == 0; m++) {
+        for (int m = 0; m < MEMBERS && rc == 0 && !use_net; m++) {
             if ((fds[m] = bind_loopback(&ports[m])) < 0) {
                 fprintf(stderr, "group %d: cannot bind a port: %s\n", g, strerror(errno));
                 rc = 1;
@@ -209,12 +244,16 @@ int main(int argc, char **argv)
                 rc = 1;
                 break;
             }
-            raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d, .listen_fd = fds[m],
+            raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d,
+                                    .listen_fd = use_net ? 0 : fds[m],
+                                    .net = use_net ? nets[m] : NULL,
+                                    .net_group = (uint64_t)g + 1,
                                     .heartbeat_ms = heartbeat_ms,
                                     .election_ms = heartbeat_ms * 10,
                                     .loop = nloops ? loops[(g * MEMBERS + m) % nloops] : NULL,
                                     .segment_bytes = (size_t)segment_kib * 1024};
-            if (raft_node_parse_peers(peers, NULL, &cfg, err, sizeof err) != 0 ||
+            if (raft_node_parse_peers(use_net ? net_peers : peers, NULL, &cfg, err,
+                                      sizeof err) != 0 ||
                 raft_node_start(&cfg, NULL, &nodes[g * MEMBERS + m], err, sizeof err) != 0) {
                 fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
                 rc = 1;
@@ -260,8 +299,8 @@ int main(int argc, char **argv)
         nftw(dir, add_file, 64, FTW_PHYS);
         double cpu = 100.0 * (idle_end.cpu_s - idle_start.cpu_s) / wall;
         printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d --loops %d "
-               "--segment-kib %d: %d members in one process\n", groups, heartbeat_ms, seconds,
-               nloops, segment_kib, n);
+               "--segment-kib %d%s: %d members in one process\n", groups, heartbeat_ms, seconds,
+               nloops, segment_kib, use_net ? " --net" : "", n);
         printf("every group led and answering after %.1f s\n", (double)ready_ms / 1000.0);
         printf("%-28s %12s %12s\n", "", "all", "per member");
         printf("%-28s %12.1f %12.3f\n", "CPU idle (% of one core)", cpu, cpu / n);
@@ -283,6 +322,8 @@ int main(int argc, char **argv)
             raft_node_stop(nodes[i]);
     for (int i = 0; i < nloops; i++)
         raft_loop_stop(loops[i]);
+    for (int i = 0; i < nloops; i++)
+        raft_net_stop(nets[i]);
     free(nodes);
     free(dirs);
     if (strcmp(dir, tmpl) == 0)

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
+
 #define PREAMBLE RAFT_FRAME_PREAMBLE
 #define H_REQUEST_VOTE 40          /* term, candidate, last index, last term, flags */
 #define H_REQUEST_VOTE_V1 32       /* without the flags */
@@ -27,31 +29,6 @@
 #define VOTE_DISRUPT_LEADER 1u     /* RequestVote flags */
 #define VOTE_PRE_VOTE 2u
 #define RESULT_PRE_VOTE 1u         /* RequestVoteResult flags */
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static int fail(const char **why, const char *reason)
 {
@@ -98,6 +75,8 @@ static int sizes(const struct raft_message *m, size_t *header, size_t *payload,
     case RAFT_IO_INSTALL_SNAPSHOT:
         if (m->install_snapshot.data.len == 0)
             return fail(why, "an empty image");
+        if (m->install_snapshot.conf.n == 0) /* raft_configuration_encode asserts it */
+            return fail(why, "an image without a configuration");
         if (raft_configuration_encode(&m->install_snapshot.conf, conf) != 0)
             return fail(why, "cannot encode the configuration");
         *header = H_INSTALL_SNAPSHOT_BASE + conf->len;
@@ -121,54 +100,54 @@ int raft_codec_encode(const struct raft_message *m, uint8_t **out, size_t *len,
         raft_free(conf.base);
         return fail(why, "out of memory");
     }
-    put64(b, m->type);
-    put64(b + 8, header);
+    le_put64(b, m->type);
+    le_put64(b + 8, header);
     uint8_t *h = b + PREAMBLE, *p = h + header;
     switch (m->type) {
     case RAFT_IO_REQUEST_VOTE: {
         const struct raft_request_vote *v = &m->request_vote;
-        put64(h, v->term);
-        put64(h + 8, v->candidate_id);
-        put64(h + 16, v->last_log_index);
-        put64(h + 24, v->last_log_term);
-        put64(h + 32, (v->disrupt_leader ? VOTE_DISRUPT_LEADER : 0) |
+        le_put64(h, v->term);
+        le_put64(h + 8, v->candidate_id);
+        le_put64(h + 16, v->last_log_index);
+        le_put64(h + 24, v->last_log_term);
+        le_put64(h + 32, (v->disrupt_leader ? VOTE_DISRUPT_LEADER : 0) |
                           (v->pre_vote ? VOTE_PRE_VOTE : 0));
         break;
     }
     case RAFT_IO_REQUEST_VOTE_RESULT: {
         const struct raft_request_vote_result *v = &m->request_vote_result;
-        put64(h, v->term);
-        put64(h + 8, v->vote_granted ? 1 : 0);
-        put64(h + 16, v->pre_vote == raft_tribool_true ? RESULT_PRE_VOTE : 0);
+        le_put64(h, v->term);
+        le_put64(h + 8, v->vote_granted ? 1 : 0);
+        le_put64(h + 16, v->pre_vote == raft_tribool_true ? RESULT_PRE_VOTE : 0);
         break;
     }
     case RAFT_IO_APPEND_ENTRIES_RESULT: {
         const struct raft_append_entries_result *r = &m->append_entries_result;
-        put64(h, r->term);
-        put64(h + 8, r->rejected);
-        put64(h + 16, r->last_log_index);
+        le_put64(h, r->term);
+        le_put64(h + 8, r->rejected);
+        le_put64(h + 16, r->last_log_index);
         break;
     }
     case RAFT_IO_TIMEOUT_NOW: {
         const struct raft_timeout_now *t = &m->timeout_now;
-        put64(h, t->term);
-        put64(h + 8, t->last_log_index);
-        put64(h + 16, t->last_log_term);
+        le_put64(h, t->term);
+        le_put64(h + 8, t->last_log_index);
+        le_put64(h + 16, t->last_log_term);
         break;
     }
     case RAFT_IO_APPEND_ENTRIES: {
         const struct raft_append_entries *a = &m->append_entries;
-        put64(h, a->term);
-        put64(h + 8, a->prev_log_index);
-        put64(h + 16, a->prev_log_term);
-        put64(h + 24, a->leader_commit);
-        put64(h + 32, a->n_entries);
+        le_put64(h, a->term);
+        le_put64(h + 8, a->prev_log_index);
+        le_put64(h + 16, a->prev_log_term);
+        le_put64(h + 24, a->leader_commit);
+        le_put64(h + 32, a->n_entries);
         for (unsigned i = 0; i < a->n_entries; i++) {
             const struct raft_entry *e = &a->entries[i];
             uint8_t *eh = h + AE_ENTRIES_OFFSET + 16 * (size_t)i;
-            put64(eh, e->term);
+            le_put64(eh, e->term);
             eh[8] = (uint8_t)e->type;
-            put32(eh + 12, (uint32_t)e->buf.len);
+            le_put32(eh + 12, (uint32_t)e->buf.len);
             memcpy(p, e->buf.base, e->buf.len);
             p += e->buf.len;
         }
@@ -176,11 +155,11 @@ int raft_codec_encode(const struct raft_message *m, uint8_t **out, size_t *len,
     }
     case RAFT_IO_INSTALL_SNAPSHOT: {
         const struct raft_install_snapshot *s = &m->install_snapshot;
-        put64(h, s->term);
-        put64(h + 8, s->last_index);
-        put64(h + 16, s->last_term);
-        put64(h + 24, s->conf_index);
-        put64(h + 32, conf.len);
+        le_put64(h, s->term);
+        le_put64(h + 8, s->last_index);
+        le_put64(h + 16, s->last_term);
+        le_put64(h + 24, s->conf_index);
+        le_put64(h + 32, conf.len);
         /* libraft pads the configuration to 8 bytes but leaves the
          * padding as raft_malloc gave it: zero it, so that no stale
          * memory goes on the wire. */
@@ -188,7 +167,7 @@ int raft_codec_encode(const struct raft_message *m, uint8_t **out, size_t *len,
         for (unsigned i = 0; i < s->conf.n; i++)
             filled += 8 + strlen(s->conf.servers[i].address) + 1 + 1; /* id, address, role */
         memcpy(h + IS_CONF_OFFSET, conf.base, filled < conf.len ? filled : conf.len);
-        put64(h + IS_CONF_OFFSET + conf.len, s->data.len);
+        le_put64(h + IS_CONF_OFFSET + conf.len, s->data.len);
         memcpy(p, s->data.base, s->data.len);
         raft_free(conf.base);
         break;
@@ -228,7 +207,7 @@ static int decode_entries(const uint8_t *h, unsigned n, const uint8_t *p, size_t
                           struct raft_append_entries *a)
 {
     a->entries = NULL;
-    a->n_entries = n;
+    a->n_entries = 0; /* until they are all there: raft_codec_free reads it */
     if (n == 0)
         return 0;
     struct raft_entry *es = raft_calloc(n, sizeof *es);
@@ -242,14 +221,15 @@ static int decode_entries(const uint8_t *h, unsigned n, const uint8_t *p, size_t
     size_t at = 0;
     for (unsigned i = 0; i < n; i++) {
         const uint8_t *eh = h + AE_ENTRIES_OFFSET + 16 * (size_t)i;
-        es[i].term = get64(eh);
+        es[i].term = le_get64(eh);
         es[i].type = eh[8];
-        es[i].buf.len = get32(eh + 12);
+        es[i].buf.len = le_get32(eh + 12);
         es[i].buf.base = batch + at; /* the check made every length a multiple of 8 */
         es[i].batch = batch;
         at += es[i].buf.len;
     }
     a->entries = es;
+    a->n_entries = n;
     return 0;
 }
 
@@ -268,55 +248,55 @@ int raft_codec_decode(const uint8_t *buf, size_t len, const raft_frame_limits *l
         return fail(why, "not exactly one message");
     const uint8_t *h = buf + PREAMBLE, *p = buf + used;
     size_t H = used - PREAMBLE;
-    m->type = (unsigned short)get64(buf);
+    m->type = (unsigned short)le_get64(buf);
     switch (m->type) {
     case RAFT_IO_REQUEST_VOTE: {
         struct raft_request_vote *rv = &m->request_vote;
-        rv->term = get64(h);
-        rv->candidate_id = get64(h + 8);
-        rv->last_log_index = get64(h + 16);
-        rv->last_log_term = get64(h + 24);
-        uint64_t flags = H == H_REQUEST_VOTE ? get64(h + 32) : 0; /* V1: none */
+        rv->term = le_get64(h);
+        rv->candidate_id = le_get64(h + 8);
+        rv->last_log_index = le_get64(h + 16);
+        rv->last_log_term = le_get64(h + 24);
+        uint64_t flags = H == H_REQUEST_VOTE ? le_get64(h + 32) : 0; /* V1: none */
         rv->disrupt_leader = (flags & VOTE_DISRUPT_LEADER) != 0;
         rv->pre_vote = (flags & VOTE_PRE_VOTE) != 0;
         return 0;
     }
     case RAFT_IO_REQUEST_VOTE_RESULT: {
         struct raft_request_vote_result *r = &m->request_vote_result;
-        r->term = get64(h);
-        r->vote_granted = get64(h + 8) != 0;
+        r->term = le_get64(h);
+        r->vote_granted = le_get64(h + 8) != 0;
         r->pre_vote = H == H_REQUEST_VOTE_RESULT_V1 ? raft_tribool_unknown
-                      : (get64(h + 16) & RESULT_PRE_VOTE) ? raft_tribool_true
+                      : (le_get64(h + 16) & RESULT_PRE_VOTE) ? raft_tribool_true
                                                           : raft_tribool_false;
         return 0;
     }
     case RAFT_IO_APPEND_ENTRIES_RESULT:
-        m->append_entries_result.term = get64(h);
-        m->append_entries_result.rejected = get64(h + 8);
-        m->append_entries_result.last_log_index = get64(h + 16);
+        m->append_entries_result.term = le_get64(h);
+        m->append_entries_result.rejected = le_get64(h + 8);
+        m->append_entries_result.last_log_index = le_get64(h + 16);
         return 0;
     case RAFT_IO_TIMEOUT_NOW:
-        m->timeout_now.term = get64(h);
-        m->timeout_now.last_log_index = get64(h + 8);
-        m->timeout_now.last_log_term = get64(h + 16);
+        m->timeout_now.term = le_get64(h);
+        m->timeout_now.last_log_index = le_get64(h + 8);
+        m->timeout_now.last_log_term = le_get64(h + 16);
         return 0;
     case RAFT_IO_APPEND_ENTRIES: {
         struct raft_append_entries *a = &m->append_entries;
-        a->term = get64(h);
-        a->prev_log_index = get64(h + 8);
-        a->prev_log_term = get64(h + 16);
-        a->leader_commit = get64(h + 24);
-        if (decode_entries(h, (unsigned)get64(h + 32), p, (size_t)payload, a) != 0)
+        a->term = le_get64(h);
+        a->prev_log_index = le_get64(h + 8);
+        a->prev_log_term = le_get64(h + 16);
+        a->leader_commit = le_get64(h + 24);
+        if (decode_entries(h, (unsigned)le_get64(h + 32), p, (size_t)payload, a) != 0)
             return fail(why, "out of memory");
         return 0;
     }
     case RAFT_IO_INSTALL_SNAPSHOT: {
         struct raft_install_snapshot *s = &m->install_snapshot;
-        size_t clen = (size_t)get64(h + 32);
-        s->term = get64(h);
-        s->last_index = get64(h + 8);
-        s->last_term = get64(h + 16);
-        s->conf_index = get64(h + 24);
+        size_t clen = (size_t)le_get64(h + 32);
+        s->term = le_get64(h);
+        s->last_index = le_get64(h + 8);
+        s->last_term = le_get64(h + 16);
+        s->conf_index = le_get64(h + 24);
         raft_configuration_init(&s->conf);
         s->data.len = (size_t)payload;
         s->data.base = raft_malloc(s->data.len);

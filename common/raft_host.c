@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "raft_io_guard.h"
+#include "raft_io_net.h"
 #include "raft_loop.h"
 #include "raft_identity.h"
 #include "raft_transport.h"
@@ -40,7 +41,9 @@ struct raft_host {
     uv_async_t wake;
     bool ticking;               /* loop thread: on the loop's shared tick */
     bool closing;               /* loop thread: libraft or the setup is being closed */
-    struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h) */
+    struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h);
+                                         * with cfg.net, one that never connects */
+    raft_io_net netio;          /* with cfg.net: messages through the node's network */
     struct raft_io io;          /* libraft's on-disk log, over that transport */
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft raft;
@@ -72,13 +75,15 @@ struct raft_host {
     raft_peer readd;
     uint64_t readd_ms;
     pthread_t prober;           /* a joining member's hellos (prober_main) */
-    bool prober_started;        /* loop thread */
+    bool prober_started;        /* under mu: started and not joined yet; whoever clears it
+                                 * joins it (the loop once it ended, or raft_host_stop) */
     bool prober_done;           /* under mu */
 
     /* An empty data dir: the decider thread asks the other members until
      * it can tell (raft_identity.h); libraft starts after that, on the loop. */
     pthread_t decider;
     bool deciding;              /* loop thread */
+    bool decider_running;       /* under mu: not joined yet (as prober_started) */
     bool decided, decide_failed;/* under mu */
     int decided_mode;
     const char *membership;     /* under mu: raft_host_membership */
@@ -103,6 +108,8 @@ struct raft_host {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop is set up, or failed to */
     bool stopping, loop_ready, loop_failed;
+    bool quit;                  /* the decider and prober are to end (raft_host_stop joins
+                                 * them before it sets stopping) */
     bool closed;                /* everything of this member on the loop is closed */
     char loop_err[512];
 };
@@ -137,7 +144,8 @@ static void on_raft_closed(struct raft *r)
 {
     raft_host *h = r->data;
     raft_uv_close(&h->io);
-    raft_transport_free(&h->transport);
+    if (h->cfg.net == NULL)
+        raft_transport_free(&h->transport);
     tick_off(h);
     uv_close((uv_handle_t *)&h->wake, on_wake_closed);
 }
@@ -158,14 +166,19 @@ static void tend_prober(raft_host *h, bool stopping);
 static void after_deciding(raft_host *h, bool stopping)
 {
     pthread_mutex_lock(&h->mu);
-    bool decided = h->decided, failed = h->decide_failed;
+    bool decided = h->decided, failed = h->decide_failed, quit = h->quit;
     int mode = h->decided_mode;
     pthread_mutex_unlock(&h->mu);
     if (!decided && !stopping)
         return;
-    pthread_join(h->decider, NULL);
+    pthread_mutex_lock(&h->mu);
+    bool join = h->decider_running; /* raft_host_stop may have joined it */
+    h->decider_running = false;
+    pthread_mutex_unlock(&h->mu);
+    if (join)
+        pthread_join(h->decider, NULL);
     h->deciding = false;
-    if (stopping)
+    if (stopping || quit) /* a stop under way: its wake closes what runs */
         return;
     if (failed || start_raft(h, mode) != 0) {
         log_error("%s raft: %s", h->cfg.kind, h->loop_err);
@@ -265,7 +278,7 @@ static int setup_failed(raft_host *h, bool transport, bool io)
 {
     if (io)
         raft_uv_close(&h->io);
-    if (transport)
+    if (transport && h->cfg.net == NULL)
         raft_transport_free(&h->transport);
     h->closing = true;
     uv_close((uv_handle_t *)&h->wake, on_wake_closed);
@@ -282,7 +295,8 @@ static void replace_incarnations(raft_host *h)
 {
     struct raft *r = &h->raft;
     uint64_t now = time_mono_ms();
-    if (!term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
+    /* over the node's network no hello says who a member is yet */
+    if (h->cfg.net != NULL || !term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
         return;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         const struct raft_server *s = &r->configuration.servers[i];
@@ -365,12 +379,13 @@ static bool term_ready(raft_host *h)
     return rp_ready(h->prop, &h->raft);
 }
 
+/* For the decider and the prober: time to end. */
 static bool stop_asked(raft_host *h)
 {
     pthread_mutex_lock(&h->mu);
-    bool stopping = h->stopping;
+    bool quit = h->quit;
     pthread_mutex_unlock(&h->mu);
-    return stopping;
+    return quit;
 }
 
 /* Whether this member says hello once a second (prober_main): while it is
@@ -392,7 +407,7 @@ static void *prober_main(void *arg)
     raft_host *h = arg;
     for (;;) {
         pthread_mutex_lock(&h->mu);
-        bool go = !h->stopping && probes(h->membership);
+        bool go = !h->quit && probes(h->membership);
         if (!go)
             h->prober_done = true;
         pthread_mutex_unlock(&h->mu);
@@ -409,22 +424,27 @@ static void *prober_main(void *arg)
 }
 
 /* Start the prober while this member is joining or a spare; reap it once
- * it ended (loop thread). stopping: join it, whatever it does. */
+ * it ended (loop thread). A stopping member's prober is joined by
+ * raft_host_stop, off the loop: a probe under way takes seconds, and other
+ * groups may share the loop. */
 static void tend_prober(raft_host *h, bool stopping)
 {
+    if (h->cfg.net != NULL) /* no hellos over the node's network yet */
+        return;
     pthread_mutex_lock(&h->mu);
-    bool done = h->prober_done, joining = probes(h->membership);
-    pthread_mutex_unlock(&h->mu);
-    if (h->prober_started && (done || stopping)) {
-        pthread_join(h->prober, NULL);
+    stopping = stopping || h->stopping;
+    bool join = h->prober_started && h->prober_done, joining = probes(h->membership);
+    if (join)
         h->prober_started = false;
-    }
-    if (!h->prober_started && joining && !stopping) {
-        pthread_mutex_lock(&h->mu);
+    pthread_mutex_unlock(&h->mu);
+    if (join) /* it ended: at once */
+        pthread_join(h->prober, NULL);
+    pthread_mutex_lock(&h->mu);
+    if (!h->prober_started && joining && !stopping && !h->quit) {
         h->prober_done = false;
-        pthread_mutex_unlock(&h->mu);
         h->prober_started = pthread_create(&h->prober, NULL, prober_main, h) == 0;
     }
+    pthread_mutex_unlock(&h->mu);
 }
 
 /* ---- an operator's membership change (raft_host_change) ---- */
@@ -746,8 +766,10 @@ static void on_tick(void *arg)
     }
     stagger(h);
     uint64_t last = raft_last_index(&h->raft);
-    raft_transport_set_last_index(&h->transport, last);
-    raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    if (h->cfg.net == NULL) {
+        raft_transport_set_last_index(&h->transport, last);
+        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    }
     rp_step(h->prop, &h->raft);
     serve_admin(h);
     replace_incarnations(h);
@@ -919,6 +941,29 @@ static void *decider_main(void *arg)
     return NULL;
 }
 
+/* Set up over the node's network (raft_net.h), which has no probes yet:
+ * a member with an empty data dir bootstraps its group if it is one of
+ * its initial members, and one that is not, or whose libraft state is
+ * gone, cannot start (DESIGN §6.5: the hellos and probes of §7.3 move to
+ * the node's network next). */
+static int net_setup(raft_host *h)
+{
+    int known = known_identity(h);
+    if (known < 0)
+        return setup_failed(h, false, false);
+    if (known == 1)
+        return start_raft(h, START_RUN);
+    const raft_peer *self = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
+    if (known == 2 || self->later) {
+        snprintf(h->loop_err, sizeof(h->loop_err), "over the node network a member can only "
+                 "start from its data or bootstrap as an initial member (no joining yet)");
+        return setup_failed(h, false, false);
+    }
+    h->me = (raft_member_identity){raft_member_cluster_id(h->cfg.kind, h->peers, h->cfg.npeers),
+                                   h->cfg.id};
+    return start_raft(h, START_BOOTSTRAP);
+}
+
 /* Set libraft up on the loop; 0 or -1 with h->loop_err. */
 static int loop_setup(raft_host *h)
 {
@@ -936,6 +981,8 @@ static int loop_setup(raft_host *h)
         return -1;
     }
     char why[200];
+    if (h->cfg.net != NULL)
+        return net_setup(h);
     if (raft_transport_init(&h->transport, h->loop, &(raft_transport_config){
             .address = me->raft, .listen_fd = h->cfg.listen_fd, .peers = h->peers,
             .npeers = h->cfg.npeers,
@@ -952,7 +999,10 @@ static int loop_setup(raft_host *h)
     set_membership(h, "waiting");
     /* until it knows: a member of no group, by its number */
     raft_transport_set_self(&h->transport, 0, h->cfg.id, false);
-    if (pthread_create(&h->decider, NULL, decider_main, h) != 0) {
+    pthread_mutex_lock(&h->mu);
+    h->decider_running = pthread_create(&h->decider, NULL, decider_main, h) == 0;
+    pthread_mutex_unlock(&h->mu);
+    if (!h->decider_running) {
         snprintf(h->loop_err, sizeof(h->loop_err), "cannot start a thread");
         return setup_failed(h, true, false);
     }
@@ -966,8 +1016,11 @@ static int start_raft(raft_host *h, int mode)
 {
     raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
     int rv;
-    if (mode != START_BOOTSTRAP) /* a bootstrapping member shows up once it has (below) */
+    if (mode != START_BOOTSTRAP && h->cfg.net == NULL) /* a bootstrapping member shows up once
+                                                        * it has (below) */
         raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, mode == START_RUN);
+    if (h->cfg.net != NULL)
+        raft_io_net_null_transport(&h->transport, h->rl);
     if ((rv = raft_uv_init(&h->io, h->loop, h->cfg.dir, &h->transport)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft storage in %s: %s", h->cfg.dir,
                  raft_strerror(rv));
@@ -975,9 +1028,18 @@ static int start_raft(raft_host *h, int mode)
     }
     if (h->cfg.segment_bytes > 0)
         raft_uv_set_segment_size(&h->io, h->cfg.segment_bytes);
-    raft_io_guard_init(&h->guard, &h->io);
     /* What the other members' frame check takes in one AppendEntries. */
     raft_frame_limits lim = frame_limits(&h->cfg);
+    if (h->cfg.net != NULL) {
+        if (raft_io_net_init(&h->netio, &h->io, h->cfg.net, h->rl, h->cfg.net_group, h->peers,
+                             h->cfg.npeers, &lim) != 0) {
+            snprintf(h->loop_err, sizeof(h->loop_err), "too many peers");
+            return setup_failed(h, true, true);
+        }
+        raft_io_guard_init(&h->guard, &h->netio.io);
+    } else {
+        raft_io_guard_init(&h->guard, &h->io);
+    }
     h->guard.max_append_bytes = raft_frame_limits_or_default(&lim).max_payload_bytes;
     if ((rv = raft_init(&h->raft, &h->guard.io, h->cfg.fsm, h->me.raft_id, me->raft)) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft: %s", raft_errmsg(&h->raft));
@@ -1030,8 +1092,10 @@ static int start_raft(raft_host *h, int mode)
      * its one entry at once (a member still deciding takes it for one of a
      * new group, not for a group to join: raft_identity.h). */
     raft_index last = raft_last_index(&h->raft);
-    raft_transport_set_last_index(&h->transport, last);
-    raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    if (h->cfg.net == NULL) {
+        raft_transport_set_last_index(&h->transport, last);
+        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
+    }
     set_membership(h, membership_of(h));
     return 0;
 }
@@ -1082,8 +1146,11 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (cfg->npeers > RAFT_PEERS_MAX) {
-        snprintf(err, errlen, "more than %d members", RAFT_PEERS_MAX);
+    if (cfg->npeers > RAFT_PEERS_MAX || (cfg->loop != NULL && raft_loop_on_thread(cfg->loop))) {
+        /* from its loop's thread the start would wait for itself */
+        snprintf(err, errlen, cfg->npeers > RAFT_PEERS_MAX ? "more than %d members"
+                                                           : "started from its loop's thread",
+                 RAFT_PEERS_MAX);
         free(h);
         return -1;
     }
@@ -1153,11 +1220,28 @@ void raft_host_stop(raft_host *h)
 {
     if (h == NULL)
         return;
+    if (h->posted && raft_loop_on_thread(h->rl)) { /* it would wait for itself */
+        log_error("%s raft: a member stopped from its loop's thread", h->cfg.kind);
+        abort();
+    }
     if (h->posted) {
         /* The proposer first: the loop's last step, which sees the host
          * stopping, then sees it too and fails the queue (nothing can be
          * queued after it). A setup that failed closed itself. */
         rp_stop(h->prop);
+        /* The decider and the prober first: they see quit within a probe
+         * (seconds, through TLS) and end; joined here, not on the loop,
+         * which other groups may share, and before the loop, told to stop
+         * next, frees the transport they probe through. */
+        pthread_mutex_lock(&h->mu);
+        h->quit = true;
+        bool decider = h->decider_running, prober = h->prober_started;
+        h->decider_running = h->prober_started = false;
+        pthread_mutex_unlock(&h->mu);
+        if (decider)
+            pthread_join(h->decider, NULL);
+        if (prober)
+            pthread_join(h->prober, NULL);
         pthread_mutex_lock(&h->mu);
         h->stopping = true;
         bool ready = h->loop_ready;
@@ -1336,6 +1420,10 @@ raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member
 {
     uint64_t deadline = time_mono_ms() + wait_ms;
     raft_host_result res = RAFT_HOST_TIMEOUT;
+    if (h->cfg.net != NULL) {
+        snprintf(err, errlen, "membership changes do not run over the node network yet");
+        return RAFT_HOST_REFUSED;
+    }
     pthread_mutex_lock(&h->admin_mu);
     pthread_mutex_lock(&h->mu);
     /* One asked before may still be running (its caller gave up). */

@@ -48,6 +48,13 @@ typedef struct {
     struct raft_fsm *fsm;            /* the replicated state machine */
     struct raft_loop *loop;          /* the loop to run on (not owned; it outlives the
                                       * member); NULL: a loop of its own */
+    struct raft_net *net;            /* the node's network (raft_net.h; not owned, outlives
+                                      * the member, loop required): messages go through it
+                                      * and the member has no listener of its own; no
+                                      * joining, probes or membership changes over it yet.
+                                      * NULL: its own transport (raft_transport.h) */
+    uint64_t net_group;              /* with net: the group's id there, the same on every
+                                      * member and one group's on a node (a region's id) */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */

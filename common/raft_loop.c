@@ -70,8 +70,10 @@ static void on_post(uv_async_t *a)
         uv_async_send(&l->post);
         return;
     }
-    if (l->nticks > 0)
-        log_warn("raft loop: stopped with %zu groups still ticking", l->nticks);
+    if (l->nticks > 0) { /* a group would tick on a loop that is gone */
+        log_error("raft loop: stopped with %zu groups still on it", l->nticks);
+        abort();
+    }
     l->closed = true;
     uv_close((uv_handle_t *)&l->post, on_closed);
     uv_close((uv_handle_t *)&l->tick, on_closed);
@@ -116,23 +118,21 @@ int raft_loop_start(raft_loop **out, char *err, size_t errlen)
     }
     l->post.data = l;
     l->tick.data = l;
-    if (uv_async_init(&l->loop, &l->post, on_post) != 0 || uv_timer_init(&l->loop, &l->tick) != 0) {
-        snprintf(err, errlen, "cannot set up the event loop");
-        if (uv_is_active((uv_handle_t *)&l->post))
+    bool async_ok = uv_async_init(&l->loop, &l->post, on_post) == 0;
+    bool timer_ok = async_ok && uv_timer_init(&l->loop, &l->tick) == 0;
+    bool mutex_ok = timer_ok && pthread_mutex_init(&l->mu, NULL) == 0;
+    if (!mutex_ok || pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        snprintf(err, errlen, "cannot set up the event loop or its thread");
+        if (async_ok)
             uv_close((uv_handle_t *)&l->post, on_closed);
-        uv_run(&l->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&l->loop);
-        free(l);
-        return -1;
-    }
-    pthread_mutex_init(&l->mu, NULL);
-    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
-        snprintf(err, errlen, "cannot start a loop thread");
-        uv_close((uv_handle_t *)&l->post, on_closed);
-        uv_close((uv_handle_t *)&l->tick, on_closed);
-        uv_run(&l->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&l->loop);
-        pthread_mutex_destroy(&l->mu);
+        if (timer_ok)
+            uv_close((uv_handle_t *)&l->tick, on_closed);
+        /* runs the close callbacks; what it and uv_loop_close answer
+         * changes nothing here: the loop is dropped either way */
+        (void)uv_run(&l->loop, UV_RUN_DEFAULT);
+        (void)uv_loop_close(&l->loop);
+        if (mutex_ok)
+            pthread_mutex_destroy(&l->mu);
         free(l);
         return -1;
     }
@@ -144,6 +144,10 @@ void raft_loop_stop(raft_loop *l)
 {
     if (l == NULL)
         return;
+    if (raft_loop_on_thread(l)) { /* it would join itself */
+        log_error("raft loop: stopped from its own thread");
+        abort();
+    }
     pthread_mutex_lock(&l->mu);
     l->stopping = true;
     pthread_mutex_unlock(&l->mu);
@@ -168,13 +172,20 @@ int raft_loop_post(raft_loop *l, raft_loop_fn fn, void *arg)
         return -1;
     *j = (job){fn, arg, NULL};
     pthread_mutex_lock(&l->mu);
+    if (l->stopping) { /* its handles may be closing: nothing more runs */
+        pthread_mutex_unlock(&l->mu);
+        free(j);
+        return -1;
+    }
     if (l->tail != NULL)
         l->tail->next = j;
     else
         l->head = j;
     l->tail = j;
     pthread_mutex_unlock(&l->mu);
-    uv_async_send(&l->post);
+    /* libuv's uv_async_send only fails on a handle that is not an async
+     * one: never here. */
+    (void)uv_async_send(&l->post);
     return 0;
 }
 

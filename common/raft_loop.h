@@ -5,11 +5,15 @@
  * work. A member of a group (raft_host.h) is set up and closed on the
  * loop's thread, because libuv's handles may only be made and closed
  * there; a process with one group gives it a loop of its own, a process
- * with many puts them on a few loops (one a core is enough: libraft does
- * its blocking disk work on libuv's thread pool, not on the loop).
+ * with many puts them on a few loops (one a core).
  *
  * libraft keeps no state between its instances (but rand(), which glibc
- * locks), so many `struct raft` may run on one loop.
+ * locks), so many `struct raft` may run on one loop. What a group costs
+ * the others on its loop: libraft 0.15 writes its log's appends on libuv's
+ * thread pool, but on the loop thread it loads the log at start, writes a
+ * bootstrap, and syncs its metadata file (fdatasync) for every new term
+ * and vote: one group's election holds its loop's other groups for a disk
+ * sync (DESIGN §6.5; a shared per-node log, step 4, takes it off the loop).
  */
 #ifndef PC_RAFT_LOOP_H
 #define PC_RAFT_LOOP_H
@@ -27,16 +31,17 @@ typedef void (*raft_loop_fn)(void *arg);
 /* Start a loop and its thread. 0, or -1 with a reason in err. */
 int raft_loop_start(raft_loop **out, char *err, size_t errlen);
 
-/* Stop the loop and join its thread (not from the loop's thread). Every
- * group on it must have stopped first: what is posted meanwhile still
- * runs, then the loop ends. */
+/* Stop the loop and join its thread (not from the loop's thread: it
+ * aborts). Every group on it must have stopped first (a tick still
+ * registered aborts too): what was posted before still runs, then the
+ * loop ends. */
 void raft_loop_stop(raft_loop *l);
 
 /* The libuv loop (its handles: the loop's thread only). */
 struct uv_loop_s *raft_loop_uv(raft_loop *l);
 
 /* Run fn(arg) on the loop's thread soon, in the order posted (any
- * thread). 0, or -1: out of memory. */
+ * thread). 0, or -1: out of memory, or the loop is stopping. */
 int raft_loop_post(raft_loop *l, raft_loop_fn fn, void *arg);
 
 /* Whether the caller runs on the loop's thread. */

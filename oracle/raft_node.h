@@ -48,6 +48,8 @@ typedef struct {
     struct raft_loop *loop;          /* a loop shared with other groups (raft_loop.h; not
                                       * owned); NULL: one of its own */
     size_t segment_bytes;            /* raft_host_config's; 0: libraft's default */
+    struct raft_net *net;            /* raft_host_config's: the node's network, or NULL */
+    uint64_t net_group;
 } raft_node_config;
 
 typedef struct raft_node raft_node;

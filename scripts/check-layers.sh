@@ -10,9 +10,10 @@
 #  3. cli/ (the command-line client) calls nothing of engine/, service/ or
 #     oracle/: it speaks only HTTP;
 #  4. only the Raft layer calls libraft: the host, its io guard and
-#     transport, the one proposer (common/raft_host.c, raft_io_guard.c,
-#     raft_transport.c, raft_proposer.c) and the two replicated state
-#     machines (service/raft_group.c, oracle/raft_fsm.c);
+#     transport, the node network's io and the message codec, the one
+#     proposer (common/raft_host.c, raft_io_guard.c, raft_transport.c,
+#     raft_io_net.c, raft_codec.c, raft_proposer.c) and the two replicated
+#     state machines (service/raft_group.c, oracle/raft_fsm.c);
 #  5. no route of the service (service/routes_*.c) calls the replicator
 #     (raft_group_*, replicator_local_*): it goes through replica.c like
 #     every other caller; and the replicator's calls (replicator.h, made
@@ -97,7 +98,7 @@ else
   for o in "$B"/common/*.o "$B"/service/*.o "$B"/oracle/*.o; do
     case "$o" in
       */common/raft_host.o|*/common/raft_io_guard.o|*/common/raft_transport.o) continue ;;
-      */common/raft_proposer.o) continue ;;
+      */common/raft_proposer.o|*/common/raft_io_net.o|*/common/raft_codec.o) continue ;;
       */service/raft_group.o|*/oracle/raft_fsm.o) continue ;;
     esac
     n=$((n + 1))

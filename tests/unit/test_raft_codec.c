@@ -21,16 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
 #include "raft_codec.h"
 #include "raft_wire.h"
-
-static uint64_t word(const uint8_t *b, size_t at)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[at + (size_t)i];
-    return v;
-}
 
 static void encode(const struct raft_message *m, uint8_t **out, size_t *len)
 {
@@ -113,11 +106,11 @@ static void test_results_lie_where_libraft_reads_them(void **state)
     /* [type 4][H 24][term][granted][flags: 1 pre-vote] */
     encode(&m, &b, &len);
     assert_int_equal(len, 16 + 24);
-    assert_int_equal(word(b, 0), 4);
-    assert_int_equal(word(b, 8), 24);
-    assert_int_equal(word(b, 16), 5);
-    assert_int_equal(word(b, 24), 1);
-    assert_int_equal(word(b, 32), 1);
+    assert_int_equal(le_get64(b + 0), 4);
+    assert_int_equal(le_get64(b + 8), 24);
+    assert_int_equal(le_get64(b + 16), 5);
+    assert_int_equal(le_get64(b + 24), 1);
+    assert_int_equal(le_get64(b + 32), 1);
     decode(b, len, &d);
     assert_int_equal(d.request_vote_result.term, 5);
     assert_true(d.request_vote_result.vote_granted);
@@ -126,8 +119,8 @@ static void test_results_lie_where_libraft_reads_them(void **state)
     m.request_vote_result.pre_vote = raft_tribool_false;
     m.request_vote_result.vote_granted = false;
     encode(&m, &b, &len);
-    assert_int_equal(word(b, 24), 0);
-    assert_int_equal(word(b, 32), 0);
+    assert_int_equal(le_get64(b + 24), 0);
+    assert_int_equal(le_get64(b + 32), 0);
     decode(b, len, &d);
     assert_false(d.request_vote_result.vote_granted);
     assert_int_equal(d.request_vote_result.pre_vote, raft_tribool_false);
@@ -143,11 +136,11 @@ static void test_results_lie_where_libraft_reads_them(void **state)
                                                         .last_log_index = 11}};
     encode(&m, &b, &len);
     assert_int_equal(len, 16 + 24);
-    assert_int_equal(word(b, 0), 2);
-    assert_int_equal(word(b, 8), 24);
-    assert_int_equal(word(b, 16), 3);
-    assert_int_equal(word(b, 24), 12);
-    assert_int_equal(word(b, 32), 11);
+    assert_int_equal(le_get64(b + 0), 2);
+    assert_int_equal(le_get64(b + 8), 24);
+    assert_int_equal(le_get64(b + 16), 3);
+    assert_int_equal(le_get64(b + 24), 12);
+    assert_int_equal(le_get64(b + 32), 11);
     decode(b, len, &d);
     assert_int_equal(d.append_entries_result.term, 3);
     assert_int_equal(d.append_entries_result.rejected, 12);

@@ -1,0 +1,413 @@
+/*
+ * raft_io_net.c — see raft_io_net.h.
+ */
+#include "raft_io_net.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft_codec.h"
+#include "raft_identity.h"
+
+#define DEFAULT_MAX_INBOUND ((uint64_t)64 << 20)
+
+static raft_io_net *net_of(struct raft_io *inner)
+{
+    return inner->data;
+}
+
+/* ---- jobs on the loop ---- */
+
+typedef struct {
+    raft_io_net *n;
+    struct raft_io_send *req;   /* a send's answer */
+    raft_io_send_cb cb;
+    int status;
+    struct raft_message msg;    /* or a message received */
+    size_t bytes;
+} job;
+
+/* Everything posted ran and libraft's I/O closed: the close is answered. */
+static void maybe_closed(raft_io_net *n)
+{
+    if (n->closing && n->inner_closed && atomic_load(&n->pending) == 0 && n->closed != NULL) {
+        raft_io_close_cb cb = n->closed;
+        n->closed = NULL;
+        cb(&n->io);
+    }
+}
+
+static void run_job(void *arg)
+{
+    job *j = arg;
+    raft_io_net *n = j->n;
+    if (j->cb != NULL) {
+        j->cb(j->req, n->closing ? RAFT_CANCELED : j->status);
+    } else {
+        atomic_fetch_sub(&n->inbound_bytes, j->bytes);
+        if (n->closing || n->recv == NULL)
+            raft_codec_free(&j->msg);
+        else
+            n->recv(&n->io, &j->msg); /* libraft owns what the message holds */
+    }
+    free(j);
+    atomic_fetch_sub(&n->pending, 1);
+    maybe_closed(n);
+}
+
+static int post(raft_io_net *n, job *j)
+{
+    atomic_fetch_add(&n->pending, 1);
+    if (raft_loop_post(n->loop, run_job, j) != 0) {
+        atomic_fetch_sub(&n->pending, 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- receiving (a reader thread of the net) ---- */
+
+/* A configuration every server of which is one of the group's peers at
+ * its address, no member twice, with a voter: else it is forged. */
+static bool conf_is_ours(const raft_io_net *n, const uint8_t *conf, size_t len)
+{
+    raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
+    const char *why;
+    size_t k = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
+    bool voter = false;
+    if (k == 0 || k > n->npeers)
+        return false;
+    for (size_t i = 0; i < k; i++) {
+        raft_peer p;
+        unsigned member = raft_member_of(sv[i].id);
+        const raft_peer *mine = NULL;
+        for (size_t q = 0; q < n->npeers; q++)
+            if (n->peers[q].id == member)
+                mine = &n->peers[q];
+        if (mine == NULL || raft_peers_from_conf_address(sv[i].address, &p, &why) != 0 ||
+            strcmp(p.raft, mine->raft) != 0)
+            return false;
+        for (size_t q = 0; q < i; q++)
+            if (raft_member_of(sv[q].id) == member)
+                return false;
+        voter = voter || sv[i].role == RAFT_VOTER;
+    }
+    return voter;
+}
+
+/* The configurations a decoded message carries are the group's (an
+ * image's read from raw, the bytes it was decoded from). */
+static bool confs_ours(const raft_io_net *n, const struct raft_message *m, const uint8_t *raw)
+{
+    if (m->type == RAFT_IO_APPEND_ENTRIES) {
+        const struct raft_append_entries *a = &m->append_entries;
+        for (unsigned i = 0; i < a->n_entries; i++) {
+            const char *why;
+            const struct raft_entry *e = &a->entries[i];
+            if (e->type == RAFT_CHANGE &&
+                (raft_frame_configuration(e->buf.base, e->buf.len, &why) != RAFT_FRAME_OK ||
+                 !conf_is_ours(n, e->buf.base, e->buf.len)))
+                return false;
+        }
+    }
+    if (m->type == RAFT_IO_INSTALL_SNAPSHOT) { /* after the preamble: 4 words, C, conf */
+        const uint8_t *h = raw + RAFT_FRAME_PREAMBLE;
+        uint64_t clen = 0;
+        for (int i = 7; i >= 0; i--)
+            clen = clen << 8 | h[32 + i];
+        return conf_is_ours(n, h + 40, (size_t)clen);
+    }
+    return true;
+}
+
+static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node, uint8_t *msg,
+                    size_t len)
+{
+    raft_io_net *n = arg;
+    const raft_peer *sender = NULL;
+    for (size_t q = 0; q < n->npeers; q++)
+        if (n->peers[q].id == raft_member_of(from))
+            sender = &n->peers[q];
+    job *j = NULL;
+    const char *why;
+    /* For this incarnation of this member, from a peer at the node it
+     * came from, not from itself; then the frame check, then room. */
+    bool ok = to == n->self && sender != NULL && raft_member_of(from) != raft_member_of(n->self) &&
+              strcmp(sender->raft, from_node) == 0 &&
+              atomic_load(&n->inbound_bytes) + len <= n->max_inbound_bytes &&
+              (j = calloc(1, sizeof *j)) != NULL &&
+              raft_codec_decode(msg, len, &n->lim, &j->msg, &why) == 0;
+    if (ok && !confs_ours(n, &j->msg, msg)) {
+        raft_codec_free(&j->msg);
+        ok = false;
+    }
+    free(msg);
+    if (!ok) {
+        free(j);
+        atomic_fetch_add(&n->dropped, 1);
+        return;
+    }
+    j->n = n;
+    j->msg.server_id = from;
+    j->msg.server_address = sender->raft; /* the peers outlive the member */
+    j->bytes = len;
+    atomic_fetch_add(&n->inbound_bytes, len);
+    if (post(n, j) != 0) {
+        atomic_fetch_sub(&n->inbound_bytes, len);
+        raft_codec_free(&j->msg);
+        free(j);
+        atomic_fetch_add(&n->dropped, 1);
+    }
+}
+
+/* ---- the raft_io methods ---- */
+
+static int n_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                  raft_io_send_cb cb)
+{
+    raft_io_net *n = io->impl;
+    uint8_t *buf;
+    size_t len;
+    const char *why;
+    job *j = calloc(1, sizeof *j);
+    if (j == NULL)
+        return RAFT_NOMEM;
+    j->n = n;
+    j->req = req;
+    j->cb = cb;
+    if (m->server_address == NULL || raft_codec_encode(m, &buf, &len, &why) != 0)
+        j->status = RAFT_NOCONNECTION; /* a message that could not go: lost */
+    else if (raft_net_send(n->net, n->group, n->self, m->server_id, m->server_address, buf,
+                           len) != 0)
+        j->status = RAFT_NOCONNECTION;
+    if (post(n, j) != 0) {
+        free(j);
+        return RAFT_NOMEM;
+    }
+    return 0;
+}
+
+/* libraft's I/O ticks with itself; the guard above looks itself up in
+ * the io it is called with: ours. */
+static void on_inner_tick(struct raft_io *inner)
+{
+    raft_io_net *n = net_of(inner);
+    n->tick(&n->io);
+}
+
+static void on_inner_recv(struct raft_io *inner, struct raft_message *m)
+{
+    (void)inner; /* the null transport accepts nothing: never called */
+    raft_codec_free(m);
+}
+
+static int n_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv)
+{
+    raft_io_net *n = io->impl;
+    n->recv = recv;
+    n->tick = tick;
+    int rv = n->inner->start(n->inner, msecs, on_inner_tick, on_inner_recv);
+    if (rv != 0)
+        return rv;
+    if (raft_net_join(n->net, n->group, deliver, n) != 0)
+        return RAFT_NOCONNECTION;
+    n->joined = true;
+    return 0;
+}
+
+static void on_inner_closed(struct raft_io *inner)
+{
+    raft_io_net *n = net_of(inner);
+    n->inner_closed = true;
+    maybe_closed(n);
+}
+
+static void n_close(struct raft_io *io, raft_io_close_cb cb)
+{
+    raft_io_net *n = io->impl;
+    n->closed = cb;
+    n->closing = true;
+    if (n->joined) /* no delivery runs or starts after this */
+        raft_net_leave(n->net, n->group);
+    n->joined = false;
+    n->inner->close(n->inner, on_inner_closed);
+}
+
+static int n_init(struct raft_io *io, raft_id id, const char *address)
+{
+    raft_io_net *n = io->impl;
+    n->self = id;
+    return n->inner->init(n->inner, id, address);
+}
+
+static int n_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                  struct raft_snapshot **snapshot, raft_index *start_index,
+                  struct raft_entry *entries[], size_t *n_entries)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->load(n->inner, term, voted_for, snapshot, start_index, entries, n_entries);
+}
+
+static int n_bootstrap(struct raft_io *io, const struct raft_configuration *conf)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->bootstrap(n->inner, conf);
+}
+
+static int n_recover(struct raft_io *io, const struct raft_configuration *conf)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->recover(n->inner, conf);
+}
+
+static int n_set_term(struct raft_io *io, raft_term term)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->set_term(n->inner, term);
+}
+
+static int n_set_vote(struct raft_io *io, raft_id server_id)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->set_vote(n->inner, server_id);
+}
+
+static int n_append(struct raft_io *io, struct raft_io_append *req,
+                    const struct raft_entry entries[], unsigned k, raft_io_append_cb cb)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->append(n->inner, req, entries, k, cb);
+}
+
+static int n_truncate(struct raft_io *io, raft_index index)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->truncate(n->inner, index);
+}
+
+static int n_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
+                          const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->snapshot_put(n->inner, trailing, req, snapshot, cb);
+}
+
+static int n_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
+                          raft_io_snapshot_get_cb cb)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->snapshot_get(n->inner, req, cb);
+}
+
+static raft_time n_time(struct raft_io *io)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->time(n->inner);
+}
+
+static int n_random(struct raft_io *io, int min, int max)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->random(n->inner, min, max);
+}
+
+static int n_async_work(struct raft_io *io, struct raft_io_async_work *req,
+                        raft_io_async_work_cb cb)
+{
+    raft_io_net *n = io->impl;
+    return n->inner->async_work(n->inner, req, cb);
+}
+
+int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_loop *loop,
+                     uint64_t group, const raft_peer *peers, size_t npeers,
+                     const raft_frame_limits *lim)
+{
+    if (npeers > RAFT_PEERS_MAX)
+        return -1;
+    memset(n, 0, sizeof *n);
+    n->inner = inner;
+    inner->data = n;
+    n->net = net;
+    n->loop = loop;
+    n->group = group;
+    n->lim = raft_frame_limits_or_default(lim);
+    memcpy(n->peers, peers, npeers * sizeof *peers);
+    n->npeers = npeers;
+    n->max_inbound_bytes = DEFAULT_MAX_INBOUND;
+    if (n->max_inbound_bytes < n->lim.max_payload_bytes + raft_frame_max_header(&n->lim))
+        n->max_inbound_bytes = n->lim.max_payload_bytes + raft_frame_max_header(&n->lim);
+    n->io.version = inner->version;
+    n->io.impl = n;
+    n->io.init = n_init;
+    n->io.close = n_close;
+    n->io.load = n_load;
+    n->io.start = n_start;
+    n->io.bootstrap = n_bootstrap;
+    n->io.recover = n_recover;
+    n->io.set_term = n_set_term;
+    n->io.set_vote = n_set_vote;
+    n->io.send = n_send;
+    n->io.append = n_append;
+    n->io.truncate = n_truncate;
+    n->io.snapshot_put = n_snapshot_put;
+    n->io.snapshot_get = n_snapshot_get;
+    n->io.time = n_time;
+    n->io.random = n_random;
+    n->io.async_work = inner->async_work != NULL ? n_async_work : NULL;
+    return 0;
+}
+
+/* ---- the transport libraft's I/O is given ---- */
+
+typedef struct {
+    struct raft_uv_transport *t;
+    raft_uv_transport_close_cb cb;
+} null_close;
+
+static int t_init(struct raft_uv_transport *t, raft_id id, const char *address)
+{
+    (void)t, (void)id, (void)address;
+    return 0;
+}
+
+static int t_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
+{
+    (void)t, (void)cb;
+    return 0;
+}
+
+static int t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, raft_id id,
+                     const char *address, raft_uv_connect_cb cb)
+{
+    (void)t, (void)req, (void)id, (void)address, (void)cb;
+    return RAFT_NOCONNECTION;
+}
+
+static void closed_later(void *arg)
+{
+    null_close *c = arg;
+    c->cb(c->t);
+    free(c);
+}
+
+static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+{
+    null_close *c = malloc(sizeof *c);
+    if (c != NULL) {
+        *c = (null_close){t, cb};
+        if (raft_loop_post(t->impl, closed_later, c) == 0)
+            return;
+        free(c);
+    }
+    cb(t); /* out of memory: answer now */
+}
+
+void raft_io_net_null_transport(struct raft_uv_transport *t, raft_loop *loop)
+{
+    memset(t, 0, sizeof *t);
+    t->impl = loop;
+    t->init = t_init;
+    t->listen = t_listen;
+    t->connect = t_connect;
+    t->close = t_close;
+}
