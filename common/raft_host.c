@@ -943,9 +943,12 @@ static void *decider_main(void *arg)
 
 /* Set up over the node's network (raft_net.h), which has no probes yet:
  * a member with an empty data dir bootstraps its group if it is one of
- * its initial members, and one that is not, or whose libraft state is
- * gone, cannot start (DESIGN §6.5: the hellos and probes of §7.3 move to
- * the node's network next). */
+ * its initial members and the group is being made now (net_new_group);
+ * any other, and one whose libraft state is gone, cannot start. An empty
+ * dir is what a member that lost its disk has too: bootstrapping it
+ * would let it vote without the entries it acknowledged (DESIGN §7.3;
+ * the hellos and probes that tell the two apart move to the node's
+ * network next, §6.5). */
 static int net_setup(raft_host *h)
 {
     int known = known_identity(h);
@@ -957,6 +960,12 @@ static int net_setup(raft_host *h)
     if (known == 2 || self->later) {
         snprintf(h->loop_err, sizeof(h->loop_err), "over the node network a member can only "
                  "start from its data or bootstrap as an initial member (no joining yet)");
+        return setup_failed(h, false, false);
+    }
+    if (!h->cfg.net_new_group) {
+        snprintf(h->loop_err, sizeof(h->loop_err), "the data dir %s holds no raft state, and "
+                 "the group is not being made now: a member that lost its data cannot come "
+                 "back over the node network yet (no probes; DESIGN §6.5)", h->cfg.dir);
         return setup_failed(h, false, false);
     }
     h->me = (raft_member_identity){raft_member_cluster_id(h->cfg.kind, h->peers, h->cfg.npeers),

@@ -55,6 +55,11 @@ typedef struct {
                                       * NULL: its own transport (raft_transport.h) */
     uint64_t net_group;              /* with net: the group's id there, the same on every
                                       * member and one group's on a node (a region's id) */
+    bool net_new_group;              /* with net: the group is being made now, so an initial
+                                      * member with an empty data dir bootstraps it. Else an
+                                      * empty dir refuses to start: with no probes over the
+                                      * net yet, nothing tells a new group from a member that
+                                      * lost its disk (DESIGN §6.5, §7.3) */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */

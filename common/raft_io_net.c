@@ -3,6 +3,7 @@
  */
 #include "raft_io_net.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ static void run_job(void *arg)
         j->cb(j->req, n->closing ? RAFT_CANCELED : j->status);
     } else {
         atomic_fetch_sub(&n->inbound_bytes, j->bytes);
+        raft_net_release(n->net, j->bytes);
         if (n->closing || n->recv == NULL)
             raft_codec_free(&j->msg);
         else
@@ -120,47 +122,64 @@ static bool confs_ours(const raft_io_net *n, const struct raft_message *m, const
     return true;
 }
 
+/* The group's member with raft id id's member number, or NULL. */
+static const raft_peer *peer_of(const raft_io_net *n, uint64_t id)
+{
+    for (size_t q = 0; q < n->npeers; q++)
+        if (n->peers[q].id == raft_member_of(id))
+            return &n->peers[q];
+    return NULL;
+}
+
 static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node, uint8_t *msg,
                     size_t len)
 {
     raft_io_net *n = arg;
-    const raft_peer *sender = NULL;
-    for (size_t q = 0; q < n->npeers; q++)
-        if (n->peers[q].id == raft_member_of(from))
-            sender = &n->peers[q];
+    const raft_peer *sender = peer_of(n, from);
     job *j = NULL;
     const char *why;
     /* For this incarnation of this member, from a peer at the node it
-     * came from, not from itself; then the frame check, then room. */
+     * came from, not from itself; then room (this member's share, then
+     * the node's: each takes one message when empty), then the frame
+     * check and the configurations. */
     bool ok = to == n->self && sender != NULL && raft_member_of(from) != raft_member_of(n->self) &&
-              strcmp(sender->raft, from_node) == 0 &&
-              atomic_load(&n->inbound_bytes) + len <= n->max_inbound_bytes &&
-              (j = calloc(1, sizeof *j)) != NULL &&
-              raft_codec_decode(msg, len, &n->lim, &j->msg, &why) == 0;
+              strcmp(sender->raft, from_node) == 0;
+    bool mine = ok && raft_net_budget_take(&n->inbound_bytes, n->max_inbound_bytes, len);
+    bool node = mine && raft_net_hold(n->net, len);
+    ok = node && (j = calloc(1, sizeof *j)) != NULL &&
+         raft_codec_decode(msg, len, &n->lim, &j->msg, &why) == 0;
     if (ok && !confs_ours(n, &j->msg, msg)) {
         raft_codec_free(&j->msg);
         ok = false;
     }
     free(msg);
-    if (!ok) {
-        free(j);
-        atomic_fetch_add(&n->dropped, 1);
-        return;
-    }
-    j->n = n;
-    j->msg.server_id = from;
-    j->msg.server_address = sender->raft; /* the peers outlive the member */
-    j->bytes = len;
-    atomic_fetch_add(&n->inbound_bytes, len);
-    if (post(n, j) != 0) {
-        atomic_fetch_sub(&n->inbound_bytes, len);
+    if (ok) {
+        j->n = n;
+        j->msg.server_id = from;
+        j->msg.server_address = sender->raft; /* the peers outlive the member */
+        j->bytes = len;
+        if (post(n, j) == 0)
+            return;
         raft_codec_free(&j->msg);
-        free(j);
-        atomic_fetch_add(&n->dropped, 1);
     }
+    free(j);
+    if (node)
+        raft_net_release(n->net, len);
+    if (mine)
+        atomic_fetch_sub(&n->inbound_bytes, len);
+    atomic_fetch_add(&n->dropped, 1);
 }
 
 /* ---- the raft_io methods ---- */
+
+/* rv from libraft's I/O, its message copied up to where libraft reads
+ * it (the guard's io, then ours). */
+static int passed(raft_io_net *n, int rv)
+{
+    if (rv != 0)
+        snprintf(n->io.errmsg, sizeof n->io.errmsg, "%s", n->inner->errmsg);
+    return rv;
+}
 
 static int n_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
                   raft_io_send_cb cb)
@@ -175,10 +194,13 @@ static int n_send(struct raft_io *io, struct raft_io_send *req, const struct raf
     j->n = n;
     j->req = req;
     j->cb = cb;
-    if (m->server_address == NULL || raft_codec_encode(m, &buf, &len, &why) != 0)
+    /* To the node the group's peers put the member at: over the net every
+     * member is at its --raft-peers address (confs_ours), whatever else a
+     * configuration's address carries (a URL, raft_peers.h). */
+    const raft_peer *to = peer_of(n, m->server_id);
+    if (to == NULL || raft_codec_encode(m, &buf, &len, &why) != 0)
         j->status = RAFT_NOCONNECTION; /* a message that could not go: lost */
-    else if (raft_net_send(n->net, n->group, n->self, m->server_id, m->server_address, buf,
-                           len) != 0)
+    else if (raft_net_send(n->net, n->group, n->self, m->server_id, to->raft, buf, len) != 0)
         j->status = RAFT_NOCONNECTION;
     if (post(n, j) != 0) {
         free(j);
@@ -206,11 +228,17 @@ static int n_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raf
     raft_io_net *n = io->impl;
     n->recv = recv;
     n->tick = tick;
-    int rv = n->inner->start(n->inner, msecs, on_inner_tick, on_inner_recv);
+    int rv = passed(n, n->inner->start(n->inner, msecs, on_inner_tick, on_inner_recv));
     if (rv != 0)
         return rv;
-    if (raft_net_join(n->net, n->group, deliver, n) != 0)
+    const char *nodes[RAFT_PEERS_MAX];
+    for (size_t q = 0; q < n->npeers; q++)
+        nodes[q] = n->peers[q].raft;
+    if (raft_net_join(n->net, n->group, nodes, n->npeers, deliver, n) != 0) {
+        snprintf(n->io.errmsg, sizeof n->io.errmsg, "group %llu is on this node already",
+                 (unsigned long long)n->group);
         return RAFT_NOCONNECTION;
+    }
     n->joined = true;
     return 0;
 }
@@ -237,7 +265,7 @@ static int n_init(struct raft_io *io, raft_id id, const char *address)
 {
     raft_io_net *n = io->impl;
     n->self = id;
-    return n->inner->init(n->inner, id, address);
+    return passed(n, n->inner->init(n->inner, id, address));
 }
 
 static int n_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
@@ -245,58 +273,58 @@ static int n_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
                   struct raft_entry *entries[], size_t *n_entries)
 {
     raft_io_net *n = io->impl;
-    return n->inner->load(n->inner, term, voted_for, snapshot, start_index, entries, n_entries);
+    return passed(n, n->inner->load(n->inner, term, voted_for, snapshot, start_index, entries, n_entries));
 }
 
 static int n_bootstrap(struct raft_io *io, const struct raft_configuration *conf)
 {
     raft_io_net *n = io->impl;
-    return n->inner->bootstrap(n->inner, conf);
+    return passed(n, n->inner->bootstrap(n->inner, conf));
 }
 
 static int n_recover(struct raft_io *io, const struct raft_configuration *conf)
 {
     raft_io_net *n = io->impl;
-    return n->inner->recover(n->inner, conf);
+    return passed(n, n->inner->recover(n->inner, conf));
 }
 
 static int n_set_term(struct raft_io *io, raft_term term)
 {
     raft_io_net *n = io->impl;
-    return n->inner->set_term(n->inner, term);
+    return passed(n, n->inner->set_term(n->inner, term));
 }
 
 static int n_set_vote(struct raft_io *io, raft_id server_id)
 {
     raft_io_net *n = io->impl;
-    return n->inner->set_vote(n->inner, server_id);
+    return passed(n, n->inner->set_vote(n->inner, server_id));
 }
 
 static int n_append(struct raft_io *io, struct raft_io_append *req,
                     const struct raft_entry entries[], unsigned k, raft_io_append_cb cb)
 {
     raft_io_net *n = io->impl;
-    return n->inner->append(n->inner, req, entries, k, cb);
+    return passed(n, n->inner->append(n->inner, req, entries, k, cb));
 }
 
 static int n_truncate(struct raft_io *io, raft_index index)
 {
     raft_io_net *n = io->impl;
-    return n->inner->truncate(n->inner, index);
+    return passed(n, n->inner->truncate(n->inner, index));
 }
 
 static int n_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
                           const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
 {
     raft_io_net *n = io->impl;
-    return n->inner->snapshot_put(n->inner, trailing, req, snapshot, cb);
+    return passed(n, n->inner->snapshot_put(n->inner, trailing, req, snapshot, cb));
 }
 
 static int n_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
                           raft_io_snapshot_get_cb cb)
 {
     raft_io_net *n = io->impl;
-    return n->inner->snapshot_get(n->inner, req, cb);
+    return passed(n, n->inner->snapshot_get(n->inner, req, cb));
 }
 
 static raft_time n_time(struct raft_io *io)
@@ -315,7 +343,7 @@ static int n_async_work(struct raft_io *io, struct raft_io_async_work *req,
                         raft_io_async_work_cb cb)
 {
     raft_io_net *n = io->impl;
-    return n->inner->async_work(n->inner, req, cb);
+    return passed(n, n->inner->async_work(n->inner, req, cb));
 }
 
 int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_loop *loop,
@@ -333,9 +361,10 @@ int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_
     n->lim = raft_frame_limits_or_default(lim);
     memcpy(n->peers, peers, npeers * sizeof *peers);
     n->npeers = npeers;
-    n->max_inbound_bytes = DEFAULT_MAX_INBOUND;
-    if (n->max_inbound_bytes < n->lim.max_payload_bytes + raft_frame_max_header(&n->lim))
-        n->max_inbound_bytes = n->lim.max_payload_bytes + raft_frame_max_header(&n->lim);
+    /* an image travels as one record for now (DESIGN §6.5) */
+    if (n->lim.max_snapshot_bytes > raft_net_max_message(net))
+        n->lim.max_snapshot_bytes = raft_net_max_message(net);
+    n->max_inbound_bytes = DEFAULT_MAX_INBOUND; /* or one message (raft_net_budget_take) */
     n->io.version = inner->version;
     n->io.impl = n;
     n->io.init = n_init;

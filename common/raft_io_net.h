@@ -6,9 +6,12 @@
  * given a transport that never connects.
  *
  * Sending: the message is encoded (raft_codec.h) and queued for the node
- * of its destination's address; the send is answered on the loop once
- * queued, or failed (RAFT_NOCONNECTION) when the queue refused it: to
- * libraft, a lost message.
+ * the group's peers put its destination at (not the address in the
+ * configuration, which may carry a URL too); the send is answered on the
+ * loop once queued, or failed (RAFT_NOCONNECTION) when the queue refused
+ * it: to libraft, a lost message. An image goes as one record, so one
+ * longer than the net's records (raft_net_max_message) cannot go until
+ * images travel apart (DESIGN §6.5).
  *
  * Receiving, on the net's reader thread: the record must be for this
  * member's raft id, from a member the group's peers put at the node it
@@ -17,7 +20,10 @@
  * configuration in them (a RAFT_CHANGE entry's, an image's) must name
  * only the group's peers at their addresses. Then it is posted to the
  * member's loop, which hands it to libraft, unless the messages waiting
- * there already hold max_inbound_bytes: then it is dropped (counted).
+ * there already hold max_inbound_bytes, or all the node's groups hold the
+ * net's max_held_bytes (raft_net_hold): then it is dropped (counted).
+ * Either bound takes one message when nothing is held, so a message of
+ * any size the frame check passes goes through in the end.
  *
  * Threads: the raft_io methods on the loop thread, deliveries on the
  * net's readers.

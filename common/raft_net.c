@@ -3,9 +3,11 @@
  *
  * Threads: a listener; a reader per connection another node opened; a
  * writer per node this one sends to (it dials, says hello, then writes
- * its queue). Groups are looked up under a read lock held while a record
- * is delivered, so raft_net_leave (the write lock) returns only once no
- * delivery to that group runs.
+ * its queue). A record's group is looked up under the groups' read lock,
+ * which is let go before the group is handed the record: a delivery is
+ * counted on its member, and raft_net_leave (which takes the member out
+ * under the write lock) returns once none runs. So a join or leave never
+ * waits behind another group's delivery.
  */
 #include "raft_net.h"
 
@@ -16,12 +18,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "le.h"
@@ -38,10 +39,9 @@
 #define MAX_READERS 256        /* connections other nodes opened */
 #define HELLO_MS 5000
 #define DIAL_MS 2000
-/* Bytes of records being read at once, by every reader: past it a
- * connection that announces another record is closed (a peer that sends
- * more waits for nothing: Raft sends again). */
-#define READING_MAX ((uint64_t)1 << 30)
+#define LIVED_MS 1000          /* a connection that lasted this long resets the backoff */
+#define BACKOFF_MAX_MS 1000
+#define TOO_BIG_LOG_MS 60000   /* at most one warning a minute about records too long */
 
 typedef struct record {
     uint8_t header[RECORD_HEADER];
@@ -58,13 +58,17 @@ typedef struct {
     record *head, *tail;
     uint64_t queued;            /* bytes */
     int fd;                     /* the writer's, -1 */
+    uint64_t up_since_ms;       /* when fd connected */
+    unsigned backoff_ms;        /* before the next dial */
 } peer;
 
 typedef struct {
     raft_net *n;
     pthread_t thread;
-    int fd;
+    int fd;                     /* the thread's; others only shut it down, under n->mu */
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
+    bool named;                 /* under n->mu: its hello passed, from is its node */
+    bool kicked;                /* under n->mu: replaced by a newer connection */
     char from[HELLO_ADDR_MAX];  /* the node's address, from its hello */
 } reader;
 
@@ -72,25 +76,33 @@ typedef struct {
     uint64_t group;
     raft_net_deliver_fn fn;
     void *arg;
+    char nodes[RAFT_PEERS_MAX][HELLO_ADDR_MAX];
+    size_t nnodes;
+    atomic_uint busy;           /* deliveries running; to 0 under n->mu */
 } member;
 
 struct raft_net {
     char address[HELLO_ADDR_MAX];
     struct sockaddr_in self;    /* host, port 0: what writers bind to */
-    uint64_t max_queue, max_record;
+    uint64_t max_queue, max_record, max_reading, max_held;
+    unsigned idle_ms;
     int lfd, wake[2];
     pthread_t listener;
     bool listening;
     atomic_bool closing;
 
-    pthread_mutex_t mu;         /* peers, readers, counters */
+    pthread_mutex_t mu;         /* peers, readers, reading, counters */
+    pthread_cond_t budget_cv;   /* under mu: reading went down, a reader kicked, the stop */
+    pthread_cond_t left_cv;     /* under mu: a member's last delivery ended */
     peer *peers[MAX_PEERS];
     reader *readers[MAX_READERS];
+    uint64_t reading;           /* bytes of records being read */
     raft_net_stats st;
+    uint64_t too_big_logged_ms;
 
-    atomic_uint_fast64_t reading;   /* bytes being read (READING_MAX) */
+    atomic_uint_fast64_t held;      /* bytes handed to groups, not yet released */
     pthread_rwlock_t groups_lock;   /* prefers its writer: a leave is not starved by reads */
-    member groups[MAX_GROUPS];
+    member *groups[MAX_GROUPS];
     size_t ngroups;
 };
 
@@ -99,6 +111,30 @@ static void count(raft_net *n, uint64_t *field, uint64_t by)
     pthread_mutex_lock(&n->mu);
     *field += by;
     pthread_mutex_unlock(&n->mu);
+}
+
+bool raft_net_budget_take(atomic_uint_fast64_t *used, uint64_t max, uint64_t len)
+{
+    uint64_t before = atomic_fetch_add(used, len);
+    if (before == 0 || before + len <= max)
+        return true;
+    atomic_fetch_sub(used, len);
+    return false;
+}
+
+bool raft_net_hold(raft_net *n, uint64_t len)
+{
+    return raft_net_budget_take(&n->held, n->max_held, len);
+}
+
+void raft_net_release(raft_net *n, uint64_t len)
+{
+    atomic_fetch_sub(&n->held, len);
+}
+
+uint64_t raft_net_max_message(const raft_net *n)
+{
+    return n->max_record;
 }
 
 /* "a.b.c.d:port" on loopback into sa. 0 or -1. */
@@ -157,6 +193,95 @@ static void set_timeouts(int fd, unsigned ms)
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* ---- groups ---- */
+
+/* Whether a joined group has a member at node `address`. */
+static bool known_node(raft_net *n, const char *address)
+{
+    bool known = false;
+    pthread_rwlock_rdlock(&n->groups_lock);
+    for (size_t i = 0; i < n->ngroups && !known; i++)
+        for (size_t k = 0; k < n->groups[i]->nnodes && !known; k++)
+            known = strcmp(n->groups[i]->nodes[k], address) == 0;
+    pthread_rwlock_unlock(&n->groups_lock);
+    return known;
+}
+
+int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t nnodes,
+                  raft_net_deliver_fn fn, void *arg)
+{
+    member *m = calloc(1, sizeof *m);
+    if (m == NULL || group == 0 || nnodes > RAFT_PEERS_MAX) {
+        free(m);
+        return -1;
+    }
+    *m = (member){.group = group, .fn = fn, .arg = arg, .nnodes = nnodes};
+    for (size_t k = 0; k < nnodes; k++)
+        if (snprintf(m->nodes[k], sizeof m->nodes[k], "%s", nodes[k]) >= (int)sizeof m->nodes[k]) {
+            free(m);
+            return -1;
+        }
+    int rc = -1;
+    pthread_rwlock_wrlock(&n->groups_lock);
+    bool taken = false;
+    for (size_t i = 0; i < n->ngroups; i++)
+        taken = taken || n->groups[i]->group == group;
+    if (!taken && n->ngroups < MAX_GROUPS) {
+        n->groups[n->ngroups++] = m;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&n->groups_lock);
+    if (rc != 0)
+        free(m);
+    return rc;
+}
+
+void raft_net_leave(raft_net *n, uint64_t group)
+{
+    member *m = NULL;
+    pthread_rwlock_wrlock(&n->groups_lock);
+    for (size_t i = 0; i < n->ngroups; i++)
+        if (n->groups[i]->group == group) {
+            m = n->groups[i];
+            n->groups[i] = n->groups[--n->ngroups];
+            break;
+        }
+    pthread_rwlock_unlock(&n->groups_lock);
+    if (m == NULL)
+        return;
+    /* Out of the table: no delivery starts. Wait for those running. */
+    pthread_mutex_lock(&n->mu);
+    while (atomic_load(&m->busy) > 0)
+        pthread_cond_wait(&n->left_cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    free(m);
+}
+
+/* One record to its group, or dropped. */
+static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, const char *from)
+{
+    uint64_t group = le_get64(hd);
+    member *m = NULL;
+    pthread_rwlock_rdlock(&n->groups_lock);
+    for (size_t i = 0; i < n->ngroups && m == NULL; i++)
+        if (n->groups[i]->group == group) {
+            m = n->groups[i];
+            atomic_fetch_add(&m->busy, 1);
+        }
+    pthread_rwlock_unlock(&n->groups_lock);
+    if (m == NULL) {
+        free(msg);
+        count(n, &n->st.dropped_unknown, 1);
+        return;
+    }
+    m->fn(m->arg, le_get64(hd + 8), le_get64(hd + 16), from, msg, len);
+    pthread_mutex_lock(&n->mu);
+    n->st.received++;
+    if (atomic_fetch_sub(&m->busy, 1) == 1)
+        pthread_cond_broadcast(&n->left_cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
 /* ---- reading what other nodes send ---- */
 
 /* The dialler's hello: magic, version, its address (length, bytes). It
@@ -178,21 +303,51 @@ static int read_hello(reader *rd, const struct sockaddr_in *from)
     return 0;
 }
 
-/* One record to its group (under the groups' read lock), or dropped. */
-static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, const char *from)
+/* A reader whose hello passed speaks for its node if a group here has a
+ * member there; an older connection from that node is closed (a node
+ * keeps one: it dialled again). 0 or -1. */
+static int name_reader(raft_net *n, reader *rd)
 {
-    uint64_t group = le_get64(hd);
-    pthread_rwlock_rdlock(&n->groups_lock);
-    for (size_t i = 0; i < n->ngroups; i++)
-        if (n->groups[i].group == group) {
-            n->groups[i].fn(n->groups[i].arg, le_get64(hd + 8), le_get64(hd + 16), from, msg, len);
-            pthread_rwlock_unlock(&n->groups_lock);
-            count(n, &n->st.received, 1);
-            return;
+    if (!known_node(n, rd->from))
+        return -1;
+    pthread_mutex_lock(&n->mu);
+    for (size_t i = 0; i < MAX_READERS; i++) {
+        reader *o = n->readers[i];
+        if (o != NULL && o != rd && o->named && !o->done && strcmp(o->from, rd->from) == 0) {
+            o->kicked = true;
+            if (o->fd >= 0)
+                shutdown(o->fd, SHUT_RDWR);
+            n->st.replaced++;
         }
-    pthread_rwlock_unlock(&n->groups_lock);
-    free(msg);
-    count(n, &n->st.dropped_unknown, 1);
+    }
+    rd->named = true;
+    pthread_cond_broadcast(&n->budget_cv); /* a kicked reader may wait for room */
+    pthread_mutex_unlock(&n->mu);
+    return 0;
+}
+
+/* Room for a record of len bytes among those being read: waits while
+ * others hold it (the sender's TCP waits too). false: the net stops, or
+ * this connection was replaced. */
+static bool take_reading(raft_net *n, reader *rd, uint64_t len)
+{
+    pthread_mutex_lock(&n->mu);
+    while (!atomic_load(&n->closing) && !rd->kicked && n->reading > 0 &&
+           n->reading + len > n->max_reading)
+        pthread_cond_wait(&n->budget_cv, &n->mu);
+    bool ok = !atomic_load(&n->closing) && !rd->kicked;
+    if (ok)
+        n->reading += len;
+    pthread_mutex_unlock(&n->mu);
+    return ok;
+}
+
+static void give_reading(raft_net *n, uint64_t len)
+{
+    pthread_mutex_lock(&n->mu);
+    n->reading -= len;
+    pthread_cond_broadcast(&n->budget_cv);
+    pthread_mutex_unlock(&n->mu);
 }
 
 static void *reader_main(void *arg)
@@ -203,25 +358,29 @@ static void *reader_main(void *arg)
     socklen_t flen = sizeof from;
     set_timeouts(rd->fd, HELLO_MS);
     bool ok = getpeername(rd->fd, (struct sockaddr *)&from, &flen) == 0 &&
-              read_hello(rd, &from) == 0;
+              read_hello(rd, &from) == 0 && name_reader(n, rd) == 0;
     if (!ok)
         count(n, &n->st.refused, 1);
-    set_timeouts(rd->fd, 0); /* a quiet node is no fault: keepalive finds a dead one */
+    /* Every read makes progress within idle_ms: a writer sends a
+     * keepalive after a third of it, so only a dead or stuck node is
+     * cut off (and one that trickles a record holds only its own). */
+    set_timeouts(rd->fd, n->idle_ms);
     while (ok && !atomic_load(&n->closing)) {
         uint8_t hd[RECORD_HEADER];
         if (recv_all(rd->fd, hd, sizeof hd) != 0)
             break;
-        uint64_t len = le_get64(hd + 24);
-        if (len == 0 || len > n->max_record ||
-            atomic_fetch_add(&n->reading, len) + len > READING_MAX) {
-            if (len > 0 && len <= n->max_record)
-                atomic_fetch_sub(&n->reading, len);
+        uint64_t group = le_get64(hd), len = le_get64(hd + 24);
+        if (group == 0 && len == 0)
+            continue; /* a keepalive */
+        if (group == 0 || len == 0 || len > n->max_record) {
             count(n, &n->st.refused, 1);
             break;
         }
+        if (!take_reading(n, rd, len))
+            break;
         uint8_t *msg = malloc((size_t)len);
         bool got = msg != NULL && recv_all(rd->fd, msg, (size_t)len) == 0;
-        atomic_fetch_sub(&n->reading, len);
+        give_reading(n, len); /* from here the group's budget holds it (raft_net_hold) */
         if (!got) {
             free(msg);
             break;
@@ -277,6 +436,7 @@ static void accept_one(raft_net *n)
         if (pthread_create(&rd->thread, NULL, reader_main, rd) == 0) {
             n->readers[slot] = rd;
             n->st.connections++;
+            n->st.accepted++;
             rd = NULL;
             fd = -1;
         }
@@ -332,6 +492,7 @@ static int dial(raft_net *n, peer *p)
         close(fd);
         return -1;
     }
+    set_timeouts(fd, n->idle_ms); /* a node that takes nothing for that long is gone */
     return fd;
 }
 
@@ -349,59 +510,125 @@ static void drop_queue(raft_net *n, peer *p)
     p->queued = 0;
 }
 
+static void grow_backoff(peer *p)
+{
+    p->backoff_ms = p->backoff_ms == 0 ? 50
+                    : p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                         : p->backoff_ms * 2;
+}
+
+/* Under n->mu: close p's connection. One that did not last starts the
+ * next dial later (a node that accepts and drops at once is not dialled
+ * in a loop); one that did, at once. */
+static void hang_up(raft_net *n, peer *p)
+{
+    close(p->fd);
+    p->fd = -1;
+    n->st.connections--;
+    if (time_mono_ms() - p->up_since_ms < LIVED_MS)
+        grow_backoff(p);
+    else
+        p->backoff_ms = 0;
+}
+
+static struct timespec mono_after(unsigned ms)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_sec += ms / 1000;
+    at.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    return at;
+}
+
+/* Under n->mu: wait until p has a record or the net stops; while
+ * connected, a line quiet for a third of idle_ms gets a keepalive. true:
+ * one is due. */
+static bool wait_for_work(raft_net *n, peer *p)
+{
+    while (p->head == NULL && !atomic_load(&n->closing)) {
+        if (p->fd < 0) {
+            pthread_cond_wait(&p->cv, &n->mu);
+            continue;
+        }
+        struct timespec at = mono_after(n->idle_ms / 3);
+        if (pthread_cond_timedwait(&p->cv, &n->mu, &at) == ETIMEDOUT && p->head == NULL)
+            return !atomic_load(&n->closing);
+    }
+    return false;
+}
+
+/* Under n->mu: wait out p's backoff (the stop cuts it short). */
+static void wait_backoff(raft_net *n, peer *p)
+{
+    struct timespec at = mono_after(p->backoff_ms);
+    while (!atomic_load(&n->closing) && pthread_cond_timedwait(&p->cv, &n->mu, &at) != ETIMEDOUT)
+        ;
+}
+
 static void *writer_main(void *arg)
 {
     peer *p = arg;
     raft_net *n = p->n;
-    unsigned backoff = 0;
     pthread_mutex_lock(&n->mu);
     for (;;) {
-        while (p->head == NULL && !atomic_load(&n->closing))
-            pthread_cond_wait(&p->cv, &n->mu);
+        bool keepalive = wait_for_work(n, p);
         if (atomic_load(&n->closing))
             break;
         if (p->fd < 0) {
+            if (p->backoff_ms > 0)
+                wait_backoff(n, p);
             pthread_mutex_unlock(&n->mu);
-            if (backoff > 0)
-                time_sleep_ms(backoff);
-            int fd = dial(n, p);
+            int fd = atomic_load(&n->closing) ? -1 : dial(n, p);
             pthread_mutex_lock(&n->mu);
+            if (atomic_load(&n->closing)) { /* the stop's shutdown missed this fd */
+                if (fd >= 0)
+                    close(fd);
+                break;
+            }
             if (fd < 0) {
                 /* The node is down: what waits for it is lost (Raft sends
                  * again), and the next try waits a little longer. */
                 drop_queue(n, p);
-                backoff = backoff == 0 ? 50 : backoff * 2 > 1000 ? 1000 : backoff * 2;
+                grow_backoff(p);
                 continue;
             }
-            backoff = 0;
             p->fd = fd;
+            p->up_since_ms = time_mono_ms();
             n->st.connections++;
+            continue;
         }
-        record *r = p->head;
-        p->head = r->next;
-        if (p->head == NULL)
-            p->tail = NULL;
-        p->queued -= r->len;
+        record *r = NULL;
+        if (!keepalive) {
+            r = p->head;
+            p->head = r->next;
+            if (p->head == NULL)
+                p->tail = NULL;
+            p->queued -= r->len;
+        }
         int fd = p->fd;
         pthread_mutex_unlock(&n->mu);
-        int rc = send_all(fd, r->header, RECORD_HEADER) == 0 ? send_all(fd, r->msg, r->len) : -1;
-        free(r->msg);
-        free(r);
-        pthread_mutex_lock(&n->mu);
-        if (rc != 0) {
-            close(p->fd);
-            p->fd = -1;
-            n->st.connections--;
-            n->st.dropped_full++;
-        } else {
-            n->st.sent++;
+        static const uint8_t zeros[RECORD_HEADER];
+        int rc = r == NULL ? send_all(fd, zeros, RECORD_HEADER)
+                 : send_all(fd, r->header, RECORD_HEADER) == 0 ? send_all(fd, r->msg, r->len)
+                                                               : -1;
+        if (r != NULL) {
+            free(r->msg);
+            free(r);
         }
+        pthread_mutex_lock(&n->mu);
+        if (rc != 0)
+            hang_up(n, p);
+        if (r != NULL && rc != 0)
+            n->st.dropped_full++;
+        else if (r != NULL)
+            n->st.sent++;
     }
-    if (p->fd >= 0) {
-        close(p->fd);
-        p->fd = -1;
-        n->st.connections--;
-    }
+    if (p->fd >= 0)
+        hang_up(n, p);
     drop_queue(n, p);
     pthread_mutex_unlock(&n->mu);
     return NULL;
@@ -418,14 +645,23 @@ static peer *peer_of(raft_net *n, const char *address)
             free_slot = i;
     }
     peer *p = calloc(1, sizeof *p);
-    if (free_slot == MAX_PEERS || p == NULL || strlen(address) >= sizeof p->address) {
+    pthread_condattr_t ca;
+    if (free_slot == MAX_PEERS || p == NULL || strlen(address) >= sizeof p->address ||
+        pthread_condattr_init(&ca) != 0) {
         free(p);
         return NULL;
     }
     p->n = n;
     p->fd = -1;
     snprintf(p->address, sizeof p->address, "%s", address);
-    pthread_cond_init(&p->cv, NULL);
+    /* its waits are timed on the monotonic clock (keepalives, backoff) */
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = rc == 0 ? pthread_cond_init(&p->cv, &ca) : rc;
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) {
+        free(p);
+        return NULL;
+    }
     if (pthread_create(&p->thread, NULL, writer_main, p) != 0) {
         pthread_cond_destroy(&p->cv);
         free(p);
@@ -440,9 +676,24 @@ int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const
 {
     record *r = malloc(sizeof *r);
     pthread_mutex_lock(&n->mu);
-    peer *p = r != NULL && !atomic_load(&n->closing) ? peer_of(n, address) : NULL;
-    if (p == NULL || p->queued + len > n->max_queue) {
-        n->st.dropped_full++;
+    if (len > n->max_record) { /* the other end would close the connection on it */
+        n->st.dropped_too_big++;
+        uint64_t now = time_mono_ms();
+        if (n->too_big_logged_ms == 0 || now - n->too_big_logged_ms >= TOO_BIG_LOG_MS) {
+            n->too_big_logged_ms = now;
+            log_warn("raft net: a message of %zu bytes for group %llu cannot go to %.64s: "
+                     "records are at most %llu bytes (DESIGN §6.5)", len,
+                     (unsigned long long)group, address, (unsigned long long)n->max_record);
+        }
+    }
+    peer *p = r != NULL && len <= n->max_record && !atomic_load(&n->closing)
+                  ? peer_of(n, address)
+                  : NULL;
+    /* an empty queue takes any record: one longer than the queue's bound
+     * still goes in the end, alone */
+    if (p == NULL || (p->queued > 0 && p->queued + len > n->max_queue)) {
+        if (len <= n->max_record)
+            n->st.dropped_full++;
         pthread_mutex_unlock(&n->mu);
         free(r);
         free(msg);
@@ -464,34 +715,6 @@ int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&n->mu);
     return 0;
-}
-
-/* ---- groups ---- */
-
-int raft_net_join(raft_net *n, uint64_t group, raft_net_deliver_fn fn, void *arg)
-{
-    int rc = -1;
-    pthread_rwlock_wrlock(&n->groups_lock);
-    bool taken = false;
-    for (size_t i = 0; i < n->ngroups; i++)
-        taken = taken || n->groups[i].group == group;
-    if (!taken && n->ngroups < MAX_GROUPS) {
-        n->groups[n->ngroups++] = (member){group, fn, arg};
-        rc = 0;
-    }
-    pthread_rwlock_unlock(&n->groups_lock);
-    return rc;
-}
-
-void raft_net_leave(raft_net *n, uint64_t group)
-{
-    pthread_rwlock_wrlock(&n->groups_lock);
-    for (size_t i = 0; i < n->ngroups; i++)
-        if (n->groups[i].group == group) {
-            n->groups[i] = n->groups[--n->ngroups];
-            break;
-        }
-    pthread_rwlock_unlock(&n->groups_lock);
 }
 
 /* ---- the node ---- */
@@ -516,16 +739,32 @@ int raft_net_start(const raft_net_config *cfg, raft_net **out, char *err, size_t
     n->self.sin_port = 0;
     n->max_queue = cfg->max_queue_bytes ? cfg->max_queue_bytes : (uint64_t)64 << 20;
     n->max_record = cfg->max_record_bytes ? cfg->max_record_bytes : (uint64_t)320 << 20;
+    n->max_reading = cfg->max_reading_bytes ? cfg->max_reading_bytes : (uint64_t)1 << 30;
+    n->max_held = cfg->max_held_bytes ? cfg->max_held_bytes : (uint64_t)512 << 20;
+    n->idle_ms = cfg->idle_ms ? cfg->idle_ms : 30000;
+    if (n->idle_ms < 30)
+        n->idle_ms = 30;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    if (pthread_mutex_init(&n->mu, NULL) != 0 || pthread_rwlock_init(&n->groups_lock, &ra) != 0) {
-        pthread_rwlockattr_destroy(&ra);
+    int rc = pthread_mutex_init(&n->mu, NULL);
+    if (rc == 0 && (rc = pthread_rwlock_init(&n->groups_lock, &ra)) != 0)
+        pthread_mutex_destroy(&n->mu);
+    if (rc == 0 && (rc = pthread_cond_init(&n->budget_cv, NULL)) != 0) {
+        pthread_rwlock_destroy(&n->groups_lock);
+        pthread_mutex_destroy(&n->mu);
+    }
+    if (rc == 0 && (rc = pthread_cond_init(&n->left_cv, NULL)) != 0) {
+        pthread_cond_destroy(&n->budget_cv);
+        pthread_rwlock_destroy(&n->groups_lock);
+        pthread_mutex_destroy(&n->mu);
+    }
+    pthread_rwlockattr_destroy(&ra);
+    if (rc != 0) {
         snprintf(err, errlen, "cannot make a lock");
         free(n);
         return -1;
     }
-    pthread_rwlockattr_destroy(&ra);
     if (pipe2(n->wake, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot make a pipe");
         raft_net_stop(n);
@@ -564,6 +803,7 @@ void raft_net_stop(raft_net *n)
     for (size_t i = 0; i < MAX_READERS; i++) /* the thread owns its fd: shutdown, not close */
         if (n->readers[i] != NULL && n->readers[i]->fd >= 0)
             shutdown(n->readers[i]->fd, SHUT_RDWR);
+    pthread_cond_broadcast(&n->budget_cv);
     for (size_t i = 0; i < MAX_PEERS; i++)
         if (n->peers[i] != NULL) {
             if (n->peers[i]->fd >= 0)
@@ -578,10 +818,14 @@ void raft_net_stop(raft_net *n)
             pthread_cond_destroy(&n->peers[i]->cv);
             free(n->peers[i]);
         }
+    for (size_t i = 0; i < n->ngroups; i++) /* groups that never left: nothing delivers now */
+        free(n->groups[i]);
     if (n->wake[0] >= 0)
         close(n->wake[0]);
     if (n->wake[1] >= 0)
         close(n->wake[1]);
+    pthread_cond_destroy(&n->left_cv);
+    pthread_cond_destroy(&n->budget_cv);
     pthread_rwlock_destroy(&n->groups_lock);
     pthread_mutex_destroy(&n->mu);
     free(n);

@@ -4,19 +4,32 @@
  * connection, each a record tagged with its group, instead of a listener,
  * connections and threads per member (raft_transport.h).
  *
- *   record   [group][from raft id][to raft id][length] (little-endian u64s)
- *            then length bytes: one Raft message as libraft writes it
- *            (raft_codec.h), checked where it arrives (raft_io_net.h)
+ *   record     [group][from raft id][to raft id][length] (little-endian
+ *              u64s) then length bytes: one Raft message as libraft writes
+ *              it (raft_codec.h), checked where it arrives (raft_io_net.h)
+ *   keepalive  a record header of zeros (group 0, length 0), sent on a
+ *              connection quiet for a third of idle_ms
  *
- * A node dials each node it sends to once (one connection a pair and
+ * A node dials each node it sends to (one connection a pair and
  * direction; its source bound to its own host, which the acceptor
- * compares with the address the dialler's hello claims) and reads the
- * connections other nodes opened to it, one thread each. Nothing waits for
- * a slow group or a dead node: a record that does not fit a node's queue
- * (max_queue_bytes) is dropped and counted, as is one for a group this
- * node does not host; Raft sends again what is lost. Records being read
- * take at most 1 GiB in all: a connection that announces one past it is
- * closed.
+ * compares with the address the dialler's hello claims; the claimed node
+ * must be one that a group on this node names, and a second connection
+ * from it replaces the first) and reads the connections other nodes
+ * opened to it, one thread each. Nothing waits for a slow group or a dead
+ * node: a record that does not fit a node's queue is dropped and counted,
+ * as is one for a group this node does not host; Raft sends again what is
+ * lost. Every queue takes one record when it is empty, so a record up to
+ * max_record_bytes always goes in the end. What bounds memory:
+ *
+ *   a node's send queue     max_queue_bytes, or one record
+ *   records being read      max_reading_bytes for all readers, or one
+ *                           record (a reader waits for room: TCP holds
+ *                           the rest back at the sender)
+ *   messages handed on and  max_held_bytes for all groups, or one message
+ *   not yet taken           (raft_net_hold, by the groups' receivers)
+ *
+ * A connection silent for idle_ms (each read must make progress within
+ * it) is closed; so is one that sends more than max_record_bytes at once.
  *
  * This first version is plain TCP on loopback addresses only (a node
  * refuses to start elsewhere): peer TLS, the probes of raft_identity.h
@@ -25,6 +38,8 @@
 #ifndef PC_RAFT_NET_H
 #define PC_RAFT_NET_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,7 +51,10 @@ typedef struct {
     const char *address;        /* this node: "127.0.0.x:port" */
     int listen_fd;              /* > 0: bound to address already (not taken: duplicated) */
     uint64_t max_queue_bytes;   /* records waiting for one node (0: 64 MiB) */
-    uint64_t max_record_bytes;  /* the longest record read (0: 320 MiB) */
+    uint64_t max_record_bytes;  /* the longest record sent or read (0: 320 MiB) */
+    uint64_t max_reading_bytes; /* records being read, all readers (0: 1 GiB) */
+    uint64_t max_held_bytes;    /* messages handed to groups and not yet taken (0: 512 MiB) */
+    unsigned idle_ms;           /* a silent connection is closed after this (0: 30 s) */
 } raft_net_config;
 
 /* Start listening. 0, or -1 with a reason in err. */
@@ -47,27 +65,46 @@ void raft_net_stop(raft_net *n);
 
 /* What a group is handed: one record's message (msg, len: malloc'd, now
  * the callee's), from raft id `from` at node `from_node`, to raft id
- * `to`. On a reader thread: it must not block. */
+ * `to`. On a reader thread, outside the net's locks: it may take its
+ * time (that reader waits) but must not join or leave a group. */
 typedef void (*raft_net_deliver_fn)(void *arg, uint64_t from, uint64_t to, const char *from_node,
                                     uint8_t *msg, size_t len);
 
-/* Records for group go to fn from now on. 0, or -1 (taken, or full). */
-int raft_net_join(raft_net *n, uint64_t group, raft_net_deliver_fn fn, void *arg);
+/* Records for group (not 0) go to fn from now on; nodes (n of them): the
+ * addresses of the other nodes the group has members on, whose
+ * connections this node accepts from now on. 0, or -1 (taken, or full). */
+int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t nnodes,
+                  raft_net_deliver_fn fn, void *arg);
 /* No record goes to group's fn once this returns (none is running). */
 void raft_net_leave(raft_net *n, uint64_t group);
 
 /* Queue msg (malloc'd, now the net's) for raft id `to` of group at node
- * `address`. 0, or -1: dropped (its node's queue is full, or too many
- * nodes, or the net stops). */
+ * `address`. 0, or -1: dropped (its node's queue is full, the record is
+ * longer than max_record_bytes, too many nodes, or the net stops). */
 int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const char *address,
                   uint8_t *msg, size_t len);
+
+/* The longest message raft_net_send takes. */
+uint64_t raft_net_max_message(const raft_net *n);
+
+/* A group's receiver holds len bytes handed to it until raft_net_release:
+ * true, or false (the node's groups already hold max_held_bytes: drop it). */
+bool raft_net_hold(raft_net *n, uint64_t len);
+void raft_net_release(raft_net *n, uint64_t len);
+
+/* Add len to *used unless that passes max while *used is not 0: a budget
+ * that always takes one. true if taken. */
+bool raft_net_budget_take(atomic_uint_fast64_t *used, uint64_t max, uint64_t len);
 
 /* Counters, for tests and metrics. */
 typedef struct {
     uint64_t sent, received;    /* records */
     uint64_t dropped_full;      /* a node's queue full, or its connection lost */
+    uint64_t dropped_too_big;   /* longer than max_record_bytes: never sent */
     uint64_t dropped_unknown;   /* for a group this node does not host */
-    uint64_t refused;           /* connections refused (hello, address, record) */
+    uint64_t refused;           /* connections refused (hello, node, address, record) */
+    uint64_t replaced;          /* connections closed for a newer one from their node */
+    uint64_t accepted;          /* connections accepted since the start */
     uint64_t connections;       /* open now, both directions */
 } raft_net_stats;
 void raft_net_get_stats(raft_net *n, raft_net_stats *st);

@@ -1,0 +1,419 @@
+/*
+ * test_raft_net_bounds.c — the node network's bounds and its connections
+ * (common/raft_net.h), without Raft: nets on 127.0.0.1, .2 and .3 in this
+ * process, groups whose deliveries the test records, and raw sockets for
+ * a stranger.
+ *
+ *   - A record longer than a node's send queue still goes (an empty queue
+ *     takes one); one longer than a record is refused at the sender.
+ *   - A node no joined group names is refused; once a group names it, its
+ *     records come in.
+ *   - Keepalives hold a quiet connection open; a silent one is closed; a
+ *     second connection from a node replaces the first.
+ *   - A reader waits for room among the records being read instead of
+ *     closing an honest connection.
+ *   - A delivery runs outside the groups' lock: a join and a leave of
+ *     another group go on meanwhile, and a leave of its own group returns
+ *     only once it has ended.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "le.h"
+#include "log.h"
+#include "raft_inproc.h"
+#include "raft_net.h"
+#include "testlib.h"
+#include "timeutil.h"
+
+#define NETS 3
+#define WAIT_MS 20000
+
+/* What a group was handed. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned records, bad;  /* bad: bytes that were not the pattern of their length */
+    size_t bytes, last_len;
+    bool last_ok;
+    char last_from[64];
+    /* a delivery that blocks: entered, then waits for release */
+    bool block, entered, released, returned, waited_out;
+} inbox;
+
+typedef struct {
+    raft_net *nets[NETS];
+    char addr[NETS][64];
+    inbox in;
+} fixture;
+
+static uint8_t *pattern(size_t len)
+{
+    uint8_t *p = malloc(len);
+    for (size_t i = 0; p != NULL && i < len; i++)
+        p[i] = (uint8_t)(i * 7 + 3);
+    return p;
+}
+
+static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node, uint8_t *msg,
+                    size_t len)
+{
+    inbox *in = arg;
+    (void)from, (void)to;
+    uint8_t *want = pattern(len);
+    pthread_mutex_lock(&in->mu);
+    in->records++;
+    in->bytes += len;
+    in->last_len = len;
+    in->last_ok = want != NULL && memcmp(want, msg, len) == 0;
+    in->bad += !in->last_ok;
+    snprintf(in->last_from, sizeof in->last_from, "%s", from_node);
+    pthread_cond_broadcast(&in->cv);
+    if (in->block) {
+        in->entered = true;
+        pthread_cond_broadcast(&in->cv);
+        uint64_t deadline = time_mono_ms() + 10000;
+        while (!in->released && time_mono_ms() < deadline) {
+            pthread_mutex_unlock(&in->mu);
+            time_sleep_ms(5);
+            pthread_mutex_lock(&in->mu);
+        }
+        in->waited_out = !in->released;
+        in->returned = true;
+    }
+    pthread_mutex_unlock(&in->mu);
+    free(want);
+    free(msg);
+}
+
+/* Wait until in has at least n records (bounded). */
+static bool wait_records(inbox *in, unsigned n)
+{
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    pthread_mutex_lock(&in->mu);
+    while (in->records < n && time_mono_ms() < deadline) {
+        pthread_mutex_unlock(&in->mu);
+        time_sleep_ms(5);
+        pthread_mutex_lock(&in->mu);
+    }
+    bool ok = in->records >= n;
+    pthread_mutex_unlock(&in->mu);
+    return ok;
+}
+
+static unsigned records(inbox *in)
+{
+    pthread_mutex_lock(&in->mu);
+    unsigned k = in->records;
+    pthread_mutex_unlock(&in->mu);
+    return k;
+}
+
+/* A record of len pattern bytes from net i to group g at net j. */
+static int send_pattern(fixture *f, int i, int j, uint64_t g, size_t len)
+{
+    uint8_t *p = pattern(len);
+    return p == NULL ? -1 : raft_net_send(f->nets[i], g, 1, 2, f->addr[j], p, len);
+}
+
+/* Send from net i to group g at net j until it has one more record (a
+ * connection being refused or replaced loses what it carried). */
+static bool send_until_received(fixture *f, int i, int j, uint64_t g, size_t len)
+{
+    unsigned had = records(&f->in);
+    for (int tries = 0; tries < 400; tries++) {
+        (void)send_pattern(f, i, j, g, len);
+        for (int k = 0; k < 10; k++) {
+            if (records(&f->in) > had)
+                return true;
+            time_sleep_ms(5);
+        }
+    }
+    return false;
+}
+
+static int teardown(void **state);
+
+static int start_nets(void **state, const raft_net_config *base)
+{
+    fixture *f = calloc(1, sizeof *f);
+    char err[256];
+    if (f == NULL)
+        return -1;
+    *state = f;
+    pthread_mutex_init(&f->in.mu, NULL);
+    pthread_cond_init(&f->in.cv, NULL);
+    log_set_level(getenv("TEST_LOG_INFO") ? LOG_INFO : LOG_ERROR);
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < NETS; i++) {
+        int port, fd = tl_listen_loopback(i, &port);
+        if (fd < 0)
+            return teardown(state), -1;
+        snprintf(f->addr[i], sizeof f->addr[i], "127.0.0.%d:%d", i + 1, port);
+        raft_net_config cfg = *base;
+        cfg.address = f->addr[i];
+        cfg.listen_fd = fd;
+        int rc = raft_net_start(&cfg, &f->nets[i], err, sizeof err);
+        close(fd);
+        if (rc != 0) {
+            fprintf(stderr, "net %d: %s\n", i, err);
+            return teardown(state), -1;
+        }
+    }
+    return 0;
+}
+
+/* Small bounds, so that a test reaches them with little data. */
+static int setup(void **state)
+{
+    return start_nets(state, &(raft_net_config){.max_queue_bytes = 1024,
+                                                 .max_record_bytes = 1 << 20,
+                                                 .max_reading_bytes = 64 * 1024,
+                                                 .idle_ms = 1500});
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    for (int i = 0; i < NETS; i++)
+        raft_net_stop(f->nets[i]); /* groups left first: the stop frees those that did not */
+    pthread_cond_destroy(&f->in.cv);
+    pthread_mutex_destroy(&f->in.mu);
+    free(f);
+    return 0;
+}
+
+/* Net 1 hosts group 7, with members on nets 0 and 2 too. */
+static void join_group_7(fixture *f)
+{
+    const char *nodes[] = {f->addr[0], f->addr[1], f->addr[2]};
+    assert_int_equal(raft_net_join(f->nets[1], 7, nodes, 3, deliver, &f->in), 0);
+}
+
+static void test_a_record_longer_than_the_queue_goes_alone(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    /* 256 KiB into a queue of 1 KiB: the empty queue takes it */
+    assert_int_equal(send_pattern(f, 0, 1, 7, 256 * 1024), 0);
+    assert_true(wait_records(&f->in, 1));
+    pthread_mutex_lock(&f->in.mu);
+    assert_int_equal(f->in.last_len, 256 * 1024);
+    assert_true(f->in.last_ok);
+    assert_string_equal(f->in.last_from, f->addr[0]);
+    pthread_mutex_unlock(&f->in.mu);
+
+    /* longer than a record: refused where it is sent, never on the wire */
+    raft_net_stats st;
+    assert_int_equal(send_pattern(f, 0, 1, 7, (1 << 20) + 1), -1);
+    raft_net_get_stats(f->nets[0], &st);
+    assert_int_equal(st.dropped_too_big, 1);
+    assert_true(st.sent >= 1);
+    assert_int_equal(raft_net_max_message(f->nets[0]), 1 << 20);
+    raft_net_leave(f->nets[1], 7);
+}
+
+static void test_only_nodes_a_group_names_are_read(void **state)
+{
+    fixture *f = *state;
+    const char *only0[] = {f->addr[0], f->addr[1]};
+    assert_int_equal(raft_net_join(f->nets[1], 7, only0, 2, deliver, &f->in), 0);
+    /* net 2 is no group's here: its connection is refused, nothing is read */
+    for (int k = 0; k < 5; k++) {
+        (void)send_pattern(f, 2, 1, 7, 100);
+        time_sleep_ms(100);
+    }
+    raft_net_stats st;
+    raft_net_get_stats(f->nets[1], &st);
+    assert_true(st.refused >= 1);
+    assert_int_equal(records(&f->in), 0);
+    /* once a group names it, its records come in */
+    const char *with2[] = {f->addr[1], f->addr[2]};
+    assert_int_equal(raft_net_join(f->nets[1], 8, with2, 2, deliver, &f->in), 0);
+    assert_true(send_until_received(f, 2, 1, 7, 100));
+    pthread_mutex_lock(&f->in.mu);
+    assert_string_equal(f->in.last_from, f->addr[2]);
+    pthread_mutex_unlock(&f->in.mu);
+    raft_net_leave(f->nets[1], 7);
+    raft_net_leave(f->nets[1], 8);
+}
+
+/* A raw connection to net `to` from 127.0.0.(1+host), claiming `claim`. */
+static int dial_as(fixture *f, int to, int host, const char *claim)
+{
+    struct sockaddr_in self = {.sin_family = AF_INET,
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)host)};
+    struct sockaddr_in dst = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)to)};
+    dst.sin_port = htons((uint16_t)atoi(strrchr(f->addr[to], ':') + 1));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(claim), 0};
+    memcpy(hello + 8, claim, strlen(claim));
+    if (fd < 0 || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
+        connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 ||
+        send(fd, hello, 8 + strlen(claim), MSG_NOSIGNAL) != (ssize_t)(8 + strlen(claim))) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    raft_net_stats before, after;
+    raft_net_get_stats(f->nets[1], &before);
+    /* quiet for over twice the idle limit: keepalives hold it open */
+    time_sleep_ms(4000);
+    raft_net_get_stats(f->nets[1], &after);
+    assert_int_equal(after.accepted, before.accepted);
+    assert_int_equal(after.connections, before.connections);
+    assert_int_equal(after.replaced, 0);
+
+    /* As net 0, from its host: the newer connection replaces net 0's,
+     * then, silent, is closed after the idle limit. */
+    int fd = dial_as(f, 1, 0, f->addr[0]);
+    assert_true(fd >= 0);
+    assert_true(tl_closed_by_server(fd, 10000));
+    close(fd);
+    raft_net_get_stats(f->nets[1], &after);
+    assert_int_equal(after.replaced, 1);
+    /* net 0 dials again and its records come in */
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    raft_net_leave(f->nets[1], 7);
+}
+
+static void test_a_reader_waits_for_room_instead_of_closing(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    raft_net_stats before, after;
+    raft_net_get_stats(f->nets[1], &before);
+
+    /* As net 2, a record of 60 KiB of the 64 KiB being read, half sent. */
+    int fd = dial_as(f, 1, 2, f->addr[2]);
+    assert_true(fd >= 0);
+    size_t big = 60 * 1024;
+    uint8_t h[32];
+    le_put64(h, 7);
+    le_put64(h + 8, 3);
+    le_put64(h + 16, 2);
+    le_put64(h + 24, big);
+    uint8_t *body = pattern(big);
+    assert_non_null(body);
+    assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+    assert_int_equal(send(fd, body, big / 2, MSG_NOSIGNAL), (ssize_t)(big / 2));
+    time_sleep_ms(100);
+
+    /* Net 0's record of 32 KiB does not fit: its reader waits, and the
+     * record comes in once the stranger's is read. */
+    unsigned had = records(&f->in);
+    pthread_mutex_lock(&f->in.mu);
+    size_t bytes = f->in.bytes;
+    pthread_mutex_unlock(&f->in.mu);
+    assert_int_equal(send_pattern(f, 0, 1, 7, 32 * 1024), 0);
+    time_sleep_ms(300);
+    assert_int_equal(records(&f->in), had);
+    assert_int_equal(send(fd, body + big / 2, big - big / 2, MSG_NOSIGNAL),
+                     (ssize_t)(big - big / 2));
+    assert_true(wait_records(&f->in, had + 2));
+    pthread_mutex_lock(&f->in.mu);
+    assert_int_equal(f->in.bytes - bytes, big + 32 * 1024); /* both, whole */
+    assert_int_equal(f->in.bad, 0);
+    pthread_mutex_unlock(&f->in.mu);
+    raft_net_get_stats(f->nets[1], &after);
+    assert_int_equal(after.refused, before.refused);
+    free(body);
+    close(fd);
+    raft_net_leave(f->nets[1], 7);
+}
+
+typedef struct {
+    fixture *f;
+    atomic_bool done;
+    bool delivery_had_returned;
+} leaver;
+
+static void *leave_7(void *arg)
+{
+    leaver *l = arg;
+    raft_net_leave(l->f->nets[1], 7);
+    pthread_mutex_lock(&l->f->in.mu);
+    l->delivery_had_returned = l->f->in.returned;
+    pthread_mutex_unlock(&l->f->in.mu);
+    atomic_store(&l->done, true);
+    return NULL;
+}
+
+static void test_a_delivery_holds_its_group_only(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    f->in.block = true;
+    assert_int_equal(send_pattern(f, 0, 1, 7, 100), 0);
+    pthread_mutex_lock(&f->in.mu);
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    while (!f->in.entered && time_mono_ms() < deadline) {
+        pthread_mutex_unlock(&f->in.mu);
+        time_sleep_ms(5);
+        pthread_mutex_lock(&f->in.mu);
+    }
+    assert_true(f->in.entered);
+    pthread_mutex_unlock(&f->in.mu);
+
+    /* While group 7's delivery runs, group 9 joins and leaves (under the
+     * groups' lock, the delivery would hold them until it gave up). */
+    const char *nodes[] = {f->addr[0]};
+    assert_int_equal(raft_net_join(f->nets[1], 9, nodes, 1, deliver, &f->in), 0);
+    raft_net_leave(f->nets[1], 9);
+
+    /* A leave of group 7 waits for its delivery. */
+    leaver l = {.f = f};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, leave_7, &l), 0);
+    time_sleep_ms(200);
+    assert_false(atomic_load(&l.done));
+    pthread_mutex_lock(&f->in.mu);
+    f->in.released = true;
+    pthread_mutex_unlock(&f->in.mu);
+    pthread_join(t, NULL);
+    assert_true(l.delivery_had_returned);
+    pthread_mutex_lock(&f->in.mu);
+    assert_false(f->in.waited_out);
+    pthread_mutex_unlock(&f->in.mu);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_a_record_longer_than_the_queue_goes_alone, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_only_nodes_a_group_names_are_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_reader_waits_for_room_instead_of_closing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_delivery_holds_its_group_only, setup, teardown),
+    };
+    if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
