@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "raft_codec.h"
+#include "raft_conf_check.h"
 #include "raft_identity.h"
 
 #define DEFAULT_MAX_INBOUND ((uint64_t)64 << 20)
@@ -70,31 +71,12 @@ static int post(raft_io_net *n, job *j)
 /* ---- receiving (a reader thread of the net) ---- */
 
 /* A configuration every server of which is one of the group's peers at
- * its address, no member twice, with a voter: else it is forged. */
+ * its --raft-peers address (over the net no member is added elsewhere
+ * yet), no member twice, with a voter: else it is forged. */
 static bool conf_is_ours(const raft_io_net *n, const uint8_t *conf, size_t len)
 {
-    raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
-    const char *why;
-    size_t k = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
-    bool voter = false;
-    if (k == 0 || k > n->npeers)
-        return false;
-    for (size_t i = 0; i < k; i++) {
-        raft_peer p;
-        unsigned member = raft_member_of(sv[i].id);
-        const raft_peer *mine = NULL;
-        for (size_t q = 0; q < n->npeers; q++)
-            if (n->peers[q].id == member)
-                mine = &n->peers[q];
-        if (mine == NULL || raft_peers_from_conf_address(sv[i].address, &p, &why) != 0 ||
-            strcmp(p.raft, mine->raft) != 0)
-            return false;
-        for (size_t q = 0; q < i; q++)
-            if (raft_member_of(sv[q].id) == member)
-                return false;
-        voter = voter || sv[i].role == RAFT_VOTER;
-    }
-    return voter;
+    raft_member_rules rules = {n->peers, n->npeers, false, true};
+    return raft_conf_is_ours(&rules, conf, len);
 }
 
 /* The configurations a decoded message carries are the group's (an

@@ -27,6 +27,7 @@
 
 #include "le.h"
 #include "log.h"
+#include "raft_conf_check.h"
 #include "raft_transport.h"
 #include "timeutil.h"
 
@@ -141,17 +142,7 @@ uint64_t raft_net_max_message(const raft_net *n)
 static int loopback_address(const char *address, struct sockaddr_in *sa)
 {
     char host[INET_ADDRSTRLEN + 1];
-    const char *colon = strrchr(address, ':');
-    if (colon == NULL || (size_t)(colon - address) >= sizeof host)
-        return -1;
-    memcpy(host, address, (size_t)(colon - address));
-    host[colon - address] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    if (*end != '\0' || port < 1 || port > 65535 || inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+    if (raft_address_parse(address, sa, host, sizeof host) != 0)
         return -1;
     return (ntohl(sa->sin_addr.s_addr) >> 24) == 127 ? 0 : -1;
 }

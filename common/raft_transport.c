@@ -33,6 +33,7 @@
 
 #include "listen_socket.h"
 #include "log.h"
+#include "raft_conf_check.h"
 #include "raft_identity.h"
 #include "timeutil.h"
 
@@ -145,27 +146,6 @@ static void tune_tcp(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-}
-
-/* "a.b.c.d:port" (libraft 0.15 takes IPv4 literals only) into sa, and its
- * host into host. 0 or -1. */
-static int parse_address(const char *address, struct sockaddr_in *sa, char *host,
-                         size_t hostlen)
-{
-    const char *colon = strrchr(address, ':');
-    if (colon == NULL || (size_t)(colon - address) >= hostlen)
-        return -1;
-    memcpy(host, address, (size_t)(colon - address));
-    host[colon - address] = '\0';
-    char *end;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (errno != 0 || *end != '\0' || end == colon + 1 || port == 0 || port > 65535)
-        return -1;
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
 /* All len bytes through TLS when tls is given, else on fd. 0 or -1. */
@@ -456,64 +436,24 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
-/* Where a member may be (docs/DESIGN.md 7.2, 7.3): a --raft-peers
- * member only at its address there; a member added since on another
- * address (its raft part: raft_peers_from_conf_address) at an IPv4
- * address that no --raft-peers member has, on loopback when the group
- * runs plain TCP because every member is. 0 with sa and host, or -1 with
- * why. */
+/* The rules every member's address in this group follows
+ * (raft_conf_check.h): members may be added at other addresses. */
+static raft_member_rules rules_of(const rt *r)
+{
+    return (raft_member_rules){r->peers, r->npeers, true, r->loopback_only};
+}
+
 static int member_address(const rt *r, unsigned member, const char *raft_addr,
                           struct sockaddr_in *sa, char *host, size_t hostlen, const char **why)
 {
-    for (size_t i = 0; i < r->npeers; i++) {
-        bool same = strcmp(r->peers[i].raft, raft_addr) == 0;
-        if (r->peers[i].id == member && !same) {
-            *why = "the address is not the one --raft-peers gives the member";
-            return -1;
-        }
-        if (r->peers[i].id != member && same) {
-            *why = "the address is another member's";
-            return -1;
-        }
-    }
-    if (parse_address(raft_addr, sa, host, hostlen) != 0) {
-        *why = "the address is not an IPv4 HOST:PORT";
-        return -1;
-    }
-    if (r->loopback_only && (ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
-        *why = "the address is off loopback, and the group runs plain TCP";
-        return -1;
-    }
-    return 0;
+    raft_member_rules rules = rules_of(r);
+    return raft_member_address(&rules, member, raft_addr, sa, host, hostlen, why);
 }
 
-/* Whether a configuration (checked by raft_frame_configuration) is one
- * this group can have: at most RAFT_PEERS_MAX servers, each where it may
- * be (member_address; any incarnation: raft_identity.h), no member
- * twice, at least one voter. Any other is forged: libraft would adopt
- * it, and connect where it says. */
 static bool conf_is_ours(const rt *r, const uint8_t *conf, size_t len)
 {
-    raft_frame_server sv[RAFT_FRAME_CONF_SERVERS_MAX];
-    size_t n = raft_frame_configuration_servers(conf, len, sv, RAFT_FRAME_CONF_SERVERS_MAX);
-    bool voter = false;
-    if (n == 0 || n > RAFT_PEERS_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        raft_peer p;
-        struct sockaddr_in sa;
-        char host[INET_ADDRSTRLEN + 1];
-        const char *why;
-        unsigned member = raft_member_of(sv[i].id);
-        if (raft_peers_from_conf_address(sv[i].address, &p, &why) != 0 ||
-            member_address(r, member, p.raft, &sa, host, sizeof host, &why) != 0)
-            return false;
-        for (size_t k = 0; k < i; k++)
-            if (raft_member_of(sv[k].id) == member)
-                return false;
-        voter = voter || sv[i].role == RAFT_VOTER;
-    }
-    return voter;
+    raft_member_rules rules = rules_of(r);
+    return raft_conf_is_ours(&rules, conf, len);
 }
 
 /* A message whose header raft_frame_message passed (at m): note where
@@ -831,7 +771,7 @@ static bool hello_identity_ok(conn *c, const hello *h)
         refuse(c, REFUSED_IDENTITY, "a hello that claims this member's own id");
         return false;
     }
-    if (i < r->npeers ? parse_address(r->peers[i].raft, &sa, host, sizeof host) != 0
+    if (i < r->npeers ? raft_address_parse(r->peers[i].raft, &sa, host, sizeof host) != 0
                       : snprintf(host, sizeof host, "%s", c->from) >= (int)sizeof host) {
         refuse(c, REFUSED_IDENTITY, "a hello from a member without a usable address");
         return false;
@@ -1163,7 +1103,7 @@ int raft_transport_listen(const char *address, int *fd, char *err, size_t errlen
 {
     struct sockaddr_in sa;
     char host[INET_ADDRSTRLEN + 1];
-    if (parse_address(address, &sa, host, sizeof host) != 0) {
+    if (raft_address_parse(address, &sa, host, sizeof host) != 0) {
         snprintf(err, errlen, "not an IPv4 address:port: %.64s", address);
         return -1;
     }
@@ -1378,7 +1318,7 @@ bool raft_transport_plain_allowed(const raft_peer *peers, size_t npeers)
     for (size_t i = 0; i < npeers; i++) {
         struct sockaddr_in sa;
         char host[INET_ADDRSTRLEN + 1];
-        if (parse_address(peers[i].raft, &sa, host, sizeof host) != 0 ||
+        if (raft_address_parse(peers[i].raft, &sa, host, sizeof host) != 0 ||
             (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
             return false;
     }
@@ -1413,7 +1353,7 @@ int raft_transport_probe(struct raft_uv_transport *t, const raft_peer *peer,
     snprintf(c.address, sizeof c.address, "%s", peer->raft);
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rc = -1;
-    if (c.fd < 0 || parse_address(peer->raft, &sa, host, sizeof host) != 0 ||
+    if (c.fd < 0 || raft_address_parse(peer->raft, &sa, host, sizeof host) != 0 ||
         dial(&c, &sa, PROBE_MS) != 0)
         goto done;
     set_timeouts(c.fd, PROBE_MS);
