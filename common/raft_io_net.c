@@ -72,10 +72,11 @@ static int post(raft_io_net *n, job *j)
 
 /* A configuration every server of which is one of the group's peers at
  * its --raft-peers address (over the net no member is added elsewhere
- * yet), no member twice, with a voter: else it is forged. */
+ * yet; on loopback without peer TLS), no member twice, with a voter:
+ * else it is forged. */
 static bool conf_is_ours(const raft_io_net *n, const uint8_t *conf, size_t len)
 {
-    raft_member_rules rules = {n->peers, n->npeers, false, true};
+    raft_member_rules rules = {n->peers, n->npeers, false, !raft_net_has_tls(n->net)};
     return raft_conf_is_ours(&rules, conf, len);
 }
 

@@ -25,11 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+
 #include "le.h"
 #include "log.h"
 #include "raft_conf_check.h"
 #include "raft_transport.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define HELLO_MAGIC "pcRN"
 #define HELLO_VERSION 1
@@ -59,6 +63,7 @@ typedef struct {
     record *head, *tail;
     uint64_t queued;            /* bytes */
     int fd;                     /* the writer's, -1 */
+    gnutls_session_t tls;       /* with the net's TLS: fd's session (the writer's) */
     uint64_t up_since_ms;       /* when fd connected */
     unsigned backoff_ms;        /* before the next dial */
 } peer;
@@ -67,6 +72,7 @@ typedef struct {
     raft_net *n;
     pthread_t thread;
     int fd;                     /* the thread's; others only shut it down, under n->mu */
+    gnutls_session_t tls;       /* with the net's TLS: fd's session (the thread's) */
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
@@ -84,6 +90,7 @@ typedef struct {
 
 struct raft_net {
     char address[HELLO_ADDR_MAX];
+    tls_server *tls;            /* NULL: plain TCP, loopback only */
     struct sockaddr_in self;    /* host, port 0: what writers bind to */
     uint64_t max_queue, max_record, max_reading, max_held;
     unsigned idle_ms;
@@ -133,26 +140,32 @@ void raft_net_release(raft_net *n, uint64_t len)
     atomic_fetch_sub(&n->held, len);
 }
 
+bool raft_net_has_tls(const raft_net *n)
+{
+    return n->tls != NULL;
+}
+
 uint64_t raft_net_max_message(const raft_net *n)
 {
     return n->max_record;
 }
 
-/* "a.b.c.d:port" on loopback into sa. 0 or -1. */
-static int loopback_address(const char *address, struct sockaddr_in *sa)
+/* A node's "a.b.c.d:port" into sa: on loopback unless the net runs TLS
+ * (plain TCP cannot tell a node from whoever reaches its port). 0 or -1. */
+static int node_address(const raft_net *n, const char *address, struct sockaddr_in *sa)
 {
     char host[INET_ADDRSTRLEN + 1];
     if (raft_address_parse(address, sa, host, sizeof host) != 0)
         return -1;
-    return (ntohl(sa->sin_addr.s_addr) >> 24) == 127 ? 0 : -1;
+    return n->tls != NULL || (ntohl(sa->sin_addr.s_addr) >> 24) == 127 ? 0 : -1;
 }
 
-/* All of p to fd, or -1. */
-static int send_all(int fd, const uint8_t *p, size_t len)
+/* All of p to fd, through tls when it is a session. 0 or -1. */
+static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
 {
     while (len > 0) {
-        ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
+        ssize_t k = tls != NULL ? gnutls_record_send(tls, p, len) : send(fd, p, len, MSG_NOSIGNAL);
+        if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return -1;
@@ -162,12 +175,13 @@ static int send_all(int fd, const uint8_t *p, size_t len)
     return 0;
 }
 
-/* Exactly len bytes from fd, or -1 (its end, an error, its timeout). */
-static int recv_all(int fd, uint8_t *p, size_t len)
+/* Exactly len bytes from fd, through tls when it is a session; or -1 (its
+ * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). */
+static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
 {
     while (len > 0) {
-        ssize_t k = recv(fd, p, len, 0);
-        if (k < 0 && errno == EINTR)
+        ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
+        if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return -1;
@@ -175,6 +189,57 @@ static int recv_all(int fd, uint8_t *p, size_t len)
         len -= (size_t)k;
     }
     return 0;
+}
+
+/* ---- TLS between nodes ---- */
+
+/* Mutual TLS on fd as the dialler (client) or the acceptor: the other
+ * end's certificate chains to the trusted CA, checked in the handshake
+ * (the acceptor's through tls_server_attach) and again after it
+ * (tls_client_verified, failing closed). Whose it is, cert_names_ip
+ * says. The session, or NULL. */
+static gnutls_session_t tls_open(raft_net *n, int fd, bool client, unsigned ms)
+{
+    gnutls_session_t s;
+    if (gnutls_init(&s, (client ? GNUTLS_CLIENT : GNUTLS_SERVER) | GNUTLS_NO_TICKETS) < 0)
+        return NULL;
+    bool ok = gnutls_priority_set_direct(s, TLS_PRIORITIES, NULL) >= 0;
+    if (ok && client) {
+        ok = gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE,
+                                    tls_server_credentials(n->tls)) >= 0;
+        gnutls_session_set_verify_cert(s, NULL, 0);
+    } else if (ok) {
+        ok = tls_server_attach(n->tls, s) == 0;
+    }
+    if (ok) {
+        int rc;
+        gnutls_transport_set_int(s, fd);
+        gnutls_handshake_set_timeout(s, ms);
+        do
+            rc = gnutls_handshake(s);
+        while (rc == GNUTLS_E_INTERRUPTED);
+        ok = rc >= 0 && tls_client_verified(s);
+    }
+    if (!ok) {
+        gnutls_deinit(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Whether the verified certificate the other end presented names ip (an
+ * IP subjectAltName): a node is its raft host. */
+static bool cert_names_ip(gnutls_session_t s, const struct in_addr *ip)
+{
+    unsigned k = 0;
+    const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &k);
+    gnutls_x509_crt_t crt;
+    if (certs == NULL || k == 0 || gnutls_x509_crt_init(&crt) < 0)
+        return false;
+    bool ok = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) >= 0 &&
+              gnutls_x509_crt_check_ip(crt, (const unsigned char *)ip, sizeof *ip, 0) != 0;
+    gnutls_x509_crt_deinit(crt);
+    return ok;
 }
 
 static void set_timeouts(int fd, unsigned ms)
@@ -275,23 +340,29 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
 
 /* ---- reading what other nodes send ---- */
 
-/* The dialler's hello: magic, version, its address (length, bytes). It
- * must claim a loopback address on the host it connects from. 0 or -1. */
-static int read_hello(reader *rd, const struct sockaddr_in *from)
+/* The dialler's hello: magic, version, its address (length, bytes).
+ * Under TLS its certificate must name the address's host; on plain TCP
+ * the address must be a loopback one on the host it connects from.
+ * 0 or -1. */
+static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 {
     uint8_t h[8];
-    if (recv_all(rd->fd, h, sizeof h) != 0 || memcmp(h, HELLO_MAGIC, 4) != 0 ||
+    if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, HELLO_MS)) == NULL)
+        return -1;
+    if (recv_all(rd->tls, rd->fd, h, sizeof h) != 0 || memcmp(h, HELLO_MAGIC, 4) != 0 ||
         h[4] != HELLO_VERSION || h[5] != 0)
         return -1;
     size_t alen = (size_t)h[6] | (size_t)h[7] << 8;
     struct sockaddr_in claimed;
-    if (alen == 0 || alen >= sizeof rd->from || recv_all(rd->fd, (uint8_t *)rd->from, alen) != 0)
+    if (alen == 0 || alen >= sizeof rd->from ||
+        recv_all(rd->tls, rd->fd, (uint8_t *)rd->from, alen) != 0)
         return -1;
     rd->from[alen] = '\0';
-    if (loopback_address(rd->from, &claimed) != 0 ||
-        claimed.sin_addr.s_addr != from->sin_addr.s_addr)
+    if (node_address(n, rd->from, &claimed) != 0)
         return -1;
-    return 0;
+    return rd->tls != NULL ? (cert_names_ip(rd->tls, &claimed.sin_addr) ? 0 : -1)
+           : claimed.sin_addr.s_addr == from->sin_addr.s_addr ? 0
+                                                              : -1;
 }
 
 /* A reader whose hello passed speaks for its node if a group here has a
@@ -349,7 +420,7 @@ static void *reader_main(void *arg)
     socklen_t flen = sizeof from;
     set_timeouts(rd->fd, HELLO_MS);
     bool ok = getpeername(rd->fd, (struct sockaddr *)&from, &flen) == 0 &&
-              read_hello(rd, &from) == 0 && name_reader(n, rd) == 0;
+              read_hello(n, rd, &from) == 0 && name_reader(n, rd) == 0;
     if (!ok)
         count(n, &n->st.refused, 1);
     /* Every read makes progress within idle_ms: a writer sends a
@@ -358,7 +429,7 @@ static void *reader_main(void *arg)
     set_timeouts(rd->fd, n->idle_ms);
     while (ok && !atomic_load(&n->closing)) {
         uint8_t hd[RECORD_HEADER];
-        if (recv_all(rd->fd, hd, sizeof hd) != 0)
+        if (recv_all(rd->tls, rd->fd, hd, sizeof hd) != 0)
             break;
         uint64_t group = le_get64(hd), len = le_get64(hd + 24);
         if (group == 0 && len == 0)
@@ -370,7 +441,7 @@ static void *reader_main(void *arg)
         if (!take_reading(n, rd, len))
             break;
         uint8_t *msg = malloc((size_t)len);
-        bool got = msg != NULL && recv_all(rd->fd, msg, (size_t)len) == 0;
+        bool got = msg != NULL && recv_all(rd->tls, rd->fd, msg, (size_t)len) == 0;
         give_reading(n, len); /* from here the group's budget holds it (raft_net_hold) */
         if (!got) {
             free(msg);
@@ -378,6 +449,9 @@ static void *reader_main(void *arg)
         }
         deliver(n, hd, msg, (size_t)len, rd->from);
     }
+    if (rd->tls != NULL)
+        gnutls_deinit(rd->tls);
+    rd->tls = NULL;
     pthread_mutex_lock(&n->mu);
     close(rd->fd);
     rd->fd = -1;
@@ -458,11 +532,14 @@ static void *listen_main(void *arg)
 
 /* ---- writing to other nodes ---- */
 
-/* Dial p's node from this node's host and say hello. The fd, or -1. */
-static int dial(raft_net *n, peer *p)
+/* Dial p's node from this node's host, under TLS check that it is that
+ * node (its certificate names the host dialled), and say hello. The fd
+ * (and *tls), or -1. */
+static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
 {
     struct sockaddr_in to, self = n->self;
-    if (loopback_address(p->address, &to) != 0)
+    *tls = NULL;
+    if (node_address(n, p->address, &to) != 0)
         return -1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
     if (fd < 0)
@@ -478,8 +555,14 @@ static int dial(raft_net *n, peer *p)
     hello[6] = (uint8_t)alen;
     hello[7] = (uint8_t)(alen >> 8);
     memcpy(hello + 8, n->address, alen);
-    if (bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof to) != 0 || send_all(fd, hello, 8 + alen) != 0) {
+    bool ok = bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
+              connect(fd, (struct sockaddr *)&to, sizeof to) == 0;
+    if (ok && n->tls != NULL)
+        ok = (*tls = tls_open(n, fd, true, DIAL_MS)) != NULL && cert_names_ip(*tls, &to.sin_addr);
+    if (!ok || send_all(*tls, fd, hello, 8 + alen) != 0) {
+        if (*tls != NULL)
+            gnutls_deinit(*tls);
+        *tls = NULL;
         close(fd);
         return -1;
     }
@@ -513,6 +596,9 @@ static void grow_backoff(peer *p)
  * in a loop); one that did, at once. */
 static void hang_up(raft_net *n, peer *p)
 {
+    if (p->tls != NULL)
+        gnutls_deinit(p->tls);
+    p->tls = NULL;
     close(p->fd);
     p->fd = -1;
     n->st.connections--;
@@ -573,9 +659,12 @@ static void *writer_main(void *arg)
             if (p->backoff_ms > 0)
                 wait_backoff(n, p);
             pthread_mutex_unlock(&n->mu);
-            int fd = atomic_load(&n->closing) ? -1 : dial(n, p);
+            gnutls_session_t tls = NULL;
+            int fd = atomic_load(&n->closing) ? -1 : dial(n, p, &tls);
             pthread_mutex_lock(&n->mu);
             if (atomic_load(&n->closing)) { /* the stop's shutdown missed this fd */
+                if (tls != NULL)
+                    gnutls_deinit(tls);
                 if (fd >= 0)
                     close(fd);
                 break;
@@ -588,6 +677,7 @@ static void *writer_main(void *arg)
                 continue;
             }
             p->fd = fd;
+            p->tls = tls;
             p->up_since_ms = time_mono_ms();
             n->st.connections++;
             continue;
@@ -601,11 +691,13 @@ static void *writer_main(void *arg)
             p->queued -= r->len;
         }
         int fd = p->fd;
+        gnutls_session_t tls = p->tls; /* only this thread uses or ends it */
         pthread_mutex_unlock(&n->mu);
         static const uint8_t zeros[RECORD_HEADER];
-        int rc = r == NULL ? send_all(fd, zeros, RECORD_HEADER)
-                 : send_all(fd, r->header, RECORD_HEADER) == 0 ? send_all(fd, r->msg, r->len)
-                                                               : -1;
+        int rc = r == NULL ? send_all(tls, fd, zeros, RECORD_HEADER)
+                 : send_all(tls, fd, r->header, RECORD_HEADER) == 0
+                     ? send_all(tls, fd, r->msg, r->len)
+                     : -1;
         if (r != NULL) {
             free(r->msg);
             free(r);
@@ -719,10 +811,12 @@ int raft_net_start(const raft_net_config *cfg, raft_net **out, char *err, size_t
         return -1;
     }
     n->lfd = n->wake[0] = n->wake[1] = -1;
+    n->tls = cfg->tls;
     if (strlen(cfg->address) >= sizeof n->address ||
-        loopback_address(cfg->address, &n->self) != 0) {
-        snprintf(err, errlen, "the node network runs on loopback addresses only for now: %.64s",
-                 cfg->address);
+        node_address(n, cfg->address, &n->self) != 0) {
+        snprintf(err, errlen, "%.64s: %s", cfg->address,
+                 n->tls != NULL ? "not an IPv4 HOST:PORT"
+                                : "without peer TLS the node network runs on loopback only");
         free(n);
         return -1;
     }

@@ -31,9 +31,15 @@
  * A connection silent for idle_ms (each read must make progress within
  * it) is closed; so is one that sends more than max_record_bytes at once.
  *
- * This first version is plain TCP on loopback addresses only (a node
- * refuses to start elsewhere): peer TLS, the probes of raft_identity.h
- * and members added at other addresses are the next parts (DESIGN §6.5).
+ * Identity. With peer TLS (cfg.tls: the --peer-* credentials,
+ * peer_tls.h) every connection is mutual TLS against the trusted CA, and
+ * a node is who its certificate names: the dialler checks that the
+ * acceptor's names the host it dialled, the acceptor that the dialler's
+ * names the host its hello claims (IP subjectAltNames). Without it a node
+ * runs on loopback addresses only, and a dialler's source address must be
+ * the host its hello claims (a process on that host can still speak as
+ * the node). The probes of raft_identity.h and members added at other
+ * addresses are the next parts (DESIGN §6.5).
  */
 #ifndef PC_RAFT_NET_H
 #define PC_RAFT_NET_H
@@ -55,6 +61,9 @@ typedef struct {
     uint64_t max_reading_bytes; /* records being read, all readers (0: 1 GiB) */
     uint64_t max_held_bytes;    /* messages handed to groups and not yet taken (0: 512 MiB) */
     unsigned idle_ms;           /* a silent connection is closed after this (0: 30 s) */
+    struct tls_server *tls;     /* peer credentials (tls.h; not owned, outlive the net):
+                                 * mutual TLS on every connection. NULL: plain TCP, on
+                                 * loopback addresses only */
 } raft_net_config;
 
 /* Start listening. 0, or -1 with a reason in err. */
@@ -83,6 +92,9 @@ void raft_net_leave(raft_net *n, uint64_t group);
  * longer than max_record_bytes, too many nodes, or the net stops). */
 int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const char *address,
                   uint8_t *msg, size_t len);
+
+/* Whether the net runs peer TLS (else: plain TCP on loopback only). */
+bool raft_net_has_tls(const raft_net *n);
 
 /* The longest message raft_net_send takes. */
 uint64_t raft_net_max_message(const raft_net *n);

@@ -32,6 +32,7 @@
 
 #include "le.h"
 #include "log.h"
+#include "peer_certs.h"
 #include "raft_loop.h"
 #include "raft_net.h"
 #include "raft_inproc.h"
@@ -39,6 +40,7 @@
 #include "raft_wire.h"
 #include "testlib.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define NODES 3
 #define GROUPS 4
@@ -52,6 +54,9 @@ typedef struct {
     raft_node *nodes[GROUPS][NODES];
     char dirs[GROUPS][NODES][512]; /* a member keeps its dir's name (raft_host.h) */
     uint64_t last_ts[GROUPS];
+    bool tls;                      /* the nets run peer TLS: */
+    tl_peer_certs certs;
+    tls_server *creds[NODES];      /* node i's, from member i+1's certificate */
 } fixture;
 
 /* Member m of group g from its dir; new_group: the group is being made
@@ -100,15 +105,37 @@ static void group_answers(fixture *f, int g, int *who, uint64_t *term)
 
 static int teardown(void **state);
 
-static int setup(void **state)
+/* Node i's peer credentials: member i+1's certificate (IP:127.0.0.(i+1)),
+ * trusting the CA that signed every member's. */
+static tls_server *node_creds(fixture *f, int i)
+{
+    tls_pem pem;
+    char err[256];
+    tls_server *t = NULL;
+    if (tls_pem_load(f->certs.cert[i], f->certs.key[i], f->certs.ca, &pem, err, sizeof err) == 0) {
+        t = tls_server_new(pem.cert, pem.key, pem.client_ca, err, sizeof err);
+        tls_pem_free(&pem);
+    }
+    if (t == NULL)
+        fprintf(stderr, "node %d credentials: %s\n", i, err);
+    return t;
+}
+
+static int setup_with(void **state, bool tls)
 {
     fixture *f = calloc(1, sizeof *f);
     char err[256];
     if (f == NULL)
         return -1;
     *state = f;
+    f->tls = tls;
     if ((f->dir = tl_mkdtemp("raft-net")) == NULL)
         return teardown(state), -1;
+    if (tls && tl_peer_certs_make(&f->certs, NULL) != 0)
+        return teardown(state), -1;
+    for (int i = 0; tls && i < NODES; i++)
+        if ((f->creds[i] = node_creds(f, i)) == NULL)
+            return teardown(state), -1;
     log_set_level(getenv("TEST_LOG_INFO") ? LOG_INFO : LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < NODES; i++) {
@@ -116,7 +143,8 @@ static int setup(void **state)
         if (fd < 0)
             return teardown(state), -1;
         snprintf(f->addr[i], sizeof f->addr[i], "127.0.0.%d:%d", i + 1, port);
-        int rc = raft_net_start(&(raft_net_config){.address = f->addr[i], .listen_fd = fd},
+        int rc = raft_net_start(&(raft_net_config){.address = f->addr[i], .listen_fd = fd,
+                                                   .tls = f->creds[i]},
                                 &f->nets[i], err, sizeof err);
         close(fd); /* the net listens on a duplicate */
         if (rc != 0 || raft_loop_start(&f->loops[i], err, sizeof err) != 0) {
@@ -136,6 +164,16 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup(void **state)
+{
+    return setup_with(state, false);
+}
+
+static int setup_tls(void **state)
+{
+    return setup_with(state, true);
+}
+
 static int teardown(void **state)
 {
     fixture *f = *state;
@@ -146,7 +184,10 @@ static int teardown(void **state)
     for (int i = 0; i < NODES; i++) {
         raft_loop_stop(f->loops[i]);
         raft_net_stop(f->nets[i]);
+        tls_server_free(f->creds[i]);
     }
+    if (f->tls)
+        tl_peer_certs_remove(&f->certs);
     if (f->dir != NULL)
         tl_rmtree(f->dir);
     free(f->dir);
@@ -332,6 +373,102 @@ static void test_a_stranger_and_lying_records_are_refused(void **state)
     }
 }
 
+/* ---- peer TLS ---- */
+
+/* A TLS connection to node `to` with the given certificate, its hello
+ * claiming `claim`: whether the node closes it within 10 s. */
+static bool tls_hello_closed(fixture *f, int to, const char *cert, const char *key,
+                             const char *claim)
+{
+    rw_conn c;
+    rw_tls tls = {.cert_file = cert, .key_file = key, .ca_file = f->certs.ca, .confirm_ms = 500};
+    char host[32];
+    const char *colon = strrchr(f->addr[to], ':');
+    snprintf(host, sizeof host, "%.*s", (int)(colon - f->addr[to]), f->addr[to]);
+    if (rw_connect(&c, host, atoi(colon + 1), &tls, 10000) != 0)
+        return true; /* refused in the handshake */
+    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(claim), 0};
+    memcpy(hello + 8, claim, strlen(claim));
+    bool closed = rw_send_raw(&c, hello, 8 + strlen(claim), 5000) != 0 ||
+                  rw_closed_by_peer(&c, 3000);
+    rw_close(&c);
+    return closed;
+}
+
+static void drop_record(void *arg, uint64_t from, uint64_t to, const char *from_node,
+                        uint8_t *msg, size_t len)
+{
+    (void)arg, (void)from, (void)to, (void)from_node, (void)len;
+    free(msg);
+}
+
+/* The nets run mutual TLS: the groups elect and answer over it, and a
+ * node is who its certificate names, wherever it connects from, and
+ * whoever answers at its address. */
+static void test_nodes_speak_tls_and_are_their_certificates(void **state)
+{
+    fixture *f = *state;
+    for (int g = 0; g < GROUPS; g++)
+        group_answers(f, g, NULL, NULL);
+    raft_net_stats st;
+    raft_net_get_stats(f->nets[0], &st);
+    assert_true(st.sent > 0 && st.received > 0);
+    uint64_t refused = st.refused;
+
+    /* Plain TCP with a hello, to a node that runs TLS: closed. */
+    int fd = dial_as(f, 0, 1, f->addr[1]);
+    assert_true(fd >= 0);
+    assert_true(tl_closed_by_server(fd, 10000));
+    close(fd);
+    /* A certificate of a CA nobody trusts, for 127.0.0.1: refused. */
+    assert_true(tls_hello_closed(f, 0, f->certs.stranger_cert, f->certs.stranger_key,
+                                 f->addr[1]));
+    /* Node 3's own certificate, claiming to be node 2: refused at its
+     * hello, not named node 2 (which would replace node 2's connection). */
+    assert_true(tls_hello_closed(f, 0, f->certs.cert[2], f->certs.key[2], f->addr[1]));
+    raft_net_get_stats(f->nets[0], &st);
+    assert_true(st.refused >= refused + 3);
+    assert_int_equal(st.replaced, 0);
+    /* Node 2's certificate from 127.0.0.1 (not its host): the certificate,
+     * not the source address, says who it is. The hello passes, and the
+     * connection replaces node 2's (which node 2, dialling again, takes
+     * back: so it is closed too, later). */
+    uint64_t replaced = st.replaced;
+    (void)tls_hello_closed(f, 0, f->certs.cert[1], f->certs.key[1], f->addr[1]);
+    raft_net_get_stats(f->nets[0], &st);
+    assert_true(st.replaced > replaced);
+
+    /* An impostor on node 2's host (a new port), with node 3's
+     * certificate, hosting a group node 1 sends to: node 1's dial checks
+     * the certificate against the host it dialled and sends nothing. */
+    char err[256], at[64];
+    int port, lfd = tl_listen_loopback(1, &port);
+    assert_true(lfd >= 0);
+    snprintf(at, sizeof at, "127.0.0.2:%d", port);
+    raft_net *impostor = NULL;
+    assert_int_equal(raft_net_start(&(raft_net_config){.address = at, .listen_fd = lfd,
+                                                       .tls = f->creds[2]},
+                                    &impostor, err, sizeof err), 0);
+    close(lfd);
+    const char *nodes[] = {f->addr[0]};
+    assert_int_equal(raft_net_join(impostor, 99, nodes, 1, drop_record, NULL), 0);
+    for (int k = 0; k < 10; k++) {
+        uint8_t *m = malloc(8);
+        assert_non_null(m);
+        memcpy(m, "12345678", 8);
+        (void)raft_net_send(f->nets[0], 99, 1, 2, at, m, 8);
+        time_sleep_ms(100);
+    }
+    raft_net_stats imp;
+    raft_net_get_stats(impostor, &imp);
+    assert_int_equal(imp.received, 0);
+    assert_true(imp.accepted >= 1); /* it was dialled, and told nothing */
+    raft_net_leave(impostor, 99);
+    raft_net_stop(impostor);
+    for (int g = 0; g < GROUPS; g++)
+        group_answers(f, g, NULL, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +478,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_stranger_and_lying_records_are_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_nodes_speak_tls_and_are_their_certificates,
+                                        setup_tls, teardown),
     };
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
