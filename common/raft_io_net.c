@@ -183,7 +183,10 @@ static int n_send(struct raft_io *io, struct raft_io_send *req, const struct raf
     const raft_peer *to = peer_of(n, m->server_id);
     if (to == NULL || raft_codec_encode(m, &buf, &len, &why) != 0)
         j->status = RAFT_NOCONNECTION; /* a message that could not go: lost */
-    else if (raft_net_send(n->net, n->group, n->self, m->server_id, to->raft, buf, len) != 0)
+    else if (raft_net_send(n->net, n->group, n->self, m->server_id, to->raft,
+                           m->type == RAFT_IO_INSTALL_SNAPSHOT ? RAFT_NET_IMAGES
+                                                               : RAFT_NET_MESSAGES,
+                           buf, len) != 0)
         j->status = RAFT_NOCONNECTION;
     if (post(n, j) != 0) {
         free(j);
@@ -344,9 +347,9 @@ int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_
     n->lim = raft_frame_limits_or_default(lim);
     memcpy(n->peers, peers, npeers * sizeof *peers);
     n->npeers = npeers;
-    /* an image travels as one record for now (DESIGN §6.5) */
-    if (n->lim.max_snapshot_bytes > raft_net_max_message(net))
-        n->lim.max_snapshot_bytes = raft_net_max_message(net);
+    /* an image travels as one record, on the images lane (DESIGN §6.5) */
+    if (n->lim.max_snapshot_bytes > raft_net_max_message(net, RAFT_NET_IMAGES))
+        n->lim.max_snapshot_bytes = raft_net_max_message(net, RAFT_NET_IMAGES);
     n->max_inbound_bytes = DEFAULT_MAX_INBOUND; /* or one message (raft_net_budget_take) */
     n->io.version = inner->version;
     n->io.impl = n;

@@ -9,9 +9,8 @@
  * the group's peers put its destination at (not the address in the
  * configuration, which may carry a URL too); the send is answered on the
  * loop once queued, or failed (RAFT_NOCONNECTION) when the queue refused
- * it: to libraft, a lost message. An image goes as one record, so one
- * longer than the net's records (raft_net_max_message) cannot go until
- * images travel apart (DESIGN §6.5).
+ * it: to libraft, a lost message. An image (InstallSnapshot) goes on the
+ * net's images lane, every other message on its messages lane.
  *
  * Receiving, on the net's reader thread: the record must be for this
  * member's raft id, from a member the group's peers put at the node it

@@ -40,7 +40,7 @@
 #define HELLO_ADDR_MAX RAFT_PEER_ADDR_MAX
 #define RECORD_HEADER 32
 #define MAX_GROUPS 4096
-#define MAX_PEERS 256          /* nodes this one sends to */
+#define MAX_PEERS 512          /* lanes to the nodes this one sends to (two a node) */
 #define MAX_READERS 256        /* connections other nodes opened */
 #define HELLO_MS 5000
 #define DIAL_MS 2000
@@ -55,9 +55,14 @@ typedef struct record {
     struct record *next;
 } record;
 
+/* One lane to a node: its connection, queue and writer. A node gets two,
+ * so that an image (one record of up to max_image_bytes) never holds the
+ * messages of every group behind it: RAFT_NET_MESSAGES and
+ * RAFT_NET_IMAGES. */
 typedef struct {
     raft_net *n;
     char address[HELLO_ADDR_MAX];
+    raft_net_lane lane;
     pthread_t thread;
     pthread_cond_t cv;          /* under n->mu: records queued, or the stop */
     record *head, *tail;
@@ -76,6 +81,7 @@ typedef struct {
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
+    raft_net_lane lane;         /* from its hello */
     char from[HELLO_ADDR_MAX];  /* the node's address, from its hello */
 } reader;
 
@@ -92,7 +98,8 @@ struct raft_net {
     char address[HELLO_ADDR_MAX];
     tls_server *tls;            /* NULL: plain TCP, loopback only */
     struct sockaddr_in self;    /* host, port 0: what writers bind to */
-    uint64_t max_queue, max_record, max_reading, max_held;
+    uint64_t max_queue, max_reading, max_held;
+    uint64_t max_record[2];     /* by lane: a message, an image */
     unsigned idle_ms;
     int lfd, wake[2];
     pthread_t listener;
@@ -145,9 +152,9 @@ bool raft_net_has_tls(const raft_net *n)
     return n->tls != NULL;
 }
 
-uint64_t raft_net_max_message(const raft_net *n)
+uint64_t raft_net_max_message(const raft_net *n, raft_net_lane lane)
 {
-    return n->max_record;
+    return n->max_record[lane == RAFT_NET_IMAGES];
 }
 
 /* A node's "a.b.c.d:port" into sa: on loopback unless the net runs TLS
@@ -350,8 +357,9 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
     if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, HELLO_MS)) == NULL)
         return -1;
     if (recv_all(rd->tls, rd->fd, h, sizeof h) != 0 || memcmp(h, HELLO_MAGIC, 4) != 0 ||
-        h[4] != HELLO_VERSION || h[5] != 0)
+        h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
         return -1;
+    rd->lane = h[5];
     size_t alen = (size_t)h[6] | (size_t)h[7] << 8;
     struct sockaddr_in claimed;
     if (alen == 0 || alen >= sizeof rd->from ||
@@ -366,8 +374,8 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 }
 
 /* A reader whose hello passed speaks for its node if a group here has a
- * member there; an older connection from that node is closed (a node
- * keeps one: it dialled again). 0 or -1. */
+ * member there; an older connection from that node on the same lane is
+ * closed (a node keeps one a lane: it dialled again). 0 or -1. */
 static int name_reader(raft_net *n, reader *rd)
 {
     if (!known_node(n, rd->from))
@@ -375,7 +383,8 @@ static int name_reader(raft_net *n, reader *rd)
     pthread_mutex_lock(&n->mu);
     for (size_t i = 0; i < MAX_READERS; i++) {
         reader *o = n->readers[i];
-        if (o != NULL && o != rd && o->named && !o->done && strcmp(o->from, rd->from) == 0) {
+        if (o != NULL && o != rd && o->named && !o->done && o->lane == rd->lane &&
+            strcmp(o->from, rd->from) == 0) {
             o->kicked = true;
             if (o->fd >= 0)
                 shutdown(o->fd, SHUT_RDWR);
@@ -434,7 +443,7 @@ static void *reader_main(void *arg)
         uint64_t group = le_get64(hd), len = le_get64(hd + 24);
         if (group == 0 && len == 0)
             continue; /* a keepalive */
-        if (group == 0 || len == 0 || len > n->max_record) {
+        if (group == 0 || len == 0 || len > n->max_record[rd->lane]) {
             count(n, &n->st.refused, 1);
             break;
         }
@@ -551,7 +560,7 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     uint8_t hello[8 + HELLO_ADDR_MAX];
     memcpy(hello, HELLO_MAGIC, 4);
     hello[4] = HELLO_VERSION;
-    hello[5] = 0;
+    hello[5] = (uint8_t)p->lane;
     hello[6] = (uint8_t)alen;
     hello[7] = (uint8_t)(alen >> 8);
     memcpy(hello + 8, n->address, alen);
@@ -717,12 +726,13 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Under n->mu: the peer for address, made (with its writer) if new. */
-static peer *peer_of(raft_net *n, const char *address)
+/* Under n->mu: the lane to address, made (with its writer) if new. */
+static peer *peer_of(raft_net *n, const char *address, raft_net_lane lane)
 {
     size_t free_slot = MAX_PEERS;
     for (size_t i = 0; i < MAX_PEERS; i++) {
-        if (n->peers[i] != NULL && strcmp(n->peers[i]->address, address) == 0)
+        if (n->peers[i] != NULL && n->peers[i]->lane == lane &&
+            strcmp(n->peers[i]->address, address) == 0)
             return n->peers[i];
         if (n->peers[i] == NULL && free_slot == MAX_PEERS)
             free_slot = i;
@@ -736,6 +746,7 @@ static peer *peer_of(raft_net *n, const char *address)
     }
     p->n = n;
     p->fd = -1;
+    p->lane = lane;
     snprintf(p->address, sizeof p->address, "%s", address);
     /* its waits are timed on the monotonic clock (keepalives, backoff) */
     int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -755,27 +766,29 @@ static peer *peer_of(raft_net *n, const char *address)
 }
 
 int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const char *address,
-                  uint8_t *msg, size_t len)
+                  raft_net_lane lane, uint8_t *msg, size_t len)
 {
     record *r = malloc(sizeof *r);
+    uint64_t max = raft_net_max_message(n, lane);
     pthread_mutex_lock(&n->mu);
-    if (len > n->max_record) { /* the other end would close the connection on it */
+    if (len > max) { /* the other end would close the connection on it */
         n->st.dropped_too_big++;
         uint64_t now = time_mono_ms();
         if (n->too_big_logged_ms == 0 || now - n->too_big_logged_ms >= TOO_BIG_LOG_MS) {
             n->too_big_logged_ms = now;
-            log_warn("raft net: a message of %zu bytes for group %llu cannot go to %.64s: "
-                     "records are at most %llu bytes (DESIGN §6.5)", len,
-                     (unsigned long long)group, address, (unsigned long long)n->max_record);
+            log_warn("raft net: %s of %zu bytes for group %llu cannot go to %.64s: they are at "
+                     "most %llu bytes (DESIGN §6.5)", lane == RAFT_NET_IMAGES ? "an image" : "a message",
+                     len, (unsigned long long)group, address, (unsigned long long)max);
         }
     }
-    peer *p = r != NULL && len <= n->max_record && !atomic_load(&n->closing)
-                  ? peer_of(n, address)
-                  : NULL;
-    /* an empty queue takes any record: one longer than the queue's bound
-     * still goes in the end, alone */
-    if (p == NULL || (p->queued > 0 && p->queued + len > n->max_queue)) {
-        if (len <= n->max_record)
+    peer *p = r != NULL && len <= max && !atomic_load(&n->closing) ? peer_of(n, address, lane)
+                                                                   : NULL;
+    /* An empty queue takes any record: one longer than the queue's bound
+     * still goes in the end, alone. The images lane takes only that: one
+     * image waiting for a node, besides the one being sent. */
+    uint64_t bound = lane == RAFT_NET_IMAGES ? 0 : n->max_queue;
+    if (p == NULL || (p->queued > 0 && p->queued + len > bound)) {
+        if (len <= max)
             n->st.dropped_full++;
         pthread_mutex_unlock(&n->mu);
         free(r);
@@ -823,7 +836,8 @@ int raft_net_start(const raft_net_config *cfg, raft_net **out, char *err, size_t
     snprintf(n->address, sizeof n->address, "%s", cfg->address);
     n->self.sin_port = 0;
     n->max_queue = cfg->max_queue_bytes ? cfg->max_queue_bytes : (uint64_t)64 << 20;
-    n->max_record = cfg->max_record_bytes ? cfg->max_record_bytes : (uint64_t)320 << 20;
+    n->max_record[0] = cfg->max_record_bytes ? cfg->max_record_bytes : (uint64_t)320 << 20;
+    n->max_record[1] = cfg->max_image_bytes ? cfg->max_image_bytes : (uint64_t)4 << 30;
     n->max_reading = cfg->max_reading_bytes ? cfg->max_reading_bytes : (uint64_t)1 << 30;
     n->max_held = cfg->max_held_bytes ? cfg->max_held_bytes : (uint64_t)512 << 20;
     n->idle_ms = cfg->idle_ms ? cfg->idle_ms : 30000;

@@ -4,24 +4,25 @@
  * connection, each a record tagged with its group, instead of a listener,
  * connections and threads per member (raft_transport.h).
  *
+ *   hello      "pcRN", version 1, lane, address length (u16), address
  *   record     [group][from raft id][to raft id][length] (little-endian
  *              u64s) then length bytes: one Raft message as libraft writes
  *              it (raft_codec.h), checked where it arrives (raft_io_net.h)
  *   keepalive  a record header of zeros (group 0, length 0), sent on a
  *              connection quiet for a third of idle_ms
  *
- * A node dials each node it sends to (one connection a pair and
- * direction; its source bound to its own host, which the acceptor
- * compares with the address the dialler's hello claims; the claimed node
- * must be one that a group on this node names, and a second connection
- * from it replaces the first) and reads the connections other nodes
- * opened to it, one thread each. Nothing waits for a slow group or a dead
- * node: a record that does not fit a node's queue is dropped and counted,
- * as is one for a group this node does not host; Raft sends again what is
- * lost. Every queue takes one record when it is empty, so a record up to
- * max_record_bytes always goes in the end. What bounds memory:
+ * A node dials each node it sends to, once a lane: a connection for
+ * messages and one for images (raft_net_lane below), each one-way. The
+ * node dialled reads it (one thread a connection) if a group there names
+ * the dialler's node; a newer connection from a node on a lane replaces
+ * the older. Nothing waits for a slow group or a dead node: a record that
+ * does not fit its lane's queue is dropped and counted, as is one for a
+ * group the node does not host; Raft sends again what is lost. Every
+ * queue takes one record when it is empty, so a record up to its lane's
+ * longest always goes in the end. What bounds memory:
  *
- *   a node's send queue     max_queue_bytes, or one record
+ *   a lane's send queue     messages: max_queue_bytes, or one record;
+ *                           images: one
  *   records being read      max_reading_bytes for all readers, or one
  *                           record (a reader waits for room: TCP holds
  *                           the rest back at the sender)
@@ -29,7 +30,8 @@
  *   not yet taken           (raft_net_hold, by the groups' receivers)
  *
  * A connection silent for idle_ms (each read must make progress within
- * it) is closed; so is one that sends more than max_record_bytes at once.
+ * it) is closed; so is one that announces a record longer than its lane
+ * takes (max_record_bytes, max_image_bytes).
  *
  * Identity. With peer TLS (cfg.tls: the --peer-* credentials,
  * peer_tls.h) every connection is mutual TLS against the trusted CA, and
@@ -57,7 +59,8 @@ typedef struct {
     const char *address;        /* this node: "127.0.0.x:port" */
     int listen_fd;              /* > 0: bound to address already (not taken: duplicated) */
     uint64_t max_queue_bytes;   /* records waiting for one node (0: 64 MiB) */
-    uint64_t max_record_bytes;  /* the longest record sent or read (0: 320 MiB) */
+    uint64_t max_record_bytes;  /* the longest message sent or read (0: 320 MiB) */
+    uint64_t max_image_bytes;   /* the longest image sent or read (0: 4 GiB) */
     uint64_t max_reading_bytes; /* records being read, all readers (0: 1 GiB) */
     uint64_t max_held_bytes;    /* messages handed to groups and not yet taken (0: 512 MiB) */
     unsigned idle_ms;           /* a silent connection is closed after this (0: 30 s) */
@@ -87,17 +90,27 @@ int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t 
 /* No record goes to group's fn once this returns (none is running). */
 void raft_net_leave(raft_net *n, uint64_t group);
 
+/* The two connections a node keeps to another, each with its queue and
+ * writer: an image, which can take seconds to send, never holds the
+ * other groups' messages behind it (TiKV sends snapshots apart too). */
+typedef enum {
+    RAFT_NET_MESSAGES = 0,      /* queue: max_queue_bytes; records: max_record_bytes */
+    RAFT_NET_IMAGES = 1,        /* one image waiting a node, besides the one being sent;
+                                 * records: max_image_bytes */
+} raft_net_lane;
+
 /* Queue msg (malloc'd, now the net's) for raft id `to` of group at node
- * `address`. 0, or -1: dropped (its node's queue is full, the record is
- * longer than max_record_bytes, too many nodes, or the net stops). */
+ * `address`, on lane. 0, or -1: dropped (the lane's queue is full, the
+ * record is longer than the lane takes, too many nodes, or the net
+ * stops). */
 int raft_net_send(raft_net *n, uint64_t group, uint64_t from, uint64_t to, const char *address,
-                  uint8_t *msg, size_t len);
+                  raft_net_lane lane, uint8_t *msg, size_t len);
 
 /* Whether the net runs peer TLS (else: plain TCP on loopback only). */
 bool raft_net_has_tls(const raft_net *n);
 
-/* The longest message raft_net_send takes. */
-uint64_t raft_net_max_message(const raft_net *n);
+/* The longest message raft_net_send takes on lane. */
+uint64_t raft_net_max_message(const raft_net *n, raft_net_lane lane);
 
 /* A group's receiver holds len bytes handed to it until raft_net_release:
  * true, or false (the node's groups already hold max_held_bytes: drop it). */

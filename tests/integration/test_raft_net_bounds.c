@@ -53,6 +53,7 @@ typedef struct {
     char last_from[64];
     /* a delivery that blocks: entered, then waits for release */
     bool block, entered, released, returned, waited_out;
+    size_t block_above;     /* with block: only records longer than this */
 } inbox;
 
 typedef struct {
@@ -83,7 +84,7 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
     in->bad += !in->last_ok;
     snprintf(in->last_from, sizeof in->last_from, "%s", from_node);
     pthread_cond_broadcast(&in->cv);
-    if (in->block) {
+    if (in->block && len > in->block_above) {
         in->entered = true;
         pthread_cond_broadcast(&in->cv);
         uint64_t deadline = time_mono_ms() + 10000;
@@ -123,11 +124,16 @@ static unsigned records(inbox *in)
     return k;
 }
 
-/* A record of len pattern bytes from net i to group g at net j. */
-static int send_pattern(fixture *f, int i, int j, uint64_t g, size_t len)
+/* A record of len pattern bytes from net i to group g at net j, on lane. */
+static int send_on(fixture *f, int i, int j, uint64_t g, raft_net_lane lane, size_t len)
 {
     uint8_t *p = pattern(len);
-    return p == NULL ? -1 : raft_net_send(f->nets[i], g, 1, 2, f->addr[j], p, len);
+    return p == NULL ? -1 : raft_net_send(f->nets[i], g, 1, 2, f->addr[j], lane, p, len);
+}
+
+static int send_pattern(fixture *f, int i, int j, uint64_t g, size_t len)
+{
+    return send_on(f, i, j, g, RAFT_NET_MESSAGES, len);
 }
 
 /* Send from net i to group g at net j until it has one more record (a
@@ -182,6 +188,7 @@ static int setup(void **state)
 {
     return start_nets(state, &(raft_net_config){.max_queue_bytes = 1024,
                                                  .max_record_bytes = 1 << 20,
+                                                 .max_image_bytes = 4 << 20,
                                                  .max_reading_bytes = 64 * 1024,
                                                  .idle_ms = 1500});
 }
@@ -223,8 +230,54 @@ static void test_a_record_longer_than_the_queue_goes_alone(void **state)
     raft_net_get_stats(f->nets[0], &st);
     assert_int_equal(st.dropped_too_big, 1);
     assert_true(st.sent >= 1);
-    assert_int_equal(raft_net_max_message(f->nets[0]), 1 << 20);
+    assert_int_equal(raft_net_max_message(f->nets[0], RAFT_NET_MESSAGES), 1 << 20);
     raft_net_leave(f->nets[1], 7);
+}
+
+/* An image goes on a lane of its own: up to its own limit, and while
+ * one is held at the far end (its delivery blocked, as a reader stuck
+ * in a slow transfer), the messages of every group go on. */
+static void test_images_go_apart_from_messages(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    f->in.block = true;
+    f->in.block_above = 1 << 20;
+    /* 3 MiB: past a message's 1 MiB, within an image's 4 MiB */
+    assert_int_equal(send_on(f, 0, 1, 7, RAFT_NET_IMAGES, 3 << 20), 0);
+    pthread_mutex_lock(&f->in.mu);
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    while (!f->in.entered && time_mono_ms() < deadline) {
+        pthread_mutex_unlock(&f->in.mu);
+        time_sleep_ms(5);
+        pthread_mutex_lock(&f->in.mu);
+    }
+    assert_true(f->in.entered);
+    assert_int_equal(f->in.last_len, 3 << 20);
+    assert_true(f->in.last_ok);
+    unsigned had = f->in.records;
+    pthread_mutex_unlock(&f->in.mu);
+    /* the image's reader is held; messages come in on their own lane */
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(send_pattern(f, 0, 1, 7, 100), 0);
+    assert_true(wait_records(&f->in, had + 3));
+    /* one longer than an image: refused where it is sent */
+    raft_net_stats st;
+    raft_net_get_stats(f->nets[0], &st);
+    assert_int_equal(st.dropped_too_big, 0);
+    assert_int_equal(send_on(f, 0, 1, 7, RAFT_NET_IMAGES, (4 << 20) + 1), -1);
+    raft_net_get_stats(f->nets[0], &st);
+    assert_int_equal(st.dropped_too_big, 1);
+    raft_net_get_stats(f->nets[1], &st);
+    assert_int_equal(st.connections, 2); /* net 0's two lanes */
+    pthread_mutex_lock(&f->in.mu);
+    f->in.released = true;
+    pthread_mutex_unlock(&f->in.mu);
+    raft_net_leave(f->nets[1], 7);
+    pthread_mutex_lock(&f->in.mu);
+    assert_false(f->in.waited_out);
+    pthread_mutex_unlock(&f->in.mu);
 }
 
 static void test_only_nodes_a_group_names_are_read(void **state)
@@ -406,6 +459,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_a_record_longer_than_the_queue_goes_alone, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_images_go_apart_from_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_only_nodes_a_group_names_are_read, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it, setup, teardown),
