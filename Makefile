@@ -322,14 +322,16 @@ bench-pd: bench-tools
 # measure of DESIGN §6.5's steps (GROUPS_K, default "5 20 50"), for each
 # of GROUPS_ARMS: own (every member on a loop of its own with 8 MiB
 # segments: the programs today), shared (three shared loops, 1 MiB
-# segments: step 1), net (and a node network a loop: step 2). About three
-# minutes; K=100 of own takes 7 GiB of /tmp.
+# segments: step 1), net (and a node network a loop: step 2), tls (the
+# same with peer TLS between the nodes). About three minutes an arm;
+# K=100 of own takes 7 GiB of /tmp.
 GROUPS_K ?= 5 20 50
 GROUPS_ARMS ?= own shared net
 bench-groups: $(BUILD)/bench/groups_bench
 	@for a in $(GROUPS_ARMS); do for k in $(GROUPS_K); do \
 	    case $$a in own) o="--loops 0";; shared) o="--loops 3 --segment-kib 1024";; \
-	        net) o="--loops 3 --segment-kib 1024 --net";; *) echo "unknown arm $$a"; exit 2;; esac; \
+	        net) o="--loops 3 --segment-kib 1024 --net";; \
+	        tls) o="--loops 3 --segment-kib 1024 --net --tls";; *) echo "unknown arm $$a"; exit 2;; esac; \
 	    $(BUILD)/bench/groups_bench --groups $$k --seconds 10 $$o 2> $(BUILD)/bench/groups_bench.log || \
 	        { cat $(BUILD)/bench/groups_bench.log; exit 1; }; echo; done; done
 

@@ -17,7 +17,9 @@
  * (0: its default, 8 MiB). --net (with --loops L) gives each loop a node
  * network of its own (common/raft_net.h) on 127.0.0.(1+i): every group's
  * member on that loop is at that node's one address, and the groups'
- * messages between two nodes share one connection each way (step 2).
+ * messages between two nodes share one connection each way (step 2);
+ * --tls runs them over mutual TLS (certificates made by openssl in a
+ * temporary dir, as the tests make theirs).
  *
  * It starts the 3K members, waits until every group has a leader that
  * handed out a timestamp (a write through its log), then measures the
@@ -44,10 +46,12 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "peer_certs.h"
 #include "raft_loop.h"
 #include "raft_net.h"
 #include "raft_node.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define MEMBERS 3
 #define MAX_GROUPS 400
@@ -148,18 +152,18 @@ static int bind_loopback(int *port)
 static int usage_exit(const char *prog)
 {
     fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D] "
-            "[--loops 0..%d] [--segment-kib S]\n", prog, MAX_GROUPS, MAX_LOOPS);
+            "[--loops 0..%d] [--segment-kib S] [--net [--tls]]\n", prog, MAX_GROUPS, MAX_LOOPS);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0, use_net = 0;
+    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0, use_net = 0, use_tls = 0;
     unsigned heartbeat_ms = 100;
     const char *dir = NULL;
     for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "--net") == 0) { /* the one flag without a value */
-            use_net = 1;
+        if (strcmp(argv[i], "--net") == 0 || strcmp(argv[i], "--tls") == 0) { /* no value */
+            *(argv[i][2] == 'n' ? &use_net : &use_tls) = 1;
             i--;
             continue;
         }
@@ -180,7 +184,7 @@ int main(int argc, char **argv)
         else
             return usage_exit(argv[0]);
     }
-    if ((use_net && nloops != MEMBERS) || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
+    if ((use_net && nloops != MEMBERS) || (use_tls && !use_net) || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
         heartbeat_ms < 10 || heartbeat_ms > 10000 || nloops < 0 || nloops > MAX_LOOPS ||
         segment_kib < 0 || segment_kib > 1024 * 1024)
         return usage_exit(argv[0]);
@@ -208,12 +212,28 @@ int main(int argc, char **argv)
     /* --net: a node network a loop, on 127.0.0.(1+i); every group's
      * member i is at its address. */
     raft_net *nets[MAX_LOOPS] = {NULL};
+    tls_server *creds[MAX_LOOPS] = {NULL};
     char net_peers[256] = "";
+    /* --tls: node i's peer credentials, a certificate for 127.0.0.(1+i) */
+    tl_peer_certs certs;
+    if (use_tls && tl_peer_certs_make(&certs, NULL) != 0)
+        return 1;
+    for (int i = 0; use_tls && i < nloops; i++) {
+        tls_pem pem;
+        if (tls_pem_load(certs.cert[i], certs.key[i], certs.ca, &pem, err, sizeof err) != 0 ||
+            (creds[i] = tls_server_new(pem.cert, pem.key, pem.client_ca, err, sizeof err)) ==
+                NULL) {
+            fprintf(stderr, "node %d credentials: %s\n", i, err);
+            return 1;
+        }
+        tls_pem_free(&pem);
+    }
     for (int i = 0; use_net && i < nloops; i++) {
         int port, fd = bind_loopback_host(i, &port);
         char addr[64];
         snprintf(addr, sizeof addr, "127.0.0.%d:%d", 1 + i, port);
-        if (fd < 0 || raft_net_start(&(raft_net_config){.address = addr, .listen_fd = fd},
+        if (fd < 0 || raft_net_start(&(raft_net_config){.address = addr, .listen_fd = fd,
+                                                        .tls = creds[i]},
                                      &nets[i], err, sizeof err) != 0) {
             fprintf(stderr, "node %d: %s\n", i, fd < 0 ? strerror(errno) : err);
             return 1;
@@ -299,8 +319,8 @@ int main(int argc, char **argv)
         nftw(dir, add_file, 64, FTW_PHYS);
         double cpu = 100.0 * (idle_end.cpu_s - idle_start.cpu_s) / wall;
         printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d --loops %d "
-               "--segment-kib %d%s: %d members in one process\n", groups, heartbeat_ms, seconds,
-               nloops, segment_kib, use_net ? " --net" : "", n);
+               "--segment-kib %d%s%s: %d members in one process\n", groups, heartbeat_ms,
+               seconds, nloops, segment_kib, use_net ? " --net" : "", use_tls ? " --tls" : "", n);
         printf("every group led and answering after %.1f s\n", (double)ready_ms / 1000.0);
         printf("%-28s %12s %12s\n", "", "all", "per member");
         printf("%-28s %12.1f %12.3f\n", "CPU idle (% of one core)", cpu, cpu / n);
@@ -322,8 +342,12 @@ int main(int argc, char **argv)
             raft_node_stop(nodes[i]);
     for (int i = 0; i < nloops; i++)
         raft_loop_stop(loops[i]);
-    for (int i = 0; i < nloops; i++)
+    for (int i = 0; i < nloops; i++) {
         raft_net_stop(nets[i]);
+        tls_server_free(creds[i]);
+    }
+    if (use_tls)
+        tl_peer_certs_remove(&certs);
     free(nodes);
     free(dirs);
     if (strcmp(dir, tmpl) == 0)
