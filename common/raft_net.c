@@ -42,7 +42,7 @@
 #define MAX_GROUPS 4096
 #define MAX_PEERS 512          /* lanes to the nodes this one sends to (two a node) */
 #define MAX_READERS 256        /* connections other nodes opened */
-#define HELLO_MS 5000
+#define MAX_UNNAMED_A_HOST 8   /* of them, from one address, before their hello passed */
 #define DIAL_MS 2000
 #define LIVED_MS 1000          /* a connection that lasted this long resets the backoff */
 #define BACKOFF_MAX_MS 1000
@@ -82,6 +82,7 @@ typedef struct {
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
     raft_net_lane lane;         /* from its hello */
+    struct in_addr source;      /* where the connection comes from */
     char from[HELLO_ADDR_MAX];  /* the node's address, from its hello */
 } reader;
 
@@ -100,7 +101,7 @@ struct raft_net {
     struct sockaddr_in self;    /* host, port 0: what writers bind to */
     uint64_t max_queue, max_reading, max_held;
     uint64_t max_record[2];     /* by lane: a message, an image */
-    unsigned idle_ms;
+    unsigned idle_ms, hello_ms;
     int lfd, wake[2];
     pthread_t listener;
     bool listening;
@@ -354,7 +355,7 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
 static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 {
     uint8_t h[8];
-    if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, HELLO_MS)) == NULL)
+    if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, n->hello_ms)) == NULL)
         return -1;
     if (recv_all(rd->tls, rd->fd, h, sizeof h) != 0 || memcmp(h, HELLO_MAGIC, 4) != 0 ||
         h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
@@ -427,7 +428,7 @@ static void *reader_main(void *arg)
     raft_net *n = rd->n;
     struct sockaddr_in from;
     socklen_t flen = sizeof from;
-    set_timeouts(rd->fd, HELLO_MS);
+    set_timeouts(rd->fd, n->hello_ms);
     bool ok = getpeername(rd->fd, (struct sockaddr *)&from, &flen) == 0 &&
               read_hello(n, rd, &from) == 0 && name_reader(n, rd) == 0;
     if (!ok)
@@ -487,9 +488,24 @@ static void reap(raft_net *n, bool all)
     }
 }
 
+/* Under n->mu: connections from source whose hello has not passed yet.
+ * Whoever reaches the port can open them, and each holds a thread and a
+ * slot for up to the hello's time: one address gets a few, so that a
+ * stranger cannot take every slot from the nodes. */
+static size_t unnamed_from(raft_net *n, struct in_addr source)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < MAX_READERS; i++)
+        k += n->readers[i] != NULL && !n->readers[i]->named && !n->readers[i]->done &&
+             n->readers[i]->source.s_addr == source.s_addr;
+    return k;
+}
+
 static void accept_one(raft_net *n)
 {
-    int fd = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC);
+    struct sockaddr_in sa = {0};
+    socklen_t salen = sizeof sa;
+    int fd = accept4(n->lfd, (struct sockaddr *)&sa, &salen, SOCK_CLOEXEC);
     if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE)
             time_sleep_ms(100);
@@ -504,9 +520,12 @@ static void accept_one(raft_net *n)
     for (size_t i = 0; i < MAX_READERS && slot == MAX_READERS && rd != NULL; i++)
         if (n->readers[i] == NULL)
             slot = i;
+    if (slot < MAX_READERS && unnamed_from(n, sa.sin_addr) >= MAX_UNNAMED_A_HOST)
+        slot = MAX_READERS;
     if (slot < MAX_READERS) {
         rd->n = n;
         rd->fd = fd;
+        rd->source = sa.sin_addr;
         if (pthread_create(&rd->thread, NULL, reader_main, rd) == 0) {
             n->readers[slot] = rd;
             n->st.connections++;
@@ -843,6 +862,7 @@ int raft_net_start(const raft_net_config *cfg, raft_net **out, char *err, size_t
     n->idle_ms = cfg->idle_ms ? cfg->idle_ms : 30000;
     if (n->idle_ms < 30)
         n->idle_ms = 30;
+    n->hello_ms = cfg->hello_ms ? cfg->hello_ms : 5000;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);

@@ -64,6 +64,8 @@ typedef struct {
     uint64_t max_reading_bytes; /* records being read, all readers (0: 1 GiB) */
     uint64_t max_held_bytes;    /* messages handed to groups and not yet taken (0: 512 MiB) */
     unsigned idle_ms;           /* a silent connection is closed after this (0: 30 s) */
+    unsigned hello_ms;          /* an accepted connection's TLS handshake and hello within
+                                 * this (0: 5 s); until then one address holds at most 8 */
     struct tls_server *tls;     /* peer credentials (tls.h; not owned, outlive the net):
                                  * mutual TLS on every connection. NULL: plain TCP, on
                                  * loopback addresses only */

@@ -190,7 +190,8 @@ static int setup(void **state)
                                                  .max_record_bytes = 1 << 20,
                                                  .max_image_bytes = 4 << 20,
                                                  .max_reading_bytes = 64 * 1024,
-                                                 .idle_ms = 1500});
+                                                 .idle_ms = 1500,
+                                                 .hello_ms = 60000});
 }
 
 static int teardown(void **state)
@@ -305,7 +306,8 @@ static void test_only_nodes_a_group_names_are_read(void **state)
     raft_net_leave(f->nets[1], 8);
 }
 
-/* A raw connection to net `to` from 127.0.0.(1+host), claiming `claim`. */
+/* A raw connection to net `to` from 127.0.0.(1+host), claiming `claim`
+ * (NULL: no hello at all). */
 static int dial_as(fixture *f, int to, int host, const char *claim)
 {
     struct sockaddr_in self = {.sin_family = AF_INET,
@@ -314,11 +316,13 @@ static int dial_as(fixture *f, int to, int host, const char *claim)
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)to)};
     dst.sin_port = htons((uint16_t)atoi(strrchr(f->addr[to], ':') + 1));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(claim), 0};
-    memcpy(hello + 8, claim, strlen(claim));
+    size_t clen = claim != NULL ? strlen(claim) : 0;
+    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)clen, 0};
+    memcpy(hello + 8, claim != NULL ? claim : "", clen);
     if (fd < 0 || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
         connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 ||
-        send(fd, hello, 8 + strlen(claim), MSG_NOSIGNAL) != (ssize_t)(8 + strlen(claim))) {
+        (claim != NULL &&
+         send(fd, hello, 8 + clen, MSG_NOSIGNAL) != (ssize_t)(8 + clen))) {
         if (fd >= 0)
             close(fd);
         return -1;
@@ -399,6 +403,30 @@ static void test_a_reader_waits_for_room_instead_of_closing(void **state)
     raft_net_leave(f->nets[1], 7);
 }
 
+/* Connections without a hello hold a thread and a slot each until the
+ * hello's time: one address gets eight, the next is closed at once, and
+ * the nodes' connections go on. */
+static void test_a_stranger_holds_a_few_slots_only(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    int fds[9];
+    for (int k = 0; k < 9; k++)
+        fds[k] = dial_as(f, 1, 4, NULL); /* from 127.0.0.5; the hello is never sent */
+    for (int k = 0; k < 9; k++)
+        assert_true(fds[k] >= 0);
+    /* the hello's time is a minute here: only the bound closes the ninth */
+    assert_true(tl_closed_by_server(fds[8], 20000));
+    raft_net_stats st;
+    raft_net_get_stats(f->nets[1], &st);
+    assert_true(st.refused >= 1);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    assert_false(tl_closed_by_server(fds[0], 100));
+    for (int k = 0; k < 9; k++)
+        close(fds[k]);
+    raft_net_leave(f->nets[1], 7);
+}
+
 typedef struct {
     fixture *f;
     atomic_bool done;
@@ -466,6 +494,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_reader_waits_for_room_instead_of_closing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_delivery_holds_its_group_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stranger_holds_a_few_slots_only, setup, teardown),
     };
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
