@@ -237,17 +237,14 @@ static gnutls_session_t tls_open(raft_net *n, int fd, bool client, unsigned ms)
 
 /* Whether the verified certificate the other end presented names ip (an
  * IP subjectAltName): a node is its raft host. */
+static bool names_ip(void *crt, const void *ip)
+{
+    return gnutls_x509_crt_check_ip(crt, ip, sizeof(struct in_addr), 0) != 0;
+}
+
 static bool cert_names_ip(gnutls_session_t s, const struct in_addr *ip)
 {
-    unsigned k = 0;
-    const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &k);
-    gnutls_x509_crt_t crt;
-    if (certs == NULL || k == 0 || gnutls_x509_crt_init(&crt) < 0)
-        return false;
-    bool ok = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) >= 0 &&
-              gnutls_x509_crt_check_ip(crt, (const unsigned char *)ip, sizeof *ip, 0) != 0;
-    gnutls_x509_crt_deinit(crt);
-    return ok;
+    return tls_peer_cert_check(s, names_ip, ip);
 }
 
 static void set_timeouts(int fd, unsigned ms)
@@ -636,19 +633,6 @@ static void hang_up(raft_net *n, peer *p)
         p->backoff_ms = 0;
 }
 
-static struct timespec mono_after(unsigned ms)
-{
-    struct timespec at;
-    clock_gettime(CLOCK_MONOTONIC, &at);
-    at.tv_sec += ms / 1000;
-    at.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (at.tv_nsec >= 1000000000L) {
-        at.tv_sec++;
-        at.tv_nsec -= 1000000000L;
-    }
-    return at;
-}
-
 /* Under n->mu: wait until p has a record or the net stops; while
  * connected, a line quiet for a third of idle_ms gets a keepalive. true:
  * one is due. */
@@ -659,7 +643,7 @@ static bool wait_for_work(raft_net *n, peer *p)
             pthread_cond_wait(&p->cv, &n->mu);
             continue;
         }
-        struct timespec at = mono_after(n->idle_ms / 3);
+        struct timespec at = time_deadline(CLOCK_MONOTONIC, n->idle_ms / 3);
         if (pthread_cond_timedwait(&p->cv, &n->mu, &at) == ETIMEDOUT && p->head == NULL)
             return !atomic_load(&n->closing);
     }
@@ -669,7 +653,7 @@ static bool wait_for_work(raft_net *n, peer *p)
 /* Under n->mu: wait out p's backoff (the stop cuts it short). */
 static void wait_backoff(raft_net *n, peer *p)
 {
-    struct timespec at = mono_after(p->backoff_ms);
+    struct timespec at = time_deadline(CLOCK_MONOTONIC, p->backoff_ms);
     while (!atomic_load(&n->closing) && pthread_cond_timedwait(&p->cv, &n->mu, &at) != ETIMEDOUT)
         ;
 }

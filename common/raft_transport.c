@@ -212,17 +212,20 @@ static void refuse(conn *c, refusal why, const char *detail)
 
 /* Whether the verified certificate the peer presented names member id
  * at host: the identity rule of raft_transport.h. */
+typedef struct {
+    raft_id id;
+    const char *host;
+} member_at;
+
+static bool names_member(void *crt, const void *arg)
+{
+    const member_at *m = arg;
+    return raft_transport_cert_names(crt, m->id, m->host);
+}
+
 static bool cert_names_member(gnutls_session_t s, raft_id id, const char *host)
 {
-    unsigned n = 0;
-    const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &n);
-    gnutls_x509_crt_t crt;
-    if (certs == NULL || n == 0 || gnutls_x509_crt_init(&crt) < 0)
-        return false;
-    bool ok = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) >= 0 &&
-              raft_transport_cert_names(crt, id, host);
-    gnutls_x509_crt_deinit(crt);
-    return ok;
+    return tls_peer_cert_check(s, names_member, &(member_at){id, host});
 }
 
 bool raft_transport_cert_names(void *x509_crt, uint64_t id, const char *host)

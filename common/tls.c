@@ -275,6 +275,19 @@ void tls_pem_free(tls_pem *p)
     memset(p, 0, sizeof *p);
 }
 
+bool tls_peer_cert_check(void *session, bool (*check)(void *crt, const void *arg),
+                         const void *arg)
+{
+    unsigned n = 0;
+    const gnutls_datum_t *certs = gnutls_certificate_get_peers(session, &n);
+    gnutls_x509_crt_t crt;
+    if (certs == NULL || n == 0 || gnutls_x509_crt_init(&crt) < 0)
+        return false;
+    bool ok = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) >= 0 && check(crt, arg);
+    gnutls_x509_crt_deinit(crt);
+    return ok;
+}
+
 bool tls_client_verified(void *session)
 {
     gnutls_session_t s = session;

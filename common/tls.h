@@ -102,4 +102,9 @@ void tls_server_free(tls_server *t);
  * verification tls_require_client_cert set up ran and passed). */
 bool tls_client_verified(void *session);
 
+/* check(crt, arg) on the first certificate the other end of a verified
+ * session presented (a gnutls_x509_crt_t): false without one. */
+bool tls_peer_cert_check(void *session, bool (*check)(void *crt, const void *arg),
+                         const void *arg);
+
 #endif

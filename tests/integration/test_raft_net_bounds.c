@@ -116,6 +116,18 @@ static bool wait_records(inbox *in, unsigned n)
     return ok;
 }
 
+/* Under in->mu: wait until a blocking delivery has begun (bounded). */
+static bool wait_entered(inbox *in)
+{
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    while (!in->entered && time_mono_ms() < deadline) {
+        pthread_mutex_unlock(&in->mu);
+        time_sleep_ms(5);
+        pthread_mutex_lock(&in->mu);
+    }
+    return in->entered;
+}
+
 static unsigned records(inbox *in)
 {
     pthread_mutex_lock(&in->mu);
@@ -248,13 +260,7 @@ static void test_images_go_apart_from_messages(void **state)
     /* 3 MiB: past a message's 1 MiB, within an image's 4 MiB */
     assert_int_equal(send_on(f, 0, 1, 7, RAFT_NET_IMAGES, 3 << 20), 0);
     pthread_mutex_lock(&f->in.mu);
-    uint64_t deadline = time_mono_ms() + WAIT_MS;
-    while (!f->in.entered && time_mono_ms() < deadline) {
-        pthread_mutex_unlock(&f->in.mu);
-        time_sleep_ms(5);
-        pthread_mutex_lock(&f->in.mu);
-    }
-    assert_true(f->in.entered);
+    assert_true(wait_entered(&f->in));
     assert_int_equal(f->in.last_len, 3 << 20);
     assert_true(f->in.last_ok);
     unsigned had = f->in.records;
@@ -451,13 +457,7 @@ static void test_a_delivery_holds_its_group_only(void **state)
     f->in.block = true;
     assert_int_equal(send_pattern(f, 0, 1, 7, 100), 0);
     pthread_mutex_lock(&f->in.mu);
-    uint64_t deadline = time_mono_ms() + WAIT_MS;
-    while (!f->in.entered && time_mono_ms() < deadline) {
-        pthread_mutex_unlock(&f->in.mu);
-        time_sleep_ms(5);
-        pthread_mutex_lock(&f->in.mu);
-    }
-    assert_true(f->in.entered);
+    assert_true(wait_entered(&f->in));
     pthread_mutex_unlock(&f->in.mu);
 
     /* While group 7's delivery runs, group 9 joins and leaves (under the

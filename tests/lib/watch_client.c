@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "timeutil.h"
 
 struct tl_watch {
     char url[8192];
@@ -152,14 +153,7 @@ uint64_t tl_watch_progress(tl_watch *w)
 
 bool tl_watch_wait_progress(tl_watch *w, uint64_t ts, int ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = time_deadline(CLOCK_REALTIME, (unsigned)ms);
     pthread_mutex_lock(&w->mu);
     while (w->progress < ts && !w->ended &&
            pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
