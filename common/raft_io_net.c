@@ -348,8 +348,9 @@ int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_
     memcpy(n->peers, peers, npeers * sizeof *peers);
     n->npeers = npeers;
     /* an image travels as one record, on the images lane (DESIGN §6.5) */
-    if (n->lim.max_snapshot_bytes > raft_net_max_message(net, RAFT_NET_IMAGES))
-        n->lim.max_snapshot_bytes = raft_net_max_message(net, RAFT_NET_IMAGES);
+    uint64_t image_max = raft_net_max_message(net, RAFT_NET_IMAGES) - raft_frame_max_header(&n->lim);
+    if (n->lim.max_snapshot_bytes > image_max)
+        n->lim.max_snapshot_bytes = image_max; /* with its header, within a record */
     n->max_inbound_bytes = DEFAULT_MAX_INBOUND; /* or one message (raft_net_budget_take) */
     n->io.version = inner->version;
     n->io.impl = n;

@@ -42,7 +42,11 @@
 #define MAX_GROUPS 4096
 #define MAX_PEERS 512          /* lanes to the nodes this one sends to (two a node) */
 #define MAX_READERS 256        /* connections other nodes opened */
-#define MAX_UNNAMED_A_HOST 8   /* of them, from one address, before their hello passed */
+#define MAX_UNNAMED 64         /* of them, before their hello passed: the rest are the nodes' */
+#define MAX_UNNAMED_A_HOST 8   /* of those, from one address */
+/* A record's body arrives at this rate at least, after idle_ms: one
+ * trickled holds its room among the records being read a bounded time. */
+#define MIN_BYTES_A_SEC ((uint64_t)4 << 20)
 #define DIAL_MS 2000
 #define LIVED_MS 1000          /* a connection that lasted this long resets the backoff */
 #define BACKOFF_MAX_MS 1000
@@ -81,6 +85,7 @@ typedef struct {
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
+    uint64_t seq;               /* the order it was accepted in: the newer replaces */
     raft_net_lane lane;         /* from its hello */
     struct in_addr source;      /* where the connection comes from */
     char from[HELLO_ADDR_MAX];  /* the node's address, from its hello */
@@ -113,6 +118,7 @@ struct raft_net {
     peer *peers[MAX_PEERS];
     reader *readers[MAX_READERS];
     uint64_t reading;           /* bytes of records being read */
+    uint64_t accepted_seq;
     raft_net_stats st;
     uint64_t too_big_logged_ms;
 
@@ -188,6 +194,29 @@ static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
 static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
 {
     while (len > 0) {
+        ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
+        if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+/* recv_all, all of it by deadline_ms (time_mono_ms) and each read within
+ * step_ms: a peer that sends a byte now and then cannot stretch it. */
+static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
+                   unsigned step_ms)
+{
+    while (len > 0) {
+        uint64_t now = time_mono_ms();
+        if (now >= deadline_ms)
+            return -1;
+        unsigned ms = deadline_ms - now < step_ms ? (unsigned)(deadline_ms - now) : step_ms;
+        struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 + 1};
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
         if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
             continue;
@@ -352,16 +381,17 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
 static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 {
     uint8_t h[8];
+    uint64_t by = time_mono_ms() + n->hello_ms; /* the handshake and the hello, in all */
     if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, n->hello_ms)) == NULL)
         return -1;
-    if (recv_all(rd->tls, rd->fd, h, sizeof h) != 0 || memcmp(h, HELLO_MAGIC, 4) != 0 ||
-        h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
+    if (recv_by(rd->tls, rd->fd, h, sizeof h, by, n->hello_ms) != 0 ||
+        memcmp(h, HELLO_MAGIC, 4) != 0 || h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
         return -1;
     rd->lane = h[5];
     size_t alen = (size_t)h[6] | (size_t)h[7] << 8;
     struct sockaddr_in claimed;
     if (alen == 0 || alen >= sizeof rd->from ||
-        recv_all(rd->tls, rd->fd, (uint8_t *)rd->from, alen) != 0)
+        recv_by(rd->tls, rd->fd, (uint8_t *)rd->from, alen, by, n->hello_ms) != 0)
         return -1;
     rd->from[alen] = '\0';
     if (node_address(n, rd->from, &claimed) != 0)
@@ -372,27 +402,36 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 }
 
 /* A reader whose hello passed speaks for its node if a group here has a
- * member there; an older connection from that node on the same lane is
- * closed (a node keeps one a lane: it dialled again). 0 or -1. */
+ * member there. A node keeps one connection a lane (it dialled again
+ * after losing one): an older one from it on the same lane is closed,
+ * and this one is refused if a newer one already speaks for it (its
+ * hello came late). 0 or -1. */
 static int name_reader(raft_net *n, reader *rd)
 {
     if (!known_node(n, rd->from))
         return -1;
     pthread_mutex_lock(&n->mu);
+    bool newer = false;
     for (size_t i = 0; i < MAX_READERS; i++) {
         reader *o = n->readers[i];
-        if (o != NULL && o != rd && o->named && !o->done && o->lane == rd->lane &&
-            strcmp(o->from, rd->from) == 0) {
+        newer = newer || (o != NULL && o != rd && o->named && !o->done && !o->kicked &&
+                          o->lane == rd->lane && o->seq > rd->seq &&
+                          strcmp(o->from, rd->from) == 0);
+    }
+    for (size_t i = 0; i < MAX_READERS && !newer; i++) {
+        reader *o = n->readers[i];
+        if (o != NULL && o != rd && o->named && !o->done && !o->kicked &&
+            o->lane == rd->lane && strcmp(o->from, rd->from) == 0) {
             o->kicked = true;
             if (o->fd >= 0)
                 shutdown(o->fd, SHUT_RDWR);
             n->st.replaced++;
         }
     }
-    rd->named = true;
+    rd->named = !newer;
     pthread_cond_broadcast(&n->budget_cv); /* a kicked reader may wait for room */
     pthread_mutex_unlock(&n->mu);
-    return 0;
+    return newer ? -1 : 0;
 }
 
 /* Room for a record of len bytes among those being read: waits while
@@ -432,10 +471,10 @@ static void *reader_main(void *arg)
         count(n, &n->st.refused, 1);
     /* Every read makes progress within idle_ms: a writer sends a
      * keepalive after a third of it, so only a dead or stuck node is
-     * cut off (and one that trickles a record holds only its own). */
-    set_timeouts(rd->fd, n->idle_ms);
+     * cut off. A record's body comes by a deadline too (recv_by). */
     while (ok && !atomic_load(&n->closing)) {
         uint8_t hd[RECORD_HEADER];
+        set_timeouts(rd->fd, n->idle_ms);
         if (recv_all(rd->tls, rd->fd, hd, sizeof hd) != 0)
             break;
         uint64_t group = le_get64(hd), len = le_get64(hd + 24);
@@ -447,9 +486,16 @@ static void *reader_main(void *arg)
         }
         if (!take_reading(n, rd, len))
             break;
+        /* the room taken is held until the body is in: at most the idle
+         * limit and len at the slowest rate a node may send at */
         uint8_t *msg = malloc((size_t)len);
-        bool got = msg != NULL && recv_all(rd->tls, rd->fd, msg, (size_t)len) == 0;
-        give_reading(n, len); /* from here the group's budget holds it (raft_net_hold) */
+        uint64_t by = time_mono_ms() + n->idle_ms + len * 1000 / MIN_BYTES_A_SEC;
+        bool got = msg != NULL && recv_by(rd->tls, rd->fd, msg, (size_t)len, by, n->idle_ms) == 0;
+        /* The room is given back before the group is handed the record,
+         * which holds it from then on (raft_net_hold, before it decodes):
+         * a slow delivery, say of an image, must not hold up the other
+         * readers' records. */
+        give_reading(n, len);
         if (!got) {
             free(msg);
             break;
@@ -485,17 +531,21 @@ static void reap(raft_net *n, bool all)
     }
 }
 
-/* Under n->mu: connections from source whose hello has not passed yet.
- * Whoever reaches the port can open them, and each holds a thread and a
- * slot for up to the hello's time: one address gets a few, so that a
- * stranger cannot take every slot from the nodes. */
-static size_t unnamed_from(raft_net *n, struct in_addr source)
+/* Under n->mu: whether another connection whose hello has not passed
+ * yet may come from source. Whoever reaches the port can open them, and
+ * each holds a thread and a slot for up to the hello's time: they get a
+ * quarter of the slots, one address a few of those, so that strangers
+ * cannot take the slots from the nodes. */
+static bool unnamed_room(raft_net *n, struct in_addr source)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < MAX_READERS; i++)
-        k += n->readers[i] != NULL && !n->readers[i]->named && !n->readers[i]->done &&
-             n->readers[i]->source.s_addr == source.s_addr;
-    return k;
+    size_t all = 0, from = 0;
+    for (size_t i = 0; i < MAX_READERS; i++) {
+        const reader *o = n->readers[i];
+        bool unnamed = o != NULL && !o->named && !o->done;
+        all += unnamed;
+        from += unnamed && o->source.s_addr == source.s_addr;
+    }
+    return all < MAX_UNNAMED && from < MAX_UNNAMED_A_HOST;
 }
 
 static void accept_one(raft_net *n)
@@ -517,12 +567,13 @@ static void accept_one(raft_net *n)
     for (size_t i = 0; i < MAX_READERS && slot == MAX_READERS && rd != NULL; i++)
         if (n->readers[i] == NULL)
             slot = i;
-    if (slot < MAX_READERS && unnamed_from(n, sa.sin_addr) >= MAX_UNNAMED_A_HOST)
+    if (slot < MAX_READERS && !unnamed_room(n, sa.sin_addr))
         slot = MAX_READERS;
     if (slot < MAX_READERS) {
         rd->n = n;
         rd->fd = fd;
         rd->source = sa.sin_addr;
+        rd->seq = ++n->accepted_seq;
         if (pthread_create(&rd->thread, NULL, reader_main, rd) == 0) {
             n->readers[slot] = rd;
             n->st.connections++;

@@ -22,7 +22,7 @@
  * longest always goes in the end. What bounds memory:
  *
  *   a lane's send queue     messages: max_queue_bytes, or one record;
- *                           images: one
+ *                           images: one; besides the record being written
  *   records being read      max_reading_bytes for all readers, or one
  *                           record (a reader waits for room: TCP holds
  *                           the rest back at the sender)
@@ -30,8 +30,13 @@
  *   not yet taken           (raft_net_hold, by the groups' receivers)
  *
  * A connection silent for idle_ms (each read must make progress within
- * it) is closed; so is one that announces a record longer than its lane
- * takes (max_record_bytes, max_image_bytes).
+ * it; every node of a cluster is given the same) is closed; so is one
+ * that announces a record longer than its lane takes (max_record_bytes,
+ * max_image_bytes), and one whose record's body is not in after idle_ms
+ * and its length at 4 MiB/s (room among the records being read is taken
+ * for a whole record when its header arrives, so a record trickled in
+ * would hold it). A connection stays open when the last group naming
+ * its node leaves; its records for groups gone are dropped.
  *
  * Identity. With peer TLS (cfg.tls: the --peer-* credentials,
  * peer_tls.h) every connection is mutual TLS against the trusted CA, and

@@ -242,6 +242,13 @@ static void test_a_record_longer_than_the_queue_goes_alone(void **state)
     assert_int_equal(send_pattern(f, 0, 1, 7, (1 << 20) + 1), -1);
     raft_net_get_stats(f->nets[0], &st);
     assert_int_equal(st.dropped_too_big, 1);
+    /* the writer counts what it sent once its send returned: maybe after
+     * the record was read */
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    while (st.sent < 1 && time_mono_ms() < deadline) {
+        time_sleep_ms(5);
+        raft_net_get_stats(f->nets[0], &st);
+    }
     assert_true(st.sent >= 1);
     assert_int_equal(raft_net_max_message(f->nets[0], RAFT_NET_MESSAGES), 1 << 20);
     raft_net_leave(f->nets[1], 7);
@@ -358,8 +365,11 @@ static void test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it(
     close(fd);
     raft_net_get_stats(f->nets[1], &after);
     assert_int_equal(after.replaced, 1);
-    /* net 0 dials again and its records come in */
+    /* net 0 dials again and its records come in (on a new connection:
+     * the one replaced is closed, not left working) */
     assert_true(send_until_received(f, 0, 1, 7, 100));
+    raft_net_get_stats(f->nets[1], &after);
+    assert_true(after.accepted >= before.accepted + 2);
     raft_net_leave(f->nets[1], 7);
 }
 
@@ -433,6 +443,64 @@ static void test_a_stranger_holds_a_few_slots_only(void **state)
     raft_net_leave(f->nets[1], 7);
 }
 
+/* A hello sent a byte at a time is cut at the hello's time in all, not
+ * kept open by each byte (the slots are few). */
+static void test_a_trickled_hello_is_cut(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    int fd = dial_as(f, 1, 4, NULL);
+    assert_true(fd >= 0);
+    char hello[72] = {'p', 'c', 'R', 'N', 1, 0, 60, 0};
+    memset(hello + 8, '1', 60);
+    bool closed = false;
+    int k = 0;
+    for (; k < (int)sizeof hello && !closed; k++) { /* a byte every 300 ms: 21 s in all */
+        closed = send(fd, hello + k, 1, MSG_NOSIGNAL) != 1 || tl_closed_by_server(fd, 300);
+    }
+    assert_true(closed);
+    assert_true(k < (int)sizeof hello / 2); /* the hello's time is 1.5 s here */
+    close(fd);
+    raft_net_leave(f->nets[1], 7);
+}
+
+/* A record's body sent a byte at a time is cut once the slowest rate a
+ * node may send at is past: the room it took among the records being
+ * read comes back, and another node's record, which waited for it, comes
+ * in. */
+static void test_a_trickled_record_is_cut(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    int fd = dial_as(f, 1, 2, f->addr[2]); /* as net 2 */
+    assert_true(fd >= 0);
+    uint8_t h[32];
+    le_put64(h, 7);
+    le_put64(h + 8, 3);
+    le_put64(h + 16, 2);
+    le_put64(h + 24, 60 * 1024); /* of the 64 KiB being read */
+    assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+    time_sleep_ms(100);
+    unsigned had = records(&f->in);
+    assert_int_equal(send_pattern(f, 0, 1, 7, 32 * 1024), 0);
+    bool in = false;
+    for (int k = 0; k < 60 && !in; k++) { /* a byte every 300 ms, 18 s at most */
+        (void)send(fd, "x", 1, MSG_NOSIGNAL);
+        time_sleep_ms(300);
+        in = records(&f->in) > had;
+    }
+    assert_true(in);
+    assert_true(tl_closed_by_server(fd, 10000));
+    close(fd);
+    raft_net_leave(f->nets[1], 7);
+}
+
+static int setup_short_hello(void **state)
+{
+    return start_nets(state, &(raft_net_config){.idle_ms = 1500, .hello_ms = 1500});
+}
+
 typedef struct {
     fixture *f;
     atomic_bool done;
@@ -465,6 +533,9 @@ static void test_a_delivery_holds_its_group_only(void **state)
     const char *nodes[] = {f->addr[0]};
     assert_int_equal(raft_net_join(f->nets[1], 9, nodes, 1, deliver, &f->in), 0);
     raft_net_leave(f->nets[1], 9);
+    pthread_mutex_lock(&f->in.mu);
+    assert_false(f->in.returned); /* they did not wait for it to give up */
+    pthread_mutex_unlock(&f->in.mu);
 
     /* A leave of group 7 waits for its delivery. */
     leaver l = {.f = f};
@@ -495,6 +566,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_delivery_holds_its_group_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_stranger_holds_a_few_slots_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_trickled_hello_is_cut, setup_short_hello,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_trickled_record_is_cut, setup, teardown),
     };
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
