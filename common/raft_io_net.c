@@ -27,6 +27,7 @@ typedef struct {
     int status;
     struct raft_message msg;    /* or a message received */
     size_t bytes;
+    raft_net_lane lane;         /* it came on */
 } job;
 
 /* Everything posted ran and libraft's I/O closed: the close is answered. */
@@ -46,8 +47,8 @@ static void run_job(void *arg)
     if (j->cb != NULL) {
         j->cb(j->req, n->closing ? RAFT_CANCELED : j->status);
     } else {
-        atomic_fetch_sub(&n->inbound_bytes, j->bytes);
-        raft_net_release(n->net, j->bytes);
+        atomic_fetch_sub(&n->inbound_bytes[j->lane], j->bytes);
+        raft_net_release(n->net, j->lane, j->bytes);
         if (n->closing || n->recv == NULL)
             raft_codec_free(&j->msg);
         else
@@ -114,8 +115,8 @@ static const raft_peer *peer_of(const raft_io_net *n, uint64_t id)
     return NULL;
 }
 
-static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node, uint8_t *msg,
-                    size_t len)
+static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node,
+                    raft_net_lane lane, uint8_t *msg, size_t len)
 {
     raft_io_net *n = arg;
     const raft_peer *sender = peer_of(n, from);
@@ -127,8 +128,8 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
      * check and the configurations. */
     bool ok = to == n->self && sender != NULL && raft_member_of(from) != raft_member_of(n->self) &&
               strcmp(sender->raft, from_node) == 0;
-    bool mine = ok && raft_net_budget_take(&n->inbound_bytes, n->max_inbound_bytes, len);
-    bool node = mine && raft_net_hold(n->net, len);
+    bool mine = ok && raft_net_budget_take(&n->inbound_bytes[lane], n->max_inbound_bytes, len);
+    bool node = mine && raft_net_hold(n->net, lane, len);
     ok = node && (j = calloc(1, sizeof *j)) != NULL &&
          raft_codec_decode(msg, len, &n->lim, &j->msg, &why) == 0;
     if (ok && !confs_ours(n, &j->msg, msg)) {
@@ -141,15 +142,16 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
         j->msg.server_id = from;
         j->msg.server_address = sender->raft; /* the peers outlive the member */
         j->bytes = len;
+        j->lane = lane;
         if (post(n, j) == 0)
             return;
         raft_codec_free(&j->msg);
     }
     free(j);
     if (node)
-        raft_net_release(n->net, len);
+        raft_net_release(n->net, lane, len);
     if (mine)
-        atomic_fetch_sub(&n->inbound_bytes, len);
+        atomic_fetch_sub(&n->inbound_bytes[lane], len);
     atomic_fetch_add(&n->dropped, 1);
 }
 

@@ -57,7 +57,9 @@ typedef struct raft_io_net {
     raft_io_recv_cb recv;
     raft_io_close_cb closed;
     bool joined, closing, inner_closed;
-    atomic_uint_fast64_t inbound_bytes;  /* posted, not yet handed to libraft */
+    atomic_uint_fast64_t inbound_bytes[2];  /* posted, not yet handed to libraft: by lane
+                                             * (raft_net_lane), so an image never has
+                                             * this member's messages dropped */
     atomic_uint_fast64_t pending;        /* jobs posted to the loop, not yet run */
     atomic_uint_fast64_t dropped;        /* received, and refused or dropped */
 } raft_io_net;

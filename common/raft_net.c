@@ -72,6 +72,8 @@ typedef struct {
     record *head, *tail;
     uint64_t queued;            /* bytes */
     int fd;                     /* the writer's, -1 */
+    int dialing;                /* under n->mu: the socket being dialled, -1 (the stop
+                                 * shuts it down: a dial takes seconds) */
     gnutls_session_t tls;       /* with the net's TLS: fd's session (the writer's) */
     uint64_t up_since_ms;       /* when fd connected */
     unsigned backoff_ms;        /* before the next dial */
@@ -104,7 +106,7 @@ struct raft_net {
     char address[HELLO_ADDR_MAX];
     tls_server *tls;            /* NULL: plain TCP, loopback only */
     struct sockaddr_in self;    /* host, port 0: what writers bind to */
-    uint64_t max_queue, max_reading, max_held;
+    uint64_t max_queue, max_reading, max_held;   /* the last two: a lane's */
     uint64_t max_record[2];     /* by lane: a message, an image */
     unsigned idle_ms, hello_ms;
     int lfd, wake[2];
@@ -117,12 +119,12 @@ struct raft_net {
     pthread_cond_t left_cv;     /* under mu: a member's last delivery ended */
     peer *peers[MAX_PEERS];
     reader *readers[MAX_READERS];
-    uint64_t reading;           /* bytes of records being read */
+    uint64_t reading[2];        /* bytes of records being read, by lane */
     uint64_t accepted_seq;
     raft_net_stats st;
     uint64_t too_big_logged_ms;
 
-    atomic_uint_fast64_t held;      /* bytes handed to groups, not yet released */
+    atomic_uint_fast64_t held[2];   /* bytes handed to groups, not yet released, by lane */
     pthread_rwlock_t groups_lock;   /* prefers its writer: a leave is not starved by reads */
     member *groups[MAX_GROUPS];
     size_t ngroups;
@@ -144,14 +146,14 @@ bool raft_net_budget_take(atomic_uint_fast64_t *used, uint64_t max, uint64_t len
     return false;
 }
 
-bool raft_net_hold(raft_net *n, uint64_t len)
+bool raft_net_hold(raft_net *n, raft_net_lane lane, uint64_t len)
 {
-    return raft_net_budget_take(&n->held, n->max_held, len);
+    return raft_net_budget_take(&n->held[lane == RAFT_NET_IMAGES], n->max_held, len);
 }
 
-void raft_net_release(raft_net *n, uint64_t len)
+void raft_net_release(raft_net *n, raft_net_lane lane, uint64_t len)
 {
-    atomic_fetch_sub(&n->held, len);
+    atomic_fetch_sub(&n->held[lane == RAFT_NET_IMAGES], len);
 }
 
 bool raft_net_has_tls(const raft_net *n)
@@ -226,6 +228,21 @@ static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_
         len -= (size_t)k;
     }
     return 0;
+}
+
+/* A connection's TCP settings: no delay for small records, and a peer
+ * that vanished without a word (no reset) is noticed within the idle
+ * limit: keepalive probes, and unacknowledged data given up on. */
+static void tune(const raft_net *n, int fd)
+{
+    int on = 1, idle = (int)(n->idle_ms / 3000) + 1, intvl = idle, cnt = 3;
+    unsigned user_ms = n->idle_ms;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
 }
 
 /* ---- TLS between nodes ---- */
@@ -348,7 +365,7 @@ void raft_net_leave(raft_net *n, uint64_t group)
 }
 
 /* One record to its group, or dropped. */
-static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, const char *from)
+static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, const reader *rd)
 {
     uint64_t group = le_get64(hd);
     member *m = NULL;
@@ -364,7 +381,7 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
         count(n, &n->st.dropped_unknown, 1);
         return;
     }
-    m->fn(m->arg, le_get64(hd + 8), le_get64(hd + 16), from, msg, len);
+    m->fn(m->arg, le_get64(hd + 8), le_get64(hd + 16), rd->from, rd->lane, msg, len);
     pthread_mutex_lock(&n->mu);
     n->st.received++;
     if (atomic_fetch_sub(&m->busy, 1) == 1)
@@ -440,20 +457,21 @@ static int name_reader(raft_net *n, reader *rd)
 static bool take_reading(raft_net *n, reader *rd, uint64_t len)
 {
     pthread_mutex_lock(&n->mu);
-    while (!atomic_load(&n->closing) && !rd->kicked && n->reading > 0 &&
-           n->reading + len > n->max_reading)
+    uint64_t *reading = &n->reading[rd->lane == RAFT_NET_IMAGES];
+    while (!atomic_load(&n->closing) && !rd->kicked && *reading > 0 &&
+           *reading + len > n->max_reading)
         pthread_cond_wait(&n->budget_cv, &n->mu);
     bool ok = !atomic_load(&n->closing) && !rd->kicked;
     if (ok)
-        n->reading += len;
+        *reading += len;
     pthread_mutex_unlock(&n->mu);
     return ok;
 }
 
-static void give_reading(raft_net *n, uint64_t len)
+static void give_reading(raft_net *n, const reader *rd, uint64_t len)
 {
     pthread_mutex_lock(&n->mu);
-    n->reading -= len;
+    n->reading[rd->lane == RAFT_NET_IMAGES] -= len;
     pthread_cond_broadcast(&n->budget_cv);
     pthread_mutex_unlock(&n->mu);
 }
@@ -495,12 +513,12 @@ static void *reader_main(void *arg)
          * which holds it from then on (raft_net_hold, before it decodes):
          * a slow delivery, say of an image, must not hold up the other
          * readers' records. */
-        give_reading(n, len);
+        give_reading(n, rd, len);
         if (!got) {
             free(msg);
             break;
         }
-        deliver(n, hd, msg, (size_t)len, rd->from);
+        deliver(n, hd, msg, (size_t)len, rd);
     }
     if (rd->tls != NULL)
         gnutls_deinit(rd->tls);
@@ -558,9 +576,7 @@ static void accept_one(raft_net *n)
             time_sleep_ms(100);
         return;
     }
-    int on = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    tune(n, fd);
     reader *rd = calloc(1, sizeof *rd);
     size_t slot = MAX_READERS;
     pthread_mutex_lock(&n->mu);
@@ -617,12 +633,14 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     *tls = NULL;
     if (node_address(n, p->address, &to) != 0)
         return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     set_timeouts(fd, DIAL_MS);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    tune(n, fd);
+    pthread_mutex_lock(&n->mu);
+    p->dialing = fd;
+    pthread_mutex_unlock(&n->mu);
     size_t alen = strlen(n->address);
     uint8_t hello[8 + HELLO_ADDR_MAX];
     memcpy(hello, HELLO_MAGIC, 4);
@@ -631,11 +649,15 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     hello[6] = (uint8_t)alen;
     hello[7] = (uint8_t)(alen >> 8);
     memcpy(hello + 8, n->address, alen);
-    bool ok = bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
+    bool ok = !atomic_load(&n->closing) && bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
               connect(fd, (struct sockaddr *)&to, sizeof to) == 0;
     if (ok && n->tls != NULL)
         ok = (*tls = tls_open(n, fd, true, DIAL_MS)) != NULL && cert_names_ip(*tls, &to.sin_addr);
-    if (!ok || send_all(*tls, fd, hello, 8 + alen) != 0) {
+    ok = ok && send_all(*tls, fd, hello, 8 + alen) == 0;
+    pthread_mutex_lock(&n->mu);
+    p->dialing = -1;
+    pthread_mutex_unlock(&n->mu);
+    if (!ok) {
         if (*tls != NULL)
             gnutls_deinit(*tls);
         *tls = NULL;
@@ -800,6 +822,7 @@ static peer *peer_of(raft_net *n, const char *address, raft_net_lane lane)
     }
     p->n = n;
     p->fd = -1;
+    p->dialing = -1;
     p->lane = lane;
     snprintf(p->address, sizeof p->address, "%s", address);
     /* its waits are timed on the monotonic clock (keepalives, backoff) */
@@ -962,6 +985,8 @@ void raft_net_stop(raft_net *n)
         if (n->peers[i] != NULL) {
             if (n->peers[i]->fd >= 0)
                 shutdown(n->peers[i]->fd, SHUT_RDWR);
+            if (n->peers[i]->dialing >= 0)
+                shutdown(n->peers[i]->dialing, SHUT_RDWR);
             pthread_cond_signal(&n->peers[i]->cv);
         }
     pthread_mutex_unlock(&n->mu);

@@ -23,11 +23,14 @@
  *
  *   a lane's send queue     messages: max_queue_bytes, or one record;
  *                           images: one; besides the record being written
- *   records being read      max_reading_bytes for all readers, or one
- *                           record (a reader waits for room: TCP holds
- *                           the rest back at the sender)
- *   messages handed on and  max_held_bytes for all groups, or one message
- *   not yet taken           (raft_net_hold, by the groups' receivers)
+ *   records being read      max_reading_bytes for all readers of a lane,
+ *                           or one record (a reader waits for room: TCP
+ *                           holds the rest back at the sender)
+ *   messages handed on and  max_held_bytes for all groups, from a lane, or
+ *   not yet taken           one message (raft_net_hold, by the groups'
+ *                           receivers)
+ * Each lane has its own budgets: an image being read or decoded never
+ * holds up a message.
  *
  * A connection silent for idle_ms (each read must make progress within
  * it; every node of a cluster is given the same) is closed; so is one
@@ -66,8 +69,9 @@ typedef struct {
     uint64_t max_queue_bytes;   /* records waiting for one node (0: 64 MiB) */
     uint64_t max_record_bytes;  /* the longest message sent or read (0: 320 MiB) */
     uint64_t max_image_bytes;   /* the longest image sent or read (0: 4 GiB) */
-    uint64_t max_reading_bytes; /* records being read, all readers (0: 1 GiB) */
-    uint64_t max_held_bytes;    /* messages handed to groups and not yet taken (0: 512 MiB) */
+    uint64_t max_reading_bytes; /* records being read, all readers, a lane (0: 1 GiB) */
+    uint64_t max_held_bytes;    /* messages handed to groups and not yet taken, a lane
+                                 * (0: 512 MiB) */
     unsigned idle_ms;           /* a silent connection is closed after this (0: 30 s) */
     unsigned hello_ms;          /* an accepted connection's TLS handshake and hello within
                                  * this (0: 5 s); until then one address holds at most 8 */
@@ -86,8 +90,9 @@ void raft_net_stop(raft_net *n);
  * the callee's), from raft id `from` at node `from_node`, to raft id
  * `to`. On a reader thread, outside the net's locks: it may take its
  * time (that reader waits) but must not join or leave a group. */
+typedef enum raft_net_lane raft_net_lane;
 typedef void (*raft_net_deliver_fn)(void *arg, uint64_t from, uint64_t to, const char *from_node,
-                                    uint8_t *msg, size_t len);
+                                    raft_net_lane lane, uint8_t *msg, size_t len);
 
 /* Records for group (not 0) go to fn from now on; nodes (n of them): the
  * addresses of the other nodes the group has members on, whose
@@ -100,11 +105,11 @@ void raft_net_leave(raft_net *n, uint64_t group);
 /* The two connections a node keeps to another, each with its queue and
  * writer: an image, which can take seconds to send, never holds the
  * other groups' messages behind it (TiKV sends snapshots apart too). */
-typedef enum {
+enum raft_net_lane {
     RAFT_NET_MESSAGES = 0,      /* queue: max_queue_bytes; records: max_record_bytes */
     RAFT_NET_IMAGES = 1,        /* one image waiting a node, besides the one being sent;
                                  * records: max_image_bytes */
-} raft_net_lane;
+};
 
 /* Queue msg (malloc'd, now the net's) for raft id `to` of group at node
  * `address`, on lane. 0, or -1: dropped (the lane's queue is full, the
@@ -119,10 +124,12 @@ bool raft_net_has_tls(const raft_net *n);
 /* The longest message raft_net_send takes on lane. */
 uint64_t raft_net_max_message(const raft_net *n, raft_net_lane lane);
 
-/* A group's receiver holds len bytes handed to it until raft_net_release:
- * true, or false (the node's groups already hold max_held_bytes: drop it). */
-bool raft_net_hold(raft_net *n, uint64_t len);
-void raft_net_release(raft_net *n, uint64_t len);
+/* A group's receiver holds len bytes handed to it from lane until
+ * raft_net_release: true, or false (the node's groups already hold
+ * max_held_bytes from that lane: drop it). Each lane has its own, so that
+ * an image never has messages dropped. */
+bool raft_net_hold(raft_net *n, raft_net_lane lane, uint64_t len);
+void raft_net_release(raft_net *n, raft_net_lane lane, uint64_t len);
 
 /* Add len to *used unless that passes max while *used is not 0: a budget
  * that always takes one. true if taken. */

@@ -397,9 +397,9 @@ static bool tls_hello_closed(fixture *f, int to, const char *cert, const char *k
 }
 
 static void drop_record(void *arg, uint64_t from, uint64_t to, const char *from_node,
-                        uint8_t *msg, size_t len)
+                        raft_net_lane lane, uint8_t *msg, size_t len)
 {
-    (void)arg, (void)from, (void)to, (void)from_node, (void)len;
+    (void)arg, (void)from, (void)to, (void)from_node, (void)lane, (void)len;
     free(msg);
 }
 

@@ -70,11 +70,11 @@ static uint8_t *pattern(size_t len)
     return p;
 }
 
-static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node, uint8_t *msg,
-                    size_t len)
+static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node,
+                    raft_net_lane lane, uint8_t *msg, size_t len)
 {
     inbox *in = arg;
-    (void)from, (void)to;
+    (void)from, (void)to, (void)lane;
     uint8_t *want = pattern(len);
     pthread_mutex_lock(&in->mu);
     in->records++;
@@ -320,8 +320,8 @@ static void test_only_nodes_a_group_names_are_read(void **state)
 }
 
 /* A raw connection to net `to` from 127.0.0.(1+host), claiming `claim`
- * (NULL: no hello at all). */
-static int dial_as(fixture *f, int to, int host, const char *claim)
+ * (NULL: no hello at all), on lane. */
+static int dial_lane(fixture *f, int to, int host, const char *claim, raft_net_lane lane)
 {
     struct sockaddr_in self = {.sin_family = AF_INET,
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)host)};
@@ -330,7 +330,7 @@ static int dial_as(fixture *f, int to, int host, const char *claim)
     dst.sin_port = htons((uint16_t)atoi(strrchr(f->addr[to], ':') + 1));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     size_t clen = claim != NULL ? strlen(claim) : 0;
-    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)clen, 0};
+    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, (uint8_t)lane, (uint8_t)clen, 0};
     memcpy(hello + 8, claim != NULL ? claim : "", clen);
     if (fd < 0 || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
         connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 ||
@@ -341,6 +341,11 @@ static int dial_as(fixture *f, int to, int host, const char *claim)
         return -1;
     }
     return fd;
+}
+
+static int dial_as(fixture *f, int to, int host, const char *claim)
+{
+    return dial_lane(f, to, host, claim, RAFT_NET_MESSAGES);
 }
 
 static void test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it(void **state)
@@ -496,6 +501,40 @@ static void test_a_trickled_record_is_cut(void **state)
     raft_net_leave(f->nets[1], 7);
 }
 
+/* An image being read (here trickled by a stranger as net 2) holds the
+ * images lane's room only: a message from net 0 comes in meanwhile. */
+static void test_an_image_being_read_holds_up_no_message(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    int fd = dial_lane(f, 1, 2, f->addr[2], RAFT_NET_IMAGES);
+    assert_true(fd >= 0);
+    uint8_t h[32];
+    le_put64(h, 7);
+    le_put64(h + 8, 3);
+    le_put64(h + 16, 2);
+    le_put64(h + 24, 2 << 20); /* past the 64 KiB being read: it takes it all */
+    assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+    assert_int_equal(send(fd, "xxxx", 4, MSG_NOSIGNAL), 4);
+    time_sleep_ms(200);
+    unsigned had = records(&f->in);
+    assert_int_equal(send_pattern(f, 0, 1, 7, 100), 0);
+    assert_true(wait_records(&f->in, had + 1));
+    /* the image is still being read (its deadline is the idle limit,
+     * 20 s here, and more): the message did not wait for it */
+    assert_false(tl_closed_by_server(fd, 1));
+    close(fd);
+    raft_net_leave(f->nets[1], 7);
+}
+
+static int setup_long_idle(void **state)
+{
+    return start_nets(state, &(raft_net_config){.max_reading_bytes = 64 * 1024,
+                                                 .max_image_bytes = 4 << 20,
+                                                 .idle_ms = 20000});
+}
+
 static int setup_short_hello(void **state)
 {
     return start_nets(state, &(raft_net_config){.idle_ms = 1500, .hello_ms = 1500});
@@ -569,6 +608,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_trickled_hello_is_cut, setup_short_hello,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_trickled_record_is_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_image_being_read_holds_up_no_message,
+                                        setup_long_idle, teardown),
     };
     if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
