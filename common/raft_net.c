@@ -192,10 +192,22 @@ static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
 }
 
 /* Exactly len bytes from fd, through tls when it is a session; or -1 (its
- * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). */
-static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
+ * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). With a
+ * deadline_ms (time_mono_ms; 0: none, the socket's timeout stands), all
+ * of it by then and each read within step_ms: a peer that sends a byte
+ * now and then cannot stretch it. */
+static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
+                   unsigned step_ms)
 {
     while (len > 0) {
+        uint64_t now = time_mono_ms();
+        if (deadline_ms != 0 && now >= deadline_ms)
+            return -1;
+        if (deadline_ms != 0) {
+            unsigned ms = deadline_ms - now < step_ms ? (unsigned)(deadline_ms - now) : step_ms;
+            struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 + 1};
+            (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        }
         ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
         if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
             continue;
@@ -207,27 +219,9 @@ static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
     return 0;
 }
 
-/* recv_all, all of it by deadline_ms (time_mono_ms) and each read within
- * step_ms: a peer that sends a byte now and then cannot stretch it. */
-static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
-                   unsigned step_ms)
+static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
 {
-    while (len > 0) {
-        uint64_t now = time_mono_ms();
-        if (now >= deadline_ms)
-            return -1;
-        unsigned ms = deadline_ms - now < step_ms ? (unsigned)(deadline_ms - now) : step_ms;
-        struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 + 1};
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
-        if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
+    return recv_by(tls, fd, p, len, 0, 0);
 }
 
 /* A connection's TCP settings: no delay for small records, and a peer
