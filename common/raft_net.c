@@ -84,6 +84,7 @@ typedef struct {
     pthread_t thread;
     int fd;                     /* the thread's; others only shut it down, under n->mu */
     gnutls_session_t tls;       /* with the net's TLS: fd's session (the thread's) */
+    unsigned rcv_ms;            /* fd's receive timeout now (recv_by) */
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
@@ -192,21 +193,25 @@ static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
 }
 
 /* Exactly len bytes from fd, through tls when it is a session; or -1 (its
- * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). With a
- * deadline_ms (time_mono_ms; 0: none, the socket's timeout stands), all
- * of it by then and each read within step_ms: a peer that sends a byte
- * now and then cannot stretch it. */
+ * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). Each
+ * read within step_ms and, with a deadline_ms (time_mono_ms; 0: none),
+ * all of it by then: a peer that sends a byte now and then cannot stretch
+ * it. *set_ms is the receive timeout fd has (SO_RCVTIMEO), set again only
+ * when it changes: not a system call a record. */
 static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
-                   unsigned step_ms)
+                   unsigned step_ms, unsigned *set_ms)
 {
     while (len > 0) {
         uint64_t now = time_mono_ms();
         if (deadline_ms != 0 && now >= deadline_ms)
             return -1;
-        if (deadline_ms != 0) {
-            unsigned ms = deadline_ms - now < step_ms ? (unsigned)(deadline_ms - now) : step_ms;
+        unsigned ms = deadline_ms != 0 && deadline_ms - now < step_ms
+                          ? (unsigned)(deadline_ms - now)
+                          : step_ms;
+        if (ms != *set_ms) {
             struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 + 1};
             (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            *set_ms = ms;
         }
         ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
         if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
@@ -217,11 +222,6 @@ static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_
         len -= (size_t)k;
     }
     return 0;
-}
-
-static int recv_all(gnutls_session_t tls, int fd, uint8_t *p, size_t len)
-{
-    return recv_by(tls, fd, p, len, 0, 0);
 }
 
 /* A connection's TCP settings: no delay for small records, and a peer
@@ -395,14 +395,14 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
     uint64_t by = time_mono_ms() + n->hello_ms; /* the handshake and the hello, in all */
     if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, n->hello_ms)) == NULL)
         return -1;
-    if (recv_by(rd->tls, rd->fd, h, sizeof h, by, n->hello_ms) != 0 ||
+    if (recv_by(rd->tls, rd->fd, h, sizeof h, by, n->hello_ms, &rd->rcv_ms) != 0 ||
         memcmp(h, HELLO_MAGIC, 4) != 0 || h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
         return -1;
     rd->lane = h[5];
     size_t alen = (size_t)h[6] | (size_t)h[7] << 8;
     struct sockaddr_in claimed;
     if (alen == 0 || alen >= sizeof rd->from ||
-        recv_by(rd->tls, rd->fd, (uint8_t *)rd->from, alen, by, n->hello_ms) != 0)
+        recv_by(rd->tls, rd->fd, (uint8_t *)rd->from, alen, by, n->hello_ms, &rd->rcv_ms) != 0)
         return -1;
     rd->from[alen] = '\0';
     if (node_address(n, rd->from, &claimed) != 0)
@@ -477,6 +477,7 @@ static void *reader_main(void *arg)
     struct sockaddr_in from;
     socklen_t flen = sizeof from;
     set_timeouts(rd->fd, n->hello_ms);
+    rd->rcv_ms = n->hello_ms;
     bool ok = getpeername(rd->fd, (struct sockaddr *)&from, &flen) == 0 &&
               read_hello(n, rd, &from) == 0 && name_reader(n, rd) == 0;
     if (!ok)
@@ -486,8 +487,7 @@ static void *reader_main(void *arg)
      * cut off. A record's body comes by a deadline too (recv_by). */
     while (ok && !atomic_load(&n->closing)) {
         uint8_t hd[RECORD_HEADER];
-        set_timeouts(rd->fd, n->idle_ms);
-        if (recv_all(rd->tls, rd->fd, hd, sizeof hd) != 0)
+        if (recv_by(rd->tls, rd->fd, hd, sizeof hd, 0, n->idle_ms, &rd->rcv_ms) != 0)
             break;
         uint64_t group = le_get64(hd), len = le_get64(hd + 24);
         if (group == 0 && len == 0)
@@ -502,7 +502,8 @@ static void *reader_main(void *arg)
          * limit and len at the slowest rate a node may send at */
         uint8_t *msg = malloc((size_t)len);
         uint64_t by = time_mono_ms() + n->idle_ms + len * 1000 / MIN_BYTES_A_SEC;
-        bool got = msg != NULL && recv_by(rd->tls, rd->fd, msg, (size_t)len, by, n->idle_ms) == 0;
+        bool got = msg != NULL &&
+                   recv_by(rd->tls, rd->fd, msg, (size_t)len, by, n->idle_ms, &rd->rcv_ms) == 0;
         /* The room is given back before the group is handed the record,
          * which holds it from then on (raft_net_hold, before it decodes):
          * a slow delivery, say of an image, must not hold up the other
