@@ -267,7 +267,7 @@ int main(int argc, char **argv)
             raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d,
                                     .listen_fd = use_net ? 0 : fds[m],
                                     .net = use_net ? nets[m] : NULL,
-                                    .net_group = (uint64_t)g + 1, .net_new_group = true,
+                                    .net_group = (uint64_t)g + 1,
                                     .heartbeat_ms = heartbeat_ms,
                                     .election_ms = heartbeat_ms * 10,
                                     .loop = nloops ? loops[(g * MEMBERS + m) % nloops] : NULL,

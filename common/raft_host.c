@@ -43,7 +43,9 @@ struct raft_host {
     bool closing;               /* loop thread: libraft or the setup is being closed */
     struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h);
                                          * with cfg.net, one that never connects */
-    raft_io_net netio;          /* with cfg.net: messages through the node's network */
+    raft_io_net netio;          /* with cfg.net: messages, hellos and probes through the
+                                 * node's network, from the member's setup */
+    bool netio_ready;           /* loop thread: netio joined, and not freed yet */
     struct raft_io io;          /* libraft's on-disk log, over that transport */
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft raft;
@@ -138,14 +140,58 @@ static void tick_off(raft_host *h)
     h->ticking = false;
 }
 
+/* Free the member's transport (its own, or its place on the node's
+ * network), which libraft closed or never took. */
+static void free_transport(raft_host *h)
+{
+    if (h->cfg.net == NULL)
+        raft_transport_free(&h->transport);
+    else if (h->netio_ready)
+        raft_io_net_free(&h->netio);
+    h->netio_ready = false;
+}
+
+/* What the member's hellos say and what it asks the others
+ * (raft_identity.h): on its transport, or over the node's network. */
+static void say_self(raft_host *h, uint64_t cluster, uint64_t raft_id, bool has_state)
+{
+    if (h->cfg.net == NULL)
+        raft_transport_set_self(&h->transport, cluster, raft_id, has_state);
+    else
+        raft_io_net_set_self(&h->netio, cluster, raft_id, has_state);
+}
+
+static void say_last_index(raft_host *h, uint64_t last)
+{
+    if (h->cfg.net == NULL)
+        raft_transport_set_last_index(&h->transport, last);
+    else
+        raft_io_net_set_last_index(&h->netio, last);
+}
+
+static void ask(raft_host *h, const raft_peer *p, raft_member_probe *a)
+{
+    if (h->cfg.net == NULL)
+        raft_transport_probe(&h->transport, p, a);
+    else
+        raft_io_net_probe(&h->netio, p, a);
+}
+
+static bool seen_lately(raft_host *h, unsigned member, uint64_t *raft_id, bool *has_state,
+                        uint64_t *at)
+{
+    if (h->cfg.net == NULL)
+        return raft_transport_seen(&h->transport, member, SEEN_MS, raft_id, has_state, at);
+    return raft_io_net_seen(&h->netio, member, SEEN_MS, raft_id, has_state, at);
+}
+
 /* libraft is closed (its I/O and our transport with it): close the wake;
  * the member is then off the loop. */
 static void on_raft_closed(struct raft *r)
 {
     raft_host *h = r->data;
     raft_uv_close(&h->io);
-    if (h->cfg.net == NULL)
-        raft_transport_free(&h->transport);
+    free_transport(h);
     tick_off(h);
     uv_close((uv_handle_t *)&h->wake, on_wake_closed);
 }
@@ -278,8 +324,8 @@ static int setup_failed(raft_host *h, bool transport, bool io)
 {
     if (io)
         raft_uv_close(&h->io);
-    if (transport && h->cfg.net == NULL)
-        raft_transport_free(&h->transport);
+    if (transport)
+        free_transport(h);
     h->closing = true;
     uv_close((uv_handle_t *)&h->wake, on_wake_closed);
     return -1;
@@ -295,8 +341,7 @@ static void replace_incarnations(raft_host *h)
 {
     struct raft *r = &h->raft;
     uint64_t now = time_mono_ms();
-    /* over the node's network no hello says who a member is yet */
-    if (h->cfg.net != NULL || !term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
+    if (!term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
         return;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         const struct raft_server *s = &r->configuration.servers[i];
@@ -304,7 +349,7 @@ static void replace_incarnations(raft_host *h)
         uint64_t seen, at;
         bool state;
         if (member == h->cfg.id ||
-            !raft_transport_seen(&h->transport, member, SEEN_MS, &seen, &state, &at) ||
+            !seen_lately(h, member, &seen, &state, &at) ||
             (s->id == seen && s->role == RAFT_VOTER) || (s->id != seen && state))
             continue;
         int rv;
@@ -344,7 +389,7 @@ static void replace_incarnations(raft_host *h)
         uint64_t seen, at;
         bool state;
         if (p->id == 0 || p->id == h->cfg.id || server_of(r, p->id) != NULL ||
-            !raft_transport_seen(&h->transport, p->id, SEEN_MS, &seen, &state, &at) || state ||
+            !seen_lately(h, p->id, &seen, &state, &at) || state ||
             at <= removed)
             continue;
         h->change.data = h;
@@ -416,7 +461,7 @@ static void *prober_main(void *arg)
         for (size_t i = 0; i < h->cfg.npeers && !stop_asked(h); i++) {
             raft_member_probe a;
             if (h->peers[i].id != h->cfg.id)
-                raft_transport_probe(&h->transport, &h->peers[i], &a);
+                ask(h, &h->peers[i], &a);
         }
         for (int k = 0; k < 10 && !stop_asked(h); k++)
             time_sleep_ms(100);
@@ -429,8 +474,6 @@ static void *prober_main(void *arg)
  * groups may share the loop. */
 static void tend_prober(raft_host *h, bool stopping)
 {
-    if (h->cfg.net != NULL) /* no hellos over the node's network yet */
-        return;
     pthread_mutex_lock(&h->mu);
     stopping = stopping || h->stopping;
     bool join = h->prober_started && h->prober_done, joining = probes(h->membership);
@@ -579,7 +622,7 @@ static void wait_for_hello(raft_host *h)
     raft_peer *w = &h->admin_where;
     uint64_t seen, at;
     bool state;
-    if (!raft_transport_seen(&h->transport, w->id, SEEN_MS, &seen, &state, &at)) {
+    if (!seen_lately(h, w->id, &seen, &state, &at)) {
         if (time_mono_ms() < h->admin_hello_until)
             return;
         h->admin_hello_until = 0;
@@ -766,10 +809,8 @@ static void on_tick(void *arg)
     }
     stagger(h);
     uint64_t last = raft_last_index(&h->raft);
-    if (h->cfg.net == NULL) {
-        raft_transport_set_last_index(&h->transport, last);
-        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
-    }
+    say_last_index(h, last);
+    say_self(h, h->me.cluster, h->me.raft_id, last > 0);
     rp_step(h->prop, &h->raft);
     serve_admin(h);
     replace_incarnations(h);
@@ -882,7 +923,7 @@ static int decide(raft_host *h, start_mode *mode)
         size_t n = 0, said = 0;
         for (size_t i = 0; i < h->cfg.npeers; i++)
             if (h->peers[i].id != h->cfg.id) {
-                raft_transport_probe(&h->transport, &h->peers[i], &answers[n]);
+                ask(h, &h->peers[i], &answers[n]);
                 answers[n].initial = !h->peers[i].later;
                 said += answers[n++].answered;
             }
@@ -941,38 +982,6 @@ static void *decider_main(void *arg)
     return NULL;
 }
 
-/* Set up over the node's network (raft_net.h), which has no probes yet:
- * a member with an empty data dir bootstraps its group if it is one of
- * its initial members and the group is being made now (net_new_group);
- * any other, and one whose libraft state is gone, cannot start. An empty
- * dir is what a member that lost its disk has too: bootstrapping it
- * would let it vote without the entries it acknowledged (DESIGN §7.3;
- * the hellos and probes that tell the two apart move to the node's
- * network next, §6.5). */
-static int net_setup(raft_host *h)
-{
-    int known = known_identity(h);
-    if (known < 0)
-        return setup_failed(h, false, false);
-    if (known == 1)
-        return start_raft(h, START_RUN);
-    const raft_peer *self = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
-    if (known == 2 || self->later) {
-        snprintf(h->loop_err, sizeof(h->loop_err), "over the node network a member can only "
-                 "start from its data or bootstrap as an initial member (no joining yet)");
-        return setup_failed(h, false, false);
-    }
-    if (!h->cfg.net_new_group) {
-        snprintf(h->loop_err, sizeof(h->loop_err), "the data dir %s holds no raft state, and "
-                 "the group is not being made now: a member that lost its data cannot come "
-                 "back over the node network yet (no probes; DESIGN §6.5)", h->cfg.dir);
-        return setup_failed(h, false, false);
-    }
-    h->me = (raft_member_identity){raft_member_cluster_id(h->cfg.kind, h->peers, h->cfg.npeers),
-                                   h->cfg.id};
-    return start_raft(h, START_BOOTSTRAP);
-}
-
 /* Set libraft up on the loop; 0 or -1 with h->loop_err. */
 static int loop_setup(raft_host *h)
 {
@@ -990,13 +999,22 @@ static int loop_setup(raft_host *h)
         return -1;
     }
     char why[200];
-    if (h->cfg.net != NULL)
-        return net_setup(h);
-    if (raft_transport_init(&h->transport, h->loop, &(raft_transport_config){
-            .address = me->raft, .listen_fd = h->cfg.listen_fd, .peers = h->peers,
-            .npeers = h->cfg.npeers,
-            .tls = h->cfg.peer_tls, .limits = frame_limits(&h->cfg), .metrics = h->cfg.metrics},
-            why, sizeof why) != 0) {
+    raft_frame_limits lim = frame_limits(&h->cfg);
+    const char *net_why;
+    if (h->cfg.net != NULL) {
+        /* on the node's network from now on: a member still deciding
+         * asks and answers over it (raft_io_net.h) */
+        if (raft_io_net_init(&h->netio, h->cfg.net, h->rl, h->cfg.net_group, h->peers,
+                             h->cfg.npeers, &lim, &net_why) != 0) {
+            snprintf(h->loop_err, sizeof(h->loop_err), "node network: %s", net_why);
+            return setup_failed(h, false, false);
+        }
+        h->netio_ready = true;
+    } else if (raft_transport_init(&h->transport, h->loop, &(raft_transport_config){
+                   .address = me->raft, .listen_fd = h->cfg.listen_fd, .peers = h->peers,
+                   .npeers = h->cfg.npeers, .tls = h->cfg.peer_tls, .limits = lim,
+                   .metrics = h->cfg.metrics},
+                   why, sizeof why) != 0) {
         snprintf(h->loop_err, sizeof(h->loop_err), "raft transport: %s", why);
         return setup_failed(h, false, false);
     }
@@ -1007,7 +1025,7 @@ static int loop_setup(raft_host *h)
         return start_raft(h, known == 1 ? START_RUN : START_JOIN);
     set_membership(h, "waiting");
     /* until it knows: a member of no group, by its number */
-    raft_transport_set_self(&h->transport, 0, h->cfg.id, false);
+    say_self(h, 0, h->cfg.id, false);
     pthread_mutex_lock(&h->mu);
     h->decider_running = pthread_create(&h->decider, NULL, decider_main, h) == 0;
     pthread_mutex_unlock(&h->mu);
@@ -1025,9 +1043,8 @@ static int start_raft(raft_host *h, int mode)
 {
     raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
     int rv;
-    if (mode != START_BOOTSTRAP && h->cfg.net == NULL) /* a bootstrapping member shows up once
-                                                        * it has (below) */
-        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, mode == START_RUN);
+    if (mode != START_BOOTSTRAP) /* a bootstrapping member shows up once it has (below) */
+        say_self(h, h->me.cluster, h->me.raft_id, mode == START_RUN);
     if (h->cfg.net != NULL)
         raft_io_net_null_transport(&h->transport, h->rl);
     if ((rv = raft_uv_init(&h->io, h->loop, h->cfg.dir, &h->transport)) != 0) {
@@ -1040,11 +1057,7 @@ static int start_raft(raft_host *h, int mode)
     /* What the other members' frame check takes in one AppendEntries. */
     raft_frame_limits lim = frame_limits(&h->cfg);
     if (h->cfg.net != NULL) {
-        if (raft_io_net_init(&h->netio, &h->io, h->cfg.net, h->rl, h->cfg.net_group, h->peers,
-                             h->cfg.npeers, &lim) != 0) {
-            snprintf(h->loop_err, sizeof(h->loop_err), "too many peers");
-            return setup_failed(h, true, true);
-        }
+        raft_io_net_wrap(&h->netio, &h->io);
         raft_io_guard_init(&h->guard, &h->netio.io);
     } else {
         raft_io_guard_init(&h->guard, &h->io);
@@ -1101,10 +1114,8 @@ static int start_raft(raft_host *h, int mode)
      * its one entry at once (a member still deciding takes it for one of a
      * new group, not for a group to join: raft_identity.h). */
     raft_index last = raft_last_index(&h->raft);
-    if (h->cfg.net == NULL) {
-        raft_transport_set_last_index(&h->transport, last);
-        raft_transport_set_self(&h->transport, h->me.cluster, h->me.raft_id, last > 0);
-    }
+    say_last_index(h, last);
+    say_self(h, h->me.cluster, h->me.raft_id, last > 0);
     set_membership(h, membership_of(h));
     return 0;
 }
@@ -1429,8 +1440,11 @@ raft_host_result raft_host_change(raft_host *h, raft_host_op op, unsigned member
 {
     uint64_t deadline = time_mono_ms() + wait_ms;
     raft_host_result res = RAFT_HOST_TIMEOUT;
-    if (h->cfg.net != NULL) {
-        snprintf(err, errlen, "membership changes do not run over the node network yet");
+    if (op == RAFT_HOST_ADD && h->cfg.net != NULL &&
+        raft_peers_find(h->peers, h->cfg.npeers, member) == NULL) {
+        snprintf(err, errlen, "member %u is not one of --raft-peers: over the node network a "
+                 "member is on one of the peers' nodes (members elsewhere come with the "
+                 "placement driver's node list)", member);
         return RAFT_HOST_REFUSED;
     }
     pthread_mutex_lock(&h->admin_mu);

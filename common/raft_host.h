@@ -8,8 +8,9 @@
  * built on it; what they replicate is their state machine (cfg.fsm) and
  * what they propose is theirs (cfg.serve).
  *
- * Peers talk through common/raft_transport.c: mutual TLS when peer_tls is
- * given, and a check of every frame before libraft reads it.
+ * Peers talk through common/raft_transport.c (mutual TLS when peer_tls is
+ * given, and a check of every frame before libraft reads it), or through
+ * the node's network that many groups share (cfg.net: raft_io_net.h).
  *
  * Threads: everything that touches libraft runs on the loop thread. The
  * owner's serve callback runs there every 50 ms (the loop's shared tick)
@@ -50,16 +51,13 @@ typedef struct {
                                       * member); NULL: a loop of its own */
     struct raft_net *net;            /* the node's network (raft_net.h; not owned, outlives
                                       * the member, loop required): messages go through it
-                                      * and the member has no listener of its own; no
-                                      * joining, probes or membership changes over it yet.
+                                      * and the member has no listener of its own; its
+                                      * hellos and probes too (raft_io_net.h), so it joins
+                                      * and is replaced as on its own transport. Its members
+                                      * are at their --raft-peers addresses, the nodes'.
                                       * NULL: its own transport (raft_transport.h) */
     uint64_t net_group;              /* with net: the group's id there, the same on every
                                       * member and one group's on a node (a region's id) */
-    bool net_new_group;              /* with net: the group is being made now, so an initial
-                                      * member with an empty data dir bootstraps it. Else an
-                                      * empty dir refuses to start: with no probes over the
-                                      * net yet, nothing tells a new group from a member that
-                                      * lost its disk (DESIGN §6.5, §7.3) */
     unsigned election_ms;            /* 0: 1000; else as raft_host_check_timeouts */
     unsigned heartbeat_ms;           /* 0: 100 */
     unsigned snapshot_threshold;     /* a snapshot every this many entries */

@@ -16,7 +16,8 @@
  *    member's raft id. A dir without it but with libraft's state is one
  *    from before this file: incarnation 0.
  *  - A member that starts with an empty data dir asks the other members
- *    (a probe on the peer transport, raft_transport.h) before it does
+ *    (a probe on the peer transport, raft_transport.h, or over the
+ *    node's network, raft_io_net.h) before it does
  *    anything. If any of them holds more of the group than its bootstrap
  *    entry, or is itself joining, the group exists: this member takes a
  *    new incarnation and starts with an empty log and no configuration.

@@ -6,12 +6,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "le.h"
 #include "raft_codec.h"
 #include "raft_conf_check.h"
 #include "raft_identity.h"
+#include "timeutil.h"
 
 #define DEFAULT_MAX_INBOUND ((uint64_t)64 << 20)
+
+/* A control record: six little-endian words (raft_io_net.h). */
+enum { CTL_HELLO = 1, CTL_ANSWER = 2 };
+#define CTL_WORDS 6
+#define CTL_LEN (CTL_WORDS * 8)
+#define SEEN_NOTE_MS 250
 
 static raft_io_net *net_of(struct raft_io *inner)
 {
@@ -115,6 +124,93 @@ static const raft_peer *peer_of(const raft_io_net *n, uint64_t id)
     return NULL;
 }
 
+/* ---- hellos and answers (raft_identity.h's probes over the net) ---- */
+
+/* This member's hello (type CTL_HELLO) or answer, with nonce. */
+static uint8_t *ctl_make(raft_io_net *n, uint64_t type, uint64_t nonce)
+{
+    uint8_t *b = malloc(CTL_LEN);
+    if (b == NULL)
+        return NULL;
+    uint64_t w[CTL_WORDS] = {type, atomic_load(&n->cluster), atomic_load(&n->self),
+                             atomic_load(&n->has_state), atomic_load(&n->last_index), nonce};
+    for (int i = 0; i < CTL_WORDS; i++)
+        le_put64(b + 8 * i, w[i]);
+    return b;
+}
+
+static int ctl_send(raft_io_net *n, const raft_peer *to, uint64_t type, uint64_t nonce)
+{
+    uint8_t *b = ctl_make(n, type, nonce);
+    if (b == NULL)
+        return -1;
+    return raft_net_send(n->net, n->group, atomic_load(&n->self), 0, to->raft,
+                         RAFT_NET_MESSAGES, b, CTL_LEN);
+}
+
+/* Under mu: peer p said it is raft_id (with state or not), now. */
+static void note_seen(raft_io_net *n, const raft_peer *p, uint64_t raft_id, bool has_state)
+{
+    size_t i = (size_t)(p - n->peers);
+    n->seen[i].raft_id = raft_id;
+    n->seen[i].has_state = has_state;
+    n->seen[i].ms = time_mono_ms();
+    atomic_store(&n->seen_ms[i], n->seen[i].ms);
+}
+
+/* A Raft message from raft id `from` of peer p says who it is too, as
+ * every connection's hello does on a member's own transport: a member
+ * that runs libraft, with state. A member removed that never learned it
+ * (libraft sends it nothing more) is heard this way, and an operator may
+ * add it back (raft_host.c). Noted at most every SEEN_NOTE_MS. */
+static void heard(raft_io_net *n, const raft_peer *p, uint64_t from)
+{
+    size_t i = (size_t)(p - n->peers);
+    uint64_t now = time_mono_ms();
+    if (now - atomic_load(&n->seen_ms[i]) < SEEN_NOTE_MS)
+        return;
+    pthread_mutex_lock(&n->mu);
+    note_seen(n, p, from, true);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* A control record from peer p (checked by deliver: at the node it came
+ * from), sent as raft id from. A hello is noted and answered; an answer
+ * ends the probe that waits for it. Anything else is dropped. */
+static bool control(raft_io_net *n, const raft_peer *p, uint64_t from, raft_net_lane lane,
+                    const uint8_t *msg, size_t len)
+{
+    uint64_t w[CTL_WORDS];
+    if (lane != RAFT_NET_MESSAGES || len != CTL_LEN)
+        return false;
+    for (int i = 0; i < CTL_WORDS; i++)
+        w[i] = le_get64(msg + 8 * i);
+    uint64_t type = w[0], cluster = w[1], raft_id = w[2], state = w[3], nonce = w[5];
+    /* the body speaks for the record's sender, no one else */
+    if ((type != CTL_HELLO && type != CTL_ANSWER) || raft_id != from || state > 1 || nonce == 0)
+        return false;
+    raft_member_probe a = {.answered = true, .cluster = cluster, .raft_id = raft_id,
+                           .has_state = state == 1, .last_index = w[4]};
+    uint64_t mine = atomic_load(&n->cluster);
+    pthread_mutex_lock(&n->mu);
+    /* what a member of this group says it is now: the leader replaces a
+     * new incarnation (raft_host.c), so only once both know the group */
+    if (mine != 0 && cluster == mine)
+        note_seen(n, p, raft_id, a.has_state);
+    if (type == CTL_ANSWER)
+        for (int i = 0; i < RAFT_IO_NET_PROBES; i++)
+            if (n->probes[i].nonce == nonce && n->probes[i].member == p->id &&
+                !n->probes[i].done) {
+                n->probes[i].answer = a;
+                n->probes[i].done = true;
+                pthread_cond_broadcast(&n->answered);
+            }
+    pthread_mutex_unlock(&n->mu);
+    if (type == CTL_HELLO)
+        (void)ctl_send(n, p, CTL_ANSWER, nonce); /* lost with a full queue: asked again */
+    return true;
+}
+
 static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node,
                     raft_net_lane lane, uint8_t *msg, size_t len)
 {
@@ -122,12 +218,24 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
     const raft_peer *sender = peer_of(n, from);
     job *j = NULL;
     const char *why;
-    /* For this incarnation of this member, from a peer at the node it
-     * came from, not from itself; then room (this member's share, then
-     * the node's: each takes one message when empty), then the frame
-     * check and the configurations. */
-    bool ok = to == n->self && sender != NULL && raft_member_of(from) != raft_member_of(n->self) &&
-              strcmp(sender->raft, from_node) == 0;
+    uint64_t self = atomic_load(&n->self);
+    /* From a peer at the node it came from, not from itself: a control
+     * record (to 0), or a message for this incarnation of this member;
+     * then room (this member's share, then the node's: each takes one
+     * message when empty), then the frame check and the configurations. */
+    bool known = sender != NULL && raft_member_of(from) != raft_member_of(self) &&
+                 strcmp(sender->raft, from_node) == 0;
+    if (known && to == 0) {
+        if (!control(n, sender, from, lane, msg, len))
+            atomic_fetch_add(&n->dropped, 1);
+        free(msg);
+        return;
+    }
+    if (known && to == self)
+        heard(n, sender, from);
+    /* before libraft starts nothing is posted: a member still deciding
+     * may stop, and free n, with no job of ours left on its loop */
+    bool ok = known && to == self && atomic_load(&n->started);
     bool mine = ok && raft_net_budget_take(&n->inbound_bytes[lane], n->max_inbound_bytes, len);
     bool node = mine && raft_net_hold(n->net, lane, len);
     ok = node && (j = calloc(1, sizeof *j)) != NULL &&
@@ -185,7 +293,7 @@ static int n_send(struct raft_io *io, struct raft_io_send *req, const struct raf
     const raft_peer *to = peer_of(n, m->server_id);
     if (to == NULL || raft_codec_encode(m, &buf, &len, &why) != 0)
         j->status = RAFT_NOCONNECTION; /* a message that could not go: lost */
-    else if (raft_net_send(n->net, n->group, n->self, m->server_id, to->raft,
+    else if (raft_net_send(n->net, n->group, atomic_load(&n->self), m->server_id, to->raft,
                            m->type == RAFT_IO_INSTALL_SNAPSHOT ? RAFT_NET_IMAGES
                                                                : RAFT_NET_MESSAGES,
                            buf, len) != 0)
@@ -217,18 +325,9 @@ static int n_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raf
     n->recv = recv;
     n->tick = tick;
     int rv = passed(n, n->inner->start(n->inner, msecs, on_inner_tick, on_inner_recv));
-    if (rv != 0)
-        return rv;
-    const char *nodes[RAFT_PEERS_MAX];
-    for (size_t q = 0; q < n->npeers; q++)
-        nodes[q] = n->peers[q].raft;
-    if (raft_net_join(n->net, n->group, nodes, n->npeers, deliver, n) != 0) {
-        snprintf(n->io.errmsg, sizeof n->io.errmsg, "group %llu is on this node already",
-                 (unsigned long long)n->group);
-        return RAFT_NOCONNECTION;
-    }
-    n->joined = true;
-    return 0;
+    if (rv == 0) /* from now on libraft's close waits for what is posted */
+        atomic_store(&n->started, true);
+    return rv;
 }
 
 static void on_inner_closed(struct raft_io *inner)
@@ -252,7 +351,7 @@ static void n_close(struct raft_io *io, raft_io_close_cb cb)
 static int n_init(struct raft_io *io, raft_id id, const char *address)
 {
     raft_io_net *n = io->impl;
-    n->self = id;
+    atomic_store(&n->self, id);
     return passed(n, n->inner->init(n->inner, id, address));
 }
 
@@ -334,15 +433,15 @@ static int n_async_work(struct raft_io *io, struct raft_io_async_work *req,
     return passed(n, n->inner->async_work(n->inner, req, cb));
 }
 
-int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_loop *loop,
-                     uint64_t group, const raft_peer *peers, size_t npeers,
-                     const raft_frame_limits *lim)
+int raft_io_net_init(raft_io_net *n, raft_net *net, raft_loop *loop, uint64_t group,
+                     const raft_peer *peers, size_t npeers, const raft_frame_limits *lim,
+                     const char **why)
 {
-    if (npeers > RAFT_PEERS_MAX)
-        return -1;
     memset(n, 0, sizeof *n);
-    n->inner = inner;
-    inner->data = n;
+    if (npeers > RAFT_PEERS_MAX) {
+        *why = "too many peers";
+        return -1;
+    }
     n->net = net;
     n->loop = loop;
     n->group = group;
@@ -354,6 +453,34 @@ int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_
     if (n->lim.max_snapshot_bytes > image_max)
         n->lim.max_snapshot_bytes = image_max; /* with its header, within a record */
     n->max_inbound_bytes = DEFAULT_MAX_INBOUND; /* or one message (raft_net_budget_take) */
+    atomic_store(&n->last_index, UINT64_MAX);
+    /* nonces from the clock, so that an answer to an earlier run of this
+     * member (a restart within its peer's queue) matches no probe */
+    n->next_nonce = (uint64_t)time(NULL) << 20 | 1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->answered, &ca);
+    pthread_condattr_destroy(&ca);
+    const char *nodes[RAFT_PEERS_MAX];
+    for (size_t q = 0; q < n->npeers; q++)
+        nodes[q] = n->peers[q].raft;
+    if (raft_net_join(n->net, n->group, nodes, n->npeers, deliver, n) != 0) {
+        pthread_cond_destroy(&n->answered);
+        pthread_mutex_destroy(&n->mu);
+        *why = "the group is on this node already";
+        return -1;
+    }
+    n->joined = true;
+    return 0;
+}
+
+void raft_io_net_wrap(raft_io_net *n, struct raft_io *inner)
+{
+    n->inner = inner;
+    inner->data = n;
+    memset(&n->io, 0, sizeof n->io);
     n->io.version = inner->version;
     n->io.impl = n;
     n->io.init = n_init;
@@ -372,7 +499,71 @@ int raft_io_net_init(raft_io_net *n, struct raft_io *inner, raft_net *net, raft_
     n->io.time = n_time;
     n->io.random = n_random;
     n->io.async_work = inner->async_work != NULL ? n_async_work : NULL;
-    return 0;
+}
+
+void raft_io_net_free(raft_io_net *n)
+{
+    if (n->joined)
+        raft_net_leave(n->net, n->group);
+    n->joined = false;
+    pthread_cond_destroy(&n->answered);
+    pthread_mutex_destroy(&n->mu);
+}
+
+void raft_io_net_set_self(raft_io_net *n, uint64_t cluster, uint64_t raft_id, bool has_state)
+{
+    atomic_store(&n->cluster, cluster);
+    atomic_store(&n->self, raft_id);
+    atomic_store(&n->has_state, has_state);
+}
+
+void raft_io_net_set_last_index(raft_io_net *n, uint64_t index)
+{
+    atomic_store(&n->last_index, index);
+}
+
+int raft_io_net_probe(raft_io_net *n, const raft_peer *peer, raft_member_probe *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&n->mu);
+    int slot = 0;
+    while (slot < RAFT_IO_NET_PROBES && n->probes[slot].nonce != 0)
+        slot++;
+    if (slot == RAFT_IO_NET_PROBES) {
+        pthread_mutex_unlock(&n->mu);
+        return -1;
+    }
+    uint64_t nonce = n->next_nonce++;
+    n->probes[slot].nonce = nonce;
+    n->probes[slot].member = peer->id;
+    n->probes[slot].done = false;
+    pthread_mutex_unlock(&n->mu);
+    int rc = ctl_send(n, peer, CTL_HELLO, nonce);
+    struct timespec until = time_deadline(CLOCK_MONOTONIC, RAFT_IO_NET_PROBE_MS);
+    pthread_mutex_lock(&n->mu);
+    while (rc == 0 && !n->probes[slot].done)
+        if (pthread_cond_timedwait(&n->answered, &n->mu, &until) != 0)
+            break; /* timed out: not answered */
+    if (n->probes[slot].done)
+        *out = n->probes[slot].answer;
+    n->probes[slot].nonce = 0;
+    pthread_mutex_unlock(&n->mu);
+    return out->answered ? 0 : -1;
+}
+
+bool raft_io_net_seen(raft_io_net *n, unsigned member, uint64_t max_age_ms, uint64_t *raft_id,
+                      bool *has_state, uint64_t *at_ms)
+{
+    size_t i = 0;
+    while (i < n->npeers && n->peers[i].id != member)
+        i++;
+    pthread_mutex_lock(&n->mu);
+    bool known = i < n->npeers && n->seen[i].ms != 0;
+    *raft_id = known ? n->seen[i].raft_id : 0;
+    *has_state = known && n->seen[i].has_state;
+    *at_ms = known ? n->seen[i].ms : 0;
+    pthread_mutex_unlock(&n->mu);
+    return known && time_mono_ms() - *at_ms <= max_age_ms;
 }
 
 /* ---- the transport libraft's I/O is given ---- */

@@ -48,8 +48,9 @@
  * names the host its hello claims (IP subjectAltNames). Without it a node
  * runs on loopback addresses only, and a dialler's source address must be
  * the host its hello claims (a process on that host can still speak as
- * the node). The probes of raft_identity.h and members added at other
- * addresses are the next parts (DESIGN §6.5).
+ * the node). The probes of raft_identity.h travel as records too
+ * (raft_io_net.h); members at other addresses than their node's are the
+ * next part (DESIGN §6.5).
  */
 #ifndef PC_RAFT_NET_H
 #define PC_RAFT_NET_H

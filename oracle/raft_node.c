@@ -185,7 +185,7 @@ int raft_node_start(const raft_node_config *cfg, metrics_registry *m, raft_node 
          * the placement driver's commands (RN_PD_MAX_BYTES). */
         .max_entry_bytes = RN_PD_MAX_BYTES + 24, .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd,
         .metrics = m, .loop = cfg->loop, .segment_bytes = cfg->segment_bytes,
-        .net = cfg->net, .net_group = cfg->net_group, .net_new_group = cfg->net_new_group,
+        .net = cfg->net, .net_group = cfg->net_group,
         /* Requests that reach a new leader wait for its first barrier (a
          * round): the oracle needs nothing else to answer them. The lease
          * is the window's (ts_window.h). */

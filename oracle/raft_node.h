@@ -50,7 +50,6 @@ typedef struct {
     size_t segment_bytes;            /* raft_host_config's; 0: libraft's default */
     struct raft_net *net;            /* raft_host_config's: the node's network, or NULL */
     uint64_t net_group;
-    bool net_new_group;              /* raft_host_config's */
 } raft_node_config;
 
 typedef struct raft_node raft_node;

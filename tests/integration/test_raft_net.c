@@ -12,8 +12,10 @@
  * are dropped when they claim a member the group puts on another node,
  * or carry bytes the frame check refuses, or an entry whose
  * configuration names a stranger: the groups go on at the term they had.
- * A hello from a node no group names is refused too, and a member whose
- * data dir was wiped refuses to bootstrap its group again.
+ * A hello from a node no group names is refused too, and so are hellos
+ * that speak for a member of another node. Groups are made by their
+ * members' probes over the net; a member whose data dir was wiped rejoins
+ * as a new incarnation, and an operator removes a member and adds it back.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +35,8 @@
 #include "le.h"
 #include "log.h"
 #include "peer_certs.h"
+#include "raft_host.h"
+#include "raft_identity.h"
 #include "raft_loop.h"
 #include "raft_net.h"
 #include "raft_inproc.h"
@@ -59,15 +63,15 @@ typedef struct {
     tls_server *creds[NODES];      /* node i's, from member i+1's certificate */
 } fixture;
 
-/* Member m of group g from its dir; new_group: the group is being made
- * (raft_host_config.net_new_group). 0, or -1 with the reason in err. */
-static int start_member_as(fixture *f, int g, int m, bool new_group, char *err, size_t errlen)
+/* Member m of group g from its dir (an empty one asks the others whether
+ * the group exists, raft_identity.h). 0, or -1 with the reason in err. */
+static int start_member_as(fixture *f, int g, int m, char *err, size_t errlen)
 {
     char *d = f->dirs[g][m];
     snprintf(d, sizeof f->dirs[g][m], "%s/g%d-m%d", f->dir, g, m + 1);
     raft_node_config cfg = {.id = (unsigned)m + 1, .dir = d, .heartbeat_ms = 100,
                             .election_ms = 1000, .loop = f->loops[m], .net = f->nets[m],
-                            .net_group = (uint64_t)g + 1, .net_new_group = new_group,
+                            .net_group = (uint64_t)g + 1,
                             .segment_bytes = 1024 * 1024};
     if (raft_node_parse_peers(f->peers, NULL, &cfg, err, errlen) != 0 ||
         raft_node_start(&cfg, NULL, &f->nodes[g][m], err, errlen) != 0)
@@ -75,11 +79,11 @@ static int start_member_as(fixture *f, int g, int m, bool new_group, char *err, 
     return 0;
 }
 
-/* Member m of group g started again from its dir (the group is not new). */
+/* Member m of group g started again from its dir. */
 static int start_member(fixture *f, int g, int m)
 {
     char err[256];
-    if (start_member_as(f, g, m, false, err, sizeof err) != 0) {
+    if (start_member_as(f, g, m, err, sizeof err) != 0) {
         fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
         return -1;
     }
@@ -157,7 +161,7 @@ static int setup_with(void **state, bool tls)
     }
     for (int g = 0; g < GROUPS; g++)
         for (int m = 0; m < NODES; m++)
-            if (start_member_as(f, g, m, true, err, sizeof err) != 0) {
+            if (start_member_as(f, g, m, err, sizeof err) != 0) {
                 fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
                 return teardown(state), -1;
             }
@@ -237,20 +241,115 @@ static void test_groups_share_one_connection_per_pair_of_nodes(void **state)
         group_answers(f, g, NULL, NULL);
 }
 
+/* Until member m of group g is a voter of the group (60 s at most). */
+static void wait_voter(fixture *f, int g, int m)
+{
+    raft_node_status st;
+    for (int i = 0; i < 600; i++) {
+        raft_node_get_status(f->nodes[g][m], &st);
+        if (strcmp(st.membership, "voter") == 0)
+            return;
+        time_sleep_ms(100);
+    }
+    fail_msg("group %d member %d is still %s", g, m + 1, st.membership);
+}
+
+/* The raft id in member m of group g's member file. */
+static uint64_t raft_id_of(fixture *f, int g, int m)
+{
+    raft_member_identity id;
+    char err[256];
+    assert_int_equal(raft_member_load(f->dirs[g][m], &id, err, sizeof err), 1);
+    return id.raft_id;
+}
+
 /* A member whose data dir was wiped does not bootstrap its group again
- * (it would vote without the entries it acknowledged, DESIGN §7.3): it
- * refuses to start, saying why, and the group goes on without it. */
-static void test_a_wiped_member_does_not_bootstrap_again(void **state)
+ * (it would vote without the entries it acknowledged, DESIGN §7.3): its
+ * probes over the net find the group, it joins as a new incarnation, and
+ * the leader, on its hellos, replaces the old one and promotes it once
+ * caught up. It then counts in a quorum: with another member stopped, the
+ * group answers through it. */
+static void test_a_wiped_member_rejoins_as_a_new_incarnation(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
+    int leader = -1;
+    group_answers(f, 2, &leader, NULL);
+    int wiped = (leader + 1) % NODES, other = (leader + 2) % NODES;
+    assert_int_equal(raft_id_of(f, 2, wiped), (uint64_t)wiped + 1); /* incarnation 0 */
+    stop_member(f, 2, wiped);
     group_answers(f, 2, NULL, NULL);
-    stop_member(f, 2, 0);
-    tl_rmtree(f->dirs[2][0]);
-    assert_int_not_equal(start_member_as(f, 2, 0, false, err, sizeof err), 0);
-    assert_non_null(strstr(err, "no raft state"));
-    assert_null(f->nodes[2][0]);
+    tl_rmtree(f->dirs[2][wiped]);
+    assert_int_equal(start_member(f, 2, wiped), 0);
+    wait_voter(f, 2, wiped);
+    uint64_t again = raft_id_of(f, 2, wiped);
+    assert_int_equal(raft_member_of(again), wiped + 1);
+    assert_true(again >> 32 != 0); /* a new incarnation */
+    stop_member(f, 2, other);
     group_answers(f, 2, NULL, NULL);
+    assert_int_equal(start_member(f, 2, other), 0);
+    group_answers(f, 2, NULL, NULL);
+}
+
+/* An operator's membership changes run over the net: a member removed
+ * (it keeps its data, and is heard from by its Raft messages or, once it
+ * knows it was removed, its hellos), added back as a spare, then
+ * promoted; an add at an address no peer has is refused (a member is on
+ * its node). */
+static void test_membership_changes_over_the_net(void **state)
+{
+    fixture *f = *state;
+    int leader = -1;
+    char err[256];
+    group_answers(f, 3, &leader, NULL);
+    raft_host *h = raft_node_host(f->nodes[3][leader]);
+    int m = (leader + 1) % NODES;
+    assert_int_equal(raft_host_change(h, RAFT_HOST_REMOVE, (unsigned)m + 1, NULL, 10000, err,
+                                      sizeof err), RAFT_HOST_DONE);
+    group_answers(f, 3, NULL, NULL);
+    raft_host_result r = raft_host_change(h, RAFT_HOST_ADD, (unsigned)m + 1, NULL, 10000, err,
+                                          sizeof err);
+    if (r != RAFT_HOST_DONE)
+        fail_msg("add: %d %s", r, err);
+    wait_voter(f, 3, m);
+    /* it counts: the third member stopped, the group answers through it */
+    int third = (leader + 2) % NODES;
+    stop_member(f, 3, third);
+    group_answers(f, 3, NULL, NULL);
+    assert_int_equal(start_member(f, 3, third), 0);
+
+    group_answers(f, 3, &leader, NULL);
+    h = raft_node_host(f->nodes[3][leader]);
+    raft_peer elsewhere = {.id = 7};
+    snprintf(elsewhere.raft, sizeof elsewhere.raft, "127.0.0.1:1");
+    r = raft_host_change(h, RAFT_HOST_ADD, 7, &elsewhere, 10000, err, sizeof err);
+    if (r != RAFT_HOST_REFUSED)
+        fail_msg("add elsewhere: %d %s", r, err);
+    if (strstr(err, "not one of --raft-peers") == NULL)
+        fail_msg("add elsewhere: %s", err);
+    group_answers(f, 3, NULL, NULL);
+}
+
+/* A member of a group no other node runs yet, with an empty dir, asks and
+ * waits (it may not bootstrap alone), and stops cleanly while it waits:
+ * it leaves the net before libraft ever ran. */
+static void test_a_member_alone_waits_for_its_group(void **state)
+{
+    fixture *f = *state;
+    char dir[600], err[256];
+    snprintf(dir, sizeof dir, "%s/alone", f->dir);
+    raft_node_config cfg = {.id = 1, .dir = dir, .loop = f->loops[0], .net = f->nets[0],
+                            .net_group = 77, .segment_bytes = 1024 * 1024};
+    raft_node *n = NULL;
+    assert_int_equal(raft_node_parse_peers(f->peers, NULL, &cfg, err, sizeof err), 0);
+    assert_int_equal(raft_node_start(&cfg, NULL, &n, err, sizeof err), 0);
+    time_sleep_ms(2500); /* two rounds of probes, nobody answers */
+    raft_node_status st;
+    raft_node_get_status(n, &st);
+    assert_string_equal(st.membership, "waiting");
+    raft_member_identity id;
+    assert_int_equal(raft_member_load(dir, &id, err, sizeof err), 0); /* no group made */
+    raft_node_stop(n);
+    group_answers(f, 0, NULL, NULL); /* the node's other groups go on */
 }
 
 /* ---- a stranger on the network ---- */
@@ -292,6 +391,18 @@ static int send_record(int fd, uint64_t g, uint64_t from, uint64_t to, const rw_
                    send(fd, msg->data, msg->len, MSG_NOSIGNAL) == (ssize_t)msg->len
                ? 0
                : -1;
+}
+
+/* A hello over the net (raft_io_net.h's control record, to raft id 0)
+ * of group g, from raft id `from`, its body saying raft id `claim` of the
+ * group `cluster`, with no state: what a new incarnation says. */
+static int send_hello(int fd, uint64_t g, uint64_t from, uint64_t claim, uint64_t cluster)
+{
+    uint64_t w[6] = {1, cluster, claim, 0, 0, 42};
+    uint8_t body[48];
+    for (int i = 0; i < 6; i++)
+        le_put64(body + 8 * i, w[i]);
+    return send_record(fd, g, from, 0, &(rw_buf){.data = body, .len = sizeof body});
 }
 
 static void test_a_stranger_and_lying_records_are_refused(void **state)
@@ -353,6 +464,23 @@ static void test_a_stranger_and_lying_records_are_refused(void **state)
         assert_int_equal(send_record(fd, 999, 2, to, &b), 0);
         rw_buf_free(&b);
     }
+    /* To each group's leader (member 1 or 3), hellos saying its other
+     * voter came back without its data: a leader would replace it, and
+     * with member 2 stopped the group would lose its quorum. As that
+     * member (which the group puts on its own node), and as member 2
+     * with a body that speaks for it. Both dropped. */
+    int fd3 = dial_as(f, 2, 1, f->addr[1]);
+    assert_true(fd3 >= 0);
+    for (int g = 0; g < GROUPS; g++) {
+        raft_member_identity id;
+        char err[256];
+        assert_int_equal(raft_member_load(f->dirs[g][0], &id, err, sizeof err), 1);
+        int victim = NODES - 1 - leaders[g]; /* 0 or 2: the other voter */
+        uint64_t again = (uint64_t)5 << 32 | (uint64_t)(victim + 1);
+        int to = leaders[g] == 0 ? fd : fd3;
+        assert_int_equal(send_hello(to, (uint64_t)g + 1, again, again, id.cluster), 0);
+        assert_int_equal(send_hello(to, (uint64_t)g + 1, 2, again, id.cluster), 0);
+    }
     /* A record longer than the limit: the connection is closed. */
     uint8_t h[32] = {0};
     le_put64(h, 1);
@@ -361,6 +489,17 @@ static void test_a_stranger_and_lying_records_are_refused(void **state)
     assert_true(tl_closed_by_server(fd, 10000));
     close(fd);
 
+    time_sleep_ms(1500); /* a leader's tick would have acted on the hellos */
+    close(fd3);
+    for (int g = 0; g < GROUPS; g++) { /* the leader's configuration: as it was */
+        raft_host_view v;
+        raft_host_view_get(raft_node_host(f->nodes[g][leaders[g]]), &v);
+        assert_int_equal(v.n, NODES);
+        for (size_t i = 0; i < v.n; i++) {
+            assert_int_equal(v.members[i].raft_id, v.members[i].member);
+            assert_string_equal(v.members[i].role, "voter");
+        }
+    }
     raft_net_stats st;
     raft_net_get_stats(f->nets[0], &st);
     assert_true(st.refused >= 3);
@@ -475,7 +614,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_groups_share_one_connection_per_pair_of_nodes,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_wiped_member_does_not_bootstrap_again, setup,
+        cmocka_unit_test_setup_teardown(test_a_wiped_member_rejoins_as_a_new_incarnation, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_member_alone_waits_for_its_group, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_membership_changes_over_the_net, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_stranger_and_lying_records_are_refused, setup,
                                         teardown),
