@@ -1,14 +1,35 @@
 /*
  * apply.c — applying write batches (batch.c) in order, each in one
  * WiredTiger transaction that also records its index, so that a node
- * replays exactly what it is missing (docs/DESIGN.md §4.10).
+ * replays exactly what it is missing (docs/DESIGN.md §4.10). Each log
+ * that applies into the store keeps its own index: the node's one log
+ * (region 0), and a region's own (§6.5 step 3), a row per region.
  */
+#include <string.h>
+
+#include "engine_replica.h"
 #include "internal.h"
 
 static const char APPLIED_KEY[] = "raft_applied";
+#define APPLIED_KEY_MAX (sizeof APPLIED_KEY + 8)
+
+/* The meta row of region's applied index: "raft_applied" for the node's
+ * one log (region 0, as before regions had logs), else "raft_applied/"
+ * and the region's id, big-endian. Its length. */
+static size_t applied_key(uint8_t *key, uint64_t region)
+{
+    size_t n = sizeof APPLIED_KEY - 1;
+    memcpy(key, APPLIED_KEY, n);
+    if (region == 0)
+        return n;
+    key[n++] = '/';
+    pc_put_be64(key + n, region);
+    return n + 8;
+}
 
 typedef struct {
     const uint8_t *from, *to; /* the operations applied in this transaction */
+    uint64_t region;          /* whose log: its index is read and recorded */
     uint64_t index;
     bool last;      /* records the index (an image's last part, or a whole batch) */
     bool skipped;
@@ -21,10 +42,11 @@ typedef struct {
 /* Rows removed per transaction when an image empties the tables. */
 #define EMPTY_PART_ROWS 20000
 
-pc_rc pc_read_applied(pc_session *s, uint64_t *index)
+pc_rc pc_read_region_applied(pc_session *s, uint64_t region, uint64_t *index)
 {
     WT_ITEM v;
-    pc_rc rc = pc_cursor_get(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, &v);
+    uint8_t key[APPLIED_KEY_MAX];
+    pc_rc rc = pc_cursor_get(s, s->meta, key, applied_key(key, region), &v);
     if (rc == PC_NOT_FOUND) {
         *index = 0;
         return PC_OK;
@@ -36,26 +58,67 @@ pc_rc pc_read_applied(pc_session *s, uint64_t *index)
     return rc;
 }
 
-/* Remove up to EMPTY_PART_ROWS rows of the replicated tables, in the
- * transaction; *left: whether rows remain. */
+pc_rc pc_read_applied(pc_session *s, uint64_t *index)
+{
+    return pc_read_region_applied(s, 0, index);
+}
+
+typedef struct {
+    const pc_key_range *range; /* NULL: every row */
+    bool left;                 /* out: rows remain */
+} empty_args;
+
+/* Table t's cursor on its first row (of the range, with one), or
+ * PC_NOT_FOUND. */
+static pc_rc first_row(pc_session *s, WT_CURSOR *c, int t, const pc_key_range *r)
+{
+    if (r != NULL)
+        return pc_range_seek(s, c, t, r);
+    int ret = c->next(c);
+    return ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
+}
+
+/* Whether the row c is on is still one to remove. */
+static pc_rc row_in(pc_session *s, WT_CURSOR *c, int t, const pc_key_range *r, bool *in)
+{
+    WT_ITEM k;
+    int ret;
+    *in = true;
+    if (r == NULL)
+        return PC_OK;
+    if ((ret = c->get_key(c, &k)) != 0)
+        return pc_wt_error(s, ret, "get_key");
+    *in = pc_range_has(r, t, k.data, k.size); /* sorted: the first out is past the end */
+    return PC_OK;
+}
+
+/* Remove up to EMPTY_PART_ROWS rows of the replicated tables (of the
+ * range, with one), in the transaction; a->left: whether rows remain. */
 static pc_rc empty_part(pc_session *s, void *arg)
 {
-    bool *left = arg;
+    empty_args *a = arg;
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
-    int ret = WT_NOTFOUND, n = 0;
-    *left = false;
+    int n = 0;
+    a->left = false;
     for (int t = 0; t < 4; t++) {
-        while (n < EMPTY_PART_ROWS && (ret = tables[t]->next(tables[t])) == 0) {
+        pc_rc rc = first_row(s, tables[t], t, a->range);
+        while (rc == PC_OK && n < EMPTY_PART_ROWS) {
+            bool in;
+            int ret;
+            if ((rc = row_in(s, tables[t], t, a->range, &in)) != PC_OK || !in)
+                break;
             if ((ret = tables[t]->remove(tables[t])) != 0)
                 return pc_wt_error(s, ret, "cursor remove");
             n++;
+            ret = tables[t]->next(tables[t]);
+            rc = ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
         }
+        if (rc != PC_OK && rc != PC_NOT_FOUND)
+            return rc;
         if (n == EMPTY_PART_ROWS) {
-            *left = true;
+            a->left = true;
             return PC_OK;
         }
-        if (ret != WT_NOTFOUND)
-            return pc_wt_error(s, ret, "cursor next");
     }
     return PC_OK;
 }
@@ -79,7 +142,7 @@ static pc_rc apply_body(pc_session *s, void *arg)
     apply_args *a = arg;
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
     uint64_t applied;
-    pc_rc rc = pc_read_applied(s, &applied);
+    pc_rc rc = pc_read_region_applied(s, a->region, &applied);
     if (rc != PC_OK)
         return rc;
     /* A batch applied before (a replay after a restart) changes nothing;
@@ -104,11 +167,11 @@ static pc_rc apply_body(pc_session *s, void *arg)
         else
             pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
     }
-    uint8_t v[8];
+    uint8_t v[8], key[APPLIED_KEY_MAX];
     pc_put_be64(v, a->index);
     if (rc != PC_OK || !a->last)
         return rc;
-    return pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8);
+    return pc_cursor_put(s, s->meta, key, applied_key(key, a->region), v, 8);
 }
 
 static pc_rc empty_named(pc_session *s, void *arg)
@@ -128,17 +191,18 @@ static pc_rc empty_named(pc_session *s, void *arg)
  * member starts), and meanwhile only a follower installs an image, which
  * reads nothing from its store for a client (DESIGN §4.10). */
 static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
-                              const uint8_t *end)
+                              const uint8_t *end, const pc_key_range *range)
 {
     uint64_t applied;
-    pc_rc rc = pc_applied_index(s, &applied);
+    pc_rc rc = pc_region_applied_index(s, a->region, &applied);
     if (rc != PC_OK || a->index <= applied) {
         a->skipped = rc == PC_OK;
         return rc;
     }
-    for (bool left = true; left && rc == PC_OK;)
-        rc = pc_run_txn(s, empty_part, &left);
-    if (rc == PC_OK) /* the image holds every named value there is */
+    empty_args e = {range, true};
+    while (e.left && rc == PC_OK)
+        rc = pc_run_txn(s, empty_part, &e);
+    if (rc == PC_OK && range == NULL) /* the image holds every named value there is */
         rc = pc_run_txn(s, empty_named, NULL);
     uint64_t safe_point = 0;
     while (rc == PC_OK) {
@@ -162,17 +226,19 @@ static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
     return rc;
 }
 
-pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace)
+pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len, uint64_t index,
+                   bool replace, const pc_key_range *range)
 {
     if (index == 0 || pc_batch_check(batch, len) != PC_OK)
         return PC_INVALID;
     const uint8_t *from = (const uint8_t *)batch + PC_BATCH_HEADER,
                   *end = (const uint8_t *)batch + len;
-    apply_args a = {from, end, index, true, false, 0};
+    apply_args a = {from, end, region, index, true, false, 0};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
-    pc_rc rc = replace ? install_in_parts(s, &a, from, end) : pc_run_txn(s, apply_body, &a);
+    pc_rc rc = replace ? install_in_parts(s, &a, from, end, range)
+                       : pc_run_txn(s, apply_body, &a);
     s->propose = proposing;
     if (rc == PC_OK && a.safe_point != 0)
         pc_safe_point_note(s->e, a.safe_point);
@@ -181,20 +247,31 @@ pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index,
 
 pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t index)
 {
-    return pc_apply_ops(s, batch, len, index, false);
+    return pc_apply_ops(s, 0, batch, len, index, false, NULL);
 }
+
+pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, const void *batch, size_t len,
+                            uint64_t index)
+{
+    return pc_apply_ops(s, region, batch, len, index, false, NULL);
+}
+
+typedef struct {
+    uint64_t region, *index;
+} applied_args;
 
 static pc_rc applied_body(pc_session *s, void *arg)
 {
-    return pc_read_applied(s, arg);
+    applied_args *a = arg;
+    return pc_read_region_applied(s, a->region, a->index);
 }
 
 static pc_rc new_group_body(pc_session *s, void *arg)
 {
     (void)arg;
-    uint8_t v[8];
+    uint8_t v[8], key[APPLIED_KEY_MAX];
     pc_put_be64(v, 1);
-    return pc_cursor_put(s, s->meta, APPLIED_KEY, sizeof(APPLIED_KEY) - 1, v, 8);
+    return pc_cursor_put(s, s->meta, key, applied_key(key, 0), v, 8);
 }
 
 pc_rc pc_applied_new_group(pc_session *s)
@@ -202,8 +279,14 @@ pc_rc pc_applied_new_group(pc_session *s)
     return pc_run_txn(s, new_group_body, NULL);
 }
 
+pc_rc pc_region_applied_index(pc_session *s, uint64_t region, uint64_t *index)
+{
+    applied_args a = {region, index};
+    return pc_run_txn(s, applied_body, &a);
+}
+
 pc_rc pc_applied_index(pc_session *s, uint64_t *index)
 {
-    return pc_run_txn(s, applied_body, index);
+    return pc_region_applied_index(s, 0, index);
 }
 

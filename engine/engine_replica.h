@@ -72,6 +72,33 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len);
 /* The index an image was taken at (0: none, or too short to be one). */
 uint64_t pc_image_index(const void *image, size_t len);
 
+/* ---- a region's own log (apply.c, image.c; docs/DESIGN.md §6.5 step 3) ----
+ * With a Raft group per region, every region's log applies into the
+ * node's one store, as TiKV's regions share one RocksDB. A region's
+ * batches record its own applied index (a row of the meta table per
+ * region, beside the node's log's, region 0's: the calls above), so that
+ * each log replays exactly what it is missing; its image is its range of
+ * the four tables [start, end) (end.data NULL: to the end), read in one
+ * snapshot with its applied index, the highest timestamp and the safe
+ * point, and installing one replaces that range only (in parts, the index
+ * with the last; skipped when the region applied that index or beyond).
+ * Named values are the node's and no region's image holds them. A region
+ * is never 0 here. */
+pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, const void *batch, size_t len,
+                            uint64_t index);
+pc_rc pc_region_applied_index(pc_session *s, uint64_t region, uint64_t *index);
+pc_rc pc_region_image_take(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                           pc_buf *out, uint64_t *applied);
+/* In steps, as pc_image_pin, pc_image_fill and pc_image_unpin (region 0:
+ * pc_image_pin's). */
+pc_rc pc_region_image_pin(pc_session *s, uint64_t region, uint64_t *applied);
+pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *out);
+/* PC_INVALID: not an image, or it holds a row outside [start, end), or
+ * anything but rows, the highest timestamp and the safe point (nothing
+ * changed). */
+pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                              const void *image, size_t len);
+
 /* ---- named values (meta.c, docs/DESIGN.md §6.2) ----
  * A value the service keeps with the replicated state under a name (the
  * region map): set by a batch, so every member sets it at the same index

@@ -14,39 +14,60 @@
  * value as SET_META: meta.c).
  *
  * Bytes: the applied index (u64, big-endian), then the batch.
+ *
+ * A region's image (docs/DESIGN.md §6.5 step 3: a Raft group per region,
+ * every region's log applying into the node's one store) is the same for
+ * its range of keys only, with its own log's applied index, and no named
+ * values (they are the node's); installing one replaces that range only.
  */
+#include "engine_replica.h"
 #include "internal.h"
 
 typedef struct {
     pc_buf *out;
+    uint64_t region;
+    const pc_key_range *range;
     uint64_t *applied;
 } take_args;
 
-static pc_rc image_table(pc_session *s, WT_CURSOR *c, int table, pc_buf *out)
+/* Every row of table t (of range, with one) into out. */
+static pc_rc image_table(pc_session *s, WT_CURSOR *c, int t, const pc_key_range *range,
+                         pc_buf *out)
 {
     WT_ITEM k, v;
-    int ret;
-    while ((ret = c->next(c)) == 0) {
+    int ret = 0;
+    pc_rc rc = range != NULL ? pc_range_seek(s, c, t, range) : PC_OK;
+    if (range == NULL && (ret = c->next(c)) != 0)
+        rc = pc_wt_error(s, ret, "cursor next");
+    while (rc == PC_OK) {
         if ((ret = c->get_key(c, &k)) != 0 || (ret = c->get_value(c, &v)) != 0)
             return pc_wt_error(s, ret, "cursor get");
-        pc_rc rc = pc_batch_put(out, table, k.data, k.size, v.data, v.size);
-        if (rc != PC_OK)
+        if (range != NULL && !pc_range_has(range, t, k.data, k.size))
+            break; /* sorted: past the range's end */
+        if ((rc = pc_batch_put(out, t, k.data, k.size, v.data, v.size)) != PC_OK)
             return rc;
+        ret = c->next(c);
+        rc = ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor next");
     }
-    return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
+    if (rc != PC_OK && rc != PC_NOT_FOUND)
+        return rc;
+    ret = c->reset(c);
+    return ret == 0 ? PC_OK : pc_wt_error(s, ret, "cursor reset");
 }
 
 #define INDEX_LEN 8
 
-/* The rows, the highest timestamp (max_ts) and the safe point, read in
- * s's transaction, after the applied index (already read) in out. */
-static pc_rc image_rows(pc_session *s, uint64_t applied, uint64_t max_ts, pc_buf *out)
+/* The rows (of range, with one), the highest timestamp (max_ts), the
+ * safe point and (the whole store's) the named values, read in s's
+ * transaction, after the applied index (already read) in out. */
+static pc_rc image_rows(pc_session *s, const pc_key_range *range, uint64_t applied,
+                        uint64_t max_ts, pc_buf *out)
 {
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
     pc_buf batch = {0};
     pc_rc rc = PC_OK;
     for (int t = 0; t < 4 && rc == PC_OK; t++)
-        rc = image_table(s, tables[t], t, &batch);
+        rc = image_table(s, tables[t], t, range, &batch);
     if (rc == PC_OK)
         rc = pc_batch_raise_ts(&batch, max_ts);
     uint64_t safe_point = 0;
@@ -54,7 +75,7 @@ static pc_rc image_rows(pc_session *s, uint64_t applied, uint64_t max_ts, pc_buf
         rc = pc_read_safe_point(s, &safe_point);
     if (rc == PC_OK && safe_point > 0)
         rc = pc_batch_raise_safe_point(&batch, safe_point);
-    if (rc == PC_OK)
+    if (rc == PC_OK && range == NULL)
         rc = pc_named_image(s, &batch);
     uint8_t index[INDEX_LEN];
     pc_put_be64(index, applied);
@@ -69,13 +90,19 @@ static pc_rc take_body(pc_session *s, void *arg)
 {
     take_args *a = arg;
     a->out->len = 0; /* a retried transaction starts over */
-    pc_rc rc = pc_read_applied(s, a->applied);
-    return rc == PC_OK ? image_rows(s, *a->applied, pc_store_max_ts(s->e), a->out) : rc;
+    pc_rc rc = pc_read_region_applied(s, a->region, a->applied);
+    return rc == PC_OK ? image_rows(s, a->range, *a->applied, pc_store_max_ts(s->e), a->out)
+                       : rc;
 }
 
 /* ---- an image in two steps ---- */
 
 pc_rc pc_image_pin(pc_session *s, uint64_t *applied)
+{
+    return pc_region_image_pin(s, 0, applied);
+}
+
+pc_rc pc_region_image_pin(pc_session *s, uint64_t region, uint64_t *applied)
 {
     if (s->propose != NULL || s->pinned)
         return PC_INVALID;
@@ -84,7 +111,7 @@ pc_rc pc_image_pin(pc_session *s, uint64_t *applied)
         return pc_wt_error(s, ret, "begin_transaction");
     /* The first read takes the transaction's snapshot: the state after the
      * last batch applied, since the caller applies none meanwhile. */
-    pc_rc rc = pc_read_applied(s, &s->pin_applied);
+    pc_rc rc = pc_read_region_applied(s, region, &s->pin_applied);
     if (rc != PC_OK) {
         (void)s->wt->rollback_transaction(s->wt, NULL);
         return rc;
@@ -100,7 +127,16 @@ pc_rc pc_image_fill(pc_session *s, pc_buf *out)
     if (!s->pinned)
         return PC_INVALID;
     out->len = 0;
-    return image_rows(s, s->pin_applied, s->pin_max_ts, out);
+    return image_rows(s, NULL, s->pin_applied, s->pin_max_ts, out);
+}
+
+pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *out)
+{
+    pc_key_range r = {start, end};
+    if (!s->pinned || out == NULL)
+        return PC_INVALID;
+    out->len = 0;
+    return image_rows(s, &r, s->pin_applied, s->pin_max_ts, out);
 }
 
 pc_rc pc_image_unpin(pc_session *s)
@@ -122,7 +158,18 @@ pc_rc pc_image_take(pc_session *s, pc_buf *out, uint64_t *applied)
     uint64_t ignored;
     if (out == NULL || s->propose != NULL)
         return PC_INVALID;
-    take_args a = {out, applied != NULL ? applied : &ignored};
+    take_args a = {out, 0, NULL, applied != NULL ? applied : &ignored};
+    return pc_run_txn(s, take_body, &a);
+}
+
+pc_rc pc_region_image_take(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                           pc_buf *out, uint64_t *applied)
+{
+    uint64_t ignored;
+    pc_key_range r = {start, end};
+    if (out == NULL || s->propose != NULL || region == 0)
+        return PC_INVALID;
+    take_args a = {out, region, &r, applied != NULL ? applied : &ignored};
     return pc_run_txn(s, take_body, &a);
 }
 
@@ -134,7 +181,35 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len)
     /* An image of a store that applied nothing holds nothing to install. */
     if (index == 0)
         return pc_batch_check((const uint8_t *)image + INDEX_LEN, len - INDEX_LEN);
-    return pc_apply_ops(s, (const uint8_t *)image + INDEX_LEN, len - INDEX_LEN, index, true);
+    return pc_apply_ops(s, 0, (const uint8_t *)image + INDEX_LEN, len - INDEX_LEN, index, true,
+                        NULL);
+}
+
+/* A region's image holds rows of its range, the highest timestamp and
+ * the safe point, nothing else: checked whole before anything of the
+ * range is removed, so that an image of another range, or one that
+ * would write beside it, changes nothing. */
+static int range_op_ok(void *arg, const pc_batch_op *o)
+{
+    const pc_key_range *r = arg;
+    if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT)
+        return 0;
+    return o->op == PC_BATCH_PUT && pc_range_has(r, o->table, o->key, o->klen) ? 0 : -1;
+}
+
+pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                              const void *image, size_t len)
+{
+    pc_key_range r = {start, end};
+    if (image == NULL || len < INDEX_LEN || region == 0)
+        return PC_INVALID;
+    const uint8_t *batch = (const uint8_t *)image + INDEX_LEN;
+    uint64_t index = pc_get_be64(image);
+    if (pc_batch_each(batch, len - INDEX_LEN, range_op_ok, &r) != PC_OK)
+        return PC_INVALID;
+    if (index == 0) /* an image of a region that applied nothing */
+        return PC_OK;
+    return pc_apply_ops(s, region, batch, len - INDEX_LEN, index, true, &r);
 }
 
 uint64_t pc_image_index(const void *image, size_t len)

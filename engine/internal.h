@@ -145,10 +145,25 @@ pc_rc pc_named_empty(pc_session *s);
 pc_rc pc_read_safe_point(pc_session *s, uint64_t *value);
 pc_rc pc_store_safe_point(pc_session *s, uint64_t value);
 void pc_safe_point_note(pc_engine *e, uint64_t value);
-/* Apply a checked batch as number index (apply.c); replace: empty the
- * tables first (an image, image.c). */
-pc_rc pc_apply_ops(pc_session *s, const void *batch, size_t len, uint64_t index, bool replace);
-/* The applied index, inside a transaction (apply.c). */
+/* The tables of a batch's operations (pc_batch_op.table), in the order
+ * of pc_session's first four cursors. */
+enum { PC_TABLE_DATA = 0, PC_TABLE_LOCK = 1, PC_TABLE_WRITE = 2, PC_TABLE_NOTIFY = 3 };
+/* key_range.c: a range of user keys [start, end) (end.data NULL: to the
+ * end) over the four tables: whether a row's key is in it; a cursor to
+ * the table's first row at or past its start (PC_NOT_FOUND: none). */
+typedef struct {
+    pc_slice start, end;
+} pc_key_range;
+bool pc_range_has(const pc_key_range *r, int table, const void *key, size_t len);
+pc_rc pc_range_seek(pc_session *s, WT_CURSOR *c, int table, const pc_key_range *r);
+/* Apply a checked batch as number index of region's log (0: the node's
+ * one log; apply.c). replace: an image (image.c), which first empties the
+ * tables, or with range only that range of them (a region's image). */
+pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len, uint64_t index,
+                   bool replace, const pc_key_range *range);
+/* The applied index of region's log (0: the node's), inside a
+ * transaction (apply.c). */
+pc_rc pc_read_region_applied(pc_session *s, uint64_t region, uint64_t *index);
 pc_rc pc_read_applied(pc_session *s, uint64_t *index);
 
 /* ---- store.c: running actions as WiredTiger transactions ---- */
