@@ -35,7 +35,9 @@ typedef struct {
 
 struct raft_group {
     replicator base;            /* first: the service's write path (replicator.h) */
-    raft_group_config cfg;
+    raft_group_config cfg;      /* its start and end: copies, in keys */
+    pc_buf keys;                /* a region's start, then its end */
+    char kind[32];              /* "service", or "region N": logs, and the group's id */
     raft_host *host;            /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
     pc_session *apply_session;  /* loop thread only */
@@ -78,6 +80,34 @@ static struct raft *R(raft_group *g)
     return raft_host_raft(g->host);
 }
 
+typedef struct {
+    const raft_group *g;
+    bool outside;
+} range_check;
+
+/* fn of pc_batch_keys: stop at a key outside the region's range. */
+static int key_outside(void *arg, const void *key, size_t klen)
+{
+    range_check *c = arg;
+    const pc_slice *s = &c->g->cfg.start, *e = &c->g->cfg.end;
+    c->outside = pc_key_cmp(key, klen, s->data, s->len) < 0 ||
+                 (e->data != NULL && pc_key_cmp(key, klen, e->data, e->len) >= 0);
+    return c->outside;
+}
+
+/* Apply one batch at index: the node's one log's, or the region's, whose
+ * keys it must all be (PC_INVALID otherwise, nothing written). */
+static pc_rc apply_batch(raft_group *g, const void *batch, size_t len, uint64_t index)
+{
+    if (g->cfg.region == 0)
+        return pc_apply_batch(g->apply_session, batch, len, index);
+    range_check c = {g, false};
+    pc_rc rc = pc_batch_keys(batch, len, key_outside, &c);
+    if (rc != PC_OK || c.outside)
+        return PC_INVALID;
+    return pc_apply_region_batch(g->apply_session, g->cfg.region, batch, len, index);
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     raft_group *g = fsm->data;
@@ -92,7 +122,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     if (hear->begin != NULL)
         hear->begin(hear->arg);
     pc_rc rc = len <= buf->len - ENTRY_HEADER
-                   ? pc_apply_batch(g->apply_session, p + ENTRY_HEADER, (size_t)len, index)
+                   ? apply_batch(g, p + ENTRY_HEADER, (size_t)len, index)
                    : PC_INVALID;
     if (rc == PC_OK && hear->batch != NULL)
         hear->batch(hear->arg, p + ENTRY_HEADER, (size_t)len);
@@ -113,12 +143,13 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
      * Anything else is the store failing: stop (§4.7). */
     if (rc == PC_INVALID) {
         metrics_inc(g->m_skipped, 1);
-        log_error("service raft: entry %llu (%zu bytes: %s...) is not a write batch: skipped, "
-                  "as on every member", (unsigned long long)index, buf->len, hex);
+        log_error("%s raft: entry %llu (%zu bytes: %s...) is not a write batch%s: skipped, as "
+                  "on every member", g->kind, (unsigned long long)index, buf->len, hex,
+                  g->cfg.region != 0 ? " of the region's keys" : "");
         return 0;
     }
-    log_error("service raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be "
-              "applied", (unsigned long long)index, buf->len, hex, (unsigned long long)len);
+    log_error("%s raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be applied",
+              g->kind, (unsigned long long)index, buf->len, hex, (unsigned long long)len);
     g->cfg.apply_failed("applying a raft entry", rc);
     return 0;
 }
@@ -137,9 +168,10 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
 {
     raft_group *g = fsm->data;
     uint64_t at = 0;
-    pc_rc rc = pc_image_pin(g->image_session, &at);
+    pc_rc rc = pc_region_image_pin(g->image_session, g->cfg.region, &at);
     if (rc != PC_OK) {
-        log_warn("service raft: no snapshot taken: cannot pin the store's state (%d)", (int)rc);
+        log_warn("%s raft: no snapshot taken: cannot pin the store's state (%d)", g->kind,
+                 (int)rc);
         return RAFT_BUSY; /* libraft tries again at the next threshold */
     }
     *bufs = NULL;
@@ -153,10 +185,12 @@ static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
     raft_group *g = fsm->data;
     uint64_t t0 = time_mono_ms();
     struct raft_buffer *b = &g->image_buf;
-    pc_rc rc = pc_image_fill(g->image_session, &g->image);
+    pc_rc rc = g->cfg.region == 0
+                   ? pc_image_fill(g->image_session, &g->image)
+                   : pc_region_image_fill(g->image_session, g->cfg.start, g->cfg.end, &g->image);
     pc_rc unpinned = pc_image_unpin(g->image_session); /* the rows are read: let go */
     if (rc != PC_OK || unpinned != PC_OK) {
-        log_warn("service raft: no snapshot taken: cannot read the store's image (%d)",
+        log_warn("%s raft: no snapshot taken: cannot read the store's image (%d)", g->kind,
                  (int)(rc != PC_OK ? rc : unpinned));
         pc_buf_free(&g->image);
         return RAFT_IOERR;
@@ -166,8 +200,8 @@ static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
     *bufs = b;
     *n = 1;
     metrics_inc(g->m_snapshots, 1);
-    log_info("service raft: an image of %zu bytes at index %llu read in %llu ms, off the loop "
-             "thread", b->len, (unsigned long long)pc_image_index(b->base, b->len),
+    log_info("%s raft: an image of %zu bytes at index %llu read in %llu ms, off the loop "
+             "thread", g->kind, b->len, (unsigned long long)pc_image_index(b->base, b->len),
              (unsigned long long)(time_mono_ms() - t0));
     return 0;
 }
@@ -195,21 +229,27 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
      * which outlives the process, usually applied it and more already,
      * and then keeps its state (pc_image_install skips it). */
     uint64_t at = pc_image_index(buf->base, buf->len), applied = 0;
-    bool older = pc_applied_index(g->apply_session, &applied) == PC_OK && at != 0 && at <= applied;
-    pc_rc rc = pc_image_install(g->apply_session, buf->base, buf->len);
+    uint64_t region = g->cfg.region;
+    bool older = (region == 0 ? pc_applied_index(g->apply_session, &applied)
+                              : pc_region_applied_index(g->apply_session, region, &applied)) ==
+                     PC_OK &&
+                 at != 0 && at <= applied;
+    pc_rc rc = region == 0 ? pc_image_install(g->apply_session, buf->base, buf->len)
+                           : pc_region_image_install(g->apply_session, region, g->cfg.start,
+                                                     g->cfg.end, buf->base, buf->len);
     if (rc != PC_OK) {
-        log_error("service raft: a snapshot of %zu bytes cannot be installed", buf->len);
+        log_error("%s raft: a snapshot of %zu bytes cannot be installed", g->kind, buf->len);
         g->cfg.apply_failed("installing a raft snapshot", rc);
         return RAFT_MALFORMED;
     }
     if (older) {
-        log_info("service raft: a snapshot of %zu bytes at index %llu is older than the store "
-                 "(applied up to %llu): the store is kept", buf->len, (unsigned long long)at,
+        log_info("%s raft: a snapshot of %zu bytes at index %llu is older than the store "
+                 "(applied up to %llu): the store is kept", g->kind, buf->len, (unsigned long long)at,
                  (unsigned long long)applied);
     } else {
         if (g->cfg.listen.lost != NULL)
             g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
-        log_info("service raft: installed a snapshot of %zu bytes at index %llu", buf->len,
+        log_info("%s raft: installed a snapshot of %zu bytes at index %llu", g->kind, buf->len,
                  (unsigned long long)at);
         metrics_inc(g->m_restores, 1);
     }
@@ -374,6 +414,22 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     }
     g->base.ops = &raft_ops;
     g->cfg = *cfg;
+    snprintf(g->kind, sizeof g->kind, "service");
+    if (cfg->region != 0) {
+        /* the range's keys, the group's own (start, then end) */
+        snprintf(g->kind, sizeof g->kind, "region %llu", (unsigned long long)cfg->region);
+        if (pc_buf_append(&g->keys, cfg->start.data, cfg->start.len) != PC_OK ||
+            (cfg->end.data != NULL &&
+             pc_buf_append(&g->keys, cfg->end.data, cfg->end.len) != PC_OK)) {
+            snprintf(err, errlen, "out of memory");
+            free(g);
+            return -1;
+        }
+        g->cfg.start.data = g->keys.data;
+        if (cfg->end.data != NULL)
+            g->cfg.end.data = (const char *)g->keys.data + cfg->start.len;
+        m = NULL; /* one group's series would overwrite another's */
+    }
     /* A new leader refuses writes until its first barrier is applied: the
      * service takes over its leader-only state then (service/takeover.c). */
     rp_config pc = {.queue_unready = false,
@@ -401,7 +457,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
      * second image of the store: docs/DESIGN.md 7.3). */
     unsigned every = cfg->snapshot_entries ? cfg->snapshot_entries : 8192;
     raft_host_config hc = {
-        .kind = "service", .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
+        .kind = g->kind, .id = cfg->id, .dir = cfg->dir, .peers = cfg->peers, .npeers = cfg->npeers,
         .fsm = &g->fsm, .election_ms = cfg->election_ms, .heartbeat_ms = cfg->heartbeat_ms,
         .snapshot_threshold = every,
         .snapshot_trailing = every + every / 4, .serve = on_loop, .arg = g,
@@ -412,7 +468,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
          * ENTRY_JOIN_MAX. */
         .max_entry_bytes = 2 * (uint64_t)HTTPD_DEFAULT_MAX_BODY + (1u << 20),
         .peer_tls = cfg->peer_tls, .listen_fd = cfg->listen_fd, .metrics = m,
-        .proposer = pc,
+        .proposer = pc, .loop = cfg->loop, .net = cfg->net, .net_group = cfg->region,
     };
     if (raft_host_start(&hc, &g->host, err, errlen) != 0)
         goto fail;
@@ -423,6 +479,7 @@ fail:
         pc_session_close(g->apply_session);
     if (g->image_session != NULL)
         pc_session_close(g->image_session);
+    pc_buf_free(&g->keys);
     free(g);
     return -1;
 }
@@ -435,6 +492,7 @@ void raft_group_stop(raft_group *g)
     pc_session_close(g->apply_session);
     pc_session_close(g->image_session); /* its transaction, if a snapshot never finished */
     pc_buf_free(&g->image);
+    pc_buf_free(&g->keys);
     free(g);
 }
 

@@ -18,6 +18,15 @@
  * snapshot, an image of the store (engine/image.c), and drops the log
  * before it; a member that lags behind the leader's log, or lost its data,
  * installs the leader's image and applies the entries after it.
+ *
+ * A region's group (cfg.region, DESIGN §6.5 step 3): one of many groups a
+ * node hosts, each a region of the keyspace, all applying into the node's
+ * one store, over the node's network (cfg.net) on shared loops. Its
+ * entries apply with pc_apply_region_batch (the region's own applied
+ * index), an entry that writes a key outside the region's range is
+ * skipped on every member alike (no leader of ours proposes one), and its
+ * snapshots are region images: its range of the store, whose install
+ * replaces that range only.
  */
 #ifndef PC_RAFT_GROUP_H
 #define PC_RAFT_GROUP_H
@@ -48,12 +57,21 @@ typedef struct {
     /* Called when an entry cannot be applied; must not return. */
     void (*apply_failed)(const char *what, pc_rc rc);
     apply_listener listen;           /* who hears of applies (replicator.h); may be all NULL */
+    uint64_t region;                 /* 0: the node's one group, every key; else the id of the
+                                      * region this group is (above), and its id on the net */
+    pc_slice start, end;             /* with region: its keys, [start, end) (end.data NULL: to
+                                      * the end); copied */
+    struct raft_loop *loop;          /* raft_host_config's: a loop shared with other groups,
+                                      * or NULL (one of its own) */
+    struct raft_net *net;            /* raft_host_config's: the node's network, or NULL (a
+                                      * transport of its own on listen_fd) */
 } raft_group_config;
 
 typedef struct raft_group raft_group;
 
 /* Start the member (bootstrapping the group on its first start). 0, or -1
- * with a reason in err. */
+ * with a reason in err. A region's group has no metrics of its own yet (m
+ * is not used): per-region series come with the service's regions. */
 int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
                      char *err, size_t errlen);
 /* Stop: what waits fails, libraft is closed, everything is freed. */

@@ -143,18 +143,9 @@ static int setup_with(void **state, bool tls)
     log_set_level(getenv("TEST_LOG_INFO") ? LOG_INFO : LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < NODES; i++) {
-        int port, fd = tl_listen_loopback(i, &port);
-        if (fd < 0)
+        if (tl_inproc_node_start(i, f->creds[i], &f->nets[i], &f->loops[i], f->addr[i],
+                                 sizeof f->addr[i]) != 0)
             return teardown(state), -1;
-        snprintf(f->addr[i], sizeof f->addr[i], "127.0.0.%d:%d", i + 1, port);
-        int rc = raft_net_start(&(raft_net_config){.address = f->addr[i], .listen_fd = fd,
-                                                   .tls = f->creds[i]},
-                                &f->nets[i], err, sizeof err);
-        close(fd); /* the net listens on a duplicate */
-        if (rc != 0 || raft_loop_start(&f->loops[i], err, sizeof err) != 0) {
-            fprintf(stderr, "node %d: %s\n", i, err);
-            return teardown(state), -1;
-        }
         size_t at = strlen(f->peers);
         snprintf(f->peers + at, sizeof f->peers - at, "%s%d=%s", i ? "," : "", i + 1,
                  f->addr[i]);

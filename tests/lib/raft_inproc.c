@@ -8,8 +8,28 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "raft_loop.h"
+#include "raft_net.h"
 #include "testlib.h"
 #include "timeutil.h"
+
+int tl_inproc_node_start(int i, struct tls_server *tls, struct raft_net **net,
+                         struct raft_loop **loop, char *addr, size_t len)
+{
+    char err[256];
+    int port, fd = tl_listen_loopback(i, &port);
+    if (fd < 0)
+        return -1;
+    snprintf(addr, len, "127.0.0.%d:%d", i + 1, port);
+    int rc = raft_net_start(&(raft_net_config){.address = addr, .listen_fd = fd, .tls = tls},
+                            net, err, sizeof err);
+    close(fd); /* the net listens on a duplicate */
+    if (rc != 0 || raft_loop_start(loop, err, sizeof err) != 0) {
+        fprintf(stderr, "node %d: %s\n", i + 1, err);
+        return -1;
+    }
+    return 0;
+}
 
 int tl_listen_loopback(int host, int *port)
 {

@@ -1,0 +1,389 @@
+/*
+ * test_region_groups.c — a Raft group per region, every region's log
+ * applying into its node's one store (service/raft_group.h with
+ * cfg.region; docs/DESIGN.md §6.5 step 3), in this process: three nodes
+ * on 127.0.0.1, .2 and .3, each a store, a loop and a node network, and
+ * four regions (["", "g"), ["g", "n"), ["n", "t"), ["t", ...)) of three
+ * replicas, replica m of every region on node m.
+ *
+ *  - Writes through each region's leader reach every node's store; each
+ *    node's applied index of a region is its group's, and the node's own
+ *    log's index stays 0.
+ *  - A replica stopped while its region's log moves past it (compacted)
+ *    comes back from its dir and installs its region's image: the stale
+ *    rows of that range on its node are gone, its node's rows of other
+ *    ranges stay, and every key of the region reads back there. The other
+ *    regions wrote on meanwhile.
+ *  - An entry that writes a key outside its region (no leader of ours
+ *    proposes one: a peer that should not have) is skipped on every
+ *    replica, and the region goes on.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine_replica.h"
+#include "log.h"
+#include "raft_group.h"
+#include "raft_host.h"
+#include "raft_inproc.h"
+#include "raft_loop.h"
+#include "raft_net.h"
+#include "raft_peers.h"
+#include "testlib.h"
+#include "timeutil.h"
+
+#define NODES 3
+#define REGIONS 4
+#define SNAPSHOT_ENTRIES 32
+
+static const char *const starts[REGIONS] = {"", "g", "n", "t"};
+
+typedef struct {
+    char *dir;
+    raft_loop *loops[NODES];
+    raft_net *nets[NODES];
+    pc_engine *engines[NODES];
+    pc_session *sessions[NODES];    /* the test's own: proposals and reads */
+    char peers[256];
+    raft_group *groups[REGIONS][NODES];
+    char dirs[REGIONS][NODES][512]; /* a replica keeps its dir's name (raft_host.h) */
+    uint64_t ts;                    /* the last timestamp the test handed out */
+} fixture;
+
+static void apply_failed(const char *what, pc_rc rc)
+{
+    fprintf(stderr, "apply failed: %s (%d)\n", what, (int)rc);
+    abort();
+}
+
+static int region_of(const char *key)
+{
+    int r = REGIONS - 1;
+    while (r > 0 && strcmp(key, starts[r]) < 0)
+        r--;
+    return r;
+}
+
+static int start_replica(fixture *f, int r, int m)
+{
+    char *dir = f->dirs[r][m], err[256];
+    raft_group_config cfg = {.id = (unsigned)m + 1, .engine = f->engines[m],
+                             .snapshot_entries = SNAPSHOT_ENTRIES, .heartbeat_ms = 100,
+                             .election_ms = 1000, .apply_failed = apply_failed,
+                             .region = (uint64_t)r + 1, .loop = f->loops[m], .net = f->nets[m]};
+    snprintf(dir, sizeof f->dirs[r][m], "%s/node%d/r%d", f->dir, m + 1, r + 1);
+    cfg.dir = dir;
+    cfg.start = (pc_slice){starts[r], strlen(starts[r])};
+    if (r + 1 < REGIONS)
+        cfg.end = (pc_slice){starts[r + 1], strlen(starts[r + 1])};
+    if (raft_peers_parse(f->peers, NULL, cfg.id, cfg.peers, &cfg.npeers, err, sizeof err) != 0 ||
+        raft_group_start(&cfg, NULL, &f->groups[r][m], err, sizeof err) != 0) {
+        fprintf(stderr, "region %d replica %d: %s\n", r + 1, m + 1, err);
+        return -1;
+    }
+    return 0;
+}
+
+static void stop_replica(fixture *f, int r, int m)
+{
+    raft_group_stop(f->groups[r][m]);
+    f->groups[r][m] = NULL;
+}
+
+static int teardown(void **state);
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    *state = f;
+    f->ts = 100;
+    if ((f->dir = tl_mkdtemp("region-groups")) == NULL)
+        return teardown(state), -1;
+    log_set_level(getenv("TEST_LOG_INFO") ? LOG_INFO : LOG_WARN);
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < NODES; i++) {
+        char store[600];
+        snprintf(store, sizeof store, "%s/node%d", f->dir, i + 1);
+        if (mkdir(store, 0700) != 0)
+            return teardown(state), -1;
+        snprintf(store, sizeof store, "%s/node%d/store", f->dir, i + 1);
+        pc_engine_config ec = {.dir = store, .sync = 0, .cache_size = "32MB"};
+        if (pc_engine_open(&ec, &f->engines[i]) != PC_OK ||
+            pc_session_open(f->engines[i], &f->sessions[i]) != PC_OK)
+            return teardown(state), -1;
+        char addr[64];
+        if (tl_inproc_node_start(i, NULL, &f->nets[i], &f->loops[i], addr, sizeof addr) != 0)
+            return teardown(state), -1;
+        size_t at = strlen(f->peers);
+        snprintf(f->peers + at, sizeof f->peers - at, "%s%d=%s", i ? "," : "", i + 1, addr);
+    }
+    for (int r = 0; r < REGIONS; r++)
+        for (int m = 0; m < NODES; m++)
+            if (start_replica(f, r, m) != 0)
+                return teardown(state), -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    for (int r = 0; r < REGIONS; r++)
+        for (int m = 0; m < NODES; m++)
+            if (f->groups[r][m] != NULL)
+                stop_replica(f, r, m);
+    for (int i = 0; i < NODES; i++) {
+        raft_loop_stop(f->loops[i]);
+        raft_net_stop(f->nets[i]);
+        if (f->sessions[i] != NULL)
+            pc_session_close(f->sessions[i]);
+        if (f->engines[i] != NULL)
+            pc_engine_close(f->engines[i]);
+    }
+    if (f->dir != NULL)
+        tl_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static uint64_t commit_ts;
+
+static int ts_fn(void *arg, uint64_t *ts)
+{
+    (void)arg;
+    *ts = commit_ts;
+    return 0;
+}
+
+/* A one-phase put of key=value computed on node m's store: its batch in b
+ * (emptied first), the latches it holds in *held. */
+static void compute_put(fixture *f, int m, const char *key, const char *value, pc_buf *b,
+                        pc_latches **held)
+{
+    pc_session *s = f->sessions[m];
+    pc_mutation mu = {.op = PC_OP_PUT, .key = {key, strlen(key)},
+                      .value = {value, strlen(value)}};
+    pc_txn_meta t = {.start_ts = ++f->ts, .primary = mu.key, .owner = {"test", 4},
+                     .wall_ms = time_wall_ms(), .ttl_ms = 60000};
+    uint64_t cts;
+    commit_ts = ++f->ts;
+    b->len = 0;
+    pc_session_propose(s, b);
+    assert_int_equal(pc_one_pc(s, &t, &mu, 1, ts_fn, NULL, &cts, NULL), PC_OK);
+    *held = pc_session_take_latches(s);
+    pc_session_propose(s, NULL);
+}
+
+/* Region r's replica that leads and may propose, and its term; -1 if none
+ * does yet. */
+static int leader_of(fixture *f, int r, uint64_t *term)
+{
+    for (int m = 0; m < NODES; m++) {
+        if (f->groups[r][m] == NULL)
+            continue;
+        replicator *rep = raft_group_replicator(f->groups[r][m]);
+        if ((*term = rep->ops->ready_term(rep)) != 0)
+            return m;
+    }
+    return -1;
+}
+
+/* The batch computed by compute (a put of key=value) through region r's
+ * leader, within 60 s: what the proposal answered. */
+static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
+{
+    for (int i = 0; i < 600; i++) {
+        uint64_t term;
+        int m = leader_of(f, r, &term);
+        if (m < 0) {
+            time_sleep_ms(100);
+            continue;
+        }
+        pc_buf b = {0};
+        pc_latches *held = NULL;
+        compute_put(f, m, key, value, &b, &held);
+        replicator *rep = raft_group_replicator(f->groups[r][m]);
+        rp_rc rc = rep->ops->propose(rep, b.data, b.len, term, 5000);
+        pc_latches_release(held);
+        pc_buf_free(&b);
+        if (rc == RP_OK)
+            return rc;
+        time_sleep_ms(100); /* a leader change: again */
+    }
+    fail_msg("region %d: no leader took a proposal", r + 1);
+    return RP_UNAVAILABLE;
+}
+
+static void put(fixture *f, const char *key, const char *value)
+{
+    assert_int_equal(propose_in(f, region_of(key), key, value), RP_OK);
+}
+
+/* What node m's store holds for key (NULL: nothing) equals want. */
+static bool reads(fixture *f, int m, const char *key, const char *want)
+{
+    pc_buf v = {0};
+    uint64_t cts;
+    pc_conflict c;
+    pc_rc rc = pc_get(f->sessions[m], (pc_slice){key, strlen(key)}, f->ts + 1000, &v, &cts, &c);
+    bool same = want == NULL ? rc == PC_NOT_FOUND
+                             : rc == PC_OK && v.len == strlen(want) &&
+                                   memcmp(v.data, want, v.len) == 0;
+    pc_buf_free(&v);
+    return same;
+}
+
+/* Within 30 s every node's store reads key as want. */
+static void everywhere(fixture *f, const char *key, const char *want)
+{
+    for (int m = 0; m < NODES; m++) {
+        int i = 0;
+        while (!reads(f, m, key, want) && i++ < 300)
+            time_sleep_ms(100);
+        if (i > 300)
+            fail_msg("node %d does not read %s as %s", m + 1, key, want ? want : "nothing");
+    }
+}
+
+static const char *value_of(const char *key, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s=v", key);
+    return buf;
+}
+
+static void regions_replicate_into_each_nodes_store(void **state)
+{
+    fixture *f = *state;
+    char key[32], v[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "%c%02d", 'a' + (i * 7) % 26, i);
+        put(f, key, value_of(key, v, sizeof v));
+    }
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "%c%02d", 'a' + (i * 7) % 26, i);
+        everywhere(f, key, value_of(key, v, sizeof v));
+    }
+    /* each node's index of a region is its group's; the node's log's is 0 */
+    for (int r = 0; r < REGIONS; r++) {
+        uint64_t want = 0;
+        for (int m = 0; m < NODES; m++) {
+            raft_group_status st;
+            uint64_t index = 0;
+            for (int i = 0; i < 100; i++) { /* until this replica applied what the leader did */
+                raft_group_get_status(f->groups[r][m], &st);
+                assert_int_equal(pc_region_applied_index(f->sessions[m], (uint64_t)r + 1,
+                                                         &index), PC_OK);
+                if (index == st.applied_index && (want == 0 || index == want))
+                    break;
+                time_sleep_ms(100);
+            }
+            assert_int_equal(index, st.applied_index);
+            assert_true(index > 1);
+            if (want == 0)
+                want = index;
+            assert_int_equal(index, want);
+        }
+    }
+    for (int m = 0; m < NODES; m++) {
+        uint64_t own = 99;
+        assert_int_equal(pc_applied_index(f->sessions[m], &own), PC_OK);
+        assert_int_equal(own, 0);
+    }
+}
+
+/* A row written straight into node m's store through the node's own log
+ * (region 0), as no region's log would: a marker of what an image keeps
+ * or removes. */
+static void plant(fixture *f, int m, const char *key)
+{
+    pc_buf b = {0};
+    pc_latches *held = NULL;
+    uint64_t index = 0;
+    compute_put(f, m, key, "planted", &b, &held);
+    assert_int_equal(pc_applied_index(f->sessions[m], &index), PC_OK);
+    assert_int_equal(pc_apply_batch(f->sessions[m], b.data, b.len, index + 1), PC_OK);
+    pc_latches_release(held);
+    pc_buf_free(&b);
+}
+
+static void a_replica_catches_up_by_its_regions_image(void **state)
+{
+    fixture *f = *state;
+    char key[32], v[64];
+    put(f, "h-first", "1");
+    everywhere(f, "h-first", "1");
+    /* region 2's replica on a follower's node stops; its node gets rows no
+     * region's log wrote, in region 2's range and in region 1's */
+    uint64_t term;
+    int leader = leader_of(f, 1, &term);
+    assert_true(leader >= 0);
+    int away = (leader + 1) % NODES;
+    stop_replica(f, 1, away);
+    plant(f, away, "h-stale");
+    plant(f, away, "a-kept");
+    /* region 2 moves far past it (its log compacted every 32 entries),
+     * the others write on */
+    for (int i = 0; i < 4 * SNAPSHOT_ENTRIES; i++) {
+        snprintf(key, sizeof key, "h%03d", i);
+        put(f, key, value_of(key, v, sizeof v));
+        if (i % 16 == 0) {
+            snprintf(key, sizeof key, "%c-during%03d", "bpu"[i / 16 % 3], i);
+            put(f, key, value_of(key, v, sizeof v));
+        }
+    }
+    assert_int_equal(start_replica(f, 1, away), 0);
+    for (int i = 0; i < 4 * SNAPSHOT_ENTRIES; i += 9) {
+        snprintf(key, sizeof key, "h%03d", i);
+        everywhere(f, key, value_of(key, v, sizeof v));
+    }
+    snprintf(key, sizeof key, "h%03d", 4 * SNAPSHOT_ENTRIES - 1);
+    everywhere(f, key, value_of(key, v, sizeof v));
+    /* the image replaced region 2's range on that node, and only that */
+    assert_true(reads(f, away, "h-stale", NULL));
+    assert_true(reads(f, away, "a-kept", "planted"));
+    assert_true(reads(f, away, "h-first", "1"));
+    for (int i = 0; i < 4 * SNAPSHOT_ENTRIES; i += 16) {
+        snprintf(key, sizeof key, "%c-during%03d", "bpu"[i / 16 % 3], i);
+        everywhere(f, key, value_of(key, v, sizeof v));
+    }
+    /* and it takes part again */
+    put(f, "h-after", "2");
+    everywhere(f, "h-after", "2");
+}
+
+static void an_entry_outside_its_region_is_skipped(void **state)
+{
+    fixture *f = *state;
+    /* "z-outside" belongs to region 4: proposed through region 1 */
+    assert_int_equal(propose_in(f, 0, "z-outside", "no"), RP_OK);
+    put(f, "b-after", "3"); /* region 1 goes on, after that entry */
+    everywhere(f, "b-after", "3");
+    for (int m = 0; m < NODES; m++)
+        assert_true(reads(f, m, "z-outside", NULL));
+    put(f, "z-inside", "4");
+    everywhere(f, "z-inside", "4");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(regions_replicate_into_each_nodes_store, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_replica_catches_up_by_its_regions_image, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(an_entry_outside_its_region_is_skipped, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
