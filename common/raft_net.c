@@ -77,6 +77,8 @@ typedef struct {
     gnutls_session_t tls;       /* with the net's TLS: fd's session (the writer's) */
     uint64_t up_since_ms;       /* when fd connected */
     unsigned backoff_ms;        /* before the next dial */
+    bool retired;               /* under n->mu: no group names the node any more: the
+                                 * writer ends (retire) */
 } peer;
 
 typedef struct {
@@ -136,6 +138,12 @@ static void count(raft_net *n, uint64_t *field, uint64_t by)
     pthread_mutex_lock(&n->mu);
     *field += by;
     pthread_mutex_unlock(&n->mu);
+}
+
+/* Under n->mu: p's writer is to end (the net stops, or p was retired). */
+static bool ending(raft_net *n, const peer *p)
+{
+    return atomic_load(&n->closing) || p->retired;
 }
 
 bool raft_net_budget_take(atomic_uint_fast64_t *used, uint64_t max, uint64_t len)
@@ -296,14 +304,13 @@ static void set_timeouts(int fd, unsigned ms)
 
 /* ---- groups ---- */
 
+static bool named_locked(const raft_net *n, const char *address);
+
 /* Whether a joined group has a member at node `address`. */
 static bool known_node(raft_net *n, const char *address)
 {
-    bool known = false;
     pthread_rwlock_rdlock(&n->groups_lock);
-    for (size_t i = 0; i < n->ngroups && !known; i++)
-        for (size_t k = 0; k < n->groups[i]->nnodes && !known; k++)
-            known = strcmp(n->groups[i]->nodes[k], address) == 0;
+    bool known = named_locked(n, address);
     pthread_rwlock_unlock(&n->groups_lock);
     return known;
 }
@@ -337,9 +344,66 @@ int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t 
     return rc;
 }
 
+/* Under the groups' lock: whether a joined group names node address. */
+static bool named_locked(const raft_net *n, const char *address)
+{
+    for (size_t i = 0; i < n->ngroups; i++)
+        for (size_t k = 0; k < n->groups[i]->nnodes; k++)
+            if (strcmp(n->groups[i]->nodes[k], address) == 0)
+                return true;
+    return false;
+}
+
+static bool among(const char *address, char (*list)[HELLO_ADDR_MAX], size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        if (strcmp(list[i], address) == 0)
+            return true;
+    return false;
+}
+
+/* Give back what the net keeps for the nodes in gone, which no group
+ * names any more: their lanes (each writer ends, what it queued is
+ * dropped) and the connections they opened here (closed: a node no group
+ * names is not read). A group that names one again later makes its lanes
+ * anew. */
+static void retire(raft_net *n, char (*gone)[HELLO_ADDR_MAX], size_t k)
+{
+    peer *ended[MAX_PEERS];
+    size_t ne = 0;
+    pthread_mutex_lock(&n->mu);
+    for (size_t i = 0; i < MAX_PEERS; i++) {
+        peer *p = n->peers[i];
+        if (p == NULL || !among(p->address, gone, k))
+            continue;
+        p->retired = true;
+        if (p->fd >= 0)
+            shutdown(p->fd, SHUT_RDWR);
+        if (p->dialing >= 0)
+            shutdown(p->dialing, SHUT_RDWR);
+        pthread_cond_signal(&p->cv);
+        n->peers[i] = NULL;
+        ended[ne++] = p;
+    }
+    for (size_t i = 0; i < MAX_READERS; i++) { /* the thread owns its fd: shutdown, not close */
+        reader *rd = n->readers[i];
+        if (rd != NULL && rd->named && rd->fd >= 0 && among(rd->from, gone, k))
+            shutdown(rd->fd, SHUT_RDWR);
+    }
+    pthread_cond_broadcast(&n->budget_cv); /* a reader waiting for room sees its end */
+    pthread_mutex_unlock(&n->mu);
+    for (size_t i = 0; i < ne; i++) {
+        pthread_join(ended[i]->thread, NULL);
+        pthread_cond_destroy(&ended[i]->cv);
+        free(ended[i]);
+    }
+}
+
 void raft_net_leave(raft_net *n, uint64_t group)
 {
     member *m = NULL;
+    char gone[RAFT_PEERS_MAX][HELLO_ADDR_MAX];
+    size_t ngone = 0;
     pthread_rwlock_wrlock(&n->groups_lock);
     for (size_t i = 0; i < n->ngroups; i++)
         if (n->groups[i]->group == group) {
@@ -347,6 +411,9 @@ void raft_net_leave(raft_net *n, uint64_t group)
             n->groups[i] = n->groups[--n->ngroups];
             break;
         }
+    for (size_t k = 0; m != NULL && k < m->nnodes; k++)
+        if (!named_locked(n, m->nodes[k]) && !among(m->nodes[k], gone, ngone))
+            snprintf(gone[ngone++], HELLO_ADDR_MAX, "%s", m->nodes[k]);
     pthread_rwlock_unlock(&n->groups_lock);
     if (m == NULL)
         return;
@@ -356,6 +423,8 @@ void raft_net_leave(raft_net *n, uint64_t group)
         pthread_cond_wait(&n->left_cv, &n->mu);
     pthread_mutex_unlock(&n->mu);
     free(m);
+    if (ngone > 0)
+        retire(n, gone, ngone);
 }
 
 /* One record to its group, or dropped. */
@@ -706,14 +775,14 @@ static void hang_up(raft_net *n, peer *p)
  * one is due. */
 static bool wait_for_work(raft_net *n, peer *p)
 {
-    while (p->head == NULL && !atomic_load(&n->closing)) {
+    while (p->head == NULL && !ending(n, p)) {
         if (p->fd < 0) {
             pthread_cond_wait(&p->cv, &n->mu);
             continue;
         }
         struct timespec at = time_deadline(CLOCK_MONOTONIC, n->idle_ms / 3);
         if (pthread_cond_timedwait(&p->cv, &n->mu, &at) == ETIMEDOUT && p->head == NULL)
-            return !atomic_load(&n->closing);
+            return !ending(n, p);
     }
     return false;
 }
@@ -722,7 +791,7 @@ static bool wait_for_work(raft_net *n, peer *p)
 static void wait_backoff(raft_net *n, peer *p)
 {
     struct timespec at = time_deadline(CLOCK_MONOTONIC, p->backoff_ms);
-    while (!atomic_load(&n->closing) && pthread_cond_timedwait(&p->cv, &n->mu, &at) != ETIMEDOUT)
+    while (!ending(n, p) && pthread_cond_timedwait(&p->cv, &n->mu, &at) != ETIMEDOUT)
         ;
 }
 
@@ -733,16 +802,17 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&n->mu);
     for (;;) {
         bool keepalive = wait_for_work(n, p);
-        if (atomic_load(&n->closing))
+        if (ending(n, p))
             break;
         if (p->fd < 0) {
             if (p->backoff_ms > 0)
                 wait_backoff(n, p);
+            bool end = ending(n, p);
             pthread_mutex_unlock(&n->mu);
             gnutls_session_t tls = NULL;
-            int fd = atomic_load(&n->closing) ? -1 : dial(n, p, &tls);
+            int fd = end ? -1 : dial(n, p, &tls);
             pthread_mutex_lock(&n->mu);
-            if (atomic_load(&n->closing)) { /* the stop's shutdown missed this fd */
+            if (ending(n, p)) { /* the stop's shutdown missed this fd */
                 if (tls != NULL)
                     gnutls_deinit(tls);
                 if (fd >= 0)
@@ -1009,5 +1079,8 @@ void raft_net_get_stats(raft_net *n, raft_net_stats *st)
 {
     pthread_mutex_lock(&n->mu);
     *st = n->st;
+    st->lanes = 0;
+    for (size_t i = 0; i < MAX_PEERS; i++)
+        st->lanes += n->peers[i] != NULL;
     pthread_mutex_unlock(&n->mu);
 }

@@ -38,8 +38,8 @@
  * max_image_bytes), and one whose record's body is not in after idle_ms
  * and its length at 4 MiB/s (room among the records being read is taken
  * for a whole record when its header arrives, so a record trickled in
- * would hold it). A connection stays open when the last group naming
- * its node leaves; its records for groups gone are dropped.
+ * would hold it). When the last group naming a node leaves, the lanes to
+ * it are given back and its connections here closed.
  *
  * Identity. With peer TLS (cfg.tls: the --peer-* credentials,
  * peer_tls.h) every connection is mutual TLS against the trusted CA, and
@@ -100,7 +100,10 @@ typedef void (*raft_net_deliver_fn)(void *arg, uint64_t from, uint64_t to, const
  * connections this node accepts from now on. 0, or -1 (taken, or full). */
 int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t nnodes,
                   raft_net_deliver_fn fn, void *arg);
-/* No record goes to group's fn once this returns (none is running). */
+/* No record goes to group's fn once this returns (none is running). The
+ * lanes to nodes that no group on this node names any more are given back
+ * (their writers ended, what waited dropped) and the connections from them
+ * closed. */
 void raft_net_leave(raft_net *n, uint64_t group);
 
 /* The two connections a node keeps to another, each with its queue and
@@ -146,6 +149,7 @@ typedef struct {
     uint64_t replaced;          /* connections closed for a newer one from their node */
     uint64_t accepted;          /* connections accepted since the start */
     uint64_t connections;       /* open now, both directions */
+    uint64_t lanes;             /* lanes to other nodes now (two a node at most) */
 } raft_net_stats;
 void raft_net_get_stats(raft_net *n, raft_net_stats *st);
 

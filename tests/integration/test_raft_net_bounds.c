@@ -7,7 +7,8 @@
  *   - A record longer than a node's send queue still goes (an empty queue
  *     takes one); one longer than a record is refused at the sender.
  *   - A node no joined group names is refused; once a group names it, its
- *     records come in.
+ *     records come in. When the last group naming it leaves, the lanes to
+ *     it are given back and its connections closed.
  *   - Keepalives hold a quiet connection open; a silent one is closed; a
  *     second connection from a node replaces the first.
  *   - A reader waits for room among the records being read instead of
@@ -319,6 +320,40 @@ static void test_only_nodes_a_group_names_are_read(void **state)
     raft_net_leave(f->nets[1], 8);
 }
 
+static raft_net_stats stats_of(fixture *f, int i)
+{
+    raft_net_stats st;
+    raft_net_get_stats(f->nets[i], &st);
+    return st;
+}
+
+/* When the last group naming a node leaves, its lanes are given back and
+ * its connections closed; a group that names it again makes them anew. */
+static void test_a_node_no_group_names_is_let_go(void **state)
+{
+    fixture *f = *state;
+    const char *both[] = {f->addr[0], f->addr[1]};
+    assert_int_equal(raft_net_join(f->nets[0], 9, both, 2, deliver, &f->in), 0);
+    assert_int_equal(raft_net_join(f->nets[1], 9, both, 2, deliver, &f->in), 0);
+    assert_true(send_until_received(f, 0, 1, 9, 100));
+    assert_true(send_until_received(f, 1, 0, 9, 100));
+    assert_true(stats_of(f, 1).lanes >= 1);
+    assert_true(stats_of(f, 1).connections >= 2); /* its writer, and net 0's it reads */
+
+    raft_net_leave(f->nets[1], 9);
+    assert_int_equal(stats_of(f, 1).lanes, 0);
+    for (int i = 0; i < 500 && stats_of(f, 1).connections > 0; i++)
+        time_sleep_ms(10);
+    assert_int_equal(stats_of(f, 1).connections, 0);
+
+    assert_int_equal(raft_net_join(f->nets[1], 9, both, 2, deliver, &f->in), 0);
+    assert_true(send_until_received(f, 1, 0, 9, 100));
+    assert_true(send_until_received(f, 0, 1, 9, 100));
+    assert_true(stats_of(f, 1).lanes >= 1);
+    raft_net_leave(f->nets[1], 9);
+    raft_net_leave(f->nets[0], 9);
+}
+
 /* A raw connection to net `to` from 127.0.0.(1+host), claiming `claim`
  * (NULL: no hello at all), on lane. */
 static int dial_lane(fixture *f, int to, int host, const char *claim, raft_net_lane lane)
@@ -595,6 +630,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_record_longer_than_the_queue_goes_alone, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_images_go_apart_from_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_node_no_group_names_is_let_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_only_nodes_a_group_names_are_read, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_keepalives_hold_a_quiet_connection_and_a_newer_one_replaces_it, setup, teardown),
