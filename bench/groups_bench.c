@@ -149,6 +149,20 @@ static int bind_loopback(int *port)
     return bind_loopback_host(0, port);
 }
 
+/* Records the nodes' networks sent, in all (net i: nets[i]). */
+static uint64_t records_sent(raft_net *const *nets, int k)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < k; i++) {
+        raft_net_stats st;
+        if (nets[i] != NULL) {
+            raft_net_get_stats(nets[i], &st);
+            sum += st.sent;
+        }
+    }
+    return sum;
+}
+
 static int usage_exit(const char *prog)
 {
     fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D] "
@@ -310,10 +324,12 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (rc == 0) {
+        uint64_t sent0 = use_net ? records_sent(nets, nloops) : 0;
         sample(&idle_start);
         uint64_t w0 = time_mono_ms();
         time_sleep_ms((unsigned)seconds * 1000);
         sample(&idle_end);
+        uint64_t sent = use_net ? records_sent(nets, nloops) - sent0 : 0;
         double wall = (double)(time_mono_ms() - w0) / 1000.0;
         disk_bytes = 0;
         nftw(dir, add_file, 64, FTW_PHYS);
@@ -336,6 +352,9 @@ int main(int argc, char **argv)
         if (before.aio >= 0 && idle_end.aio >= 0)
             printf("%-28s %12ld %12.1f\n", "AIO contexts (aio-nr)", idle_end.aio - before.aio,
                    (double)(idle_end.aio - before.aio) / n);
+        if (use_net && sent > 0) /* heartbeats and their answers, between the nodes */
+            printf("%-28s %12.0f %12.1f\n", "records a second (net)", (double)sent / wall,
+                   (double)sent / wall / n);
     }
     for (int i = 0; i < n; i++)
         if (nodes[i] != NULL)
