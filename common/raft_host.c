@@ -177,6 +177,30 @@ static void ask(raft_host *h, const raft_peer *p, raft_member_probe *a)
         raft_io_net_probe(&h->netio, p, a);
 }
 
+/* The last index this member's hellos say: its log's, but at least 2
+ * once it appended past its bootstrap entry or entered a term past the
+ * bootstrap's 1 (term: one being entered, 0 for none), so that a member
+ * that lost its data never takes one that just voted or acknowledged an
+ * entry for a member of a group being made (raft_identity.h decides on
+ * "nothing past the bootstrap entry"). */
+static uint64_t said_last_index(raft_host *h, raft_term term)
+{
+    uint64_t last = raft_last_index(&h->raft);
+    if (term < h->raft.current_term)
+        term = h->raft.current_term;
+    return term > 1 && last < 2 ? 2 : last;
+}
+
+/* The guard's grew: libraft appends or enters a term now, before its I/O
+ * runs; a hello answered later must not say less (the tick's 50 ms would
+ * leave a window in which a wiped member takes a group that just elected
+ * for a new one). */
+static void on_grew(void *arg, raft_term term)
+{
+    raft_host *h = arg;
+    say_last_index(h, said_last_index(h, term));
+}
+
 static bool seen_lately(raft_host *h, unsigned member, uint64_t *raft_id, bool *has_state,
                         uint64_t *at)
 {
@@ -809,7 +833,7 @@ static void on_tick(void *arg)
     }
     stagger(h);
     uint64_t last = raft_last_index(&h->raft);
-    say_last_index(h, last);
+    say_last_index(h, said_last_index(h, 0));
     say_self(h, h->me.cluster, h->me.raft_id, last > 0);
     rp_step(h->prop, &h->raft);
     serve_admin(h);
@@ -935,6 +959,13 @@ static int decide(raft_host *h, start_mode *mode)
             *mode = START_BOOTSTRAP;
             log_info("%s raft: a new group (%zu of %zu other members answered, none holds any "
                      "of it): bootstrapping it", h->cfg.kind, said, n);
+            for (size_t i = 0; i < n; i++) /* what the decision rests on */
+                if (answers[i].answered)
+                    log_info("%s raft:   member %u said: group %016llx, %s, last index %llu",
+                             h->cfg.kind, raft_member_of(answers[i].raft_id),
+                             (unsigned long long)answers[i].cluster,
+                             answers[i].has_state ? "with state" : "no state",
+                             (unsigned long long)answers[i].last_index);
             return 0;
         }
         if (d == RAFT_MEMBER_JOIN) {
@@ -1114,8 +1145,10 @@ static int start_raft(raft_host *h, int mode)
      * its one entry at once (a member still deciding takes it for one of a
      * new group, not for a group to join: raft_identity.h). */
     raft_index last = raft_last_index(&h->raft);
-    say_last_index(h, last);
+    say_last_index(h, said_last_index(h, 0));
     say_self(h, h->me.cluster, h->me.raft_id, last > 0);
+    h->guard.grew = on_grew; /* from now on, at once (said_last_index) */
+    h->guard.grew_arg = h;
     set_membership(h, membership_of(h));
     return 0;
 }

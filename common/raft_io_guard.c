@@ -319,6 +319,8 @@ static int g_append(struct raft_io *io, struct raft_io_append *req,
 {
     raft_io_guard *g = io->impl;
     g->wrote = g->wrote || g->handling;
+    if (g->grew != NULL)
+        g->grew(g->grew_arg, 0);
     return passed(g, g->inner->append(g->inner, req, entries, n, cb));
 }
 
@@ -384,6 +386,8 @@ static int g_recover(struct raft_io *io, const struct raft_configuration *conf)
 static int g_set_term(struct raft_io *io, raft_term term)
 {
     raft_io_guard *g = io->impl;
+    if (g->grew != NULL)
+        g->grew(g->grew_arg, term);
     return passed(g, g->inner->set_term(g->inner, term));
 }
 

@@ -104,6 +104,13 @@ typedef struct raft_io_guard {
     uint64_t votes_held_until; /* time_mono_ms(): no vote asked of this member counts
                                   before it (raft_io_guard_hold_votes) */
     uint64_t votes_held;    /* requests for votes dropped so */
+
+    /* Told, on the loop thread, before an append or a new term goes to
+     * the I/O (term: the new one; 0 for an append): the host keeps what
+     * its hellos say current with it (raft_host.c said_last_index). May
+     * be NULL. */
+    void (*grew)(void *arg, raft_term term);
+    void *grew_arg;
 } raft_io_guard;
 
 /* Wrap inner: pass &g->io to raft_init, or swap it in for the io of an

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "le.h"
@@ -126,14 +127,15 @@ static const raft_peer *peer_of(const raft_io_net *n, uint64_t id)
 
 /* ---- hellos and answers (raft_identity.h's probes over the net) ---- */
 
-/* This member's hello (type CTL_HELLO) or answer, with nonce. */
-static uint8_t *ctl_make(raft_io_net *n, uint64_t type, uint64_t nonce)
+/* This member's hello (type CTL_HELLO) or answer, with nonce, as raft id
+ * self (read once: the record's sender too). */
+static uint8_t *ctl_make(raft_io_net *n, uint64_t self, uint64_t type, uint64_t nonce)
 {
     uint8_t *b = malloc(CTL_LEN);
     if (b == NULL)
         return NULL;
-    uint64_t w[CTL_WORDS] = {type, atomic_load(&n->cluster), atomic_load(&n->self),
-                             atomic_load(&n->has_state), atomic_load(&n->last_index), nonce};
+    uint64_t w[CTL_WORDS] = {type, atomic_load(&n->cluster), self, atomic_load(&n->has_state),
+                             atomic_load(&n->last_index), nonce};
     for (int i = 0; i < CTL_WORDS; i++)
         le_put64(b + 8 * i, w[i]);
     return b;
@@ -141,11 +143,11 @@ static uint8_t *ctl_make(raft_io_net *n, uint64_t type, uint64_t nonce)
 
 static int ctl_send(raft_io_net *n, const raft_peer *to, uint64_t type, uint64_t nonce)
 {
-    uint8_t *b = ctl_make(n, type, nonce);
+    uint64_t self = atomic_load(&n->self);
+    uint8_t *b = ctl_make(n, self, type, nonce);
     if (b == NULL)
         return -1;
-    return raft_net_send(n->net, n->group, atomic_load(&n->self), 0, to->raft,
-                         RAFT_NET_MESSAGES, b, CTL_LEN);
+    return raft_net_send(n->net, n->group, self, 0, to->raft, RAFT_NET_MESSAGES, b, CTL_LEN);
 }
 
 /* Under mu: peer p said it is raft_id (with state or not), now. */
@@ -220,9 +222,10 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
     const char *why;
     uint64_t self = atomic_load(&n->self);
     /* From a peer at the node it came from, not from itself: a control
-     * record (to 0), or a message for this incarnation of this member;
-     * then room (this member's share, then the node's: each takes one
-     * message when empty), then the frame check and the configurations. */
+     * record (to 0), or a message for this incarnation of this member
+     * (which says who sent it: heard, even before libraft runs); then
+     * room (this member's share, then the node's: each takes one message
+     * when empty), then the frame check and the configurations. */
     bool known = sender != NULL && raft_member_of(from) != raft_member_of(self) &&
                  strcmp(sender->raft, from_node) == 0;
     if (known && to == 0) {
@@ -454,9 +457,12 @@ int raft_io_net_init(raft_io_net *n, raft_net *net, raft_loop *loop, uint64_t gr
         n->lim.max_snapshot_bytes = image_max; /* with its header, within a record */
     n->max_inbound_bytes = DEFAULT_MAX_INBOUND; /* or one message (raft_net_budget_take) */
     atomic_store(&n->last_index, UINT64_MAX);
-    /* nonces from the clock, so that an answer to an earlier run of this
-     * member (a restart within its peer's queue) matches no probe */
-    n->next_nonce = (uint64_t)time(NULL) << 20 | 1;
+    /* random nonces: an answer meant for an earlier run of this member (a
+     * restart within its peer's queue) matches no probe, and none can be
+     * guessed by a node that was not asked */
+    if (getrandom(&n->next_nonce, sizeof n->next_nonce, 0) != (ssize_t)sizeof n->next_nonce)
+        n->next_nonce = (uint64_t)time(NULL) << 32 ^ (uint64_t)time_mono_ns();
+    n->next_nonce |= 1; /* never 0, which marks a free slot */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -533,7 +539,8 @@ int raft_io_net_probe(raft_io_net *n, const raft_peer *peer, raft_member_probe *
         pthread_mutex_unlock(&n->mu);
         return -1;
     }
-    uint64_t nonce = n->next_nonce++;
+    uint64_t nonce = n->next_nonce;
+    n->next_nonce += 2; /* odd: never 0 */
     n->probes[slot].nonce = nonce;
     n->probes[slot].member = peer->id;
     n->probes[slot].done = false;

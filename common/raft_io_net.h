@@ -30,11 +30,12 @@
  * one say who it is now. They travel as control records (`to` = 0, on
  * the messages lane), from and to the group's peers like any record:
  *   [type][cluster][raft id][has state][last index][nonce]  (LE u64s)
- * A hello (type 1) is remembered (raft_io_net_seen) and answered with
- * this member's own (type 2, the same nonce), which raft_io_net_probe
- * waits for. A Raft message says who sent it too (a member with libraft
- * state), as each connection's hello does on a member's own transport.
- * Raft messages that come before libraft starts are dropped.
+ * A hello (type 1) is answered with this member's own (type 2, the same
+ * nonce, random), which raft_io_net_probe waits for; a hello or an answer
+ * is remembered (raft_io_net_seen) when both members know the same group.
+ * A Raft message says who sent it too (a member with libraft state), as
+ * each connection's hello does on a member's own transport: it is noted
+ * even before libraft starts, then dropped.
  *
  * Threads: the raft_io methods on the loop thread, deliveries on the
  * net's readers, probes on the caller's (a decider's or prober's).

@@ -24,6 +24,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -320,29 +322,6 @@ static void test_membership_changes_over_the_net(void **state)
     group_answers(f, 3, NULL, NULL);
 }
 
-/* A member of a group no other node runs yet, with an empty dir, asks and
- * waits (it may not bootstrap alone), and stops cleanly while it waits:
- * it leaves the net before libraft ever ran. */
-static void test_a_member_alone_waits_for_its_group(void **state)
-{
-    fixture *f = *state;
-    char dir[600], err[256];
-    snprintf(dir, sizeof dir, "%s/alone", f->dir);
-    raft_node_config cfg = {.id = 1, .dir = dir, .loop = f->loops[0], .net = f->nets[0],
-                            .net_group = 77, .segment_bytes = 1024 * 1024};
-    raft_node *n = NULL;
-    assert_int_equal(raft_node_parse_peers(f->peers, NULL, &cfg, err, sizeof err), 0);
-    assert_int_equal(raft_node_start(&cfg, NULL, &n, err, sizeof err), 0);
-    time_sleep_ms(2500); /* two rounds of probes, nobody answers */
-    raft_node_status st;
-    raft_node_get_status(n, &st);
-    assert_string_equal(st.membership, "waiting");
-    raft_member_identity id;
-    assert_int_equal(raft_member_load(dir, &id, err, sizeof err), 0); /* no group made */
-    raft_node_stop(n);
-    group_answers(f, 0, NULL, NULL); /* the node's other groups go on */
-}
-
 /* ---- a stranger on the network ---- */
 
 /* A connection to node `to` from 127.0.0.(1+from_host), with the hello
@@ -394,6 +373,78 @@ static int send_hello(int fd, uint64_t g, uint64_t from, uint64_t claim, uint64_
     for (int i = 0; i < 6; i++)
         le_put64(body + 8 * i, w[i]);
     return send_record(fd, g, from, 0, &(rw_buf){.data = body, .len = sizeof body});
+}
+
+/* A stranger on node 2's host, as node 2 (whose own members are stopped:
+ * its net keeps no connection to node 1 then, which would replace the
+ * stranger's), sends records for group 77 to the member deciding on node
+ * 1 until told to stop: answers as member 2 to probes it was never asked,
+ * with nonces it guesses, and Raft messages for member 1. */
+typedef struct {
+    fixture *f;
+    atomic_bool stop;
+    unsigned sent;
+} stranger;
+
+static void *stranger_main(void *arg)
+{
+    stranger *st = arg;
+    int fd = dial_as(st->f, 0, 1, st->f->addr[1]);
+    rw_buf b = {0};
+    for (uint64_t k = 1; fd >= 0 && !atomic_load(&st->stop); k++) {
+        uint64_t w[6] = {2, 0x1234, 2, 1, 5, k}; /* an answer: a group exists, with state */
+        uint8_t body[48];
+        for (int i = 0; i < 6; i++)
+            le_put64(body + 8 * i, w[i]);
+        rw_enc_request_vote(&b, 7, 2, 10, 7, 0);
+        if (send_record(fd, 77, 2, 0, &(rw_buf){.data = body, .len = sizeof body}) != 0 ||
+            send_record(fd, 77, 2, 1, &b) != 0)
+            break;
+        rw_buf_free(&b);
+        st->sent++;
+        if (k % 64 == 0)
+            time_sleep_ms(1);
+    }
+    rw_buf_free(&b);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A member of a group no other node runs yet, with an empty dir, asks and
+ * waits (it may not bootstrap alone): answers it did not ask for (a nonce
+ * it never sent) tell it nothing, and Raft messages before its libraft
+ * runs are dropped. Stopped while it waits (with records still coming
+ * in), it leaves the net before libraft ever ran: started again at once on
+ * the same net, it joins the group's place there. */
+static void test_a_member_alone_waits_for_its_group(void **state)
+{
+    fixture *f = *state;
+    char dir[600], err[256];
+    snprintf(dir, sizeof dir, "%s/alone", f->dir);
+    raft_node_config cfg = {.id = 1, .dir = dir, .loop = f->loops[0], .net = f->nets[0],
+                            .net_group = 77, .segment_bytes = 1024 * 1024};
+    raft_node *n = NULL;
+    for (int g = 0; g < GROUPS; g++)
+        stop_member(f, g, 1);
+    assert_int_equal(raft_node_parse_peers(f->peers, NULL, &cfg, err, sizeof err), 0);
+    assert_int_equal(raft_node_start(&cfg, NULL, &n, err, sizeof err), 0);
+    stranger st = {.f = f};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stranger_main, &st), 0);
+    time_sleep_ms(2500); /* two rounds of probes, nobody it asked answers */
+    raft_node_status ns;
+    raft_node_get_status(n, &ns);
+    assert_string_equal(ns.membership, "waiting");
+    raft_member_identity id;
+    assert_int_equal(raft_member_load(dir, &id, err, sizeof err), 0); /* no group made */
+    raft_node_stop(n); /* while the stranger's records come in */
+    atomic_store(&st.stop, true);
+    pthread_join(t, NULL);
+    assert_true(st.sent > 10);
+    assert_int_equal(raft_node_start(&cfg, NULL, &n, err, sizeof err), 0);
+    raft_node_stop(n);
+    group_answers(f, 0, NULL, NULL); /* the node's other groups go on */
 }
 
 static void test_a_stranger_and_lying_records_are_refused(void **state)
