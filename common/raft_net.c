@@ -387,8 +387,10 @@ static void retire(raft_net *n, char (*gone)[HELLO_ADDR_MAX], size_t k)
     }
     for (size_t i = 0; i < MAX_READERS; i++) { /* the thread owns its fd: shutdown, not close */
         reader *rd = n->readers[i];
-        if (rd != NULL && rd->named && rd->fd >= 0 && among(rd->from, gone, k))
+        if (rd != NULL && rd->named && rd->fd >= 0 && among(rd->from, gone, k)) {
+            rd->kicked = true; /* one waiting for room stops waiting (take_reading) */
             shutdown(rd->fd, SHUT_RDWR);
+        }
     }
     pthread_cond_broadcast(&n->budget_cv); /* a reader waiting for room sees its end */
     pthread_mutex_unlock(&n->mu);

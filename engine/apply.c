@@ -180,6 +180,16 @@ static pc_rc empty_named(pc_session *s, void *arg)
     return pc_named_empty(s);
 }
 
+typedef struct {
+    uint64_t region, *index;
+} applied_args;
+
+static pc_rc applied_body(pc_session *s, void *arg)
+{
+    applied_args *a = arg;
+    return pc_read_region_applied(s, a->region, a->index);
+}
+
 /* An image replaces the tables (image.c). One WiredTiger transaction
  * holding a whole store's rows outgrew the cache (it cannot evict what is
  * not committed): a member catching up took two minutes to install an
@@ -194,7 +204,8 @@ static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
                               const uint8_t *end, const pc_key_range *range)
 {
     uint64_t applied;
-    pc_rc rc = pc_region_applied_index(s, a->region, &applied);
+    applied_args q = {a->region, &applied};
+    pc_rc rc = pc_run_txn(s, applied_body, &q);
     if (rc != PC_OK || a->index <= applied) {
         a->skipped = rc == PC_OK;
         return rc;
@@ -253,18 +264,11 @@ pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t inde
 pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, const void *batch, size_t len,
                             uint64_t index)
 {
+    if (region == 0)
+        return PC_INVALID;
     return pc_apply_ops(s, region, batch, len, index, false, NULL);
 }
 
-typedef struct {
-    uint64_t region, *index;
-} applied_args;
-
-static pc_rc applied_body(pc_session *s, void *arg)
-{
-    applied_args *a = arg;
-    return pc_read_region_applied(s, a->region, a->index);
-}
 
 static pc_rc new_group_body(pc_session *s, void *arg)
 {
@@ -281,12 +285,15 @@ pc_rc pc_applied_new_group(pc_session *s)
 
 pc_rc pc_region_applied_index(pc_session *s, uint64_t region, uint64_t *index)
 {
+    if (region == 0)
+        return PC_INVALID;
     applied_args a = {region, index};
     return pc_run_txn(s, applied_body, &a);
 }
 
 pc_rc pc_applied_index(pc_session *s, uint64_t *index)
 {
-    return pc_region_applied_index(s, 0, index);
+    applied_args a = {0, index};
+    return pc_run_txn(s, applied_body, &a);
 }
 

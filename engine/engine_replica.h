@@ -113,6 +113,9 @@ pc_rc pc_meta_get(pc_session *s, const char *name, pc_buf *out);
 /* Whether a batch sets name: PC_OK with *value pointing into the batch
  * (the last value it sets), PC_NOT_FOUND, PC_INVALID (not a batch). */
 pc_rc pc_batch_meta(const void *batch, size_t len, const char *name, pc_slice *value);
+/* Whether a well-formed batch sets any named value (a region's log may
+ * not: raft_group.c). */
+bool pc_batch_sets_meta(const void *batch, size_t len);
 
 /* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
  * that may write (prewrite, commit, rollback, check_txn_status, resolve,

@@ -133,7 +133,7 @@ pc_rc pc_image_fill(pc_session *s, pc_buf *out)
 pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *out)
 {
     pc_key_range r = {start, end};
-    if (!s->pinned || out == NULL)
+    if (!s->pinned || out == NULL || !pc_range_ok(&r))
         return PC_INVALID;
     out->len = 0;
     return image_rows(s, &r, s->pin_applied, s->pin_max_ts, out);
@@ -167,7 +167,7 @@ pc_rc pc_region_image_take(pc_session *s, uint64_t region, pc_slice start, pc_sl
 {
     uint64_t ignored;
     pc_key_range r = {start, end};
-    if (out == NULL || s->propose != NULL || region == 0)
+    if (out == NULL || s->propose != NULL || region == 0 || !pc_range_ok(&r))
         return PC_INVALID;
     take_args a = {out, region, &r, applied != NULL ? applied : &ignored};
     return pc_run_txn(s, take_body, &a);
@@ -201,7 +201,7 @@ pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc
                               const void *image, size_t len)
 {
     pc_key_range r = {start, end};
-    if (image == NULL || len < INDEX_LEN || region == 0)
+    if (image == NULL || len < INDEX_LEN || region == 0 || !pc_range_ok(&r))
         return PC_INVALID;
     const uint8_t *batch = (const uint8_t *)image + INDEX_LEN;
     uint64_t index = pc_get_be64(image);

@@ -155,6 +155,8 @@ typedef struct {
     pc_slice start, end;
 } pc_key_range;
 bool pc_range_has(const pc_key_range *r, int table, const void *key, size_t len);
+/* Whether r's keys are keys (at most PC_KEY_MAX bytes each). */
+bool pc_range_ok(const pc_key_range *r);
 pc_rc pc_range_seek(pc_session *s, WT_CURSOR *c, int table, const pc_key_range *r);
 /* Apply a checked batch as number index of region's log (0: the node's
  * one log; apply.c). replace: an image (image.c), which first empties the

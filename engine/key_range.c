@@ -23,6 +23,12 @@ bool pc_range_has(const pc_key_range *r, int table, const void *key, size_t len)
            (r->end.data == NULL || pc_key_cmp(key, len, r->end.data, r->end.len) < 0);
 }
 
+bool pc_range_ok(const pc_key_range *r)
+{
+    return r->start.len <= PC_KEY_MAX && (r->start.data != NULL || r->start.len == 0) &&
+           (r->end.data == NULL || r->end.len <= PC_KEY_MAX);
+}
+
 pc_rc pc_range_seek(pc_session *s, WT_CURSOR *c, int table, const pc_key_range *r)
 {
     uint8_t ek[PC_EKEY_MAX];

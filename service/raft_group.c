@@ -96,14 +96,17 @@ static int key_outside(void *arg, const void *key, size_t klen)
 }
 
 /* Apply one batch at index: the node's one log's, or the region's, whose
- * keys it must all be (PC_INVALID otherwise, nothing written). */
+ * keys it must all be, and which sets no named value (they are the
+ * node's: a region's image carries none, so a replica that catches up by
+ * one would miss it): PC_INVALID otherwise, nothing written. Its safe
+ * point may rise (GC runs on each region's leader; images carry it). */
 static pc_rc apply_batch(raft_group *g, const void *batch, size_t len, uint64_t index)
 {
     if (g->cfg.region == 0)
         return pc_apply_batch(g->apply_session, batch, len, index);
     range_check c = {g, false};
     pc_rc rc = pc_batch_keys(batch, len, key_outside, &c);
-    if (rc != PC_OK || c.outside)
+    if (rc != PC_OK || c.outside || pc_batch_sets_meta(batch, len))
         return PC_INVALID;
     return pc_apply_region_batch(g->apply_session, g->cfg.region, batch, len, index);
 }
@@ -145,7 +148,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         metrics_inc(g->m_skipped, 1);
         log_error("%s raft: entry %llu (%zu bytes: %s...) is not a write batch%s: skipped, as "
                   "on every member", g->kind, (unsigned long long)index, buf->len, hex,
-                  g->cfg.region != 0 ? " of the region's keys" : "");
+                  g->cfg.region != 0 ? " of the region's (its keys, no named value)" : "");
         return 0;
     }
     log_error("%s raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be applied",
@@ -415,6 +418,12 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     g->base.ops = &raft_ops;
     g->cfg = *cfg;
     snprintf(g->kind, sizeof g->kind, "service");
+    if (cfg->region != 0 && cfg->end.data != NULL && cfg->end.len == 0) {
+        snprintf(err, errlen, "region %llu: an empty end key (no key is below it)",
+                 (unsigned long long)cfg->region);
+        free(g);
+        return -1;
+    }
     if (cfg->region != 0) {
         /* the range's keys, the group's own (start, then end) */
         snprintf(g->kind, sizeof g->kind, "region %llu", (unsigned long long)cfg->region);

@@ -340,7 +340,15 @@ static void test_a_node_no_group_names_is_let_go(void **state)
     assert_true(stats_of(f, 1).lanes >= 1);
     assert_true(stats_of(f, 1).connections >= 2); /* its writer, and net 0's it reads */
 
+    /* while another group names net 0, a leave keeps what is net 0's */
+    assert_int_equal(raft_net_join(f->nets[1], 10, both, 2, deliver, &f->in), 0);
+    uint64_t lanes = stats_of(f, 1).lanes, accepted = stats_of(f, 1).accepted;
     raft_net_leave(f->nets[1], 9);
+    assert_int_equal(stats_of(f, 1).lanes, lanes);
+    assert_true(send_until_received(f, 0, 1, 10, 100));
+    assert_int_equal(stats_of(f, 1).accepted, accepted); /* the same connection */
+
+    raft_net_leave(f->nets[1], 10);
     assert_int_equal(stats_of(f, 1).lanes, 0);
     for (int i = 0; i < 500 && stats_of(f, 1).connections > 0; i++)
         time_sleep_ms(10);

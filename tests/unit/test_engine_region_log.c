@@ -16,6 +16,7 @@
  *  - a pinned region image is of its moment, while its region's batches
  *    go on being applied.
  */
+#include "engine_admin.h"
 #include "engine_fixture.h"
 #include "engine_replica.h"
 
@@ -189,10 +190,21 @@ static void a_regions_image_replaces_its_range_only(void **state)
     fx *s = fx_new(), *behind = fx_new();
     observe_n(s);
     observe_n(behind);
-    /* rows of both ranges the image must remove or keep */
+    /* rows of both ranges the image must remove or keep: in region 1's,
+     * up to its end's edge, a lock and an observed key's notify row */
+    pc_slice prefixes[2] = {S("n"), S("b")};
+    assert_int_equal(pc_notify_set_prefixes(s->e, prefixes, 2), PC_OK);
     fx_put_committed(s, "b", "old", 3, 4);
+    fx_put_committed(s, "l\xff", "edge", 9, 10);
+    pc_txn_meta t = fx_meta(11, "c-lock");
+    pc_mutation m = PUT("c-lock", "locked");
+    assert_int_equal(APPLY(s->s, pc_prewrite(s->s, &t, &m, 1, NULL)), PC_OK);
     fx_put_committed(s, "n9", "stale", 5, 6);
     fx_put_committed(s, "zz", "stale", 7, 8);
+    pc_table_counts before, after;
+    assert_int_equal(pc_count_rows(s->s, &before), PC_OK);
+    assert_int_equal(before.lock, 1);
+    assert_int_equal(before.notify, 2); /* b's and n9's */
     uint64_t own = applied(s, 0);
     replay(c, behind, 2, 0); /* then region 2 goes on without it */
     propose(c, 2, "p", 60, false);
@@ -225,9 +237,16 @@ static void a_regions_image_replaces_its_range_only(void **state)
     value_is(s, "zz", NULL);
     value_is(s, "n9", NULL);
     value_is(s, "p", "pv");
-    /* region 1's rows and the node's index as they were */
+    /* region 1's rows, its lock and notify row, and the node's index as
+     * they were; region 2's are the leader's (y's lock, n1's notify row) */
     value_is(s, "b", "old");
+    value_is(s, "l\xff", "edge");
     value_is(s, "a", NULL);
+    char v[16];
+    assert_int_equal(fx_get(s, "c-lock", 1000, v, sizeof v), PC_LOCKED);
+    assert_int_equal(pc_count_rows(s->s, &after), PC_OK);
+    assert_int_equal(after.lock, 2);
+    assert_int_equal(after.notify, 2);
     assert_int_equal(applied(s, 0), own);
     assert_int_equal(applied(s, 1), 0);
 
@@ -246,6 +265,16 @@ static void a_regions_image_replaces_its_range_only(void **state)
     assert_int_equal(pc_region_image_take(c->leader->s, 2, S("m"), NONE, &img, &at), PC_OK);
     assert_int_equal(mine.len, img.len);
     assert_memory_equal(mine.data, img.data, img.len);
+
+    /* Region 1's image over a store holding region 2's first key: the
+     * range ends before it. */
+    fx *u = fx_new();
+    fx_put_committed(u, "m", "kept", 3, 4);
+    fx_put_committed(u, "a", "old", 5, 6);
+    assert_int_equal(pc_region_image_install(u->s, 1, S(""), S("m"), r1.data, r1.len), PC_OK);
+    value_is(u, "m", "kept");
+    value_is(u, "a", "av");
+    fx_free(u);
 
     pc_buf_free(&img);
     pc_buf_free(&r1);
