@@ -199,8 +199,10 @@ static int leader_of(fixture *f, int r, uint64_t *term)
     return -1;
 }
 
-/* The batch computed by compute (a put of key=value) through region r's
- * leader, within 60 s: what the proposal answered. */
+/* A put of key=value, or with key NULL a batch that sets only a named
+ * value (the node's, which no region's image carries), computed on and
+ * proposed through region r's leader within 60 s: what the proposal
+ * answered. */
 static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
 {
     for (int i = 0; i < 600; i++) {
@@ -212,7 +214,10 @@ static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
         }
         pc_buf b = {0};
         pc_latches *held = NULL;
-        compute_put(f, m, key, value, &b, &held);
+        if (key != NULL)
+            compute_put(f, m, key, value, &b, &held);
+        else
+            assert_int_equal(pc_batch_set_meta(&b, "forged", "x", 1), PC_OK);
         replicator *rep = raft_group_replicator(f->groups[r][m]);
         rp_rc rc = rep->ops->propose(rep, b.data, b.len, term, 5000);
         pc_latches_release(held);
@@ -362,36 +367,13 @@ static void a_replica_catches_up_by_its_regions_image(void **state)
     everywhere(f, "h-after", "2");
 }
 
-/* A batch that sets only a named value (the node's, which no region's
- * image carries), through region r's leader: what the proposal answered. */
-static rp_rc propose_meta(fixture *f, int r)
-{
-    for (int i = 0; i < 600; i++) {
-        uint64_t term;
-        int m = leader_of(f, r, &term);
-        if (m < 0) {
-            time_sleep_ms(100);
-            continue;
-        }
-        pc_buf b = {0};
-        assert_int_equal(pc_batch_set_meta(&b, "forged", "x", 1), PC_OK);
-        replicator *rep = raft_group_replicator(f->groups[r][m]);
-        rp_rc rc = rep->ops->propose(rep, b.data, b.len, term, 5000);
-        pc_buf_free(&b);
-        if (rc == RP_OK)
-            return rc;
-        time_sleep_ms(100);
-    }
-    return RP_UNAVAILABLE;
-}
-
 static void an_entry_outside_its_region_is_skipped(void **state)
 {
     fixture *f = *state;
     /* "z-outside" belongs to region 4: proposed through region 1; and a
      * named value, which is no region's */
     assert_int_equal(propose_in(f, 0, "z-outside", "no"), RP_OK);
-    assert_int_equal(propose_meta(f, 0), RP_OK);
+    assert_int_equal(propose_in(f, 0, NULL, NULL), RP_OK);
     put(f, "b-after", "3"); /* region 1 goes on, after that entry */
     everywhere(f, "b-after", "3");
     for (int m = 0; m < NODES; m++) {
