@@ -706,6 +706,9 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     tune(n, fd);
     pthread_mutex_lock(&n->mu);
     p->dialing = fd;
+    /* a stop or a retire from here on shuts fd down; one before saw
+     * nothing to shut down, and would wait the whole dial */
+    bool end = ending(n, p);
     pthread_mutex_unlock(&n->mu);
     size_t alen = strlen(n->address);
     uint8_t hello[8 + HELLO_ADDR_MAX];
@@ -715,7 +718,7 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     hello[6] = (uint8_t)alen;
     hello[7] = (uint8_t)(alen >> 8);
     memcpy(hello + 8, n->address, alen);
-    bool ok = !atomic_load(&n->closing) && bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
+    bool ok = !end && bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
               connect(fd, (struct sockaddr *)&to, sizeof to) == 0;
     if (ok && n->tls != NULL)
         ok = (*tls = tls_open(n, fd, true, DIAL_MS)) != NULL && cert_names_ip(*tls, &to.sin_addr);
