@@ -467,6 +467,8 @@ static void a_new_leader_gives_the_lease_its_whole_ttl_again(void **state)
     int leader = tl_group_leader(&g, -1, WAIT_MS);
     assert_true(leader >= 0);
     int follower = (leader + 1) % TL_GROUP_NODES;
+    /* Else the follower, not yet heard from the new leader, answers 503 not_leader. */
+    assert_true(tl_group_knows_leader(&g, follower, leader, WAIT_MS));
     json_t *j = NULL;
     /* Through a follower: passed on to the leader. */
     /* A TTL well above an election's length, so that a new leader that

@@ -751,6 +751,8 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
     int leader = tl_group_leader(&g, -1, WAIT_MS);
     assert_true(leader >= 0);
     int follower = (leader + 1) % TL_GROUP_NODES;
+    /* Else the follower, not yet heard from the new leader, answers 503 not_leader. */
+    assert_true(tl_group_knows_leader(&g, follower, leader, WAIT_MS));
     /* Through a follower: it answers 307 to the leader. */
     tl_watch *ws[4];
     int nws = 0;
