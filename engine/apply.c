@@ -261,11 +261,26 @@ pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t inde
     return pc_apply_ops(s, 0, batch, len, index, false, NULL);
 }
 
-pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, const void *batch, size_t len,
-                            uint64_t index)
+/* fn of pc_batch_each: a region's batch puts and deletes rows of its
+ * range only, and sets no named value (those are the node's, and no
+ * region's image carries them: a replica that caught up by one would miss
+ * it). One pass checks both. */
+static int region_op_ok(void *arg, const pc_batch_op *o)
 {
-    if (region == 0)
-        return PC_INVALID;
+    const pc_key_range *r = arg;
+    if (o->op == PC_BATCH_SET_META)
+        return -1;
+    if (o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL)
+        return 0; /* a timestamp or the safe point: no row */
+    return pc_range_has(r, o->table, o->key, o->klen) ? 0 : -1;
+}
+
+pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                            const void *batch, size_t len, uint64_t index)
+{
+    pc_key_range r = {start, end};
+    if (region == 0 || !pc_range_ok(&r) || pc_batch_each(batch, len, region_op_ok, &r) != PC_OK)
+        return PC_INVALID; /* before the transaction: nothing written, the index stays */
     return pc_apply_ops(s, region, batch, len, index, false, NULL);
 }
 

@@ -84,8 +84,11 @@ uint64_t pc_image_index(const void *image, size_t len);
  * with the last; skipped when the region applied that index or beyond).
  * Named values are the node's and no region's image holds them. A region
  * is never 0 here. */
-pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, const void *batch, size_t len,
-                            uint64_t index);
+/* A region's batch: PC_INVALID (nothing written, its index as it was)
+ * when it is not one, or it puts or deletes a row outside [start, end),
+ * or sets a named value: checked in one pass before it applies. */
+pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
+                            const void *batch, size_t len, uint64_t index);
 pc_rc pc_region_applied_index(pc_session *s, uint64_t region, uint64_t *index);
 pc_rc pc_region_image_take(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
                            pc_buf *out, uint64_t *applied);
@@ -113,9 +116,6 @@ pc_rc pc_meta_get(pc_session *s, const char *name, pc_buf *out);
 /* Whether a batch sets name: PC_OK with *value pointing into the batch
  * (the last value it sets), PC_NOT_FOUND, PC_INVALID (not a batch). */
 pc_rc pc_batch_meta(const void *batch, size_t len, const char *name, pc_slice *value);
-/* Whether a well-formed batch sets any named value (a region's log may
- * not: raft_group.c). */
-bool pc_batch_sets_meta(const void *batch, size_t len);
 
 /* Latches (latch.c, docs/DESIGN.md §4.10). In propose mode every action
  * that may write (prewrite, commit, rollback, check_txn_status, resolve,

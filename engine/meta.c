@@ -129,19 +129,6 @@ static int find_one(void *arg, const pc_batch_op *o)
     return 0;
 }
 
-static int any_meta(void *arg, const pc_batch_op *o)
-{
-    bool *found = arg;
-    *found = o->op == PC_BATCH_SET_META;
-    return *found; /* stops at the first */
-}
-
-bool pc_batch_sets_meta(const void *batch, size_t len)
-{
-    bool found = false;
-    return pc_batch_each(batch, len, any_meta, &found) == PC_OK && found;
-}
-
 pc_rc pc_batch_meta(const void *batch, size_t len, const char *name, pc_slice *value)
 {
     find_args f = {name, name != NULL ? strlen(name) : 0, value, false};

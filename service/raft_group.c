@@ -80,35 +80,18 @@ static struct raft *R(raft_group *g)
     return raft_host_raft(g->host);
 }
 
-typedef struct {
-    const raft_group *g;
-    bool outside;
-} range_check;
-
-/* fn of pc_batch_keys: stop at a key outside the region's range. */
-static int key_outside(void *arg, const void *key, size_t klen)
-{
-    range_check *c = arg;
-    const pc_slice *s = &c->g->cfg.start, *e = &c->g->cfg.end;
-    c->outside = pc_key_cmp(key, klen, s->data, s->len) < 0 ||
-                 (e->data != NULL && pc_key_cmp(key, klen, e->data, e->len) >= 0);
-    return c->outside;
-}
-
-/* Apply one batch at index: the node's one log's, or the region's, whose
- * keys it must all be, and which sets no named value (they are the
- * node's: a region's image carries none, so a replica that catches up by
- * one would miss it): PC_INVALID otherwise, nothing written. Its safe
- * point may rise (GC runs on each region's leader; images carry it). */
+/* Apply one batch at index: the node's one log's, or the region's, which
+ * the engine refuses (PC_INVALID, nothing written) unless all its keys
+ * are the region's and it sets no named value (they are the node's: a
+ * region's image carries none, so a replica that catches up by one would
+ * miss it). Its safe point may rise (GC runs on each region's leader;
+ * images carry it). */
 static pc_rc apply_batch(raft_group *g, const void *batch, size_t len, uint64_t index)
 {
     if (g->cfg.region == 0)
         return pc_apply_batch(g->apply_session, batch, len, index);
-    range_check c = {g, false};
-    pc_rc rc = pc_batch_keys(batch, len, key_outside, &c);
-    if (rc != PC_OK || c.outside || pc_batch_sets_meta(batch, len))
-        return PC_INVALID;
-    return pc_apply_region_batch(g->apply_session, g->cfg.region, batch, len, index);
+    return pc_apply_region_batch(g->apply_session, g->cfg.region, g->cfg.start, g->cfg.end,
+                                 batch, len, index);
 }
 
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)

@@ -14,7 +14,9 @@
  *    refused and nothing changes; one below the region's index is
  *    skipped; the region's next batches apply on top;
  *  - a pinned region image is of its moment, while its region's batches
- *    go on being applied.
+ *    go on being applied;
+ *  - a region's batch that writes a key outside its range, or sets a
+ *    named value, is refused: nothing written, the region's index stays.
  */
 #include "engine_admin.h"
 #include "engine_fixture.h"
@@ -57,6 +59,15 @@ static pc_rc write_key(pc_session *s, const char *key, uint64_t start, bool lock
                      : pc_one_pc(s, &t, &m, 1, ts_commit, NULL, &cts, NULL);
 }
 
+/* Batch b applied on f as number index of region r's log: region 1 is
+ * ["", "m"), region 2 ["m", ...). */
+static pc_rc apply_in(fx *f, uint64_t r, const pc_buf *b, uint64_t index)
+{
+    pc_slice m = S("m");
+    return pc_apply_region_batch(f->s, r, r == 1 ? S("") : m, r == 1 ? m : NONE, b->data, b->len,
+                                 index);
+}
+
 /* key written on the leader as region r's next batch: proposed, applied
  * there at the region's next index, and kept in its log. */
 static void propose(cluster *c, uint64_t r, const char *key, uint64_t start, bool lock_only)
@@ -69,7 +80,7 @@ static void propose(cluster *c, uint64_t r, const char *key, uint64_t start, boo
     pc_latches *held = pc_session_take_latches(c->leader->s);
     pc_session_propose(c->leader->s, NULL);
     g->n++;
-    assert_int_equal(pc_apply_region_batch(c->leader->s, r, b->data, b->len, g->n), PC_OK);
+    assert_int_equal(apply_in(c->leader, r, b, g->n), PC_OK);
     pc_latches_release(held);
 }
 
@@ -78,8 +89,7 @@ static void replay(cluster *c, fx *f, uint64_t r, size_t from)
 {
     rlog *g = &c->logs[r];
     for (size_t i = from; i < g->n; i++)
-        assert_int_equal(pc_apply_region_batch(f->s, r, g->b[i].data, g->b[i].len, i + 1),
-                         PC_OK);
+        assert_int_equal(apply_in(f, r, &g->b[i], i + 1), PC_OK);
 }
 
 static void observe_n(fx *f)
@@ -311,6 +321,35 @@ static void a_pinned_region_image_is_of_its_moment(void **state)
     fx_free(f);
 }
 
+static void a_batch_outside_its_region_is_refused(void **state)
+{
+    cluster *c = *state;
+    fx *f = fx_new();
+    pc_buf named = {0}, both = {0};
+    /* region 1's first batch (a) as region 2's; one that sets only a
+     * named value; region 2's first (m) with a named value too */
+    assert_int_equal(apply_in(f, 2, &c->logs[1].b[0], 1), PC_INVALID);
+    assert_int_equal(pc_batch_set_meta(&named, "forged", "x", 1), PC_OK);
+    assert_int_equal(apply_in(f, 2, &named, 1), PC_INVALID);
+    assert_int_equal(pc_buf_append(&both, c->logs[2].b[0].data, c->logs[2].b[0].len), PC_OK);
+    assert_int_equal(pc_batch_set_meta(&both, "forged", "x", 1), PC_OK);
+    assert_int_equal(apply_in(f, 2, &both, 1), PC_INVALID);
+    assert_int_equal(applied(f, 2), 0);
+    assert_int_equal(applied(f, 1), 0);
+    value_is(f, "a", NULL);
+    value_is(f, "m", NULL);
+    pc_buf meta = {0};
+    assert_int_equal(pc_meta_get(f->s, "forged", &meta), PC_NOT_FOUND);
+    /* the region's own batch applies at that index after all */
+    assert_int_equal(apply_in(f, 2, &c->logs[2].b[0], 1), PC_OK);
+    assert_int_equal(applied(f, 2), 1);
+    value_is(f, "m", "mv");
+    pc_buf_free(&meta);
+    pc_buf_free(&named);
+    pc_buf_free(&both);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +358,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_regions_image_replaces_its_range_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_pinned_region_image_is_of_its_moment, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_batch_outside_its_region_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
