@@ -156,8 +156,7 @@ static void note_seen(raft_io_net *n, const raft_peer *p, uint64_t raft_id, bool
     size_t i = (size_t)(p - n->peers);
     n->seen[i].raft_id = raft_id;
     n->seen[i].has_state = has_state;
-    n->seen[i].ms = time_mono_ms();
-    atomic_store(&n->seen_ms[i], n->seen[i].ms);
+    atomic_store(&n->seen[i].ms, time_mono_ms());
 }
 
 /* A Raft message from raft id `from` of peer p says who it is too, as
@@ -169,7 +168,7 @@ static void heard(raft_io_net *n, const raft_peer *p, uint64_t from)
 {
     size_t i = (size_t)(p - n->peers);
     uint64_t now = time_mono_ms();
-    if (now - atomic_load(&n->seen_ms[i]) < SEEN_NOTE_MS)
+    if (now - atomic_load(&n->seen[i].ms) < SEEN_NOTE_MS) /* without mu: a hot path */
         return;
     pthread_mutex_lock(&n->mu);
     note_seen(n, p, from, true);
@@ -565,10 +564,10 @@ bool raft_io_net_seen(raft_io_net *n, unsigned member, uint64_t max_age_ms, uint
     while (i < n->npeers && n->peers[i].id != member)
         i++;
     pthread_mutex_lock(&n->mu);
-    bool known = i < n->npeers && n->seen[i].ms != 0;
+    *at_ms = i < n->npeers ? atomic_load(&n->seen[i].ms) : 0;
+    bool known = *at_ms != 0;
     *raft_id = known ? n->seen[i].raft_id : 0;
     *has_state = known && n->seen[i].has_state;
-    *at_ms = known ? n->seen[i].ms : 0;
     pthread_mutex_unlock(&n->mu);
     return known && time_mono_ms() - *at_ms <= max_age_ms;
 }

@@ -88,10 +88,11 @@ typedef struct raft_io_net {
     pthread_mutex_t mu;                  /* the seen notes and the probes waiting */
     pthread_cond_t answered;
     struct {
-        uint64_t raft_id, ms;            /* ms: when (time_mono_ms); 0: never */
+        uint64_t raft_id;
+        atomic_uint_fast64_t ms;         /* when (time_mono_ms); 0: never. Written under
+                                            mu, read without it by a rate limit */
         bool has_state;
     } seen[RAFT_PEERS_MAX];              /* by peer */
-    atomic_uint_fast64_t seen_ms[RAFT_PEERS_MAX]; /* seen[].ms, read without mu */
     struct {
         uint64_t nonce;                  /* 0: free */
         unsigned member;
