@@ -435,6 +435,26 @@ static int n_async_work(struct raft_io *io, struct raft_io_async_work *req,
     return passed(n, n->inner->async_work(n->inner, req, cb));
 }
 
+/* n's lock, and the condition a probe waits on, on the monotonic clock
+ * as its deadline is (time_deadline). 0, or -1 with neither taken. */
+static int sync_init(raft_io_net *n)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(&n->answered, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0)
+        return -1;
+    if (pthread_mutex_init(&n->mu, NULL) != 0) {
+        pthread_cond_destroy(&n->answered);
+        return -1;
+    }
+    return 0;
+}
+
 int raft_io_net_init(raft_io_net *n, raft_net *net, raft_loop *loop, uint64_t group,
                      const raft_peer *peers, size_t npeers, const raft_frame_limits *lim,
                      const char **why)
@@ -462,12 +482,10 @@ int raft_io_net_init(raft_io_net *n, raft_net *net, raft_loop *loop, uint64_t gr
     if (getrandom(&n->next_nonce, sizeof n->next_nonce, 0) != (ssize_t)sizeof n->next_nonce)
         n->next_nonce = (uint64_t)time(NULL) << 32 ^ (uint64_t)time_mono_ns();
     n->next_nonce |= 1; /* never 0, which marks a free slot */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&n->mu, NULL);
-    pthread_cond_init(&n->answered, &ca);
-    pthread_condattr_destroy(&ca);
+    if (sync_init(n) != 0) {
+        *why = "cannot set up its lock and condition variable";
+        return -1;
+    }
     const char *nodes[RAFT_PEERS_MAX];
     for (size_t q = 0; q < n->npeers; q++)
         nodes[q] = n->peers[q].raft;
