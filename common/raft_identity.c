@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "timeutil.h"
+
 #define FILE_MAX 256
 
 int raft_member_load(const char *dir, raft_member_identity *out, char *err, size_t errlen)
@@ -166,4 +168,21 @@ raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t
         return RAFT_MEMBER_WAIT;
     *cluster = own;
     return RAFT_MEMBER_BOOTSTRAP;
+}
+
+void raft_seen_note(raft_seen *s, uint64_t raft_id, bool has_state)
+{
+    s->raft_id = raft_id;
+    s->has_state = has_state;
+    atomic_store(&s->ms, time_mono_ms());
+}
+
+bool raft_seen_get(const raft_seen *s, uint64_t max_age_ms, uint64_t *raft_id, bool *has_state,
+                   uint64_t *at_ms)
+{
+    *at_ms = s != NULL ? atomic_load(&s->ms) : 0;
+    bool known = *at_ms != 0;
+    *raft_id = known ? s->raft_id : 0;
+    *has_state = known && s->has_state;
+    return known && time_mono_ms() - *at_ms <= max_age_ms;
 }

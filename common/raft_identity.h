@@ -35,6 +35,7 @@
 #ifndef PC_RAFT_IDENTITY_H
 #define PC_RAFT_IDENTITY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,5 +103,23 @@ typedef enum {
  * not only ever joins). *cluster is set for BOOTSTRAP and JOIN. */
 raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t n,
                                         bool self_initial, uint64_t own, uint64_t *cluster);
+
+/* What a member last said it is (in a hello, an answer or a Raft
+ * message) and when, as a member's own transport (raft_transport.c) and
+ * the node's network (raft_io_net.c) note it: under their lock, but ms
+ * is atomic so that a rate limit may read it without. */
+typedef struct {
+    uint64_t raft_id;
+    atomic_uint_fast64_t ms;  /* when (time_mono_ms); 0: never */
+    bool has_state;
+} raft_seen;
+
+/* Note that the member said it is raft_id (with state or not), now. */
+void raft_seen_note(raft_seen *s, uint64_t raft_id, bool has_state);
+
+/* What s says (s NULL, or never noted: 0, false, 0), and whether it was
+ * noted within max_age_ms. */
+bool raft_seen_get(const raft_seen *s, uint64_t max_age_ms, uint64_t *raft_id, bool *has_state,
+                   uint64_t *at_ms);
 
 #endif

@@ -150,15 +150,6 @@ static int ctl_send(raft_io_net *n, const raft_peer *to, uint64_t type, uint64_t
     return raft_net_send(n->net, n->group, self, 0, to->raft, RAFT_NET_MESSAGES, b, CTL_LEN);
 }
 
-/* Under mu: peer p said it is raft_id (with state or not), now. */
-static void note_seen(raft_io_net *n, const raft_peer *p, uint64_t raft_id, bool has_state)
-{
-    size_t i = (size_t)(p - n->peers);
-    n->seen[i].raft_id = raft_id;
-    n->seen[i].has_state = has_state;
-    atomic_store(&n->seen[i].ms, time_mono_ms());
-}
-
 /* A Raft message from raft id `from` of peer p says who it is too, as
  * every connection's hello does on a member's own transport: a member
  * that runs libraft, with state. A member removed that never learned it
@@ -171,7 +162,7 @@ static void heard(raft_io_net *n, const raft_peer *p, uint64_t from)
     if (now - atomic_load(&n->seen[i].ms) < SEEN_NOTE_MS) /* without mu: a hot path */
         return;
     pthread_mutex_lock(&n->mu);
-    note_seen(n, p, from, true);
+    raft_seen_note(&n->seen[i], from, true);
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -197,7 +188,7 @@ static bool control(raft_io_net *n, const raft_peer *p, uint64_t from, raft_net_
     /* what a member of this group says it is now: the leader replaces a
      * new incarnation (raft_host.c), so only once both know the group */
     if (mine != 0 && cluster == mine)
-        note_seen(n, p, raft_id, a.has_state);
+        raft_seen_note(&n->seen[p - n->peers], raft_id, a.has_state);
     if (type == CTL_ANSWER)
         for (int i = 0; i < RAFT_IO_NET_PROBES; i++)
             if (n->probes[i].nonce == nonce && n->probes[i].member == p->id &&
@@ -582,12 +573,10 @@ bool raft_io_net_seen(raft_io_net *n, unsigned member, uint64_t max_age_ms, uint
     while (i < n->npeers && n->peers[i].id != member)
         i++;
     pthread_mutex_lock(&n->mu);
-    *at_ms = i < n->npeers ? atomic_load(&n->seen[i].ms) : 0;
-    bool known = *at_ms != 0;
-    *raft_id = known ? n->seen[i].raft_id : 0;
-    *has_state = known && n->seen[i].has_state;
+    bool fresh = raft_seen_get(i < n->npeers ? &n->seen[i] : NULL, max_age_ms, raft_id,
+                               has_state, at_ms);
     pthread_mutex_unlock(&n->mu);
-    return known && time_mono_ms() - *at_ms <= max_age_ms;
+    return fresh;
 }
 
 /* ---- the transport libraft's I/O is given ---- */

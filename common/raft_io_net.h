@@ -87,12 +87,7 @@ typedef struct raft_io_net {
     atomic_uint_fast64_t dropped;        /* received, and refused or dropped */
     pthread_mutex_t mu;                  /* the seen notes and the probes waiting */
     pthread_cond_t answered;
-    struct {
-        uint64_t raft_id;
-        atomic_uint_fast64_t ms;         /* when (time_mono_ms); 0: never. Written under
-                                            mu, read without it by a rate limit */
-        bool has_state;
-    } seen[RAFT_PEERS_MAX];              /* by peer */
+    raft_seen seen[RAFT_PEERS_MAX];      /* by peer; ms also read without mu */
     struct {
         uint64_t nonce;                  /* 0: free */
         unsigned member;

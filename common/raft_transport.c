@@ -107,8 +107,7 @@ struct rt {
      * making room for a new one. */
     struct {
         unsigned member;
-        uint64_t raft_id, ms;
-        bool has_state;
+        raft_seen note;
     } seen[RAFT_TRANSPORT_SEEN_MAX];
     atomic_uint_fast64_t last_other_log_ms;
     uv_async_t async;           /* threads -> loop: something to deliver or reap */
@@ -736,7 +735,7 @@ static size_t seen_slot(rt *r, unsigned member)
     for (size_t i = 0; i < RAFT_TRANSPORT_SEEN_MAX; i++) {
         if (r->seen[i].member == member)
             return i;
-        if (r->seen[i].ms < r->seen[pick].ms)
+        if (atomic_load(&r->seen[i].note.ms) < atomic_load(&r->seen[pick].note.ms))
             pick = i;
     }
     return pick;
@@ -753,9 +752,7 @@ static void note_seen(rt *r, const hello *h)
     pthread_mutex_lock(&r->mu);
     size_t i = seen_slot(r, member);
     r->seen[i].member = member;
-    r->seen[i].raft_id = h->raft_id;
-    r->seen[i].has_state = h->has_state;
-    r->seen[i].ms = time_mono_ms();
+    raft_seen_note(&r->seen[i].note, h->raft_id, h->has_state);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -1385,11 +1382,8 @@ bool raft_transport_seen(struct raft_uv_transport *t, unsigned member, uint64_t 
     rt *r = t->impl;
     pthread_mutex_lock(&r->mu);
     size_t i = seen_slot(r, member);
-    bool known = r->seen[i].member == member && r->seen[i].ms != 0;
-    bool fresh = known && time_mono_ms() - r->seen[i].ms <= max_age_ms;
-    *raft_id = known ? r->seen[i].raft_id : 0;
-    *has_state = known && r->seen[i].has_state;
-    *at_ms = known ? r->seen[i].ms : 0;
+    bool fresh = raft_seen_get(r->seen[i].member == member ? &r->seen[i].note : NULL, max_age_ms,
+                               raft_id, has_state, at_ms);
     pthread_mutex_unlock(&r->mu);
     return fresh;
 }
