@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,11 @@
 #define HELLO_VERSION 1
 #define HELLO_ADDR_MAX RAFT_PEER_ADDR_MAX
 #define RECORD_HEADER 32
+/* A writer sends what is queued in runs of at most this many records and
+ * bytes (a record longer goes alone), a reader reads ahead this much. */
+#define WRITE_RUN_RECORDS 64
+#define WRITE_RUN_BYTES (256u << 10)
+#define READ_AHEAD (16u << 10)
 #define MAX_GROUPS 4096
 #define MAX_PEERS 512          /* lanes to the nodes this one sends to (two a node) */
 #define MAX_READERS 256        /* connections other nodes opened */
@@ -87,6 +93,8 @@ typedef struct {
     int fd;                     /* the thread's; others only shut it down, under n->mu */
     gnutls_session_t tls;       /* with the net's TLS: fd's session (the thread's) */
     unsigned rcv_ms;            /* fd's receive timeout now (recv_by) */
+    uint8_t *ahead;             /* READ_AHEAD bytes, once the hello passed (read_records) */
+    size_t ahead_at, ahead_len; /* what of it is read and not taken yet */
     bool done;                  /* under n->mu: the thread ended; the listener joins it */
     bool named;                 /* under n->mu: its hello passed, from is its node */
     bool kicked;                /* under n->mu: replaced by a newer connection */
@@ -200,16 +208,15 @@ static int send_all(gnutls_session_t tls, int fd, const uint8_t *p, size_t len)
     return 0;
 }
 
-/* Exactly len bytes from fd, through tls when it is a session; or -1 (its
- * end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO). Each
- * read within step_ms and, with a deadline_ms (time_mono_ms; 0: none),
- * all of it by then: a peer that sends a byte now and then cannot stretch
- * it. *set_ms is the receive timeout fd has (SO_RCVTIMEO), set again only
+/* Some of len bytes (1 to len) from fd, through tls when it is a
+ * session, within step_ms and by deadline_ms (time_mono_ms; 0: none); or
+ * -1 (its end, an error, its timeout: GNUTLS_E_AGAIN under SO_RCVTIMEO).
+ * *set_ms is the receive timeout fd has (SO_RCVTIMEO), set again only
  * when it changes: not a system call a record. */
-static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
-                   unsigned step_ms, unsigned *set_ms)
+static ssize_t recv_some(gnutls_session_t tls, int fd, uint8_t *p, size_t len,
+                         uint64_t deadline_ms, unsigned step_ms, unsigned *set_ms)
 {
-    while (len > 0) {
+    for (;;) {
         uint64_t now = time_mono_ms();
         if (deadline_ms != 0 && now >= deadline_ms)
             return -1;
@@ -224,12 +231,111 @@ static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_
         ssize_t k = tls != NULL ? gnutls_record_recv(tls, p, len) : recv(fd, p, len, 0);
         if (tls != NULL ? k == GNUTLS_E_INTERRUPTED : k < 0 && errno == EINTR)
             continue;
+        return k > 0 ? k : -1;
+    }
+}
+
+/* Exactly len bytes, each read within step_ms and, with a deadline_ms,
+ * all of it by then: a peer that sends a byte now and then cannot stretch
+ * it. */
+static int recv_by(gnutls_session_t tls, int fd, uint8_t *p, size_t len, uint64_t deadline_ms,
+                   unsigned step_ms, unsigned *set_ms)
+{
+    while (len > 0) {
+        ssize_t k = recv_some(tls, fd, p, len, deadline_ms, step_ms, set_ms);
         if (k <= 0)
             return -1;
         p += k;
         len -= (size_t)k;
     }
     return 0;
+}
+
+/* Exactly len bytes of records (after the hello), through the reader's
+ * read-ahead: a small record comes whole, header and body, with the one
+ * read that brought its header, and the records behind it with that read
+ * too (a heartbeat is one system call, not two); a body as big as the
+ * read-ahead is read straight into place. The limits are recv_by's. */
+static int read_records(reader *rd, uint8_t *p, size_t len, uint64_t deadline_ms,
+                        unsigned step_ms)
+{
+    while (len > 0) {
+        if (rd->ahead_len > 0) {
+            size_t k = rd->ahead_len < len ? rd->ahead_len : len;
+            memcpy(p, rd->ahead + rd->ahead_at, k);
+            rd->ahead_at += k;
+            rd->ahead_len -= k;
+            p += k;
+            len -= k;
+            continue;
+        }
+        if (len >= READ_AHEAD)
+            return recv_by(rd->tls, rd->fd, p, len, deadline_ms, step_ms, &rd->rcv_ms);
+        ssize_t k = recv_some(rd->tls, rd->fd, rd->ahead, READ_AHEAD, deadline_ms, step_ms,
+                              &rd->rcv_ms);
+        if (k <= 0)
+            return -1;
+        rd->ahead_at = 0;
+        rd->ahead_len = (size_t)k;
+    }
+    return 0;
+}
+
+/* All of iov[0..n) on fd (no TLS), in as few system calls as the kernel
+ * takes; or -1. iov is used up. */
+static int send_iov(int fd, struct iovec *iov, size_t n)
+{
+    while (n > 0) {
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = n};
+        ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        while (n > 0 && (size_t)k >= iov->iov_len) { /* the parts sent whole */
+            k -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) { /* one sent in part */
+            iov->iov_base = (uint8_t *)iov->iov_base + k;
+            iov->iov_len -= (size_t)k;
+        }
+    }
+    return 0;
+}
+
+/* The records of a run (take_run), in order: each record's header and
+ * body, and the run's records, go out together (one segment and one
+ * wake-up of the reader for a heartbeat, where a send for the header and
+ * one for the body made two). Over TLS a run is corked (it is at most
+ * WRITE_RUN_BYTES); a record past that goes alone, as two sends. */
+static int send_run(gnutls_session_t tls, int fd, const record *run, size_t count)
+{
+    if (tls == NULL) {
+        struct iovec iov[2 * WRITE_RUN_RECORDS];
+        size_t n = 0;
+        for (const record *r = run; r != NULL && n + 2 <= 2 * count; r = r->next) {
+            iov[n++] = (struct iovec){.iov_base = (void *)r->header, .iov_len = RECORD_HEADER};
+            iov[n++] = (struct iovec){.iov_base = r->msg, .iov_len = r->len};
+        }
+        return send_iov(fd, iov, n);
+    }
+    if (count == 1 && run->len + RECORD_HEADER > WRITE_RUN_BYTES)
+        return send_all(tls, fd, run->header, RECORD_HEADER) == 0 &&
+                       send_all(tls, fd, run->msg, run->len) == 0
+                   ? 0
+                   : -1;
+    gnutls_record_cork(tls);
+    bool buffered = true; /* corked, a send only buffers (it fails out of memory) */
+    for (const record *r = run; r != NULL && buffered; r = r->next)
+        buffered = send_all(tls, fd, r->header, RECORD_HEADER) == 0 &&
+                   send_all(tls, fd, r->msg, r->len) == 0;
+    int k;
+    do
+        k = gnutls_record_uncork(tls, GNUTLS_RECORD_WAIT);
+    while (k == GNUTLS_E_INTERRUPTED || k == GNUTLS_E_AGAIN);
+    return buffered && k >= 0 ? 0 : -1;
 }
 
 /* A connection's TCP settings: no delay for small records, and a peer
@@ -550,7 +656,8 @@ static void *reader_main(void *arg)
     set_timeouts(rd->fd, n->hello_ms);
     rd->rcv_ms = n->hello_ms;
     bool ok = getpeername(rd->fd, (struct sockaddr *)&from, &flen) == 0 &&
-              read_hello(n, rd, &from) == 0 && name_reader(n, rd) == 0;
+              read_hello(n, rd, &from) == 0 && name_reader(n, rd) == 0 &&
+              (rd->ahead = malloc(READ_AHEAD)) != NULL; /* a node's: read ahead */
     if (!ok)
         count(n, &n->st.refused, 1);
     /* Every read makes progress within idle_ms: a writer sends a
@@ -558,7 +665,7 @@ static void *reader_main(void *arg)
      * cut off. A record's body comes by a deadline too (recv_by). */
     while (ok && !atomic_load(&n->closing)) {
         uint8_t hd[RECORD_HEADER];
-        if (recv_by(rd->tls, rd->fd, hd, sizeof hd, 0, n->idle_ms, &rd->rcv_ms) != 0)
+        if (read_records(rd, hd, sizeof hd, 0, n->idle_ms) != 0)
             break;
         uint64_t group = le_get64(hd), len = le_get64(hd + 24);
         if (group == 0 && len == 0)
@@ -574,7 +681,7 @@ static void *reader_main(void *arg)
         uint8_t *msg = malloc((size_t)len);
         uint64_t by = time_mono_ms() + n->idle_ms + len * 1000 / MIN_BYTES_A_SEC;
         bool got = msg != NULL &&
-                   recv_by(rd->tls, rd->fd, msg, (size_t)len, by, n->idle_ms, &rd->rcv_ms) == 0;
+                   read_records(rd, msg, (size_t)len, by, n->idle_ms) == 0;
         /* The room is given back before the group is handed the record,
          * which holds it from then on (raft_net_hold, before it decodes):
          * a slow delivery, say of an image, must not hold up the other
@@ -589,6 +696,8 @@ static void *reader_main(void *arg)
     if (rd->tls != NULL)
         gnutls_deinit(rd->tls);
     rd->tls = NULL;
+    free(rd->ahead);
+    rd->ahead = NULL;
     pthread_mutex_lock(&n->mu);
     close(rd->fd);
     rd->fd = -1;
@@ -800,6 +909,29 @@ static void wait_backoff(raft_net *n, peer *p)
         ;
 }
 
+/* Under n->mu: the records to send in one go, taken off p's queue: the
+ * first, and those behind it while the run stays within WRITE_RUN_BYTES
+ * and WRITE_RUN_RECORDS (the groups' messages queued while the last run
+ * was being sent). */
+static record *take_run(peer *p, size_t *count)
+{
+    record *first = p->head, *last = first;
+    size_t bytes = RECORD_HEADER + first->len, k = 1;
+    while (last->next != NULL && k < WRITE_RUN_RECORDS &&
+           bytes + RECORD_HEADER + last->next->len <= WRITE_RUN_BYTES) {
+        last = last->next;
+        bytes += RECORD_HEADER + last->len;
+        k++;
+    }
+    p->head = last->next;
+    if (p->head == NULL)
+        p->tail = NULL;
+    last->next = NULL;
+    p->queued -= bytes - k * RECORD_HEADER;
+    *count = k;
+    return first;
+}
+
 static void *writer_main(void *arg)
 {
     peer *p = arg;
@@ -837,33 +969,27 @@ static void *writer_main(void *arg)
             n->st.connections++;
             continue;
         }
-        record *r = NULL;
-        if (!keepalive) {
-            r = p->head;
-            p->head = r->next;
-            if (p->head == NULL)
-                p->tail = NULL;
-            p->queued -= r->len;
-        }
+        size_t count = 0;
+        record *run = keepalive ? NULL : take_run(p, &count);
         int fd = p->fd;
         gnutls_session_t tls = p->tls; /* only this thread uses or ends it */
         pthread_mutex_unlock(&n->mu);
         static const uint8_t zeros[RECORD_HEADER];
-        int rc = r == NULL ? send_all(tls, fd, zeros, RECORD_HEADER)
-                 : send_all(tls, fd, r->header, RECORD_HEADER) == 0
-                     ? send_all(tls, fd, r->msg, r->len)
-                     : -1;
-        if (r != NULL) {
-            free(r->msg);
-            free(r);
+        int rc = run == NULL ? send_all(tls, fd, zeros, RECORD_HEADER)
+                             : send_run(tls, fd, run, count);
+        while (run != NULL) {
+            record *next = run->next;
+            free(run->msg);
+            free(run);
+            run = next;
         }
         pthread_mutex_lock(&n->mu);
         if (rc != 0)
             hang_up(n, p);
-        if (r != NULL && rc != 0)
-            n->st.dropped_full++;
-        else if (r != NULL)
-            n->st.sent++;
+        if (count > 0 && rc != 0)
+            n->st.dropped_full += count;
+        else
+            n->st.sent += count;
     }
     if (p->fd >= 0)
         hang_up(n, p);
