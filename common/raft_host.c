@@ -31,6 +31,27 @@
  * joining member says hello to every member once a second (prober_main). */
 #define SEEN_MS 3000
 
+/* What raft_host_view is made of, but for the time that passes (a
+ * member heard lately, one that answers): a view is made again when one
+ * of these changed, else every VIEW_MS. */
+typedef struct {
+    raft_term term;
+    raft_index commit, last, conf, conf_uncommitted;
+    raft_id leader;
+    int state;
+    unsigned n;
+} view_key;
+/* Compared with memcmp: no padding, so no byte of it is left unset. */
+_Static_assert(sizeof(view_key) == 6 * sizeof(uint64_t) + sizeof(int) + sizeof(unsigned),
+               "view_key has padding");
+
+#define VIEW_MS 250
+
+/* How often a leader looks for members back as new incarnations, or
+ * waiting to be added (replace_incarnations): a hello is good for
+ * SEEN_MS, and each change is tried at most once a second anyway. */
+#define INCARNATIONS_MS 250
+
 struct raft_host {
     raft_host_config cfg;
     raft_peer peers[RAFT_PEERS_MAX];
@@ -38,7 +59,12 @@ struct raft_host {
     bool own_loop;              /* started for this member alone */
     bool posted;                /* its setup was posted to the loop */
     uv_loop_t *loop;            /* raft_loop_uv(rl) */
-    uv_async_t wake;
+    /* A wake is a job posted to the loop (raft_host_wake), one at a time:
+     * not a libuv async handle of its own, which libuv would check, every
+     * member's, each time anything wakes the loop (DESIGN §6.5, step 5). */
+    pthread_mutex_t wake_mu;
+    bool wake_posted;           /* under wake_mu: a wake job is queued */
+    bool wakes_over;            /* under wake_mu: closed; the queued job ends it */
     bool ticking;               /* loop thread: on the loop's shared tick */
     bool closing;               /* loop thread: libraft or the setup is being closed */
     struct raft_uv_transport transport; /* ours: TLS and the frame check (raft_transport.h);
@@ -50,6 +76,18 @@ struct raft_host {
     raft_io_guard guard;        /* between libraft and io (docs/DESIGN.md §7.1) */
     struct raft raft;
     bool raft_started;
+
+    /* What the tick last did (loop thread): an idle member's tick redoes
+     * nothing that did not change (on_tick). */
+    view_key viewed;            /* what refresh_view last read */
+    uint64_t viewed_ms;
+    uint64_t incarnations_ms;   /* when replace_incarnations last looked */
+    /* The leader's URL as leader_url last made it, for the configuration
+     * it was made from (loop thread): the proposer asks on every tick. */
+    unsigned url_member;
+    raft_index url_conf, url_conf_uncommitted;
+    bool url_made, url_ok;
+    char url[RAFT_PEER_ADDR_MAX];
 
     metrics_series *m_dropped;  /* the guard's drops, counted on the loop's tick */
     uint64_t seen_dropped;
@@ -127,10 +165,37 @@ static void host_closed(raft_host *h)
     pthread_mutex_unlock(&h->mu);
 }
 
-/* The wake handle, closed last of the member's handles. */
-static void on_wake_closed(uv_handle_t *handle)
+static void on_wake(raft_host *h);
+
+/* The loop runs a posted wake: the member's step, or (its wakes over)
+ * the end of the member on the loop. */
+static void wake_job(void *arg)
 {
-    host_closed(handle->data);
+    raft_host *h = arg;
+    pthread_mutex_lock(&h->wake_mu);
+    h->wake_posted = false;
+    bool over = h->wakes_over;
+    pthread_mutex_unlock(&h->wake_mu);
+    if (over)
+        host_closed(h);
+    else
+        on_wake(h);
+}
+
+/* Everything of the member on the loop is closed: no more wakes. The last
+ * job of the member, queued behind any wake posted before (the loop runs
+ * its jobs in order, a loop iteration after the close callbacks of this
+ * one), says it is off the loop; raft_host_stop may then free it. */
+static void wakes_end(raft_host *h)
+{
+    pthread_mutex_lock(&h->wake_mu);
+    h->wakes_over = true;
+    if (!h->wake_posted)
+        h->wake_posted = raft_loop_post(h->rl, wake_job, h) == 0;
+    bool posted = h->wake_posted;
+    pthread_mutex_unlock(&h->wake_mu);
+    if (!posted) /* out of memory: nothing of it is queued either */
+        host_closed(h);
 }
 
 static void tick_off(raft_host *h)
@@ -217,7 +282,7 @@ static void on_raft_closed(struct raft *r)
     raft_uv_close(&h->io);
     free_transport(h);
     tick_off(h);
-    uv_close((uv_handle_t *)&h->wake, on_wake_closed);
+    wakes_end(h);
 }
 
 static int start_raft(raft_host *h, int mode);
@@ -256,9 +321,8 @@ static void after_deciding(raft_host *h, bool stopping)
     }
 }
 
-static void on_wake(uv_async_t *a)
+static void on_wake(raft_host *h)
 {
-    raft_host *h = a->data;
     if (h->closing)
         return;
     pthread_mutex_lock(&h->mu);
@@ -328,6 +392,8 @@ static const struct raft_server *server_of(const struct raft *r, unsigned member
 
 static void set_membership(raft_host *h, const char *m)
 {
+    if (h->membership == m)
+        return; /* the loop thread is its only writer: read without the lock */
     pthread_mutex_lock(&h->mu);
     h->membership = m;
     pthread_mutex_unlock(&h->mu);
@@ -351,7 +417,7 @@ static int setup_failed(raft_host *h, bool transport, bool io)
     if (transport)
         free_transport(h);
     h->closing = true;
-    uv_close((uv_handle_t *)&h->wake, on_wake_closed);
+    wakes_end(h);
     return -1;
 }
 
@@ -365,8 +431,10 @@ static void replace_incarnations(raft_host *h)
 {
     struct raft *r = &h->raft;
     uint64_t now = time_mono_ms();
-    if (!term_ready(h) || h->changing || now - h->change_tried_ms < 1000)
+    if (!term_ready(h) || h->changing || now - h->change_tried_ms < 1000 ||
+        now - h->incarnations_ms < INCARNATIONS_MS)
         return;
+    h->incarnations_ms = now;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         const struct raft_server *s = &r->configuration.servers[i];
         unsigned member = raft_member_of(s->id);
@@ -501,12 +569,12 @@ static void tend_prober(raft_host *h, bool stopping)
     pthread_mutex_lock(&h->mu);
     stopping = stopping || h->stopping;
     bool join = h->prober_started && h->prober_done, joining = probes(h->membership);
-    if (join)
+    if (join) { /* it ended: at once */
         h->prober_started = false;
-    pthread_mutex_unlock(&h->mu);
-    if (join) /* it ended: at once */
+        pthread_mutex_unlock(&h->mu);
         pthread_join(h->prober, NULL);
-    pthread_mutex_lock(&h->mu);
+        pthread_mutex_lock(&h->mu);
+    }
     if (!h->prober_started && joining && !stopping && !h->quit) {
         h->prober_done = false;
         h->prober_started = pthread_create(&h->prober, NULL, prober_main, h) == 0;
@@ -758,10 +826,36 @@ static const char *role_name(int role)
     return role == RAFT_VOTER ? "voter" : role == RAFT_STANDBY ? "standby" : "spare";
 }
 
+/* What the view is made of now. */
+static view_key view_key_of(raft_host *h)
+{
+    struct raft *r = &h->raft;
+    view_key k = {.state = raft_state(r), .term = r->current_term, .commit = r->commit_index,
+                  .last = raft_last_index(r), .conf = r->configuration_index,
+                  .conf_uncommitted = r->configuration_uncommitted_index,
+                  .n = r->configuration.n};
+    const char *addr;
+    raft_leader(r, &k.leader, &addr);
+    return k;
+}
+
+/* The tick's: make the view again only when what it shows changed, or
+ * VIEW_MS passed (who was heard lately changes with time alone). An idle
+ * member's tick is then mostly this comparison (DESIGN §6.5, step 5). */
+static void refresh_view_if_changed(raft_host *h)
+{
+    view_key k = view_key_of(h);
+    if (memcmp(&k, &h->viewed, sizeof k) == 0 && time_mono_ms() - h->viewed_ms < VIEW_MS)
+        return;
+    refresh_view(h);
+}
+
 /* The configuration and the leader's view of each member, for
  * raft_host_view_get. */
 static void refresh_view(raft_host *h)
 {
+    h->viewed = view_key_of(h);
+    h->viewed_ms = time_mono_ms();
     struct raft *r = &h->raft;
     raft_host_view v = {.leads = raft_state(r) == RAFT_LEADER, .term = r->current_term,
                         .commit_index = r->commit_index, .last_index = raft_last_index(r)};
@@ -840,10 +934,12 @@ static void on_tick(void *arg)
     replace_incarnations(h);
     set_membership(h, membership_of(h));
     tend_prober(h, false);
-    refresh_view(h);
-    metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
+    refresh_view_if_changed(h);
+    if (h->guard.dropped != h->seen_dropped)
+        metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
-    metrics_inc(h->m_trimmed, h->guard.trimmed - h->seen_trimmed);
+    if (h->guard.trimmed != h->seen_trimmed)
+        metrics_inc(h->m_trimmed, h->guard.trimmed - h->seen_trimmed);
     h->seen_trimmed = h->guard.trimmed;
     h->cfg.serve(h->cfg.arg);
     finish_transfer(h);
@@ -1009,7 +1105,7 @@ static void *decider_main(void *arg)
     h->decide_failed = rc != 0;
     h->decided_mode = mode;
     pthread_mutex_unlock(&h->mu);
-    uv_async_send(&h->wake);
+    raft_host_wake(h);
     return NULL;
 }
 
@@ -1018,14 +1114,8 @@ static int loop_setup(raft_host *h)
 {
     raft_peer *me = raft_peers_find(h->peers, h->cfg.npeers, h->cfg.id);
 
-    h->wake.data = h;
     if (me == NULL) {
         snprintf(h->loop_err, sizeof(h->loop_err), "member %u is not among the peers", h->cfg.id);
-        host_closed(h);
-        return -1;
-    }
-    if (uv_async_init(h->loop, &h->wake, on_wake) != 0) {
-        snprintf(h->loop_err, sizeof(h->loop_err), "cannot set up the event loop");
         host_closed(h);
         return -1;
     }
@@ -1236,6 +1326,7 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
     pthread_cond_init(&h->cv, NULL);
     pthread_mutex_init(&h->admin_mu, NULL);
     pthread_cond_init(&h->admin_cv, NULL);
+    pthread_mutex_init(&h->wake_mu, NULL);
     if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
         goto fail;
@@ -1300,7 +1391,7 @@ void raft_host_stop(raft_host *h)
         bool ready = h->loop_ready;
         pthread_mutex_unlock(&h->mu);
         if (ready)
-            uv_async_send(&h->wake);
+            raft_host_wake(h);
         wait_closed(h);
     }
     if (h->own_loop)
@@ -1310,12 +1401,16 @@ void raft_host_stop(raft_host *h)
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->admin_cv);
     pthread_mutex_destroy(&h->admin_mu);
+    pthread_mutex_destroy(&h->wake_mu);
     free(h);
 }
 
 void raft_host_wake(raft_host *h)
 {
-    uv_async_send(&h->wake);
+    pthread_mutex_lock(&h->wake_mu);
+    if (!h->wakes_over && !h->wake_posted) /* one queued serves every wake until it runs */
+        h->wake_posted = raft_loop_post(h->rl, wake_job, h) == 0; /* else the tick serves */
+    pthread_mutex_unlock(&h->wake_mu);
 }
 
 struct raft *raft_host_raft(raft_host *h)
@@ -1370,8 +1465,20 @@ const char *raft_host_not_ready(const rp_status *st, char *buf, size_t len)
 static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len)
 {
     raft_host *h = arg;
-    return raft_host_heard_lately(h, raft_id) &&
-           raft_host_member_url(h, raft_member_of(raft_id), out, len);
+    if (!raft_host_heard_lately(h, raft_id))
+        return false;
+    unsigned member = raft_member_of(raft_id);
+    struct raft *r = &h->raft;
+    if (!h->url_made || h->url_member != member || h->url_conf != r->configuration_index ||
+        h->url_conf_uncommitted != r->configuration_uncommitted_index) {
+        h->url_ok = raft_host_member_url(h, member, h->url, sizeof h->url);
+        h->url_member = member;
+        h->url_conf = r->configuration_index;
+        h->url_conf_uncommitted = r->configuration_uncommitted_index;
+        h->url_made = true;
+    }
+    snprintf(out, len, "%s", h->url);
+    return h->url_ok;
 }
 
 static void wake_loop(void *arg)

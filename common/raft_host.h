@@ -14,8 +14,8 @@
  *
  * Threads: everything that touches libraft runs on the loop thread. The
  * owner's serve callback runs there every 50 ms (the loop's shared tick)
- * and whenever another
- * thread calls raft_host_wake (uv_async_send: thread-safe, coalescing), and
+ * and whenever another thread calls raft_host_wake (a job posted to the
+ * loop, one queued at a time: thread-safe, coalescing), and
  * once more when the host stops, before libraft is closed (libraft then
  * fails what is in flight). Never call raft_apply from inside a libraft
  * callback: wake the loop and propose from serve.
