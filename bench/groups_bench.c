@@ -6,7 +6,7 @@
  * of its own, a transport with its own port and a thread per connection)
  * on loopback.
  *
- *   groups_bench [--groups K] [--heartbeat-ms H] [--seconds S] [--dir D]
+ *   groups_bench [--groups K] [--heartbeat-ms H] [--seconds S] [--settle T] [--dir D]
  *                [--loops L] [--segment-kib S]
  *
  * --loops 0 (the default) gives every member a loop and thread of its
@@ -23,7 +23,9 @@
  *
  * It starts the 3K members, waits until every group has a leader that
  * handed out a timestamp (a write through its log), then measures the
- * process while the groups idle for S seconds: CPU (% of one core),
+ * process while the groups idle for S seconds (after T more seconds, 0
+ * by default, in which what the start left, such as libraft removing the
+ * segments it prepared, settles): CPU (% of one core),
  * threads, open descriptors, resident memory, the disk its data dirs
  * take, and the kernel's AIO contexts taken (/proc/sys/fs/aio-nr: libraft
  * takes one per open segment). Each figure is printed in all and per
@@ -165,14 +167,14 @@ static uint64_t records_sent(raft_net *const *nets, int k)
 
 static int usage_exit(const char *prog)
 {
-    fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--dir D] "
-            "[--loops 0..%d] [--segment-kib S] [--net [--tls]]\n", prog, MAX_GROUPS, MAX_LOOPS);
+    fprintf(stderr, "usage: %s [--groups 1..%d] [--heartbeat-ms H] [--seconds S] [--settle T] "
+            "[--dir D] [--loops 0..%d] [--segment-kib S] [--net [--tls]]\n", prog, MAX_GROUPS, MAX_LOOPS);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    int groups = 10, seconds = 10, nloops = 0, segment_kib = 0, use_net = 0, use_tls = 0;
+    int groups = 10, seconds = 10, settle = 0, nloops = 0, segment_kib = 0, use_net = 0, use_tls = 0;
     unsigned heartbeat_ms = 100;
     const char *dir = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -189,6 +191,8 @@ int main(int argc, char **argv)
             heartbeat_ms = (unsigned)atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--seconds") == 0)
             seconds = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--settle") == 0)
+            settle = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--dir") == 0)
             dir = argv[i + 1];
         else if (strcmp(argv[i], "--loops") == 0)
@@ -199,6 +203,7 @@ int main(int argc, char **argv)
             return usage_exit(argv[0]);
     }
     if ((use_net && nloops != MEMBERS) || (use_tls && !use_net) || groups < 1 || groups > MAX_GROUPS || seconds < 1 || seconds > 3600 ||
+        settle < 0 || settle > 600 ||
         heartbeat_ms < 10 || heartbeat_ms > 10000 || nloops < 0 || nloops > MAX_LOOPS ||
         segment_kib < 0 || segment_kib > 1024 * 1024)
         return usage_exit(argv[0]);
@@ -324,6 +329,7 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (rc == 0) {
+        time_sleep_ms((unsigned)settle * 1000);
         uint64_t sent0 = use_net ? records_sent(nets, nloops) : 0;
         sample(&idle_start);
         uint64_t w0 = time_mono_ms();
@@ -334,9 +340,9 @@ int main(int argc, char **argv)
         disk_bytes = 0;
         nftw(dir, add_file, 64, FTW_PHYS);
         double cpu = 100.0 * (idle_end.cpu_s - idle_start.cpu_s) / wall;
-        printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d --loops %d "
+        printf("groups_bench --groups %d --heartbeat-ms %u --seconds %d --settle %d --loops %d "
                "--segment-kib %d%s%s: %d members in one process\n", groups, heartbeat_ms,
-               seconds, nloops, segment_kib, use_net ? " --net" : "", use_tls ? " --tls" : "", n);
+               seconds, settle, nloops, segment_kib, use_net ? " --net" : "", use_tls ? " --tls" : "", n);
         printf("every group led and answering after %.1f s\n", (double)ready_ms / 1000.0);
         printf("%-28s %12s %12s\n", "", "all", "per member");
         printf("%-28s %12.1f %12.3f\n", "CPU idle (% of one core)", cpu, cpu / n);
