@@ -412,15 +412,6 @@ static void set_timeouts(int fd, unsigned ms)
 
 static bool named_locked(const raft_net *n, const char *address);
 
-/* Whether a joined group has a member at node `address`. */
-static bool known_node(raft_net *n, const char *address)
-{
-    pthread_rwlock_rdlock(&n->groups_lock);
-    bool known = named_locked(n, address);
-    pthread_rwlock_unlock(&n->groups_lock);
-    return known;
-}
-
 int raft_net_join(raft_net *n, uint64_t group, const char *const *nodes, size_t nnodes,
                   raft_net_deliver_fn fn, void *arg)
 {
@@ -477,6 +468,15 @@ static void retire(raft_net *n, char (*gone)[HELLO_ADDR_MAX], size_t k)
 {
     peer *ended[MAX_PEERS];
     size_t ne = 0;
+    /* A group that joined since the leave looked may name a node again:
+     * its lanes and readers stay. (The groups' lock, then n->mu, as
+     * name_reader takes them.) */
+    pthread_rwlock_rdlock(&n->groups_lock);
+    size_t still = 0;
+    for (size_t i = 0; i < k; i++)
+        if (!named_locked(n, gone[i]))
+            memmove(gone[still++], gone[i], HELLO_ADDR_MAX);
+    k = still;
     pthread_mutex_lock(&n->mu);
     for (size_t i = 0; i < MAX_PEERS; i++) {
         peer *p = n->peers[i];
@@ -500,6 +500,7 @@ static void retire(raft_net *n, char (*gone)[HELLO_ADDR_MAX], size_t k)
     }
     pthread_cond_broadcast(&n->budget_cv); /* a reader waiting for room sees its end */
     pthread_mutex_unlock(&n->mu);
+    pthread_rwlock_unlock(&n->groups_lock);
     for (size_t i = 0; i < ne; i++) {
         pthread_join(ended[i]->thread, NULL);
         pthread_cond_destroy(&ended[i]->cv);
@@ -596,8 +597,14 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
  * hello came late). 0 or -1. */
 static int name_reader(raft_net *n, reader *rd)
 {
-    if (!known_node(n, rd->from))
+    /* The groups stay as they are until it is named: a leave that makes
+     * its node unknown either comes first (refused here) or after (its
+     * retire sees it named, and closes it). */
+    pthread_rwlock_rdlock(&n->groups_lock);
+    if (!named_locked(n, rd->from)) {
+        pthread_rwlock_unlock(&n->groups_lock);
         return -1;
+    }
     pthread_mutex_lock(&n->mu);
     bool newer = false;
     for (size_t i = 0; i < MAX_READERS; i++) {
@@ -619,6 +626,7 @@ static int name_reader(raft_net *n, reader *rd)
     rd->named = !newer;
     pthread_cond_broadcast(&n->budget_cv); /* a kicked reader may wait for room */
     pthread_mutex_unlock(&n->mu);
+    pthread_rwlock_unlock(&n->groups_lock);
     return newer ? -1 : 0;
 }
 
