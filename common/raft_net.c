@@ -331,10 +331,13 @@ static int send_run(gnutls_session_t tls, int fd, const record *run, size_t coun
     for (const record *r = run; r != NULL && buffered; r = r->next)
         buffered = send_all(tls, fd, r->header, RECORD_HEADER) == 0 &&
                    send_all(tls, fd, r->msg, r->len) == 0;
+    /* Not GNUTLS_RECORD_WAIT, and GNUTLS_E_AGAIN is not tried again: under
+     * SO_SNDTIMEO it is the node that took nothing for idle_ms, gone, as
+     * for send_all; waiting on would hold the writer until TCP gives up. */
     int k;
     do
-        k = gnutls_record_uncork(tls, GNUTLS_RECORD_WAIT);
-    while (k == GNUTLS_E_INTERRUPTED || k == GNUTLS_E_AGAIN);
+        k = gnutls_record_uncork(tls, 0);
+    while (k == GNUTLS_E_INTERRUPTED);
     return buffered && k >= 0 ? 0 : -1;
 }
 
