@@ -47,6 +47,9 @@ _Static_assert(sizeof(view_key) == 6 * sizeof(uint64_t) + sizeof(int) + sizeof(u
 
 #define VIEW_MS 250
 
+/* A quiet follower's tick does its work once in this many (on_tick). */
+#define QUIET_TICKS 5
+
 /* How often a leader looks for members back as new incarnations, or
  * waiting to be added (replace_incarnations): a hello is good for
  * SEEN_MS, and each change is tried at most once a second anyway. */
@@ -80,6 +83,9 @@ struct raft_host {
     /* What the tick last did (loop thread): an idle member's tick redoes
      * nothing that did not change (on_tick). */
     view_key viewed;            /* what refresh_view last read */
+    view_key ticked;            /* what the last whole tick read (on_tick) */
+    bool ticked_heard;          /* and whether its leader was heard lately then */
+    unsigned quiet;             /* ticks skipped since (a quiet follower's) */
     uint64_t viewed_ms;
     uint64_t incarnations_ms;   /* when replace_incarnations last looked */
     /* The leader's URL as leader_url last made it, for the configuration
@@ -166,6 +172,7 @@ static void host_closed(raft_host *h)
 }
 
 static void on_wake(raft_host *h);
+static bool post_wake(raft_host *h);
 
 /* The loop runs a posted wake: the member's step, or (its wakes over)
  * the end of the member on the loop. */
@@ -917,6 +924,25 @@ static void stagger(raft_host *h)
 static void on_tick(void *arg)
 {
     raft_host *h = arg;
+    /* A follower that nothing happened to since its last whole tick (no
+     * entry, no new term, leader or configuration: an idle region's
+     * follower) does the rest once in QUIET_TICKS ticks only (250 ms):
+     * it would redo what is done already, and what asks for a step (a
+     * proposal, an operator's change, a transfer, a decider) wakes the
+     * loop (raft_host_wake). Leaders and candidates tick every time, and
+     * so does a follower whose leader was heard lately no more (its
+     * status stops sending clients there at once, as before). The first
+     * cost of many idle members on a node (DESIGN §6.5, step 5). */
+    view_key k = view_key_of(h);
+    bool heard = k.leader != 0 && raft_host_heard_lately(h, k.leader);
+    if (k.state == RAFT_FOLLOWER && h->quiet + 1 < QUIET_TICKS &&
+        memcmp(&k, &h->ticked, sizeof k) == 0 && heard == h->ticked_heard) {
+        h->quiet++;
+        return;
+    }
+    h->quiet = 0;
+    h->ticked = k;
+    h->ticked_heard = heard;
     check_alive(h);
     if (h->first_image_pending && h->raft.log.snapshot.last_index > 0) {
         raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
@@ -1390,8 +1416,10 @@ void raft_host_stop(raft_host *h)
         h->stopping = true;
         bool ready = h->loop_ready;
         pthread_mutex_unlock(&h->mu);
-        if (ready)
-            raft_host_wake(h);
+        /* The stop's wake must run (a member still deciding has no
+         * tick to serve it instead): out of memory, it is tried again. */
+        while (ready && !post_wake(h))
+            time_sleep_ms(10);
         wait_closed(h);
     }
     if (h->own_loop)
@@ -1405,12 +1433,21 @@ void raft_host_stop(raft_host *h)
     free(h);
 }
 
-void raft_host_wake(raft_host *h)
+/* Queue a wake unless one is queued (it serves every wake until it
+ * runs). false: out of memory, none is queued. */
+static bool post_wake(raft_host *h)
 {
     pthread_mutex_lock(&h->wake_mu);
-    if (!h->wakes_over && !h->wake_posted) /* one queued serves every wake until it runs */
-        h->wake_posted = raft_loop_post(h->rl, wake_job, h) == 0; /* else the tick serves */
+    if (!h->wakes_over && !h->wake_posted)
+        h->wake_posted = raft_loop_post(h->rl, wake_job, h) == 0;
+    bool queued = h->wakes_over || h->wake_posted;
     pthread_mutex_unlock(&h->wake_mu);
+    return queued;
+}
+
+void raft_host_wake(raft_host *h)
+{
+    (void)post_wake(h); /* out of memory: the next tick serves */
 }
 
 struct raft *raft_host_raft(raft_host *h)
