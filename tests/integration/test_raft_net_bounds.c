@@ -55,6 +55,11 @@ typedef struct {
     /* a delivery that blocks: entered, then waits for release */
     bool block, entered, released, returned, waited_out;
     size_t block_above;     /* with block: only records longer than this */
+    /* with track: records of 2 bytes or more counted, and those not
+     * longer than the one before (a test sends them growing) */
+    bool track;
+    unsigned tracked, out_of_order;
+    size_t prev_len;
 } inbox;
 
 typedef struct {
@@ -83,6 +88,11 @@ static void deliver(void *arg, uint64_t from, uint64_t to, const char *from_node
     in->last_len = len;
     in->last_ok = want != NULL && memcmp(want, msg, len) == 0;
     in->bad += !in->last_ok;
+    if (in->track && len >= 2) {
+        in->tracked++;
+        in->out_of_order += len <= in->prev_len;
+        in->prev_len = len;
+    }
     snprintf(in->last_from, sizeof in->last_from, "%s", from_node);
     pthread_cond_broadcast(&in->cv);
     if (in->block && len > in->block_above) {
@@ -546,6 +556,57 @@ static void test_a_trickled_record_is_cut(void **state)
     raft_net_leave(f->nets[1], 7);
 }
 
+/* A body short enough to be read ahead with its header (DESIGN §6.5
+ * step 5) comes by its deadline too: trickled a byte at a time, each
+ * within the idle limit, the connection is cut at about that limit. */
+static void test_a_trickled_short_record_is_cut(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    int fd = dial_as(f, 1, 2, f->addr[2]); /* as net 2 */
+    assert_true(fd >= 0);
+    assert_int_equal(send_header(fd, 8 * 1024), 0); /* below the 16 KiB read ahead */
+    bool cut = false;
+    for (int k = 0; k < 20 && !cut; k++) /* a byte every 300 ms: 6 s, four times the limit */
+        cut = send(fd, "x", 1, MSG_NOSIGNAL) != 1 || tl_closed_by_server(fd, 300);
+    assert_true(cut);
+    close(fd);
+    raft_net_leave(f->nets[1], 7);
+}
+
+/* Many records queued at once (here while the writer dials) go out in
+ * runs, many to a system call (DESIGN §6.5 step 5), past the 64 records
+ * a run holds and the socket's buffer, so runs are cut and sent in
+ * parts: every record arrives, whole, in the order sent, and the sender
+ * counts each one. */
+static void test_many_records_go_in_runs_whole_and_in_order(void **state)
+{
+    fixture *f = *state;
+    enum { N = 600 };
+    join_group_7(f);
+    pthread_mutex_lock(&f->in.mu);
+    f->in.track = true;
+    pthread_mutex_unlock(&f->in.mu);
+    for (size_t i = 0; i < N; i++) /* 2 bytes to 17 KiB, 5 MiB in all */
+        assert_int_equal(send_pattern(f, 0, 1, 7, 2 + i * 29), 0);
+    assert_true(wait_records(&f->in, N));
+    pthread_mutex_lock(&f->in.mu);
+    assert_int_equal(f->in.tracked, N);
+    assert_int_equal(f->in.out_of_order, 0);
+    assert_int_equal(f->in.bad, 0);
+    pthread_mutex_unlock(&f->in.mu);
+    raft_net_stats st;
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    raft_net_get_stats(f->nets[0], &st);
+    while (st.sent < N && time_mono_ms() < deadline) { /* counted once its send returned */
+        time_sleep_ms(5);
+        raft_net_get_stats(f->nets[0], &st);
+    }
+    assert_int_equal(st.sent, N);
+    raft_net_leave(f->nets[1], 7);
+}
+
 /* An image being read (here trickled by a stranger as net 2) holds the
  * images lane's room only: a message from net 0 comes in meanwhile. */
 static void test_an_image_being_read_holds_up_no_message(void **state)
@@ -573,6 +634,14 @@ static int setup_long_idle(void **state)
     return start_nets(state, &(raft_net_config){.max_reading_bytes = 64 * 1024,
                                                  .max_image_bytes = 4 << 20,
                                                  .idle_ms = 20000});
+}
+
+static int setup_big_queue(void **state)
+{
+    return start_nets(state, &(raft_net_config){.max_queue_bytes = 64 << 20,
+                                                 .max_record_bytes = 1 << 20,
+                                                 .max_reading_bytes = 64 << 20,
+                                                 .idle_ms = 5000});
 }
 
 static int setup_short_hello(void **state)
@@ -649,6 +718,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_trickled_hello_is_cut, setup_short_hello,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_trickled_record_is_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_trickled_short_record_is_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_records_go_in_runs_whole_and_in_order,
+                                        setup_big_queue, teardown),
         cmocka_unit_test_setup_teardown(test_an_image_being_read_holds_up_no_message,
                                         setup_long_idle, teardown),
     };
