@@ -88,10 +88,11 @@ struct raft_host {
     unsigned quiet;             /* ticks skipped since (a quiet follower's) */
     uint64_t viewed_ms;
     uint64_t incarnations_ms;   /* when replace_incarnations last looked */
-    /* The leader's URL as leader_url last made it, for the configuration
-     * it was made from (loop thread): the proposer asks on every tick. */
+    /* The leader's URL as leader_url last made it, and the configuration
+     * address it was made from (loop thread): the proposer asks on every
+     * tick. */
     unsigned url_member;
-    raft_index url_conf, url_conf_uncommitted;
+    char url_from[RAFT_PEER_CONF_ADDR_MAX];
     bool url_made, url_ok;
     char url[RAFT_PEER_ADDR_MAX];
 
@@ -300,7 +301,7 @@ static void finish_transfer(raft_host *h);
 static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len);
 static void wake_loop(void *arg);
 static uint64_t loop_now_ms(void *arg);
-static void refresh_view(raft_host *h);
+static void refresh_view(raft_host *h, bool always);
 static void tend_prober(raft_host *h, bool stopping);
 
 /* The decider is done, or the host stops while it asks: join it; start
@@ -616,7 +617,7 @@ static void on_admin_changed(struct raft_change *req, int status)
     raft_host *h = req->data;
     h->changing = false;
     h->change_tried_ms = 0;
-    refresh_view(h); /* a list right after the answer shows the change */
+    refresh_view(h, true); /* a list right after the answer shows the change */
     if (status == 0)
         log_info("%s raft: the membership change is committed (%u members now)", h->cfg.kind,
                  h->raft.configuration.n);
@@ -643,7 +644,7 @@ static void finish_transfer(raft_host *h)
     if (!h->transfer_ended)
         return;
     h->transfer_ended = false;
-    refresh_view(h);
+    refresh_view(h, true);
     if (raft_state(&h->raft) != RAFT_LEADER) /* stepped down for it */
         admin_finish(h, RAFT_HOST_DONE, NULL);
     else
@@ -846,23 +847,19 @@ static view_key view_key_of(raft_host *h)
     return k;
 }
 
-/* The tick's: make the view again only when what it shows changed, or
- * VIEW_MS passed (who was heard lately changes with time alone). An idle
- * member's tick is then mostly this comparison (DESIGN §6.5, step 5). */
-static void refresh_view_if_changed(raft_host *h)
+/* The configuration and the leader's view of each member, for
+ * raft_host_view_get. The tick's (always false) makes it again only when
+ * what it shows changed, or VIEW_MS passed (who was heard lately changes
+ * with time alone): an idle member's tick is then mostly this comparison
+ * (DESIGN §6.5, step 5). */
+static void refresh_view(raft_host *h, bool always)
 {
     view_key k = view_key_of(h);
-    if (memcmp(&k, &h->viewed, sizeof k) == 0 && time_mono_ms() - h->viewed_ms < VIEW_MS)
+    uint64_t now = time_mono_ms();
+    if (!always && memcmp(&k, &h->viewed, sizeof k) == 0 && now - h->viewed_ms < VIEW_MS)
         return;
-    refresh_view(h);
-}
-
-/* The configuration and the leader's view of each member, for
- * raft_host_view_get. */
-static void refresh_view(raft_host *h)
-{
-    h->viewed = view_key_of(h);
-    h->viewed_ms = time_mono_ms();
+    h->viewed = k;
+    h->viewed_ms = now;
     struct raft *r = &h->raft;
     raft_host_view v = {.leads = raft_state(r) == RAFT_LEADER, .term = r->current_term,
                         .commit_index = r->commit_index, .last_index = raft_last_index(r)};
@@ -920,6 +917,31 @@ static void stagger(raft_host *h)
     raft_set_snapshot_threshold(&h->raft, (unsigned)(next - last));
 }
 
+/* After an image was taken or installed (the guard's imaged, at once)
+ * and on every whole tick: the first image ends image_first's threshold
+ * of 1, and the next image is aimed (stagger). At once, not only on the
+ * tick: entries applied faster than a tick would cross the threshold
+ * aimed from the image before (test_service_raft
+ * images_are_taken_one_member_at_a_time saw two members at one index). */
+static void images_follow(raft_host *h)
+{
+    if (h->closing)
+        return;
+    if (h->first_image_pending && h->raft.log.snapshot.last_index > 0) {
+        raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
+        raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
+        h->first_image_pending = false;
+        log_info("%s raft: the first image is taken (index %llu): members that catch up "
+                 "install it", h->cfg.kind, (unsigned long long)h->raft.log.snapshot.last_index);
+    }
+    stagger(h);
+}
+
+static void on_imaged(void *arg)
+{
+    images_follow(arg);
+}
+
 /* Every RAFT_LOOP_TICK_MS, with the other groups of the loop. */
 static void on_tick(void *arg)
 {
@@ -944,14 +966,7 @@ static void on_tick(void *arg)
     h->ticked = k;
     h->ticked_heard = heard;
     check_alive(h);
-    if (h->first_image_pending && h->raft.log.snapshot.last_index > 0) {
-        raft_set_snapshot_threshold(&h->raft, h->cfg.snapshot_threshold);
-        raft_set_snapshot_trailing(&h->raft, h->cfg.snapshot_trailing);
-        h->first_image_pending = false;
-        log_info("%s raft: the first image is taken (index %llu): members that catch up "
-                 "install it", h->cfg.kind, (unsigned long long)h->raft.log.snapshot.last_index);
-    }
-    stagger(h);
+    images_follow(h);
     uint64_t last = raft_last_index(&h->raft);
     say_last_index(h, said_last_index(h, 0));
     say_self(h, h->me.cluster, h->me.raft_id, last > 0);
@@ -960,7 +975,7 @@ static void on_tick(void *arg)
     replace_incarnations(h);
     set_membership(h, membership_of(h));
     tend_prober(h, false);
-    refresh_view_if_changed(h);
+    refresh_view(h, false);
     if (h->guard.dropped != h->seen_dropped)
         metrics_inc(h->m_dropped, h->guard.dropped - h->seen_dropped);
     h->seen_dropped = h->guard.dropped;
@@ -1265,6 +1280,8 @@ static int start_raft(raft_host *h, int mode)
     say_self(h, h->me.cluster, h->me.raft_id, last > 0);
     h->guard.grew = on_grew; /* from now on, at once (said_last_index) */
     h->guard.grew_arg = h;
+    h->guard.imaged = on_imaged;
+    h->guard.imaged_arg = h;
     set_membership(h, membership_of(h));
     return 0;
 }
@@ -1308,6 +1325,26 @@ int raft_host_check_timeouts(unsigned election_ms, unsigned heartbeat_ms, char *
     return 0;
 }
 
+/* The host's locks and conditions, all or none (raft_host_stop destroys
+ * them). */
+static int host_locks_init(raft_host *h)
+{
+    pthread_mutex_t *mus[] = {&h->mu, &h->admin_mu, &h->wake_mu};
+    pthread_cond_t *cvs[] = {&h->cv, &h->admin_cv};
+    size_t m = 0, c = 0;
+    while (m < 3 && pthread_mutex_init(mus[m], NULL) == 0)
+        m++;
+    while (m == 3 && c < 2 && pthread_cond_init(cvs[c], NULL) == 0)
+        c++;
+    if (m == 3 && c == 2)
+        return 0;
+    while (c > 0)
+        pthread_cond_destroy(cvs[--c]);
+    while (m > 0)
+        pthread_mutex_destroy(mus[--m]);
+    return -1;
+}
+
 int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, size_t errlen)
 {
     raft_host *h = calloc(1, sizeof(*h));
@@ -1348,11 +1385,12 @@ int raft_host_start(const raft_host_config *cfg, raft_host **out, char *err, siz
         free(h);
         return -1;
     }
-    pthread_mutex_init(&h->mu, NULL);
-    pthread_cond_init(&h->cv, NULL);
-    pthread_mutex_init(&h->admin_mu, NULL);
-    pthread_cond_init(&h->admin_cv, NULL);
-    pthread_mutex_init(&h->wake_mu, NULL);
+    if (host_locks_init(h) != 0) {
+        snprintf(err, errlen, "cannot set up a lock: out of resources");
+        rp_free(h->prop);
+        free(h);
+        return -1;
+    }
     if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", cfg->dir, strerror(errno));
         goto fail;
@@ -1505,13 +1543,14 @@ static bool leader_url(void *arg, uint64_t raft_id, char *out, size_t len)
     if (!raft_host_heard_lately(h, raft_id))
         return false;
     unsigned member = raft_member_of(raft_id);
-    struct raft *r = &h->raft;
-    if (!h->url_made || h->url_member != member || h->url_conf != r->configuration_index ||
-        h->url_conf_uncommitted != r->configuration_uncommitted_index) {
+    /* Made from the member's configuration address (or its --peers
+     * entry): made again when that address is another. */
+    const struct raft_server *s = server_of(&h->raft, member);
+    const char *from = s != NULL ? s->address : "";
+    if (!h->url_made || h->url_member != member || strcmp(from, h->url_from) != 0) {
         h->url_ok = raft_host_member_url(h, member, h->url, sizeof h->url);
         h->url_member = member;
-        h->url_conf = r->configuration_index;
-        h->url_conf_uncommitted = r->configuration_uncommitted_index;
+        snprintf(h->url_from, sizeof h->url_from, "%s", from);
         h->url_made = true;
     }
     snprintf(out, len, "%s", h->url);

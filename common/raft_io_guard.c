@@ -324,12 +324,33 @@ static int g_append(struct raft_io *io, struct raft_io_append *req,
     return passed(g, g->inner->append(g->inner, req, entries, n, cb));
 }
 
+/* A put finished: libraft's callback first (it records a snapshot taken
+ * in its log, or restores one installed), then the host's. */
+static void g_put_done(struct raft_io_snapshot_put *put, int status)
+{
+    raft_io_guard *g = put->data;
+    struct raft_io_snapshot_put *outer = g->put_outer;
+    raft_io_snapshot_put_cb cb = g->put_cb;
+    g->put_outer = NULL;
+    cb(outer, status);
+    if (g->imaged != NULL)
+        g->imaged(g->imaged_arg);
+}
+
 static int g_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
                           const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
 {
     raft_io_guard *g = io->impl;
     g->wrote = g->wrote || g->handling;
-    return passed(g, g->inner->snapshot_put(g->inner, trailing, req, snapshot, cb));
+    if (g->put_outer != NULL) /* not libraft 0.15's way: passed as it is, untold */
+        return passed(g, g->inner->snapshot_put(g->inner, trailing, req, snapshot, cb));
+    g->put.data = g;
+    g->put_outer = req;
+    g->put_cb = cb;
+    int rv = g->inner->snapshot_put(g->inner, trailing, &g->put, snapshot, g_put_done);
+    if (rv != 0)
+        g->put_outer = NULL;
+    return passed(g, rv);
 }
 
 /* ---- everything else: passed through ---- */

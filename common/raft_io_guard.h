@@ -111,6 +111,18 @@ typedef struct raft_io_guard {
      * be NULL. */
     void (*grew)(void *arg, raft_term term);
     void *grew_arg;
+
+    /* Told, on the loop thread, once a snapshot put (an image taken or
+     * installed) finished and libraft's own callback ran: the host aims
+     * its next image from there (raft_host.c images_follow). May be
+     * NULL. libraft 0.15 has one put in flight at most (r->snapshot.put). */
+    void (*imaged)(void *arg);
+    void *imaged_arg;
+    /* The put in flight, as the real I/O sees it (ours; its callback
+     * calls libraft's with libraft's request). */
+    struct raft_io_snapshot_put put;
+    struct raft_io_snapshot_put *put_outer; /* libraft's; NULL: none in flight */
+    raft_io_snapshot_put_cb put_cb;
 } raft_io_guard;
 
 /* Wrap inner: pass &g->io to raft_init, or swap it in for the io of an

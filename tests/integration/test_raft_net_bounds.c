@@ -529,6 +529,18 @@ static void test_a_trickled_hello_is_cut(void **state)
     raft_net_leave(f->nets[1], 7);
 }
 
+/* Net 1 in group 7 with a record from net 0 in, then dialed as net 2 and
+ * sent the header of a body of len bytes (a body then trickled). */
+static int dial_as_2_with_header(fixture *f, uint64_t len)
+{
+    join_group_7(f);
+    assert_true(send_until_received(f, 0, 1, 7, 100));
+    int fd = dial_as(f, 1, 2, f->addr[2]);
+    assert_true(fd >= 0);
+    assert_int_equal(send_header(fd, len), 0);
+    return fd;
+}
+
 /* A record's body sent a byte at a time is cut once the slowest rate a
  * node may send at is past: the room it took among the records being
  * read comes back, and another node's record, which waited for it, comes
@@ -536,11 +548,7 @@ static void test_a_trickled_hello_is_cut(void **state)
 static void test_a_trickled_record_is_cut(void **state)
 {
     fixture *f = *state;
-    join_group_7(f);
-    assert_true(send_until_received(f, 0, 1, 7, 100));
-    int fd = dial_as(f, 1, 2, f->addr[2]); /* as net 2 */
-    assert_true(fd >= 0);
-    assert_int_equal(send_header(fd, 60 * 1024), 0); /* of the 64 KiB being read */
+    int fd = dial_as_2_with_header(f, 60 * 1024); /* of the 64 KiB being read */
     time_sleep_ms(100);
     unsigned had = records(&f->in);
     assert_int_equal(send_pattern(f, 0, 1, 7, 32 * 1024), 0);
@@ -562,11 +570,7 @@ static void test_a_trickled_record_is_cut(void **state)
 static void test_a_trickled_short_record_is_cut(void **state)
 {
     fixture *f = *state;
-    join_group_7(f);
-    assert_true(send_until_received(f, 0, 1, 7, 100));
-    int fd = dial_as(f, 1, 2, f->addr[2]); /* as net 2 */
-    assert_true(fd >= 0);
-    assert_int_equal(send_header(fd, 8 * 1024), 0); /* below the 16 KiB read ahead */
+    int fd = dial_as_2_with_header(f, 8 * 1024); /* below the 16 KiB read ahead */
     bool cut = false;
     for (int k = 0; k < 20 && !cut; k++) /* a byte every 300 ms: 6 s, four times the limit */
         cut = send(fd, "x", 1, MSG_NOSIGNAL) != 1 || tl_closed_by_server(fd, 300);
