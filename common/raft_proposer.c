@@ -618,9 +618,13 @@ static void on_applied(struct raft_apply *req, int status, void *result)
         log_warn("%s raft: a proposal failed: %s", p->cfg.who, raft_strerror(status));
         metrics_inc(p->cfg.m_failures, (uint64_t)e->n);
     }
-    if (p->cfg.applied != NULL)
-        p->cfg.applied(p->cfg.applied_arg, e->kind, e->waits, status, result);
-    rp_finish(p, e->waits, from_status(status));
+    rp_rc rc = from_status(status);
+    if (p->cfg.applied != NULL) {
+        rp_rc own = p->cfg.applied(p->cfg.applied_arg, e->kind, e->waits, status, result);
+        if (status == 0)
+            rc = own;
+    }
+    rp_finish(p, e->waits, rc);
     free(e);
     wake(p); /* the next proposal from the loop, not from inside libraft */
 }

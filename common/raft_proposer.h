@@ -66,8 +66,11 @@
 typedef enum {
     RP_OK = 0,
     RP_NOT_LEADER,    /* not proposed: another member leads (or none is known) */
-    RP_UNAVAILABLE    /* stopping, a leader not ready yet, or leadership or quorum lost
+    RP_UNAVAILABLE,   /* stopping, a leader not ready yet, or leadership or quorum lost
                          while it waited: a proposal may or may not be committed */
+    RP_SKIPPED        /* committed, and the state machine wrote nothing for it, on
+                         every member alike (rp_config.applied said so): it never
+                         will, and proposing it again is safe */
 } rp_rc;
 
 /* One request's wait. The owner embeds it first in a struct of its own
@@ -119,8 +122,10 @@ typedef struct {
     bool queue_unready;
     /* The owner's: an entry's outcome, on the loop thread, before its
      * waits are answered (the kind it was proposed with, libraft's status
-     * and the state machine's result); may be NULL. */
-    void (*applied)(void *arg, unsigned kind, rp_wait *list, int status, void *result);
+     * and the state machine's result); may be NULL. Returns what the
+     * waits of an entry libraft applied (status 0) are answered: RP_OK,
+     * or RP_SKIPPED when the state machine wrote nothing for it. */
+    rp_rc (*applied)(void *arg, unsigned kind, rp_wait *list, int status, void *result);
     void *applied_arg;
     /* The loop's (common/raft_host.c fills them in): the leader's HTTP URL
      * into out if it was heard from lately (NULL: "" always); wake the

@@ -81,15 +81,16 @@ static void refresh_status(raft_node *n)
 /* The command in flight was applied (or failed), before the proposer
  * answers its requests (rp_config.applied, on the loop thread). The
  * proposer wakes the loop for the next command afterwards. */
-static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
+static rp_rc on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
     raft_node *n = arg;
     if (kind == TW_KIND) {
         tw_applied(n->win, P(n), R(n), list, status, result);
-        return;
+        return RP_OK;
     }
     for (rp_wait *x = list; x != NULL; x = x->next)
         ((pd_wait *)x)->result = status == 0 ? oracle_fsm_first(result) : 0;
+    return RP_OK;
 }
 
 /* Propose every queued placement-driver command, each an entry of its

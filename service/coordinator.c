@@ -20,13 +20,20 @@ static int oracle_ts(void *arg, uint64_t *ts)
     return svc_timestamp(arg, ts) ? 0 : -1;
 }
 
+/* The key a batch of m begins with: its region's term is the action's
+ * (svc_write_begin). */
+static pc_slice first_key(const pc_mutation *m, size_t n)
+{
+    return n > 0 ? m[0].key : (pc_slice){NULL, 0};
+}
+
 /* Prewrite a batch; a lock of a dead owner is resolved and the batch tried
  * again, a live one fails the commit (the paper: abort on a lock). */
 static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mutation *m,
                       size_t n, pc_conflict *c)
 {
     for (int round = 0; round < 16; round++) {
-        svc_write_begin(s, ps);
+        svc_write_begin(s, ps, first_key(m, n));
         pc_rc rc = svc_write_end(s, ps, pc_prewrite(ps, t, m, n, c), NULL);
         if (rc != PC_LOCKED)
             return rc;
@@ -44,7 +51,7 @@ static pc_rc one_phase(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mu
 
     for (;;) {
         *commit_ts = 0;
-        svc_write_begin(s, ps);
+        svc_write_begin(s, ps, first_key(m, n));
         pc_rc rc = svc_write_end(s, ps, pc_one_pc(ps, t, m, n, oracle_ts, s, commit_ts, c), NULL);
         if (rc == PC_SYNC_FAILED)
             svc_storage_failed("one-phase commit", rc);
@@ -71,7 +78,7 @@ static void heartbeat(svc *s, pc_session *ps, pc_txn_meta *t)
     uint64_t now = time_wall_ms();
     if (now - t->wall_ms < t->ttl_ms / 3)
         return;
-    svc_write_begin(s, ps);
+    svc_write_begin(s, ps, t->primary);
     pc_rc rc = svc_write_end(s, ps, pc_heartbeat(ps, t->primary, t->start_ts, now, t->ttl_ms),
                              NULL);
     if (rc == PC_OK)
@@ -129,7 +136,7 @@ static void rollback_all(svc *s, pc_session *ps, const char *owner, uint64_t sta
         k = next_batch(s, m, i, n);
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        svc_write_begin(s, ps);
+        svc_write_begin(s, ps, keys[0]);
         pc_rc r = svc_write_end(s, ps, pc_rollback(ps, keys, k, start_ts), NULL);
         if (r != PC_OK)
             log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
@@ -201,7 +208,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     /* The commit point: the primary's write record, durable before any
      * answer and before any reader can see it. After it the transaction
      * is committed whatever happens. */
-    svc_write_begin(s, ps);
+    svc_write_begin(s, ps, m[0].key);
     rc = svc_write_end(s, ps, pc_commit_primary(ps, m[0].key, start_ts, *commit_ts), NULL);
     if (rc == PC_SYNC_FAILED)
         svc_storage_failed("commit point", rc);
@@ -230,7 +237,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
             failpoint(ps, "after_half_secondaries");
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        svc_write_begin(s, ps);
+        svc_write_begin(s, ps, keys[0]);
         pc_rc r = svc_write_end(s, ps, pc_commit(ps, keys, k, start_ts, *commit_ts), NULL);
         if (r != PC_OK)
             log_warn("commit of %s: secondaries left locked (%s); they roll forward later",

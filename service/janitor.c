@@ -195,11 +195,11 @@ static void collect_garbage(janitor *j, pc_session *ps)
     pc_gc_stats st = {0};
     pc_gc_walk *walk = NULL;
     bool done = false;
-    svc_write_begin(s, ps);
+    svc_write_begin(s, ps, (pc_slice){NULL, 0}); /* no key: the first region's */
     pc_rc rc = svc_write_end(s, ps, pc_gc_begin(ps, safe, &safe, &walk), NULL);
     while (rc == PC_OK && walk != NULL && !done) {
         gc_limit_to_region(s, walk);
-        svc_write_begin(s, ps);
+        svc_write_begin(s, ps, pc_gc_walk_position(walk));
         rc = svc_write_end(s, ps, pc_gc_next(ps, walk, &st, &done), NULL);
     }
     pc_gc_end(walk);

@@ -281,7 +281,7 @@ pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
                                   memcmp(o->v[k].prefix, user.data, o->v[k].plen) == 0;
                     pthread_rwlock_unlock(&o->mu);
                     if (!watched) {
-                        svc_write_begin(s, ps);
+                        svc_write_begin(s, ps, it.items[i].key);
                         svc_write_end(s, ps, pc_notify_clear(ps, it.items[i].key, UINT64_MAX),
                                       NULL);
                     }
@@ -659,9 +659,9 @@ void observers_committed(svc *s, pc_session *ps, const txn *t)
         if (a < upto)
             upto = a;
     }
-    svc_write_begin(s, ps);
-    pc_rc rc = svc_write_end(
-        s, ps, pc_notify_clear(ps, (pc_slice){ek, ks_user(ek, c->key, c->klen)}, upto), NULL);
+    pc_slice key = {ek, ks_user(ek, c->key, c->klen)};
+    svc_write_begin(s, ps, key);
+    pc_rc rc = svc_write_end(s, ps, pc_notify_clear(ps, key, upto), NULL);
     if (rc != PC_OK)
         log_warn("observers: clearing a notify entry: %s", pc_rc_name(rc));
 }

@@ -28,6 +28,10 @@ typedef struct {
     void *arg;
 } rg_wait;
 
+/* fsm_apply's result for an entry every member skipped (nothing written):
+ * its proposal is answered RP_SKIPPED, not as written (on_applied). */
+static char entry_skipped;
+
 /* Batches queued together are joined into one entry up to this size (one
  * append, one AppendEntries, one transaction per member to apply); a
  * bigger batch is an entry of its own. */
@@ -128,6 +132,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
      * and one such peer must not stop the group (docs/DESIGN.md §7.2).
      * Anything else is the store failing: stop (§4.7). */
     if (rc == PC_INVALID) {
+        *result = &entry_skipped;
         metrics_inc(g->m_skipped, 1);
         log_error("%s raft: entry %llu (%zu bytes: %s...) is not a write batch%s: skipped, as "
                   "on every member", g->kind, (unsigned long long)index, buf->len, hex,
@@ -329,6 +334,19 @@ static void propose_all(raft_group *g, rp_wait *props)
     }
 }
 
+/* An entry's outcome, before its waits are answered (rp_config.applied):
+ * one every member skipped wrote nothing, and its writers must not hear
+ * that it did (a batch of a region's keys queued behind the split that
+ * moved them: DESIGN §6.5, step 6). */
+static rp_rc on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
+{
+    (void)arg;
+    (void)kind;
+    (void)list;
+    (void)status;
+    return result == &entry_skipped ? RP_SKIPPED : RP_OK;
+}
+
 /* The loop's work, every tick and whenever woken, after the proposer's
  * step (common/raft_host.h): once this member is a ready leader, every
  * batch queued goes in entries. */
@@ -425,6 +443,7 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     /* A new leader refuses writes until its first barrier is applied: the
      * service takes over its leader-only state then (service/takeover.c). */
     rp_config pc = {.queue_unready = false,
+                    .applied = on_applied,
                     /* Reads under the leader's lease (DESIGN §9 item 3). */
                     .lease_ms = (cfg->election_ms ? cfg->election_ms : 1000) * 4 / 5};
     init_metrics(g, m, &pc);

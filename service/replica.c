@@ -16,6 +16,8 @@
 
 pc_rc svc_refused(rp_rc r)
 {
+    /* RP_SKIPPED: committed and written nowhere (its keys left the region
+     * meanwhile): unavailable, and safe to ask again. */
     return r == RP_OK ? PC_OK : r == RP_NOT_LEADER ? PC_NOT_LEADER : PC_UNAVAILABLE;
 }
 
@@ -23,19 +25,29 @@ pc_rc svc_refused(rp_rc r)
  * (each thread runs one action at a time); freed at the end, so a thread
  * that exits holds nothing. */
 static _Thread_local pc_buf batch;
-/* The term the replicator was ready in when the action began (its batch
- * is proposed in that term or not at all: replicator.h). */
+/* The replicator of the region the action writes, and the term it was
+ * ready in when the action began (its batch is proposed in that term or
+ * not at all: replicator.h). */
+static _Thread_local replicator *batch_repl;
 static _Thread_local uint64_t batch_term;
+
+replicator *svc_write_term(svc *s, pc_slice key, uint64_t *term)
+{
+    region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
+    replicator *repl = r != NULL ? r->repl : NULL;
+    *term = repl != NULL ? repl->ops->ready_term(repl) : 0;
+    if (*term == 0)
+        *term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
+    return repl;
+}
 
 /* No gate: the engine latches the keys of each action (DESIGN §4.10), so
  * actions on other keys read, propose and wait for their apply alongside
  * this one, and the replicator makes them durable together. */
-void svc_write_begin(svc *s, pc_session *ps)
+void svc_write_begin(svc *s, pc_session *ps, pc_slice key)
 {
     batch.len = 0;
-    batch_term = svc_leader_term(s); /* before the action reads the store */
-    if (batch_term == 0)
-        batch_term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
+    batch_repl = svc_write_term(s, key, &batch_term); /* before the action reads the store */
     pc_session_propose(ps, &batch);
 }
 
@@ -52,12 +64,27 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len)
     return r;
 }
 
+bool svc_batch_is_of(svc *s, const region *rg, const replicator *repl)
+{
+    if (rg == NULL || rg->repl == NULL)
+        return false; /* svc_region_of_batch logged it */
+    if (rg->repl == repl)
+        return true;
+    /* Its term is another group's: proposed in it, it could pass or fail
+     * by chance. The keys moved (a split made their region's group) or
+     * the action's key was not one it writes (a mistake of ours). */
+    metrics_inc(s->m.region_stale_batches, 1);
+    log_warn("a write batch is for region %llu, whose log is not the one its action began "
+             "in: refused (asked again, it begins there)", (unsigned long long)rg->id);
+    return false;
+}
+
 pc_rc svc_propose(svc *s, const void *batch, size_t len)
 {
-    uint64_t term = svc_leader_term(s);
     region *rg = svc_region_of_batch(s, batch, len);
     if (rg == NULL)
         return PC_UNAVAILABLE;
+    uint64_t term = rg->repl->ops->ready_term(rg->repl);
     rp_rc r = rg->repl->ops->propose(rg->repl, batch, len, term != 0 ? term : RP_TERM_NONE,
                                      PROPOSE_WAIT_MS);
     if (r == RP_OK)
@@ -84,9 +111,10 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed)
     /* An action that changed nothing has nothing to replicate. */
     if (batch.len > 0) {
         region *rg = svc_region_of_batch(s, batch.data, batch.len);
-        rp_rc r = rg == NULL ? RP_UNAVAILABLE
-                             : rg->repl->ops->propose(rg->repl, batch.data, batch.len, batch_term,
-                                                      PROPOSE_WAIT_MS);
+        rp_rc r = !svc_batch_is_of(s, rg, batch_repl)
+                      ? RP_UNAVAILABLE
+                      : rg->repl->ops->propose(rg->repl, batch.data, batch.len, batch_term,
+                                               PROPOSE_WAIT_MS);
         if (r != RP_OK)
             rc = svc_refused(r);
         else if (proposed != NULL)

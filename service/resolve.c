@@ -23,7 +23,7 @@ pc_rc rs_resolve_met_lock(svc *s, pc_session *ps, const pc_lock_view *lock,
 {
     pc_liveness live = svc_liveness(s);
 
-    svc_write_begin(s, ps);
+    svc_write_begin(s, ps, lock->primary);
     pc_rc rc = svc_write_end(
         s, ps, pc_check_txn_status(ps, lock->primary, lock->start_ts, &live, st), NULL);
     if (rc != PC_OK)
@@ -31,7 +31,7 @@ pc_rc rs_resolve_met_lock(svc *s, pc_session *ps, const pc_lock_view *lock,
     if (st->state == PC_TXN_LOCKED)
         return PC_LOCKED; /* its owner is alive: the caller waits or steps over */
     uint64_t commit_ts = st->state == PC_TXN_COMMITTED ? st->commit_ts : 0;
-    svc_write_begin(s, ps);
+    svc_write_begin(s, ps, lock->key);
     rc = svc_write_end(s, ps, pc_resolve_lock(ps, lock->key, lock->start_ts, commit_ts), NULL);
     if (rc == PC_OK)
         metrics_inc(metrics_series_get(counted, rs_outcome(st), NULL), 1);

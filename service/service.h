@@ -230,9 +230,24 @@ static inline bool svc_replicated(const svc *s)
  * actions on other keys run and are made durable alongside. It returns
  * rc, or the replicator's refusal when the batch could not be committed
  * (PC_NOT_LEADER, PC_UNAVAILABLE: svc_refused); *proposed (may be NULL):
- * a batch was applied. */
-void svc_write_begin(svc *s, pc_session *ps);
+ * a batch was applied.
+ * key is one the action writes (an empty key for a batch that writes
+ * none: GC's safe point, which goes to the first region): the batch is
+ * proposed in the term its region's replicator was ready in when the
+ * action began, before it read the store (replicator.h), and refused
+ * unavailable if its keys turn out to be another replicator's (regions
+ * with groups of their own: two groups' terms are unrelated numbers;
+ * DESIGN §6.5, step 6). */
+void svc_write_begin(svc *s, pc_session *ps, pc_slice key);
 pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
+/* The replicator of the region holding key (empty: the first region) and
+ * in *term the term it may propose in now (RP_TERM_NONE: none, its batch
+ * is refused); NULL before the replicator runs. */
+replicator *svc_write_term(svc *s, pc_slice key, uint64_t *term);
+/* Whether a batch svc_region_of_batch put in rg may be proposed in the
+ * term of repl (svc_write_term's when its action began): rg has that
+ * replicator. Else false, counted and logged. */
+bool svc_batch_is_of(svc *s, const region *rg, const replicator *repl);
 /* The region whose replicator a write batch goes to: the one every key it
  * writes is in (router_find_batch). Keys of several regions that share a
  * log (a batch cut before a split was applied) go to that log, counted

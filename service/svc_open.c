@@ -76,7 +76,8 @@ static void init_metrics(svc *s)
         "Regions split because they passed --region-max-bytes.");
     s->m.region_stale_batches = metrics_counter1(
         r, "percolator_region_stale_batches_total",
-        "Write batches cut before a split whose keys are in two regions of one log.");
+        "Write batches cut before a split: keys in two regions of one log (proposed), or in a "
+        "region of another log than the one their action began in (refused).");
     s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
                                        "Transactions aborted, by reason.", "reason", NULL);
     s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",

@@ -223,9 +223,11 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         return;
     }
     r->b = b;
-    uint64_t term = svc_leader_term(b->s); /* before the round reads the store */
-    if (term == 0)
-        term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
+    /* Before the round reads the store: its region's term (its jobs are
+     * one region's: one_region). */
+    uint64_t term;
+    pc_slice hint = n > 0 && job[0]->w.n > 0 ? job[0]->w.m[0].key : (pc_slice){NULL, 0};
+    replicator *repl = svc_write_term(b->s, hint, &term);
     pc_session_propose(ps, &batch);
     size_t k = latch_round(ps, job, n, mine, &later, &failed);
     for (size_t i = 0; i < k; i++)
@@ -261,9 +263,10 @@ static void propose_round(write_batch *b, pc_session *ps, wb_job **job, size_t n
         free(r);
     } else {
         region *rg = svc_region_of_batch(b->s, batch.data, batch.len);
-        rp_rc rc = rg == NULL ? RP_UNAVAILABLE
-                              : rg->repl->ops->submit(rg->repl, batch.data, batch.len, term,
-                                                      round_answered, r);
+        rp_rc rc = !svc_batch_is_of(b->s, rg, repl)
+                       ? RP_UNAVAILABLE
+                       : rg->repl->ops->submit(rg->repl, batch.data, batch.len, term,
+                                               round_answered, r);
         if (rc != RP_OK)
             round_answered(r, rc); /* refused at once: answered the same way */
         else

@@ -221,7 +221,7 @@ static void on_answer(rp_wait *x, rp_rc rc)
 }
 
 /* rp_config.applied, as raft_node.c's: the window code's. */
-static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
+static rp_rc on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
     node *nd = arg;
     loop *lp = &nd->c->loops[nd->i];
@@ -229,9 +229,10 @@ static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void
         nd->c->pd_inflight[nd->i]--;
         for (rp_wait *x = list; x != NULL; x = x->next)
             ((pd_request *)x)->result = status == 0 ? oracle_fsm_first(result) : 0;
-        return;
+        return RP_OK;
     }
     tw_applied(lp->w, lp->p, R(nd->c, nd->i), list, status, result);
+    return RP_OK;
 }
 
 /* Both clocks: the fixture's simulated time (the program's is

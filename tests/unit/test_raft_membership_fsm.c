@@ -791,12 +791,13 @@ static void on_answer(rp_wait *x, rp_rc rc)
 }
 
 /* rp_config.applied, as oracle/raft_node.c's: the window code's. */
-static void on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
+static rp_rc on_applied(void *arg, unsigned kind, rp_wait *list, int status, void *result)
 {
     (void)kind; /* one kind of entry here */
     node *nd = arg;
     driver *d = &nd->c->drv[nd->slot];
     tw_applied(d->w, d->p, R(nd->c, nd->slot), list, status, result);
+    return RP_OK;
 }
 
 /* The proposer's and the window's clock: the fixture's simulated time. */

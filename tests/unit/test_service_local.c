@@ -27,6 +27,7 @@
 #include "service.h"
 #include "sessions.h"
 #include "testlib.h"
+#include "timeutil.h"
 #include "write_batch.h"
 
 typedef struct {
@@ -35,7 +36,7 @@ typedef struct {
     svc s;
 } local;
 
-static int open_service(local *l, bool one_pc)
+static int open_service(local *l, bool one_pc, const char *split_keys)
 {
     svc_config *c = &l->s.cfg;
     snprintf(l->data, sizeof l->data, "%s/service", l->dir);
@@ -48,31 +49,38 @@ static int open_service(local *l, bool one_pc)
         .max_txn_bytes = 16u << 20, .txn_retention_ms = 300000, .oracle_timeout_ms = 2000,
         .gc_retention_ms = 600000, .max_body_memory = 64u << 20, .max_reply_bytes = 16u << 20,
         .max_sessions = 1000, .max_session_bytes = 256u << 20, .one_pc = one_pc,
+        .region_split_keys = split_keys,
     };
     c->shared.threads = 4;
     return svc_open(&l->s, NULL, NULL, NULL);
 }
 
-static int setup_with(void **state, bool one_pc)
+static int setup_with(void **state, bool one_pc, const char *split_keys)
 {
     local *l = calloc(1, sizeof(*l));
     assert_non_null(l);
     assert_non_null(l->oenv = tl_oracle_env_new("svc-local"));
     assert_int_equal(tl_oracle_start(&l->oenv->o, l->oenv->data, 0), 0);
     snprintf(l->dir, sizeof l->dir, "%s", l->oenv->dir);
-    assert_int_equal(open_service(l, one_pc), 0);
+    assert_int_equal(open_service(l, one_pc, split_keys), 0);
     *state = l;
     return 0;
 }
 
 static int setup(void **state)
 {
-    return setup_with(state, true);
+    return setup_with(state, true, "");
 }
 
 static int setup_two_phase(void **state)
 {
-    return setup_with(state, false);
+    return setup_with(state, false, "");
+}
+
+/* Two regions, cut at user key "m". */
+static int setup_two_regions(void **state)
+{
+    return setup_with(state, true, "m");
 }
 
 static int teardown(void **state)
@@ -336,6 +344,128 @@ typedef struct {
     int *answered;
 } job;
 
+/* A stand-in for a region's group of its own (DESIGN §6.5, step 6): ready
+ * in a term unrelated to the node's log's, it takes proposals without
+ * applying them and keeps the term each came in. */
+typedef struct {
+    replicator base;
+    uint64_t term;
+    unsigned proposals;
+    uint64_t proposed_term;
+} stub_repl;
+
+static uint64_t stub_ready_term(replicator *r)
+{
+    return ((stub_repl *)r)->term;
+}
+
+static rp_rc stub_propose(replicator *r, const void *batch, size_t len, uint64_t term,
+                          unsigned wait_ms)
+{
+    (void)batch;
+    (void)len;
+    (void)wait_ms;
+    stub_repl *st = (stub_repl *)r;
+    st->proposals++;
+    st->proposed_term = term;
+    return RP_OK;
+}
+
+static rp_rc stub_submit(replicator *r, const void *batch, size_t len, uint64_t term,
+                         replicator_done done, void *arg)
+{
+    (void)r, (void)batch, (void)len, (void)term, (void)done, (void)arg;
+    return RP_UNAVAILABLE; /* the committer is not used here */
+}
+
+static rp_rc stub_read_barrier(replicator *r, unsigned wait_ms)
+{
+    (void)r, (void)wait_ms;
+    return RP_OK;
+}
+
+static bool stub_read_now(replicator *r)
+{
+    (void)r;
+    return true;
+}
+
+static uint64_t stub_failures(replicator *r)
+{
+    (void)r;
+    return 0;
+}
+
+static void stub_status(replicator *r, rp_status *st)
+{
+    (void)r;
+    memset(st, 0, sizeof *st);
+}
+
+static const replicator_ops stub_ops = {stub_ready_term, stub_propose,  stub_submit, stub_read_barrier,
+                                        stub_read_now,   stub_failures, stub_status};
+
+/* A prewrite of user key k alone, begun for user key hint's region, as
+ * the coordinator does (svc_write_begin, the action, svc_write_end). */
+static pc_rc prewrite_one(svc *s, const char *hint, const char *k)
+{
+    char hk[SVC_MAX_KEY + 8], ek[SVC_MAX_KEY + 8];
+    pc_slice hkey = {hk, ks_user(hk, hint, strlen(hint))}, key = {ek, ks_user(ek, k, strlen(k))};
+    uint64_t ts;
+    assert_true(svc_timestamp(s, &ts));
+    pc_txn_meta t = {.start_ts = ts, .primary = key, .owner = {"test", 4},
+                     .wall_ms = time_wall_ms(), .ttl_ms = 60000};
+    pc_mutation m = {.op = PC_OP_PUT, .key = key, .value = {"v", 1}};
+    pc_conflict c;
+    pc_session *ps = svc_engine_session(s);
+    assert_non_null(ps);
+    svc_write_begin(s, ps, hkey);
+    return svc_write_end(s, ps, pc_prewrite(ps, &t, &m, 1, &c), NULL);
+}
+
+/* Each write goes to its region's replicator in the term that replicator
+ * was ready in when the action began, and a batch whose keys turn out to
+ * be another replicator's is refused, proposed nowhere: two groups'
+ * terms are unrelated numbers, and one taken for the other could pass by
+ * chance (DESIGN §6.5, step 6). Region 2 ([m, ...)) is given a stand-in
+ * for a group of its own, ready in term 7 (the node's log is in term 1). */
+static void a_write_is_proposed_in_its_regions_term(void **state)
+{
+    local *l = *state;
+    svc *s = &l->s;
+    assert_int_equal(router_count(s->regions), 2);
+    region *r2 = router_at(s->regions, 1);
+    replicator *own = r2->repl;
+    stub_repl stub = {.base = {&stub_ops}, .term = 7};
+    r2->repl = &stub.base;
+
+    assert_int_equal(prewrite_one(s, "n1", "n1"), PC_OK); /* region 2's */
+    assert_int_equal(stub.proposals, 1);
+    assert_int_equal(stub.proposed_term, 7);
+
+    /* Begun as region 1's, its key region 2's: refused, the stand-in not
+     * asked. */
+    assert_int_equal(prewrite_one(s, "a1", "n2"), PC_UNAVAILABLE);
+    assert_int_equal(stub.proposals, 1);
+
+    /* Begun as region 2's, its key region 1's: refused, and the node's
+     * log did not take it (nothing of "a2" in the store). */
+    assert_int_equal(prewrite_one(s, "n3", "a2"), PC_UNAVAILABLE);
+    assert_int_equal(stub.proposals, 1);
+    r2->repl = own;
+    char ek[SVC_MAX_KEY + 8];
+    pc_slice a2 = {ek, ks_user(ek, "a2", 2)};
+    uint64_t ts, cts = 0;
+    assert_true(svc_timestamp(s, &ts));
+    pc_buf v = {0};
+    pc_conflict c;
+    assert_int_equal(rd_get(s, svc_engine_session(s), a2, ts, &v, &cts, &c), PC_NOT_FOUND);
+    pc_buf_free(&v);
+
+    /* Region 1's own writes go on in the node's log. */
+    assert_int_equal(prewrite_one(s, "a3", "a3"), PC_OK);
+}
+
 static void job_done(wb_job *j)
 {
     job *b = (job *)j;
@@ -408,6 +538,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_blind_one_shot_write_commits_in_one_phase, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_write_is_proposed_in_its_regions_term,
+                                        setup_two_regions, teardown),
         cmocka_unit_test_setup_teardown(blind_writes_commit_in_rounds_in_arrival_order, setup,
                                         teardown),
     };
