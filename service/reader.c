@@ -61,9 +61,9 @@ bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadl
  * again (refused once this member no longer leads) and reads again; after
  * a few such rounds it gives up, PC_UNAVAILABLE (503, retried). */
 #define READ_FENCES 4
-static bool fence_again(svc *s, uint64_t epoch, int *fences, pc_rc *rc)
+static bool fence_again(uint64_t now, uint64_t epoch, int *fences, pc_rc *rc)
 {
-    if (svc_read_epoch(s) == epoch)
+    if (now == epoch)
         return false;
     if (++*fences < READ_FENCES)
         return true;
@@ -80,13 +80,13 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
     pc_rc rc;
 
     do {
-        uint64_t epoch = svc_read_epoch(s);
+        uint64_t epoch = svc_read_epoch(s, key);
         if ((rc = svc_read_fence(s, key)) != PC_OK)
             return rc;
         while ((rc = pc_get(ps, key, ts, value, commit_ts, c)) == PC_LOCKED)
             if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
                 break;
-        if (fence_again(s, epoch, &fences, &rc))
+        if (fence_again(svc_read_epoch(s, key), epoch, &fences, &rc))
             continue;
         return rc;
     } while (true);
@@ -100,7 +100,7 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
     bool step_over = false;
     int fences = 0;
 again:;
-    uint64_t epoch = svc_read_epoch(s);
+    uint64_t epoch = svc_read_epoch(s, key);
     /* A caller that may not wait reads only when its fence needs no wait
      * (else PC_LOCKED with no lock: it hands the read to a worker). */
     if (!may_wait && !svc_read_now(s, key))
@@ -117,13 +117,14 @@ again:;
         if (round == 64)
             return PC_LOCKED; /* c names the last lock or commit met */
         rc = pc_get_latest(ps, key, step_over, value, commit_ts, c);
-        if (rc != PC_LOCKED && svc_read_epoch(s) != epoch) {
+        uint64_t now = svc_read_epoch(s, key);
+        if (rc != PC_LOCKED && now != epoch) {
             /* See fence_again; a caller that may not wait hands it on. */
             if (!may_wait) {
                 *c = (pc_conflict){0};
                 return PC_LOCKED;
             }
-            if (fence_again(s, epoch, &fences, &rc))
+            if (fence_again(now, epoch, &fences, &rc))
                 goto again;
             return rc;
         }
@@ -161,19 +162,19 @@ static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, 
     pc_rc rc;
 
     do {
-        uint64_t epoch = svc_read_epoch(s);
-        /* end.len 0: no end (pc_scan_bounded) */
-        if ((rc = svc_read_fence_range(s, start, end.len > 0 ? end : (pc_slice){NULL, 0})) !=
-            PC_OK)
+        pc_slice to = end.len > 0 ? end : (pc_slice){NULL, 0}; /* end.len 0: no end */
+        uint64_t epoch = svc_read_epoch_range(s, start, to);
+        if ((rc = svc_read_fence_range(s, start, to)) != PC_OK)
             return rc;
         while ((rc = pc_scan_bounded(ps, start, end, ts, limit, max_bytes, out, c)) == PC_LOCKED)
             if (!rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
                 break;
-        if (fence_again(s, epoch, &fences, &rc)) {
+        uint64_t now = svc_read_epoch_range(s, start, to);
+        if (fence_again(now, epoch, &fences, &rc)) {
             pc_items_free(out); /* read again from scratch */
             continue;
         }
-        if (rc != PC_OK && svc_read_epoch(s) != epoch)
+        if (rc != PC_OK && now != epoch)
             pc_items_free(out);
         return rc;
     } while (true);

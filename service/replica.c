@@ -147,7 +147,9 @@ static int fence_region(void *arg, region *r)
 {
     fence_args *f = arg;
     f->regions++;
-    if (r->repl != NULL && r->repl != f->last)
+    if (r->repl == NULL)
+        f->rc = PC_UNAVAILABLE; /* no log of its own yet (a split's new region): none vouches */
+    else if (r->repl != f->last)
         f->rc = svc_refused(r->repl->ops->read_barrier(r->repl, PROPOSE_WAIT_MS));
     f->last = r->repl;
     return f->rc != PC_OK;
@@ -177,10 +179,38 @@ pc_rc svc_read_fence(svc *s, pc_slice key)
     return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
 }
 
-uint64_t svc_read_epoch(svc *s)
+/* svc_read_epoch's sum: each replicator once (regions that share one are
+ * next to each other). */
+typedef struct {
+    uint64_t sum;
+    replicator *last;
+} epoch_args;
+
+static int add_failures(void *arg, region *r)
 {
-    replicator *repl = s->home != NULL ? s->home->repl : NULL;
-    return repl != NULL ? repl->ops->failures(repl) : 0;
+    epoch_args *e = arg;
+    if (r->repl != NULL && r->repl != e->last)
+        e->sum += r->repl->ops->failures(r->repl);
+    e->last = r->repl;
+    return 0;
+}
+
+uint64_t svc_read_epoch(svc *s, pc_slice key)
+{
+    region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
+    epoch_args e = {0, NULL};
+    if (r != NULL)
+        add_failures(&e, r);
+    return e.sum;
+}
+
+uint64_t svc_read_epoch_range(svc *s, pc_slice start, pc_slice end)
+{
+    epoch_args e = {0, NULL};
+    if (s->regions != NULL)
+        router_each_overlapping(s->regions, start.data, start.len, end.data, end.len,
+                                add_failures, &e);
+    return e.sum;
 }
 
 bool svc_read_now(svc *s, pc_slice key)

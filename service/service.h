@@ -284,11 +284,16 @@ void svc_applied(void *arg, const void *batch, size_t len);
 void svc_apply_end(void *arg);
 void svc_applied_lost(void *arg);
 /* Sampled before a read's fence and again after its read of the store:
- * when it changed, a proposal failed meanwhile whose commits in flight
- * were let go though its entry may yet be committed by the next leader
- * (rp_failures); the read may have missed one and fences again (every
- * region shares home's replicator today). */
-uint64_t svc_read_epoch(svc *s);
+ * when it changed, a proposal failed meanwhile, in the log of a region
+ * the read covers, whose commits in flight were let go though its entry
+ * may yet be committed by the next leader (rp_failures); the read may
+ * have missed one and fences again. The sum of the failures of the
+ * replicators of the regions of key, or of [start, end) (end.data NULL:
+ * to the end of the keyspace): each only grows, so the sum changes when
+ * any does, and a failure in another region's log does not make this
+ * read fence again (DESIGN §6.5, step 6). */
+uint64_t svc_read_epoch(svc *s, pc_slice key);
+uint64_t svc_read_epoch_range(svc *s, pc_slice start, pc_slice end);
 /* How many of the mutations m[0..n) (engine keys), from m[0] on, are in
  * m[0]'s region and may go in one batch (router_run); n with one region. */
 size_t svc_region_run(svc *s, const pc_mutation *m, size_t n);

@@ -389,7 +389,8 @@ static void tick(watch_hub *h, pc_session *ps)
     pthread_mutex_lock(&h->cap_mu);
     uint64_t seq0 = h->lost_seq;
     pthread_mutex_unlock(&h->cap_mu);
-    uint64_t epoch = svc_read_epoch(s); /* see the fence below */
+    const pc_slice all = {"", 0}, to_end = {NULL, 0}; /* the feed is of every key */
+    uint64_t epoch = svc_read_epoch_range(s, all, to_end); /* see the fence below */
     /* A timestamp from the oracle bounds what is not yet committed: a
      * transaction still to ask for its commit timestamp gets one above. */
     if (!svc_timestamp(s, &t) || pc_resolved_ts(ps, t, &r) != PC_OK)
@@ -417,7 +418,7 @@ static void tick(watch_hub *h, pc_session *ps)
      * failed since the round began (svc_read_epoch: the capture may have
      * missed a commit let go that the next leader commits below r). */
     bool leads = whole && svc_read_fence_all(s) == PC_OK && /* the feed is of every key */
-                 svc_read_epoch(s) == epoch;
+                 svc_read_epoch_range(s, all, to_end) == epoch;
     if (!whole || !leads) {
         if (whole)
             capture_lost(h, "this member could not confirm it leads");

@@ -352,6 +352,9 @@ typedef struct {
     uint64_t term;
     unsigned proposals;
     uint64_t proposed_term;
+    uint64_t failures;      /* rp_failures' count */
+    unsigned barriers;      /* read barriers asked */
+    bool fail_in_barrier;   /* each barrier sees a proposal fail meanwhile */
 } stub_repl;
 
 static uint64_t stub_ready_term(replicator *r)
@@ -380,7 +383,11 @@ static rp_rc stub_submit(replicator *r, const void *batch, size_t len, uint64_t 
 
 static rp_rc stub_read_barrier(replicator *r, unsigned wait_ms)
 {
-    (void)r, (void)wait_ms;
+    (void)wait_ms;
+    stub_repl *st = (stub_repl *)r;
+    st->barriers++;
+    if (st->fail_in_barrier)
+        st->failures++;
     return RP_OK;
 }
 
@@ -392,8 +399,7 @@ static bool stub_read_now(replicator *r)
 
 static uint64_t stub_failures(replicator *r)
 {
-    (void)r;
-    return 0;
+    return ((stub_repl *)r)->failures;
 }
 
 static void stub_status(replicator *r, rp_status *st)
@@ -464,6 +470,59 @@ static void a_write_is_proposed_in_its_regions_term(void **state)
 
     /* Region 1's own writes go on in the node's log. */
     assert_int_equal(prewrite_one(s, "a3", "a3"), PC_OK);
+}
+
+/* A read fences each region it covers and no other, and fences again
+ * only for a failure in a log it read from (svc_read_epoch); a region
+ * with no log yet vouches for nothing (DESIGN §6.5, step 6). Region 2
+ * ([m, ...)) is given a stand-in for a group of its own. */
+static void reads_fence_the_regions_they_cover(void **state)
+{
+    local *l = *state;
+    svc *s = &l->s;
+    region *r2 = router_at(s->regions, 1);
+    replicator *own = r2->repl;
+    stub_repl stub = {.base = {&stub_ops}, .term = 7};
+    r2->repl = &stub.base;
+    char ak[SVC_MAX_KEY + 8], mk[SVC_MAX_KEY + 8], nk[SVC_MAX_KEY + 8];
+    pc_slice a = {ak, ks_user(ak, "a", 1)}, m = {mk, ks_user(mk, "m", 1)},
+             n = {nk, ks_user(nk, "n", 1)};
+    const pc_slice all = {"", 0}, to_end = {NULL, 0};
+
+    /* Its epoch is its own region's log's. */
+    uint64_t ea = svc_read_epoch(s, a), en = svc_read_epoch(s, n),
+             eall = svc_read_epoch_range(s, all, to_end);
+    stub.failures += 3;
+    assert_int_equal(svc_read_epoch(s, a), ea);
+    assert_int_equal(svc_read_epoch(s, n), en + 3);
+    assert_int_equal(svc_read_epoch_range(s, all, to_end), eall + 3);
+    assert_int_equal(svc_read_epoch_range(s, a, m), ea); /* [a, m): region 1's alone */
+    assert_int_equal(svc_read_epoch_range(s, a, n), eall + 3); /* [a, n): both */
+
+    /* A read of region 1's key asks region 2 nothing. */
+    uint64_t ts, cts = 0;
+    pc_buf v = {0};
+    pc_conflict c;
+    assert_true(svc_timestamp(s, &ts));
+    assert_int_equal(rd_get(s, svc_engine_session(s), a, ts, &v, &cts, &c), PC_NOT_FOUND);
+    assert_int_equal(stub.barriers, 0);
+    /* One of region 2's fences once, and again while its log fails
+     * meanwhile, until it gives up (503, asked again). */
+    assert_int_equal(rd_get(s, svc_engine_session(s), n, ts, &v, &cts, &c), PC_NOT_FOUND);
+    assert_int_equal(stub.barriers, 1);
+    stub.fail_in_barrier = true;
+    assert_int_equal(rd_get(s, svc_engine_session(s), n, ts, &v, &cts, &c), PC_UNAVAILABLE);
+    assert_true(stub.barriers > 2);
+    stub.fail_in_barrier = false;
+
+    /* A region without a log of its own yet: nothing of it is read. */
+    r2->repl = NULL;
+    assert_int_equal(svc_read_fence(s, n), PC_UNAVAILABLE);
+    assert_int_equal(svc_read_fence_all(s), PC_UNAVAILABLE);
+    assert_int_equal(svc_read_fence(s, a), PC_OK);
+    r2->repl = own;
+    assert_int_equal(svc_read_fence_all(s), PC_OK);
+    pc_buf_free(&v);
 }
 
 static void job_done(wb_job *j)
@@ -540,6 +599,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_write_is_proposed_in_its_regions_term,
                                         setup_two_regions, teardown),
+        cmocka_unit_test_setup_teardown(reads_fence_the_regions_they_cover, setup_two_regions,
+                                        teardown),
         cmocka_unit_test_setup_teardown(blind_writes_commit_in_rounds_in_arrival_order, setup,
                                         teardown),
     };
