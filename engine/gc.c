@@ -134,6 +134,15 @@ static pc_rc gc_batch(pc_session *s, void *arg)
         return rc;
     bool done = rc == PC_NOT_FOUND;
 
+    /* A part that removes anything carries the safe point its removals
+     * rest on, ahead of them: in whatever log it goes (a region's own,
+     * whose replicas may apply it before another log raised the node's
+     * safe point), no version goes before the reads below it are refused
+     * (DESIGN §6.5, step 6). In the node's one log it repeats what the
+     * log holds already (applied as a max: nothing changes). */
+    if (a->doomed.len > 0 && (rc = pc_batch_raise_safe_point(s->propose, a->safe_point)) != PC_OK)
+        return rc;
+
     /* Remove what was doomed, now that the walk is over. */
     uint64_t versions = 0, data = 0;
     for (off = 0; off < a->doomed.len;) {

@@ -21,6 +21,24 @@ typedef struct {
     int keys, outside;
 } part_keys;
 
+/* What a part's batch carries before its first removal. */
+typedef struct {
+    uint64_t raised;     /* the safe point raised ahead of the removals (0: none) */
+    int removals, bare;  /* removals; those with no safe point ahead of them */
+} part_ops;
+
+static int note_op(void *arg, const pc_batch_op *o)
+{
+    part_ops *p = arg;
+    if (o->op == PC_BATCH_RAISE_SAFE_POINT)
+        p->raised = o->ts;
+    if (o->op == PC_BATCH_DEL) {
+        p->removals++;
+        p->bare += p->raised == 0;
+    }
+    return 0;
+}
+
 static int key_in_part(void *arg, const void *key, size_t len)
 {
     part_keys *p = arg;
@@ -35,7 +53,8 @@ static int key_in_part(void *arg, const void *key, size_t len)
  * region's end as its limit, a part stops there, and the next starts at
  * it. With regions ["", c) [c, e) [e, ...) and a limit set from each
  * part's position as the janitor sets it, every part's keys are in one
- * region, and the walk removes what a walk without limits removes. */
+ * region, and the walk removes what a walk without limits removes. Each
+ * part that removes carries the safe point ahead of its removals. */
 static void a_walk_stops_at_the_limit_it_is_given(void **state)
 {
     fx *f = *state;
@@ -62,8 +81,17 @@ static void a_walk_stops_at_the_limit_it_is_given(void **state)
         fx_propose(f->s);
         pc_rc rc = pc_gc_next(f->s, walk, &st, &done);
         part_keys p = {cut[r], cut[r + 1], 0, 0};
-        if (fx_batch.len > 0)
+        part_ops ops = {0, 0, 0};
+        if (fx_batch.len > 0) {
             assert_int_equal(pc_batch_keys(fx_batch.data, fx_batch.len, key_in_part, &p), PC_OK);
+            assert_int_equal(pc_batch_each(fx_batch.data, fx_batch.len, note_op, &ops), PC_OK);
+            /* Each region's part carries the safe point ahead of its
+             * removals: in a log of the region's own, none is applied
+             * before the reads below it are refused (DESIGN §6.5 step 6). */
+            assert_true(ops.removals > 0);
+            assert_int_equal(ops.bare, 0);
+            assert_int_equal(ops.raised, 25);
+        }
         assert_int_equal(fx_apply(f->s, rc), PC_OK);
         assert_int_equal(p.outside, 0);
         regions_seen[r] += p.keys > 0;
