@@ -141,7 +141,7 @@ raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t
                                         bool self_initial, uint64_t own, uint64_t *cluster)
 {
     uint64_t seen = 0;
-    size_t answered = self_initial, initial = self_initial;
+    size_t answered = 0, initial = self_initial; /* answered: the others */
     for (size_t i = 0; i < n; i++)
         initial += answers[i].initial;
     bool group = false;
@@ -161,10 +161,14 @@ raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t
         *cluster = seen;
         return RAFT_MEMBER_JOIN;
     }
-    /* Only bootstrapped-but-empty members or fresh ones answered. */
+    /* Only bootstrapped-but-empty members or fresh ones answered. Enough
+     * of them to meet every majority of the initial members without this
+     * one (which may be a wiped member that voted and held entries with
+     * those that do not answer: raft_identity.h), or it waits. */
     if (seen != 0 && seen != own)
         return RAFT_MEMBER_CONFLICT;
-    if (!self_initial || 2 * answered <= initial)
+    size_t majority = initial / 2 + 1;
+    if (!self_initial || (initial > 1 && answered < initial - majority + 1))
         return RAFT_MEMBER_WAIT;
     *cluster = own;
     return RAFT_MEMBER_BOOTSTRAP;

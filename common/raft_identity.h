@@ -26,11 +26,17 @@
  *    new incarnation (in the transport's hello), removes the old one and
  *    adds the new one as a spare, then promotes it to voter; libraft
  *    promotes only after the spare has caught up (raft_assign).
- *  - Only when a majority of the members that bootstrap (all, or those of
- *    --raft-initial-members; itself included) answered and none of them
- *    holds more than the bootstrap entry does a member bootstrap the
- *    group. Fewer answers: it waits and asks again. A member that is not
- *    one of them only ever joins.
+ *  - A member bootstraps the group only when enough of the other members
+ *    that bootstrap (all, or those of --raft-initial-members) answered to
+ *    meet every majority of them without counting itself (n - q + 1 of
+ *    n, q a majority: all three of three, four of five), and none of them
+ *    holds more than the bootstrap entry or a term past the bootstrap's.
+ *    Itself it cannot count: an empty dir may be a wiped one that voted
+ *    and held entries with the members that do not answer. Answered so,
+ *    no election was won and nothing committed (a winner's voters and a
+ *    commit's quorum each meet those who answered, who would say so).
+ *    Fewer answers: it waits and asks again. A group of one bootstraps
+ *    alone. A member that is not one of them only ever joins.
  */
 #ifndef PC_RAFT_IDENTITY_H
 #define PC_RAFT_IDENTITY_H
@@ -99,8 +105,8 @@ typedef enum {
 /* The rule above, for a member with an empty data dir: answers from the
  * n other members, own is the cluster id this member would bootstrap
  * with, self_initial whether it is one of the members that bootstrap
- * (--raft-initial-members; a majority of those must answer; one that is
- * not only ever joins). *cluster is set for BOOTSTRAP and JOIN. */
+ * (--raft-initial-members; n - q + 1 of those others must answer; one
+ * that is not only ever joins). *cluster is set for BOOTSTRAP and JOIN. */
 raft_member_decision raft_member_decide(const raft_member_probe *answers, size_t n,
                                         bool self_initial, uint64_t own, uint64_t *cluster);
 

@@ -1467,6 +1467,9 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         int w = (l + 1 + round % 2) % NODES, f = 0 + 1 + 2 - l - w; /* the third of three */
         assert_true(tl_raft_membership_is(g.http[w], "voter", 20000));
         assert_true(tl_raft_membership_is(g.http[f], "voter", 20000));
+        /* f heard l before it is cut (else it knows nothing past its
+         * bootstrap entry, and w rightly waits for l instead of joining). */
+        assert_true(tl_raft_follows(g.http[f], l + 1, 20000));
         take_timestamps(&g, l, 10);
         assert_int_equal(cut(&g, f, true), 0);
         json_int_t last = 0;

@@ -1277,6 +1277,9 @@ static void a_wiped_member_never_votes_before_it_is_caught_up(void **state)
         int w = (l + 1 + round % 2) % NODES, f = 0 + 1 + 2 - l - w; /* the third of three */
         assert_true(tl_raft_membership_is(g.http[w], "voter", 20000));
         assert_true(tl_raft_membership_is(g.http[f], "voter", 20000));
+        /* f heard l before it is cut (else it knows nothing past its
+         * bootstrap entry, and w rightly waits for l instead of joining). */
+        assert_true(tl_raft_follows(g.http[f], l + 1, 20000));
         char key[32], value[32];
         assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[f], true), 0);
         for (int k = 0; k < 20; k++) {

@@ -127,6 +127,20 @@ bool tl_raft_membership_is(int port, const char *want, int ms)
     return false;
 }
 
+bool tl_raft_follows(int port, int leader_id, int ms)
+{
+    uint64_t end = time_mono_ms() + (uint64_t)ms;
+    tl_raft_view v = {0};
+    do {
+        if (tl_raft_health(port, 1000, &v) && v.leader_id == leader_id)
+            return true;
+        time_sleep_ms(100);
+    } while (time_mono_ms() < end);
+    printf("# member on port %d: follows member %d, not %d, after %d ms\n", port, v.leader_id,
+           leader_id, ms);
+    return false;
+}
+
 bool tl_raft_quiet_for(const int ports[], int n, int64_t term, int ms)
 {
     uint64_t end = time_mono_ms() + (uint64_t)ms;

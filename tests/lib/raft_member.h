@@ -49,6 +49,10 @@ long tl_raft_ready(int port, char *why, size_t len);
 /* Wait up to ms until the member at port reports membership `want`;
  * false if it does not. */
 bool tl_raft_membership_is(int port, const char *want, int ms);
+/* Whether the member on port says, within ms, that member leader_id (its
+ * --raft-id) leads: it heard that leader's term, so its hellos show a
+ * group past its bootstrap entry (printed when not). */
+bool tl_raft_follows(int port, int leader_id, int ms);
 
 /* What the member at http://127.0.0.1:port says; false when it did not
  * answer 200 within timeout_ms. */

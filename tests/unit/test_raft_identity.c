@@ -1,9 +1,9 @@
 /*
  * test_raft_identity.c — common/raft_identity: a member's identity file,
  * the group's id, and the rule a member with an empty data dir follows
- * (docs/DESIGN.md §7.3): bootstrap only when a majority answered and none
- * of them holds any of the group; join as a new incarnation when one
- * does; wait otherwise.
+ * (docs/DESIGN.md §7.3): bootstrap only when enough others answered to
+ * meet every majority without this member and none of them holds any of
+ * the group; join as a new incarnation when one does; wait otherwise.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,21 +44,44 @@ static raft_member_decision decide(const raft_member_probe *a, size_t n, uint64_
     return raft_member_decide(a, n, true, OWN, cluster);
 }
 
-/* The first start of a group: every member answers empty, or has only
- * the bootstrap entry of this same group. */
-static void a_new_group_bootstraps_with_a_majority(void **state)
+/* The first start of a group: every other member answers empty, or has
+ * only the bootstrap entry of this same group, and enough of them answer
+ * to meet every majority without this member (all others of three, four
+ * of five in all). */
+static void a_new_group_bootstraps_when_the_others_answer(void **state)
 {
     (void)state;
     uint64_t c;
-    raft_member_probe a[2] = {fresh(), silent()};
-    assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_BOOTSTRAP); /* 2 of 3 */
+    raft_member_probe a[2] = {fresh(), fresh()};
+    assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_BOOTSTRAP); /* 3 of 3 */
     assert_int_equal(c, OWN);
     a[1] = running(OWN, 1);
     assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_BOOTSTRAP);
-    raft_member_probe five[4] = {fresh(), silent(), silent(), silent()};
-    assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_WAIT); /* 2 of 5 */
-    five[1] = fresh();
-    assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_BOOTSTRAP);
+    raft_member_probe five[4] = {fresh(), fresh(), silent(), silent()};
+    assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_WAIT); /* 3 of 5: a majority, not enough */
+    five[2] = running(OWN, 1);
+    assert_int_equal(decide(five, 4, &c), RAFT_MEMBER_BOOTSTRAP); /* 4 of 5 */
+    raft_member_probe two[1] = {fresh()};
+    assert_int_equal(decide(two, 1, &c), RAFT_MEMBER_BOOTSTRAP); /* 2 of 2 */
+}
+
+/* What CI once saw: follower F was cut off before it heard anything of
+ * the group past its bootstrap entry, the leader L and W went on, W lost
+ * its data dir and L died. W, back, hears only F: bootstrapped, last
+ * index 1, term 1. With itself that made a majority "with nothing", so W
+ * bootstrapped again as the incarnation that had voted, and with F
+ * elected F, which missed every acknowledged write. W must wait: L, who
+ * does not answer, may hold them with W's old self. */
+static void a_majority_counting_itself_is_not_enough(void **state)
+{
+    (void)state;
+    uint64_t c;
+    raft_member_probe a[2] = {running(OWN, 1), silent()};
+    assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_WAIT);
+    a[0] = fresh();
+    assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_WAIT);
+    a[1] = running(OWN, 7); /* L back: the group exists */
+    assert_int_equal(decide(a, 2, &c), RAFT_MEMBER_JOIN);
 }
 
 /* Nobody answers: a member alone never starts a group (it could be the
@@ -96,11 +119,11 @@ static void members_that_join_later_never_bootstrap(void **state)
 {
     (void)state;
     uint64_t c;
-    raft_member_probe a[4] = {fresh(), silent(), fresh(), fresh()};
+    raft_member_probe a[4] = {fresh(), fresh(), fresh(), fresh()};
     a[2].initial = a[3].initial = false; /* members 4 and 5 */
-    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_BOOTSTRAP); /* 2 of the 3 */
+    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_BOOTSTRAP); /* the 3 */
     a[0] = silent();
-    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_WAIT); /* 1 of 3, however many others */
+    assert_int_equal(decide(a, 4, &c), RAFT_MEMBER_WAIT); /* 2 of 3, however many others */
     raft_member_probe b[4] = {fresh(), fresh(), fresh(), fresh()};
     assert_int_equal(raft_member_decide(b, 4, false, OWN, &c), RAFT_MEMBER_WAIT);
     b[0] = running(OWN, 40);
@@ -174,7 +197,8 @@ static void the_file_round_trips_and_a_bad_one_is_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_new_group_bootstraps_with_a_majority),
+        cmocka_unit_test(a_new_group_bootstraps_when_the_others_answer),
+        cmocka_unit_test(a_majority_counting_itself_is_not_enough),
         cmocka_unit_test(alone_it_waits),
         cmocka_unit_test(any_member_with_the_group_means_join),
         cmocka_unit_test(members_that_join_later_never_bootstrap),
