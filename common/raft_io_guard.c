@@ -347,6 +347,7 @@ static int g_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_
     g->put.data = g;
     g->put_outer = req;
     g->put_cb = cb;
+    req->cb = cb; /* as the real I/O would have set it (libraft 0.15 never reads it) */
     int rv = g->inner->snapshot_put(g->inner, trailing, &g->put, snapshot, g_put_done);
     if (rv != 0)
         g->put_outer = NULL;

@@ -25,6 +25,7 @@ struct router {
     pc_engine *engine; /* router_share_log: every region's, a split's too */
     replicator *repl;
     struct raft_group *raft;
+    _Atomic uint64_t installs; /* maps installed (router_generation) */
 };
 
 #define RDLOCK(rt) pthread_rwlock_rdlock((pthread_rwlock_t *)&(rt)->mu)
@@ -536,10 +537,16 @@ int router_install(router *rt, const void *map, size_t len, void (*made)(void *a
     rt->r = fresh->r, rt->n = fresh->n, rt->cap = fresh->cap;
     if (fresh->next_id > rt->next_id)
         rt->next_id = fresh->next_id;
+    atomic_fetch_add(&rt->installs, 1);
     pthread_rwlock_unlock(&rt->mu);
     fresh->r = NULL, fresh->n = fresh->cap = 0;
     router_free(fresh);
     return 0;
+}
+
+uint64_t router_generation(const router *rt)
+{
+    return atomic_load(&((router *)rt)->installs);
 }
 
 void router_share_log(router *rt, pc_engine *e, replicator *repl, struct raft_group *raft)

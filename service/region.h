@@ -143,5 +143,8 @@ int router_split_map(const router *rt, const void *key, size_t len, uint64_t new
  * not decode or memory ran out. */
 int router_install(router *rt, const void *map, size_t len, void (*made)(void *arg, region *r),
                    void *arg);
+/* How many maps were installed: it only grows, and changes with every
+ * change of the map (a key may have moved to another region's log). */
+uint64_t router_generation(const router *rt);
 
 #endif

@@ -5,12 +5,14 @@
  * and waits until it is applied; the fence before reads; leadership for
  * the background work; where a follower sends its clients.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "engine_replica.h"
 #include "log.h"
 #include "raft_host.h"
 #include "service.h"
+#include "timeutil.h"
 
 #define PROPOSE_WAIT_MS 5000  /* while queued; once proposed the replicator answers */
 
@@ -66,16 +68,21 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len)
 
 bool svc_batch_is_of(svc *s, const region *rg, const replicator *repl)
 {
-    if (rg == NULL || rg->repl == NULL)
-        return false; /* svc_region_of_batch logged it */
+    static _Atomic uint64_t logged_ms; /* a split may refuse many at once: a line a minute */
+    if (rg == NULL || rg->repl == NULL || repl == NULL)
+        return false; /* svc_region_of_batch logged it, or no log ran when it began */
     if (rg->repl == repl)
         return true;
     /* Its term is another group's: proposed in it, it could pass or fail
      * by chance. The keys moved (a split made their region's group) or
      * the action's key was not one it writes (a mistake of ours). */
     metrics_inc(s->m.region_stale_batches, 1);
-    log_warn("a write batch is for region %llu, whose log is not the one its action began "
-             "in: refused (asked again, it begins there)", (unsigned long long)rg->id);
+    uint64_t now = time_mono_ms(), last = atomic_load(&logged_ms);
+    if (now - last >= 60000 && atomic_compare_exchange_strong(&logged_ms, &last, now))
+        log_warn("a write batch is for region %llu, whose log is not the one its action began "
+                 "in: refused, 503 (asked again, it begins there; counted in "
+                 "percolator_region_stale_batches_total)",
+                 (unsigned long long)rg->id);
     return false;
 }
 
@@ -195,10 +202,15 @@ static int add_failures(void *arg, region *r)
     return 0;
 }
 
+/* The map's generation is in the sum: a read sampled before and after a
+ * split may sum the failures of other logs (its key moved), whose sums
+ * say nothing of each other; every change of the map changes the epoch. */
 uint64_t svc_read_epoch(svc *s, pc_slice key)
 {
-    region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
-    epoch_args e = {0, NULL};
+    if (s->regions == NULL)
+        return 0;
+    epoch_args e = {router_generation(s->regions), NULL};
+    region *r = router_find(s->regions, key.data, key.len);
     if (r != NULL)
         add_failures(&e, r);
     return e.sum;
@@ -206,10 +218,11 @@ uint64_t svc_read_epoch(svc *s, pc_slice key)
 
 uint64_t svc_read_epoch_range(svc *s, pc_slice start, pc_slice end)
 {
-    epoch_args e = {0, NULL};
-    if (s->regions != NULL)
-        router_each_overlapping(s->regions, start.data, start.len, end.data, end.len,
-                                add_failures, &e);
+    if (s->regions == NULL)
+        return 0;
+    epoch_args e = {router_generation(s->regions), NULL};
+    router_each_overlapping(s->regions, start.data, start.len, end.data, end.len, add_failures,
+                            &e);
     return e.sum;
 }
 

@@ -38,8 +38,10 @@
 typedef struct replicator replicator;
 
 /* Runs once per submitted batch with how it ended: RP_OK once it is
- * durable and applied here; else it failed (in a Raft group it may still
- * commit: a new leader applies every earlier entry before it serves). On
+ * durable and applied here; RP_SKIPPED: committed, and written nowhere
+ * (its keys are no longer its region's: safe to send again); else it
+ * failed (in a Raft group it may still commit: a new leader applies every
+ * earlier entry before it serves). On
  * the replicator's thread, maybe under its lock: quick, and no call back
  * into the replicator. */
 typedef void (*replicator_done)(void *arg, rp_rc rc);
@@ -49,7 +51,8 @@ typedef struct {
      * or a leader whose term's first barrier is not applied yet). */
     uint64_t (*ready_term)(replicator *r);
     /* Make a batch durable and apply it; wait until it is applied here:
-     * RP_OK then. The batch is the caller's (read until the call returns).
+     * RP_OK then (RP_SKIPPED: committed and written nowhere, as for
+     * replicator_done). The batch is the caller's (read until the call returns).
      * wait_ms bounds the wait while it is still queued (a Raft group; once
      * proposed, libraft answers it). */
     rp_rc (*propose)(replicator *r, const void *batch, size_t len, uint64_t term,
@@ -70,10 +73,10 @@ typedef struct {
      * group's leader under its lease: raft_proposer.h rp_read_now; a
      * single node always); false: ask read_barrier, which may wait. */
     bool (*read_now)(replicator *r);
-    /* A count that changes whenever a proposal failed whose entry may yet
-     * be committed (raft_proposer.h rp_failures); a read fenced before a
-     * change must fence again. A log of one never changes it (a failed
-     * flush stops the process). */
+    /* A count that only grows, by one whenever a proposal failed whose
+     * entry may yet be committed (raft_proposer.h rp_failures); a read
+     * fenced before a change must fence again (svc_read_epoch sums these).
+     * A log of one never changes it (a failed flush stops the process). */
     uint64_t (*failures)(replicator *r);
     /* Where this replica stands (role, leader, term, indexes). */
     void (*status)(replicator *r, rp_status *st);

@@ -289,9 +289,10 @@ void svc_applied_lost(void *arg);
  * may yet be committed by the next leader (rp_failures); the read may
  * have missed one and fences again. The sum of the failures of the
  * replicators of the regions of key, or of [start, end) (end.data NULL:
- * to the end of the keyspace): each only grows, so the sum changes when
- * any does, and a failure in another region's log does not make this
- * read fence again (DESIGN §6.5, step 6). */
+ * to the end of the keyspace), and the region map's generation: each only
+ * grows, so the sum changes when any does (a split included: the key may
+ * be another log's then), and a failure in another region's log does not
+ * make this read fence again (DESIGN §6.5, step 6). */
 uint64_t svc_read_epoch(svc *s, pc_slice key);
 uint64_t svc_read_epoch_range(svc *s, pc_slice start, pc_slice end);
 /* How many of the mutations m[0..n) (engine keys), from m[0] on, are in

@@ -6,7 +6,8 @@
  * above the one asked, a term far above its own. Everything else reaches
  * libraft unchanged. Sent: an AppendEntries larger than the receivers'
  * frame check takes goes with the entries that fit. Noted: the commit
- * index the member's leader sent (its lag). The
+ * index the member's leader sent (its lag). A snapshot put is answered
+ * to libraft, then told to the host. The
  * guard sits on a stand-in I/O whose start hands the guard's receive
  * callback to the test; libraft's side is a stand-in struct raft (the
  * guard reads its state and term) and a receive callback that counts.
@@ -334,6 +335,91 @@ static void entries_overlapping_the_image_are_trimmed_or_dropped(void **state)
     assert_int_equal(x.g.trimmed, 2);
 }
 
+/* ---- a snapshot put: libraft's callback, then the host's (imaged) ---- */
+
+static struct raft_io_snapshot_put *inner_req; /* what the stand-in I/O was given */
+static raft_io_snapshot_put_cb inner_cb;
+static int inner_puts, inner_rv;
+
+static int inner_snapshot_put(struct raft_io *io, unsigned trailing,
+                              struct raft_io_snapshot_put *req,
+                              const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
+{
+    (void)io, (void)trailing, (void)snapshot;
+    inner_puts++;
+    if (inner_rv != 0)
+        return inner_rv;
+    inner_req = req;
+    inner_cb = cb;
+    req->cb = cb; /* as libraft's libuv I/O does */
+    return 0;
+}
+
+static struct raft_io_snapshot_put *done_req; /* what libraft's callback got */
+static int done_status, done_calls, imaged_calls, imaged_after_done;
+
+static void libraft_put_done(struct raft_io_snapshot_put *req, int status)
+{
+    done_req = req;
+    done_status = status;
+    done_calls++;
+}
+
+static void on_imaged(void *arg)
+{
+    (void)arg;
+    imaged_calls++;
+    imaged_after_done += done_calls > 0;
+}
+
+/* libraft's callback gets its own request and the status, then the host
+ * hears (raft_host.c images_follow aims the next image from the index
+ * libraft just recorded); a put the I/O refuses at once is answered by
+ * no callback and leaves no put in flight; a second put while one is in
+ * flight (libraft 0.15 makes none) is passed on as it is. */
+static void a_snapshot_put_is_answered_then_told(void **state)
+{
+    (void)state;
+    rig x;
+    rig_start(&x, RAFT_FOLLOWER, 3);
+    x.inner.snapshot_put = inner_snapshot_put;
+    x.g.imaged = on_imaged;
+    struct raft_snapshot snap = {.index = 40, .term = 3};
+    struct raft_io_snapshot_put req = {0}, other = {0};
+    inner_puts = inner_rv = done_calls = imaged_calls = imaged_after_done = 0;
+
+    assert_int_equal(x.g.io.snapshot_put(&x.g.io, 10, &req, &snap, libraft_put_done), 0);
+    assert_int_equal(inner_puts, 1);
+    assert_ptr_not_equal(inner_req, &req); /* the guard's own request */
+    /* A second one meanwhile goes through untouched, and is not told. */
+    assert_int_equal(x.g.io.snapshot_put(&x.g.io, 10, &other, &snap, libraft_put_done), 0);
+    assert_ptr_equal(inner_req, &other);
+    inner_cb(inner_req, 0);
+    assert_ptr_equal(done_req, &other);
+    assert_int_equal(imaged_calls, 0);
+    /* The first ends: libraft hears first, with its request and status. */
+    struct raft_io_snapshot_put *first = x.g.put_outer != NULL ? &x.g.put : NULL;
+    assert_non_null(first);
+    x.g.put.cb(&x.g.put, RAFT_CANCELED);
+    assert_ptr_equal(done_req, &req);
+    assert_int_equal(done_status, RAFT_CANCELED);
+    assert_int_equal(imaged_calls, 1);
+    assert_int_equal(imaged_after_done, 1);
+    assert_null(x.g.put_outer);
+
+    /* Refused at once: no callback, nothing in flight, the next one told. */
+    inner_rv = RAFT_NOMEM;
+    assert_int_equal(x.g.io.snapshot_put(&x.g.io, 10, &req, &snap, libraft_put_done), RAFT_NOMEM);
+    assert_null(x.g.put_outer);
+    inner_rv = 0;
+    done_calls = 0;
+    assert_int_equal(x.g.io.snapshot_put(&x.g.io, 10, &req, &snap, libraft_put_done), 0);
+    inner_cb(inner_req, 0);
+    assert_int_equal(done_calls, 1);
+    assert_int_equal(done_status, 0);
+    assert_int_equal(imaged_calls, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +430,7 @@ int main(void)
         cmocka_unit_test(an_append_larger_than_the_frame_check_takes_is_cut),
         cmocka_unit_test(the_leaders_commit_index_is_noted),
         cmocka_unit_test(entries_overlapping_the_image_are_trimmed_or_dropped),
+        cmocka_unit_test(a_snapshot_put_is_answered_then_told),
     };
     return cmocka_run_group_tests_name("raft_io guard: messages no member sends", tests, NULL,
                                        NULL);

@@ -487,7 +487,10 @@ static void a_split_is_a_map_every_member_installs_alike(void **state)
     assert_memory_equal(again.data, map.data, map.len);
     assert_string_equal(shape(rt), "1:1:|2:1:m|"); /* proposing changes nothing */
 
+    /* Each install moves the generation a read's epoch holds (replica.c). */
+    uint64_t gen = router_generation(rt);
     assert_int_equal(router_install(rt, map.data, map.len, NULL, NULL), 0);
+    assert_int_equal(router_generation(rt), gen + 1);
     assert_string_equal(shape(rt), "1:2:|3:2:f|2:1:m|");
     assert_ptr_equal(router_at(rt, 2), right); /* untouched: the same region */
     assert_ptr_not_equal(router_at(rt, 0), left);
@@ -627,9 +630,11 @@ static void a_malformed_map_is_refused(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pc_buf m = map_of(bad[i].next, bad[i].count, bad[i].ids, bad[i].epochs, bad[i].starts);
         assert_null(router_decode(m.data, m.len));
-        /* Installing it changes nothing. */
+        /* Installing it changes nothing, the generation neither. */
+        uint64_t gen = router_generation(rt);
         assert_int_equal(router_install(rt, m.data, m.len, NULL, NULL), -1);
         assert_string_equal(shape(rt), "1:1:|2:1:b|3:1:c|");
+        assert_int_equal(router_generation(rt), gen);
         pc_buf_free(&m);
     }
     pc_buf_free(&good);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "coordinator.h"
+#include "engine_replica.h"
 #include "keyspace.h"
 #include "one_shot.h"
 #include "reader.h"
@@ -350,12 +351,41 @@ typedef struct {
 typedef struct {
     replicator base;
     uint64_t term;
-    unsigned proposals;
-    uint64_t proposed_term;
+    unsigned proposals;     /* proposed or submitted */
+    uint64_t proposed_term; /* the last one's */
+    unsigned terms_not_its; /* proposals in another term than its own */
     uint64_t failures;      /* rp_failures' count */
     unsigned barriers;      /* read barriers asked */
     bool fail_in_barrier;   /* each barrier sees a proposal fail meanwhile */
+    /* Set: it applies what it takes as region 2's own log would
+     * (pc_apply_region_batch, its range from start), and counts keys of
+     * other regions. */
+    pc_session *apply;
+    pc_slice start;
+    uint64_t index;
+    unsigned outside;
 } stub_repl;
+
+static int key_outside(void *arg, const void *key, size_t len)
+{
+    stub_repl *st = arg;
+    st->outside += pc_key_cmp(key, len, st->start.data, st->start.len) < 0;
+    return 0;
+}
+
+/* Take a batch: counted, its term and keys noted, applied if asked. */
+static rp_rc stub_take(stub_repl *st, const void *batch, size_t len, uint64_t term)
+{
+    st->proposals++;
+    st->proposed_term = term;
+    st->terms_not_its += term != st->term;
+    if (st->apply == NULL)
+        return RP_OK;
+    assert_int_equal(pc_batch_keys(batch, len, key_outside, st), PC_OK);
+    pc_rc rc = pc_apply_region_batch(st->apply, 2, st->start, (pc_slice){NULL, 0}, batch, len,
+                                     ++st->index);
+    return rc == PC_OK ? RP_OK : RP_UNAVAILABLE;
+}
 
 static uint64_t stub_ready_term(replicator *r)
 {
@@ -365,20 +395,17 @@ static uint64_t stub_ready_term(replicator *r)
 static rp_rc stub_propose(replicator *r, const void *batch, size_t len, uint64_t term,
                           unsigned wait_ms)
 {
-    (void)batch;
-    (void)len;
     (void)wait_ms;
-    stub_repl *st = (stub_repl *)r;
-    st->proposals++;
-    st->proposed_term = term;
-    return RP_OK;
+    return stub_take((stub_repl *)r, batch, len, term);
 }
 
 static rp_rc stub_submit(replicator *r, const void *batch, size_t len, uint64_t term,
                          replicator_done done, void *arg)
 {
-    (void)r, (void)batch, (void)len, (void)term, (void)done, (void)arg;
-    return RP_UNAVAILABLE; /* the committer is not used here */
+    rp_rc rc = stub_take((stub_repl *)r, batch, len, term);
+    if (rc == RP_OK)
+        done(arg, RP_OK); /* applied: answered once */
+    return rc;
 }
 
 static rp_rc stub_read_barrier(replicator *r, unsigned wait_ms)
@@ -525,6 +552,66 @@ static void reads_fence_the_regions_they_cover(void **state)
     pc_buf_free(&v);
 }
 
+static void job_done(wb_job *j);
+
+/* The call sites, not a hand-made begin: a session's commit across both
+ * regions, a one-phase commit in region 2 and a blind write there go to
+ * region 2's stand-in (which applies them as its own log would) with
+ * region 2's keys only, every batch in its term, and read back whole
+ * (DESIGN §6.5, step 6). */
+static void writes_go_to_each_regions_log_in_its_term(void **state)
+{
+    local *l = *state;
+    svc *s = &l->s;
+    region *r2 = router_at(s->regions, 1);
+    replicator *own = r2->repl;
+    char mk[SVC_MAX_KEY + 8];
+    stub_repl stub = {.base = {&stub_ops}, .term = 7, .start = {mk, ks_user(mk, "m", 1)}};
+    assert_int_equal(pc_session_open(s->engine, &stub.apply), PC_OK);
+    r2->repl = &stub.base;
+
+    /* Two phases across the regions: region 2's prewrite and commit. */
+    const char *kv[] = {"a", "1", "n", "2", NULL};
+    txn *t = session_with(s, kv);
+    uint64_t cts = 0;
+    assert_int_equal(commit(s, t, &cts), PC_OK);
+    end(s, t, TXN_COMMITTED);
+    assert_int_equal(stub.proposals, 2);
+    must_read(s, "a", "1", cts);
+    must_read(s, "n", "2", cts);
+    /* One phase in region 2 alone. */
+    const char *kv2[] = {"n2", "3", "o", "4", NULL};
+    t = session_with(s, kv2);
+    assert_int_equal(commit(s, t, &cts), PC_OK);
+    end(s, t, TXN_COMMITTED);
+    assert_int_equal(stub.proposals, 3);
+    must_read(s, "o", "4", cts);
+    /* A blind write of region 2's key, through the committer. */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    int answered = 0;
+    job b = {.mu = &mu, .cv = &cv, .answered = &answered};
+    size_t kn = ks_user(b.key, "p", 1);
+    snprintf(b.value, sizeof b.value, "5");
+    b.m = (pc_mutation){PC_OP_PUT, {b.key, kn}, {b.value, 1}};
+    b.job.w.m = &b.m;
+    b.job.w.n = 1;
+    b.job.done = job_done;
+    assert_true(write_batch_submit(s->batch, &b.job));
+    pthread_mutex_lock(&mu);
+    while (answered < 1)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(b.job.w.rc, PC_OK);
+    assert_int_equal(stub.proposals, 4);
+    must_read(s, "p", "5", b.job.w.commit_ts);
+
+    assert_int_equal(stub.terms_not_its, 0);
+    assert_int_equal(stub.outside, 0);
+    r2->repl = own;
+    pc_session_close(stub.apply);
+}
+
 static void job_done(wb_job *j)
 {
     job *b = (job *)j;
@@ -601,6 +688,8 @@ int main(void)
                                         setup_two_regions, teardown),
         cmocka_unit_test_setup_teardown(reads_fence_the_regions_they_cover, setup_two_regions,
                                         teardown),
+        cmocka_unit_test_setup_teardown(writes_go_to_each_regions_log_in_its_term,
+                                        setup_two_regions, teardown),
         cmocka_unit_test_setup_teardown(blind_writes_commit_in_rounds_in_arrival_order, setup,
                                         teardown),
     };
