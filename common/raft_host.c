@@ -1082,6 +1082,7 @@ static int decide(raft_host *h, start_mode *mode)
     raft_member_probe answers[RAFT_PEERS_MAX];
     for (unsigned round = 0; !stop_asked(h); round++) {
         size_t n = 0, said = 0;
+        uint64_t began = time_mono_ms();
         for (size_t i = 0; i < h->cfg.npeers; i++)
             if (h->peers[i].id != h->cfg.id) {
                 ask(h, &h->peers[i], &answers[n]);
@@ -1129,8 +1130,14 @@ static int decide(raft_host *h, start_mode *mode)
                          : "waiting for a majority of the members to tell whether the group "
                            "exists",
                      said, n);
-        for (int k = 0; k < 10 && !stop_asked(h); k++)
-            time_sleep_ms(100);
+        /* A round a second, the asks' own waits included: a member
+         * started before the others spends its first round waiting for
+         * answers that cannot come yet, and a second more would find the
+         * others, which heard it at once, bootstrapped and past their
+         * first election (it then joins as a new incarnation, where it
+         * could have bootstrapped with them). */
+        while (time_mono_ms() - began < 1000 && !stop_asked(h))
+            time_sleep_ms(50);
     }
     snprintf(h->loop_err, sizeof h->loop_err, "stopped while waiting for the other members");
     return -1;
