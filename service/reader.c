@@ -117,8 +117,8 @@ again:;
         if (round == 64)
             return PC_LOCKED; /* c names the last lock or commit met */
         rc = pc_get_latest(ps, key, step_over, value, commit_ts, c);
-        uint64_t now = svc_read_epoch(s, key);
-        if (rc != PC_LOCKED && now != epoch) {
+        uint64_t now = rc != PC_LOCKED ? svc_read_epoch(s, key) : epoch; /* a lock: no look */
+        if (now != epoch) {
             /* See fence_again; a caller that may not wait hands it on. */
             if (!may_wait) {
                 *c = (pc_conflict){0};
