@@ -127,6 +127,27 @@ static tls_server *node_creds(fixture *f, int i)
     return t;
 }
 
+/* Whether member m of group g is a voter of the group within 60 s (what
+ * it is then in *st). */
+static bool votes_within_a_minute(fixture *f, int g, int m, raft_node_status *st)
+{
+    for (int i = 0; i < 600; i++) {
+        raft_node_get_status(f->nodes[g][m], st);
+        if (strcmp(st->membership, "voter") == 0)
+            return true;
+        time_sleep_ms(100);
+    }
+    return false;
+}
+
+/* Until member m of group g is a voter of the group (60 s at most). */
+static void wait_voter(fixture *f, int g, int m)
+{
+    raft_node_status st;
+    if (!votes_within_a_minute(f, g, m, &st))
+        fail_msg("group %d member %d is still %s", g, m + 1, st.membership);
+}
+
 static int setup_with(void **state, bool tls)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -158,6 +179,20 @@ static int setup_with(void **state, bool tls)
                 fprintf(stderr, "group %d member %d: %s\n", g, m + 1, err);
                 return teardown(state), -1;
             }
+    /* Every group whole before a test stops any member: a member that asked
+     * before the others were up may have found its group elected since and
+     * joined as a new incarnation (raft_identity.h). Until the leader has
+     * promoted it only two of the group's voters run (the third is the old
+     * incarnation, or was removed): one of them stopped leaves the other
+     * no majority, and the group no leader for good (DESIGN §6.5). */
+    for (int g = 0; g < GROUPS; g++)
+        for (int m = 0; m < NODES; m++) {
+            raft_node_status st;
+            if (!votes_within_a_minute(f, g, m, &st)) {
+                fprintf(stderr, "group %d member %d is still %s\n", g, m + 1, st.membership);
+                return teardown(state), -1;
+            }
+        }
     return 0;
 }
 
@@ -232,19 +267,6 @@ static void test_groups_share_one_connection_per_pair_of_nodes(void **state)
         }
     for (int g = 2; g < GROUPS; g++)
         group_answers(f, g, NULL, NULL);
-}
-
-/* Until member m of group g is a voter of the group (60 s at most). */
-static void wait_voter(fixture *f, int g, int m)
-{
-    raft_node_status st;
-    for (int i = 0; i < 600; i++) {
-        raft_node_get_status(f->nodes[g][m], &st);
-        if (strcmp(st.membership, "voter") == 0)
-            return;
-        time_sleep_ms(100);
-    }
-    fail_msg("group %d member %d is still %s", g, m + 1, st.membership);
 }
 
 /* The raft id in member m of group g's member file. */
