@@ -32,6 +32,7 @@ typedef struct {
     uint64_t region;          /* whose log: its index is read and recorded */
     uint64_t index;
     bool last;      /* records the index (an image's last part, or a whole batch) */
+    bool image;     /* its rows replace the store's (an image's part) */
     bool skipped;
     uint64_t safe_point; /* raised to this (0: not) */
 } apply_args;
@@ -137,6 +138,18 @@ static pc_rc raise_safe_point(pc_session *s, apply_args *a, uint64_t value)
     return rc;
 }
 
+/* A region row: a batch's raises its epoch (split.c: a second split
+ * from the same state is refused whole, on every replica alike); an
+ * image's is the row as it was where the image was taken. */
+static pc_rc set_region(pc_session *s, const apply_args *a, const pc_batch_op *o)
+{
+    pc_region_row r;
+    if (!pc_region_row_decode(pc_get_be64(o->key), o->val, o->vlen, &r))
+        return PC_INVALID; /* pc_batch_next decoded it: cannot happen */
+    pc_rc rc = a->image ? PC_OK : pc_region_rows_rise(s, &r);
+    return rc == PC_OK ? pc_region_row_put(s, &r) : rc;
+}
+
 static pc_rc apply_body(pc_session *s, void *arg)
 {
     apply_args *a = arg;
@@ -164,6 +177,8 @@ static pc_rc apply_body(pc_session *s, void *arg)
             rc = raise_safe_point(s, a, o.ts);
         else if (o.op == PC_BATCH_SET_META)
             rc = pc_named_put(s, o.key, o.klen, o.val, o.vlen);
+        else if (o.op == PC_BATCH_SET_REGION)
+            rc = set_region(s, a, &o);
         else
             pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
     }
@@ -244,7 +259,7 @@ pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len
         return PC_INVALID;
     const uint8_t *from = (const uint8_t *)batch + PC_BATCH_HEADER,
                   *end = (const uint8_t *)batch + len;
-    apply_args a = {from, end, region, index, true, false, 0};
+    apply_args a = {from, end, region, index, true, replace, false, 0};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
@@ -262,14 +277,17 @@ pc_rc pc_apply_batch(pc_session *s, const void *batch, size_t len, uint64_t inde
 }
 
 /* fn of pc_batch_each: a region's batch puts and deletes rows of its
- * range only, and sets no named value (those are the node's, and no
- * region's image carries them: a replica that caught up by one would miss
- * it). One pass checks both. */
+ * range only, sets region rows inside its range only (a range only
+ * narrows; which rows: split.c), and no named value (those are the
+ * node's, and no region's image carries them: a replica that caught up
+ * by one would miss it). One pass checks all. */
 static int region_op_ok(void *arg, const pc_batch_op *o)
 {
     const pc_key_range *r = arg;
     if (o->op == PC_BATCH_SET_META)
         return -1;
+    if (o->op == PC_BATCH_SET_REGION)
+        return pc_region_op_inside(o, 0, r) ? 0 : -1;
     if (o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL)
         return 0; /* a timestamp or the safe point: no row */
     return pc_range_has(r, o->table, o->key, o->klen) ? 0 : -1;
@@ -279,7 +297,8 @@ pc_rc pc_apply_region_batch(pc_session *s, uint64_t region, pc_slice start, pc_s
                             const void *batch, size_t len, uint64_t index)
 {
     pc_key_range r = {start, end};
-    if (region == 0 || !pc_range_ok(&r) || pc_batch_each(batch, len, region_op_ok, &r) != PC_OK)
+    if (region == 0 || !pc_range_ok(&r) || pc_batch_each(batch, len, region_op_ok, &r) != PC_OK ||
+        !pc_region_rows_check(batch, len, region, &r))
         return PC_INVALID; /* before the transaction: nothing written, the index stays */
     return pc_apply_ops(s, region, batch, len, index, false, NULL);
 }

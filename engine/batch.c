@@ -13,9 +13,11 @@
  *   5 SET_META   name length (u32), name, value length (u32), value: a
  *                named value of the service's (meta.c), such as the
  *                region map
+ *   6 SET_REGION id (u64), value length (u32), value: region id's range
+ *                and epoch (region_rows.c), well formed
  * Integers big-endian; tables are data, lock, write, notify (0..3) — the
  * meta table is written only by the applier (the applied index, the
- * timestamp floor, the named values). Decoding is strict: a batch is applied whole or not
+ * timestamp floor, the named values, the region rows). Decoding is strict: a batch is applied whole or not
  * at all.
  */
 #include <string.h>
@@ -126,6 +128,22 @@ pc_rc pc_batch_set_meta(pc_buf *b, const char *name, const void *v, size_t vlen)
     return rc == PC_OK ? append_bytes(b, v, vlen) : rc;
 }
 
+pc_rc pc_batch_set_region(pc_buf *b, const pc_region_row *r)
+{
+    uint8_t id[8];
+    pc_buf v = {0};
+    pc_rc rc = r != NULL ? pc_region_row_encode(r, &v) : PC_INVALID;
+    if (rc == PC_OK)
+        rc = begin_op(b, PC_BATCH_SET_REGION);
+    pc_put_be64(id, rc == PC_OK ? r->id : 0);
+    if (rc == PC_OK && pc_buf_append(b, id, 8) != PC_OK)
+        rc = PC_NOMEM;
+    if (rc == PC_OK)
+        rc = append_bytes(b, v.data, v.len);
+    pc_buf_free(&v);
+    return rc;
+}
+
 /* A length and the bytes after it, into *at and *len; false when they
  * do not fit before end. */
 static bool take_bytes(const uint8_t **q, const uint8_t *end, const uint8_t **at, size_t *len)
@@ -156,6 +174,17 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
         if (!take_bytes(&q, end, &o->key, &o->klen) || o->klen == 0 ||
             o->klen > PC_META_NAME_MAX || memchr(o->key, 0, o->klen) != NULL ||
             !take_bytes(&q, end, &o->val, &o->vlen))
+            return false;
+        *p = q;
+        return true;
+    }
+    if (o->op == PC_BATCH_SET_REGION) {
+        pc_region_row r;
+        if (end - q < 8)
+            return false;
+        o->key = q, o->klen = 8, q += 8;
+        if (!take_bytes(&q, end, &o->val, &o->vlen) ||
+            !pc_region_row_decode(pc_get_be64(o->key), o->val, o->vlen, &r))
             return false;
         *p = q;
         return true;

@@ -102,6 +102,56 @@ pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *
 pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
                               const void *image, size_t len);
 
+/* ---- region rows (region_rows.c, split.c; docs/DESIGN.md §6.5 step 6) ----
+ * A region's range and epoch as the store knows them (TiKV's region
+ * state): a row per region, set by a SET_REGION of the region's own log,
+ * so every replica changes it at the same index, and carried by the
+ * region's image. A region's batch sets rows inside its range only: its
+ * own row, or a split's (the rows of its parts, covering its range, each
+ * at an epoch above the stored one: split.c); an
+ * image sets its own region's row, and its install replaces the range
+ * that row names, not the range the replica had: a replica that missed a
+ * split, installing the parent's later image, then keeps its hands off
+ * the new region's rows on this node and takes the narrower range. A
+ * region's image is of the range its row names in the image's snapshot
+ * (the range the caller gives only when it has none), so an image taken
+ * while a split applies is one range and the row that names it. */
+typedef struct {
+    uint64_t id;     /* 1, 2, ...; never 0 */
+    uint64_t epoch;  /* >= 1: raised by each change of its range */
+    pc_slice start;  /* the first key in it (empty: the smallest key) */
+    pc_slice end;    /* the first key past it; data NULL: to the end */
+} pc_region_row;
+/* Whether r is a region: an id and an epoch, keys of at most PC_KEY_MAX
+ * bytes, an end (if any) above its start. */
+bool pc_region_row_ok(const pc_region_row *r);
+/* Append "region r->id is r" to batch. PC_INVALID: r is not a region. */
+pc_rc pc_batch_set_region(pc_buf *batch, const pc_region_row *r);
+/* Region id's row, its keys pointing into mem (emptied first; the
+ * caller's to free): PC_NOT_FOUND when none was set. */
+pc_rc pc_region_row_get(pc_session *s, uint64_t id, pc_region_row *out, pc_buf *mem);
+/* The split of a region in its own log (split.c; TiKV's BatchSplit): into
+ * batch (appended to; as it was on failure), the rows of region cut
+ * before each of keys[0..n) (increasing, each inside the region's range
+ * and above its start), the left part keeping the id, part i + 1 taking
+ * ids[i] (new: no row holds it), every part the stored epoch plus one.
+ * Read from the store as it is now (on the leader, which proposes it);
+ * applied as a batch of region's log, it sets every part's row on each
+ * replica at the same index, or (another change of the region's row came
+ * first: its epoch) on none. PC_INVALID: no row for region, a key outside
+ * or out of order, an id taken, 0 or repeated, more than
+ * PC_SPLIT_MAX_KEYS keys, or s proposing. */
+#define PC_SPLIT_MAX_KEYS 16
+pc_rc pc_region_split(pc_session *s, uint64_t region, const pc_slice *keys, const uint64_t *ids,
+                      size_t n, pc_buf *batch);
+/* Each row a batch sets, in its order, to fn (its keys point into the
+ * batch); fn returns non-zero to stop. PC_INVALID: not a batch. */
+pc_rc pc_batch_region_rows(const void *batch, size_t len,
+                           int (*fn)(void *arg, const pc_region_row *r), void *arg);
+/* Every row in id order, read in one snapshot, then to fn (its keys
+ * valid during the call); fn returns non-zero to stop. */
+pc_rc pc_region_rows_each(pc_session *s, int (*fn)(void *arg, const pc_region_row *r), void *arg);
+
 /* ---- named values (meta.c, docs/DESIGN.md §6.2) ----
  * A value the service keeps with the replicated state under a name (the
  * region map): set by a batch, so every member sets it at the same index

@@ -17,8 +17,10 @@
  *
  * A region's image (docs/DESIGN.md §6.5 step 3: a Raft group per region,
  * every region's log applying into the node's one store) is the same for
- * its range of keys only, with its own log's applied index, and no named
- * values (they are the node's); installing one replaces that range only.
+ * its range of keys only, with its own log's applied index and its region
+ * row if it has one (SET_REGION: its range and epoch, region_rows.c), and
+ * no named values (they are the node's); installing one replaces the
+ * range its row names (the replica's own range, without one) only.
  */
 #include "engine_replica.h"
 #include "internal.h"
@@ -57,15 +59,38 @@ static pc_rc image_table(pc_session *s, WT_CURSOR *c, int t, const pc_key_range 
 
 #define INDEX_LEN 8
 
-/* The rows (of range, with one), the highest timestamp (max_ts), the
- * safe point and (the whole store's) the named values, read in s's
- * transaction, after the applied index (already read) in out. */
-static pc_rc image_rows(pc_session *s, const pc_key_range *range, uint64_t applied,
-                        uint64_t max_ts, pc_buf *out)
+/* A region's image is of the range its row names, in the same snapshot
+ * (the caller's range only without a row): an image is then always one
+ * range and the row that says so, whatever range the caller had in mind
+ * while a split changed it. The row goes first into batch; *range then
+ * points at its keys, in mem. */
+static pc_rc image_region_row(pc_session *s, uint64_t region, pc_key_range *range, pc_buf *mem,
+                              pc_buf *batch)
+{
+    pc_region_row r;
+    pc_rc rc = pc_region_row_read(s, region, &r, mem);
+    if (rc == PC_NOT_FOUND)
+        return PC_OK;
+    if (rc == PC_OK)
+        rc = pc_batch_set_region(batch, &r);
+    if (rc == PC_OK)
+        *range = (pc_key_range){r.start, r.end};
+    return rc;
+}
+
+/* The rows (of range, with one: a region's, region's row first), the
+ * highest timestamp (max_ts), the safe point and the whole store's named
+ * values, read in s's transaction, after the applied index (already
+ * read) in out. */
+static pc_rc image_rows(pc_session *s, uint64_t region, const pc_key_range *range,
+                        uint64_t applied, uint64_t max_ts, pc_buf *out)
 {
     WT_CURSOR *tables[] = {s->data, s->lock, s->write, s->notify};
-    pc_buf batch = {0};
-    pc_rc rc = PC_OK;
+    pc_buf batch = {0}, mem = {0};
+    pc_key_range own = range != NULL ? *range : (pc_key_range){{NULL, 0}, {NULL, 0}};
+    pc_rc rc = range != NULL ? image_region_row(s, region, &own, &mem, &batch) : PC_OK;
+    if (range != NULL)
+        range = &own;
     for (int t = 0; t < 4 && rc == PC_OK; t++)
         rc = image_table(s, tables[t], t, range, &batch);
     if (rc == PC_OK)
@@ -83,6 +108,7 @@ static pc_rc image_rows(pc_session *s, const pc_key_range *range, uint64_t appli
                         pc_buf_append(out, batch.data, batch.len) != PC_OK))
         rc = PC_NOMEM;
     pc_buf_free(&batch);
+    pc_buf_free(&mem);
     return rc;
 }
 
@@ -91,7 +117,8 @@ static pc_rc take_body(pc_session *s, void *arg)
     take_args *a = arg;
     a->out->len = 0; /* a retried transaction starts over */
     pc_rc rc = pc_read_region_applied(s, a->region, a->applied);
-    return rc == PC_OK ? image_rows(s, a->range, *a->applied, pc_store_max_ts(s->e), a->out)
+    return rc == PC_OK ? image_rows(s, a->region, a->range, *a->applied,
+                                    pc_store_max_ts(s->e), a->out)
                        : rc;
 }
 
@@ -117,6 +144,7 @@ pc_rc pc_region_image_pin(pc_session *s, uint64_t region, uint64_t *applied)
         return rc;
     }
     s->pin_max_ts = pc_store_max_ts(s->e); /* raised by applies only, which wait */
+    s->pin_region = region;
     s->pinned = true;
     *applied = s->pin_applied;
     return PC_OK;
@@ -127,7 +155,7 @@ pc_rc pc_image_fill(pc_session *s, pc_buf *out)
     if (!s->pinned)
         return PC_INVALID;
     out->len = 0;
-    return image_rows(s, NULL, s->pin_applied, s->pin_max_ts, out);
+    return image_rows(s, 0, NULL, s->pin_applied, s->pin_max_ts, out);
 }
 
 pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *out)
@@ -136,7 +164,7 @@ pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *
     if (!s->pinned || out == NULL || !pc_range_ok(&r))
         return PC_INVALID;
     out->len = 0;
-    return image_rows(s, &r, s->pin_applied, s->pin_max_ts, out);
+    return image_rows(s, s->pin_region, &r, s->pin_applied, s->pin_max_ts, out);
 }
 
 pc_rc pc_image_unpin(pc_session *s)
@@ -185,15 +213,40 @@ pc_rc pc_image_install(pc_session *s, const void *image, size_t len)
                         NULL);
 }
 
-/* A region's image holds rows of its range, the highest timestamp and
- * the safe point, nothing else: checked whole before anything of the
- * range is removed, so that an image of another range, or one that
- * would write beside it, changes nothing. */
+/* The range a region's image replaces: the one its row names, inside
+ * the replica's own (a range only narrows: a split the replica missed),
+ * or without a row the replica's own. An image holds one row at most,
+ * its region's: -1 for any other SET_REGION. */
+typedef struct {
+    pc_region_check own;   /* the region and the replica's range */
+    pc_key_range named;    /* out: the image's row's range */
+    uint64_t epoch;        /* out: the image's row's epoch; 0: it has none */
+} image_row_args;
+
+static int image_row_of(void *arg, const pc_batch_op *o)
+{
+    image_row_args *a = arg;
+    pc_region_row r;
+    if (o->op != PC_BATCH_SET_REGION)
+        return 0;
+    if (a->epoch != 0 || !pc_region_op_inside(o, a->own.region, a->own.range) ||
+        !pc_region_row_decode(pc_get_be64(o->key), o->val, o->vlen, &r))
+        return -1;
+    a->named = (pc_key_range){r.start, r.end};
+    a->epoch = r.epoch;
+    return 0;
+}
+
+/* A region's image holds rows of the range it replaces, the highest
+ * timestamp, the safe point and its row, nothing else: checked whole
+ * before anything of the range is removed, so that an image of another
+ * range, or one that would write beside it, changes nothing. */
 static int range_op_ok(void *arg, const pc_batch_op *o)
 {
     const pc_key_range *r = arg;
-    if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT)
-        return 0;
+    if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT ||
+        o->op == PC_BATCH_SET_REGION)
+        return 0; /* the row: image_row_of */
     return o->op == PC_BATCH_PUT && pc_range_has(r, o->table, o->key, o->klen) ? 0 : -1;
 }
 
@@ -205,11 +258,15 @@ pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc
         return PC_INVALID;
     const uint8_t *batch = (const uint8_t *)image + INDEX_LEN;
     uint64_t index = pc_get_be64(image);
-    if (pc_batch_each(batch, len - INDEX_LEN, range_op_ok, &r) != PC_OK)
+    image_row_args a = {{region, &r}, {{NULL, 0}, {NULL, 0}}, 0};
+    if (pc_batch_each(batch, len - INDEX_LEN, image_row_of, &a) != PC_OK)
+        return PC_INVALID;
+    const pc_key_range *replace = a.epoch != 0 ? &a.named : &r;
+    if (pc_batch_each(batch, len - INDEX_LEN, range_op_ok, (void *)replace) != PC_OK)
         return PC_INVALID;
     if (index == 0) /* an image of a region that applied nothing */
         return PC_OK;
-    return pc_apply_ops(s, region, batch, len - INDEX_LEN, index, true, &r);
+    return pc_apply_ops(s, region, batch, len - INDEX_LEN, index, true, replace);
 }
 
 uint64_t pc_image_index(const void *image, size_t len)

@@ -96,7 +96,7 @@ struct pc_session {
     pc_latches *latches;          /* propose mode: held until the caller releases
                                      them (latch_session.c); NULL: none */
     bool pinned;                  /* an image's transaction is open (image.c) */
-    uint64_t pin_applied, pin_max_ts;
+    uint64_t pin_region, pin_applied, pin_max_ts;
 };
 
 /* ---- batch.c: appending to a write batch ---- */
@@ -109,12 +109,14 @@ enum {
     PC_BATCH_DEL = 2,
     PC_BATCH_RAISE_TS = 3,
     PC_BATCH_RAISE_SAFE_POINT = 4,
-    PC_BATCH_SET_META = 5
+    PC_BATCH_SET_META = 5,
+    PC_BATCH_SET_REGION = 6
 };
 #define PC_BATCH_HEADER 8         /* "pcB1" and the number of operations */
 typedef struct {
     uint8_t op, table;            /* table: 0..3, data lock write notify */
-    const uint8_t *key, *val;     /* SET_META: the name and the value */
+    const uint8_t *key, *val;     /* SET_META: the name and the value; SET_REGION:
+                                   * the id (8 bytes) and the row (region_rows.c) */
     size_t klen, vlen;
     uint64_t ts;                  /* PC_BATCH_RAISE_TS, _SAFE_POINT: the value */
 } pc_batch_op;
@@ -158,6 +160,28 @@ bool pc_range_has(const pc_key_range *r, int table, const void *key, size_t len)
 /* Whether r's keys are keys (at most PC_KEY_MAX bytes each). */
 bool pc_range_ok(const pc_key_range *r);
 pc_rc pc_range_seek(pc_session *s, WT_CURSOR *c, int table, const pc_key_range *r);
+
+/* region_rows.c: a region row as the bytes of its value, and back (a
+ * SET_REGION's id and value; false: not a well-formed region); set and
+ * read one in the session's transaction (PC_NOT_FOUND: none; the row
+ * read points into mem). */
+pc_rc pc_region_row_encode(const pc_region_row *r, pc_buf *out);
+bool pc_region_row_decode(uint64_t id, const void *value, size_t len, pc_region_row *out);
+pc_rc pc_region_row_put(pc_session *s, const pc_region_row *r);
+pc_rc pc_region_row_read(pc_session *s, uint64_t id, pc_region_row *out, pc_buf *mem);
+/* Whether a SET_REGION (checked) sets a row (region's own; with 0, any)
+ * to a range inside range: what a region's batch and image may set. */
+typedef struct {
+    uint64_t region;
+    const pc_key_range *range;
+} pc_region_check;
+bool pc_region_op_inside(const pc_batch_op *o, uint64_t region, const pc_key_range *range);
+/* split.c: whether the rows a region's batch sets are its own, or a
+ * split of its range (checked before it applies); whether a batch's row
+ * raises the stored epoch (in the transaction: PC_INVALID when not). */
+bool pc_region_rows_check(const void *batch, size_t len, uint64_t region,
+                          const pc_key_range *range);
+pc_rc pc_region_rows_rise(pc_session *s, const pc_region_row *r);
 /* Apply a checked batch as number index of region's log (0: the node's
  * one log; apply.c). replace: an image (image.c), which first empties the
  * tables, or with range only that range of them (a region's image). */

@@ -28,7 +28,7 @@ FUZZ_SRC_utf8     = service/codec.c
 FUZZ_SRC_percent  =
 FUZZ_SRC_records  = engine/records.c
 FUZZ_SRC_batch    = engine/batch.c engine/records.c engine/batch_changes.c engine/batch_keys.c \
-                    engine/keys.c
+                    engine/keys.c engine/region_codec.c
 FUZZ_SRC_keys     = engine/keys.c
 FUZZ_SRC_hwm      = oracle/hwm.c
 FUZZ_SRC_flags    =

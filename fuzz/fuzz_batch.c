@@ -10,7 +10,9 @@
  * feed's decoder (pc_batch_changes, engine/changes.c) reads every batch
  * without a crash or an overread; on a checked one it tells at most one
  * change per write-table PUT, each a put or delete with a key inside
- * PC_KEY_MAX and a short value only on a put. The router's decoder
+ * PC_KEY_MAX and a short value only on a put. A region row (SET_REGION)
+ * decodes to a well-formed region and encodes back to its bytes. The
+ * router's decoder
  * (pc_batch_keys, engine/batch_keys.c) likewise: at most one key per PUT
  * or DEL, each inside PC_KEY_MAX, and PC_INVALID for what the checker
  * refuses.
@@ -79,6 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 name[o.klen] = '\0';
                 FUZZ_CHECK(strlen(name) == o.klen); /* no NUL in a name */
                 FUZZ_CHECK(pc_batch_set_meta(&again, name, o.val, o.vlen) == PC_OK);
+                continue;
+            }
+            if (o.op == PC_BATCH_SET_REGION) {
+                pc_region_row r;
+                FUZZ_CHECK(o.klen == 8);
+                FUZZ_CHECK(pc_region_row_decode(pc_get_be64(o.key), o.val, o.vlen, &r));
+                FUZZ_CHECK(pc_region_row_ok(&r));
+                FUZZ_CHECK(pc_batch_set_region(&again, &r) == PC_OK);
                 continue;
             }
             FUZZ_CHECK(o.table < 4 && o.klen > 0);

@@ -39,8 +39,10 @@ static char entry_skipped;
 
 struct raft_group {
     replicator base;            /* first: the service's write path (replicator.h) */
-    raft_group_config cfg;      /* its start and end: copies, in keys */
-    pc_buf keys;                /* a region's start, then its end */
+    raft_group_config cfg;      /* its start and end: copies, in keys; loop thread */
+    pc_buf keys;                /* a region's start, then its end (its row's, once the
+                                   store has one: follow_row) */
+    uint64_t epoch;             /* its row's epoch; 0: none yet */
     char kind[32];              /* "service", or "region N": logs, and the group's id */
     raft_host *host;            /* libraft on its loop thread (common/raft_host.h) */
     struct raft_fsm fsm;
@@ -48,6 +50,8 @@ struct raft_group {
     pc_session *image_session;  /* a snapshot's image: pinned on the loop thread, read on
                                    libraft's worker (fsm_snapshot_async), one at a time */
     pc_buf image;               /* the image being taken, owned until finalized */
+    pc_buf image_keys;          /* the range it was pinned with (the worker's copy) */
+    pc_slice image_start, image_end;
     struct raft_buffer image_buf;/* what libraft is given of it */
 
     uint64_t term_seen;         /* loop thread: for the elections counter */
@@ -98,6 +102,57 @@ static pc_rc apply_batch(raft_group *g, const void *batch, size_t len, uint64_t 
                                  batch, len, index);
 }
 
+/* The range as the group's own copy: [start, end) into keys (end.data
+ * NULL: to the end), start and end pointing into it. */
+static pc_rc copy_range(pc_slice start, pc_slice end, pc_buf *keys, pc_slice *kstart,
+                        pc_slice *kend)
+{
+    keys->len = 0;
+    if (pc_buf_append(keys, start.data, start.len) != PC_OK ||
+        (end.data != NULL && pc_buf_append(keys, end.data, end.len) != PC_OK))
+        return PC_NOMEM;
+    *kstart = (pc_slice){keys->data != NULL ? keys->data : "", start.len};
+    *kend = end.data != NULL ? (pc_slice){keys->data + start.len, end.len} : (pc_slice){NULL, 0};
+    return PC_OK;
+}
+
+/* A region's range follows its row (DESIGN §6.5 step 6 (f)): read again
+ * after an entry that set a row and after an image, so a split in the
+ * region's log narrows it on every replica at the same index, and a
+ * replica that missed the split takes the image's range. Loop thread. */
+static pc_rc follow_row(raft_group *g)
+{
+    pc_buf mem = {0};
+    pc_region_row r;
+    pc_rc rc = pc_region_row_get(g->apply_session, g->cfg.region, &r, &mem);
+    if (rc == PC_OK && r.epoch != g->epoch) {
+        pc_buf keys = {0};
+        pc_slice start, end;
+        rc = copy_range(r.start, r.end, &keys, &start, &end);
+        if (rc == PC_OK) {
+            pc_buf_free(&g->keys);
+            g->keys = keys;
+            g->cfg.start = start;
+            g->cfg.end = end;
+            g->epoch = r.epoch;
+            log_info("%s raft: its range is its row's at epoch %llu (%zu-byte start, %s)",
+                     g->kind, (unsigned long long)r.epoch, r.start.len,
+                     r.end.data != NULL ? "an end" : "to the end of the keyspace");
+        } else {
+            pc_buf_free(&keys);
+        }
+    }
+    pc_buf_free(&mem);
+    return rc == PC_NOT_FOUND ? PC_OK : rc;
+}
+
+static int sets_row(void *arg, const pc_region_row *r)
+{
+    (void)r;
+    *(bool *)arg = true;
+    return 1;
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     raft_group *g = fsm->data;
@@ -114,6 +169,10 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     pc_rc rc = len <= buf->len - ENTRY_HEADER
                    ? apply_batch(g, p + ENTRY_HEADER, (size_t)len, index)
                    : PC_INVALID;
+    bool row = false;
+    if (rc == PC_OK && g->cfg.region != 0 &&
+        pc_batch_region_rows(p + ENTRY_HEADER, (size_t)len, sets_row, &row) == PC_OK && row)
+        rc = follow_row(g);
     if (rc == PC_OK && hear->batch != NULL)
         hear->batch(hear->arg, p + ENTRY_HEADER, (size_t)len);
     if (hear->end != NULL)
@@ -136,7 +195,9 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         metrics_inc(g->m_skipped, 1);
         log_error("%s raft: entry %llu (%zu bytes: %s...) is not a write batch%s: skipped, as "
                   "on every member", g->kind, (unsigned long long)index, buf->len, hex,
-                  g->cfg.region != 0 ? " of the region's (its keys, no named value)" : "");
+                  g->cfg.region != 0 ? " of the region's (its keys, its rows or a split of "
+                                       "them at a new epoch, no named value)"
+                                     : "");
         return 0;
     }
     log_error("%s raft: entry %llu (%zu bytes: %s..., batch %llu bytes) cannot be applied",
@@ -160,6 +221,14 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
     raft_group *g = fsm->data;
     uint64_t at = 0;
     pc_rc rc = pc_region_image_pin(g->image_session, g->cfg.region, &at);
+    /* The worker reads the range as it is now; the loop may change the
+     * group's own meanwhile (a split applied). */
+    if (rc == PC_OK && g->cfg.region != 0 &&
+        copy_range(g->cfg.start, g->cfg.end, &g->image_keys, &g->image_start, &g->image_end) !=
+            PC_OK) {
+        (void)pc_image_unpin(g->image_session);
+        rc = PC_NOMEM;
+    }
     if (rc != PC_OK) {
         log_warn("%s raft: no snapshot taken: cannot pin the store's state (%d)", g->kind,
                  (int)rc);
@@ -178,7 +247,8 @@ static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
     struct raft_buffer *b = &g->image_buf;
     pc_rc rc = g->cfg.region == 0
                    ? pc_image_fill(g->image_session, &g->image)
-                   : pc_region_image_fill(g->image_session, g->cfg.start, g->cfg.end, &g->image);
+                   : pc_region_image_fill(g->image_session, g->image_start, g->image_end,
+                                          &g->image);
     pc_rc unpinned = pc_image_unpin(g->image_session); /* the rows are read: let go */
     if (rc != PC_OK || unpinned != PC_OK) {
         log_warn("%s raft: no snapshot taken: cannot read the store's image (%d)", g->kind,
@@ -207,6 +277,7 @@ static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[
     *bufs = NULL;
     *n = 0;
     pc_buf_free(&g->image);
+    pc_buf_free(&g->image_keys);
     return 0;
 }
 
@@ -228,6 +299,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     pc_rc rc = region == 0 ? pc_image_install(g->apply_session, buf->base, buf->len)
                            : pc_region_image_install(g->apply_session, region, g->cfg.start,
                                                      g->cfg.end, buf->base, buf->len);
+    if (rc == PC_OK && region != 0)
+        rc = follow_row(g); /* the image's range, if it narrowed ours */
     if (rc != PC_OK) {
         log_error("%s raft: a snapshot of %zu bytes cannot be installed", g->kind, buf->len);
         g->cfg.apply_failed("installing a raft snapshot", rc);
@@ -428,16 +501,12 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     if (cfg->region != 0) {
         /* the range's keys, the group's own (start, then end) */
         snprintf(g->kind, sizeof g->kind, "region %llu", (unsigned long long)cfg->region);
-        if (pc_buf_append(&g->keys, cfg->start.data, cfg->start.len) != PC_OK ||
-            (cfg->end.data != NULL &&
-             pc_buf_append(&g->keys, cfg->end.data, cfg->end.len) != PC_OK)) {
+        if (copy_range(cfg->start, cfg->end, &g->keys, &g->cfg.start, &g->cfg.end) != PC_OK) {
             snprintf(err, errlen, "out of memory");
+            pc_buf_free(&g->keys);
             free(g);
             return -1;
         }
-        g->cfg.start.data = g->keys.data;
-        if (cfg->end.data != NULL)
-            g->cfg.end.data = (const char *)g->keys.data + cfg->start.len;
         m = NULL; /* one group's series would overwrite another's */
     }
     /* A new leader refuses writes until its first barrier is applied: the
@@ -450,6 +519,13 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
     if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK ||
         pc_session_open(cfg->engine, &g->image_session) != PC_OK) {
         snprintf(err, errlen, "cannot open a storage session for the raft applier");
+        goto fail;
+    }
+    /* The store's row, once it has one, is the range: the configuration's
+     * is where the region began (a split since narrowed it). */
+    if (cfg->region != 0 && follow_row(g) != PC_OK) {
+        snprintf(err, errlen, "cannot read region %llu's row in the store",
+                 (unsigned long long)cfg->region);
         goto fail;
     }
     memset(&g->fsm, 0, sizeof(g->fsm));
@@ -503,6 +579,7 @@ void raft_group_stop(raft_group *g)
     pc_session_close(g->apply_session);
     pc_session_close(g->image_session); /* its transaction, if a snapshot never finished */
     pc_buf_free(&g->image);
+    pc_buf_free(&g->image_keys);
     pc_buf_free(&g->keys);
     free(g);
 }

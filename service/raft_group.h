@@ -26,7 +26,12 @@
  * index), an entry that writes a key outside the region's range is
  * skipped on every member alike (no leader of ours proposes one), and its
  * snapshots are region images: its range of the store, whose install
- * replaces that range only.
+ * replaces that range only. Its range is the region's row in the store
+ * once there is one (engine_replica.h: set by the region's own log, a
+ * split's entry among them, and carried by its images), else the
+ * configuration's: read at start, after an entry that sets a row and
+ * after an image, so a split narrows it on every member at the split's
+ * index and a member that missed the split takes the image's range.
  */
 #ifndef PC_RAFT_GROUP_H
 #define PC_RAFT_GROUP_H

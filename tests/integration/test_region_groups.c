@@ -18,6 +18,12 @@
  *    (the node's), is skipped on every replica (no leader of ours
  *    proposes one: a peer that should not have), its proposer is answered
  *    RP_SKIPPED, not as written, and the region goes on.
+ *  - A split in a region's own log (engine/split.c, DESIGN §6.5 step 6
+ *    (e), (f)) narrows the region's range on every replica at its index:
+ *    a write past the split key is then skipped everywhere. A replica
+ *    that missed the split and catches up by the region's later image
+ *    takes the image's narrower range (its row: leading, it skips such a
+ *    write too) and leaves the new region's rows on its node in place.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,11 +206,14 @@ static int leader_of(fixture *f, int r, uint64_t *term)
     return -1;
 }
 
-/* A put of key=value, or with key NULL a batch that sets only a named
- * value (the node's, which no region's image carries), computed on and
- * proposed through region r's leader within 60 s: what the proposal
- * answered (RP_OK, or RP_SKIPPED: committed and written nowhere). */
-static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
+/* What a test proposes: a batch made on node m's store into b (empty),
+ * holding latches (*held, may stay NULL) until it is answered. */
+typedef void (*make_fn)(fixture *f, int m, const void *arg, pc_buf *b, pc_latches **held);
+
+/* A batch made by make on region r's leader and proposed through it
+ * within 60 s: what the proposal answered (RP_OK, or RP_SKIPPED:
+ * committed and written nowhere). */
+static rp_rc propose_made(fixture *f, int r, make_fn make, const void *arg)
 {
     for (int i = 0; i < 600; i++) {
         uint64_t term;
@@ -215,10 +224,7 @@ static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
         }
         pc_buf b = {0};
         pc_latches *held = NULL;
-        if (key != NULL)
-            compute_put(f, m, key, value, &b, &held);
-        else
-            assert_int_equal(pc_batch_set_meta(&b, "forged", "x", 1), PC_OK);
+        make(f, m, arg, &b, &held);
         replicator *rep = raft_group_replicator(f->groups[r][m]);
         rp_rc rc = rep->ops->propose(rep, b.data, b.len, term, 5000);
         pc_latches_release(held);
@@ -229,6 +235,31 @@ static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
     }
     fail_msg("region %d: no leader took a proposal", r + 1);
     return RP_UNAVAILABLE;
+}
+
+typedef struct {
+    const char *key, *value;
+} kv;
+
+static void make_put(fixture *f, int m, const void *arg, pc_buf *b, pc_latches **held)
+{
+    const kv *p = arg;
+    compute_put(f, m, p->key, p->value, b, held);
+}
+
+static void make_named(fixture *f, int m, const void *arg, pc_buf *b, pc_latches **held)
+{
+    (void)f, (void)m, (void)arg, (void)held;
+    assert_int_equal(pc_batch_set_meta(b, "forged", "x", 1), PC_OK);
+}
+
+/* A put of key=value, or with key NULL a batch that sets only a named
+ * value (the node's, which no region's image carries), through region
+ * r's leader (propose_made). */
+static rp_rc propose_in(fixture *f, int r, const char *key, const char *value)
+{
+    kv p = {key, value};
+    return propose_made(f, r, key != NULL ? make_put : make_named, &p);
 }
 
 static void put(fixture *f, const char *key, const char *value)
@@ -389,6 +420,125 @@ static void an_entry_outside_its_region_is_skipped(void **state)
     everywhere(f, "z-inside", "4");
 }
 
+static void make_row(fixture *f, int m, const void *arg, pc_buf *b, pc_latches **held)
+{
+    (void)f, (void)m, (void)held;
+    assert_int_equal(pc_batch_set_region(b, arg), PC_OK);
+}
+
+typedef struct {
+    uint64_t region, new_id;
+    const char *key;
+} split_at;
+
+/* The split as the leader makes it from its store (engine/split.c). */
+static void make_split(fixture *f, int m, const void *arg, pc_buf *b, pc_latches **held)
+{
+    const split_at *s = arg;
+    pc_slice key = {s->key, strlen(s->key)};
+    (void)held;
+    assert_int_equal(pc_region_split(f->sessions[m], s->region, &key, &s->new_id, 1, b), PC_OK);
+}
+
+/* Within 30 s node m's store holds region id's row at epoch, from start
+ * (to end; NULL: the end of the keyspace). */
+static void row_on(fixture *f, int m, uint64_t id, uint64_t epoch, const char *start,
+                   const char *end)
+{
+    for (int i = 0; i <= 300; i++) {
+        pc_buf mem = {0};
+        pc_region_row r;
+        pc_rc rc = pc_region_row_get(f->sessions[m], id, &r, &mem);
+        bool same = rc == PC_OK && r.epoch == epoch && r.start.len == strlen(start) &&
+                    memcmp(r.start.data, start, r.start.len) == 0 &&
+                    (end == NULL ? r.end.data == NULL
+                                 : r.end.data != NULL && r.end.len == strlen(end) &&
+                                       memcmp(r.end.data, end, r.end.len) == 0);
+        pc_buf_free(&mem);
+        if (same)
+            return;
+        time_sleep_ms(100);
+    }
+    fail_msg("node %d: region %llu's row is not at epoch %llu", m + 1, (unsigned long long)id,
+             (unsigned long long)epoch);
+}
+
+/* Within 30 s region r's replica on node m leads, ready to propose. */
+static void lead_on(fixture *f, int r, int m)
+{
+    for (int i = 0; i < 150; i++) {
+        uint64_t term;
+        int leader = leader_of(f, r, &term);
+        if (leader == m)
+            return;
+        if (leader >= 0) {
+            char err[256];
+            (void)raft_host_change(raft_group_host(f->groups[r][leader]), RAFT_HOST_LEAD,
+                                   (unsigned)m + 1, NULL, 5000, err, sizeof err);
+        }
+        time_sleep_ms(200);
+    }
+    fail_msg("region %d's replica on node %d does not lead", r + 1, m + 1);
+}
+
+static void a_split_in_its_regions_log_narrows_every_replica(void **state)
+{
+    fixture *f = *state;
+    char key[32], v[64];
+    /* region 4 (["t", ...)) gets its row from its own log, and keys on
+     * both sides of "w" */
+    pc_region_row whole = {4, 1, {"t", 1}, {NULL, 0}};
+    assert_int_equal(propose_made(f, 3, make_row, &whole), RP_OK);
+    for (int m = 0; m < NODES; m++)
+        row_on(f, m, 4, 1, "t", NULL);
+    put(f, "u1", "1");
+    put(f, "x1", "1");
+    everywhere(f, "x1", "1");
+    /* a follower's replica misses the split */
+    uint64_t term;
+    int leader = leader_of(f, 3, &term);
+    assert_true(leader >= 0);
+    int away = (leader + 1) % NODES;
+    stop_replica(f, 3, away);
+
+    split_at cut = {4, 5, "w"};
+    assert_int_equal(propose_made(f, 3, make_split, &cut), RP_OK);
+    /* from the split's index on, "w" and above are no longer region 4's,
+     * on every replica alike: skipped, not written */
+    assert_int_equal(propose_in(f, 3, "x2", "2"), RP_SKIPPED);
+    put(f, "u2", "2");
+    for (int i = 0; i < 4 * SNAPSHOT_ENTRIES; i++) { /* compacted past the split */
+        snprintf(key, sizeof key, "u%03d", i);
+        put(f, key, value_of(key, v, sizeof v));
+    }
+    assert_int_equal(start_replica(f, 3, away), 0);
+    snprintf(key, sizeof key, "u%03d", 4 * SNAPSHOT_ENTRIES - 1);
+    everywhere(f, key, value_of(key, v, sizeof v));
+    /* The nodes that applied the split have both parts' rows; the replica
+     * that missed it took the image's narrower range (region 4's image
+     * carries region 4's row only: region 5's replica there is made again
+     * from the driver's map, a later step), and left the rows of region
+     * 5's range on its node (x1) where they were. */
+    for (int m = 0; m < NODES; m++) {
+        row_on(f, m, 4, 2, "t", "w");
+        if (m != away) {
+            row_on(f, m, 5, 2, "w", NULL);
+            continue;
+        }
+        pc_buf mem = {0};
+        pc_region_row r;
+        assert_int_equal(pc_region_row_get(f->sessions[m], 5, &r, &mem), PC_NOT_FOUND);
+        pc_buf_free(&mem);
+    }
+    everywhere(f, "x1", "1");
+    everywhere(f, "x2", NULL);
+    everywhere(f, "u2", "2");
+    /* and its group's range is the image's: leading, it skips "x3" too */
+    lead_on(f, 3, away);
+    assert_int_equal(propose_in(f, 3, "x3", "3"), RP_SKIPPED);
+    everywhere(f, "x3", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +547,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_replica_catches_up_by_its_regions_image, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(an_entry_outside_its_region_is_skipped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_split_in_its_regions_log_narrows_every_replica, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -224,6 +224,43 @@ static inline pc_rc fx_get(fx *f, const char *key, uint64_t ts, char *out, size_
     return rc;
 }
 
+/* A one-phase put of key (its value: the key, then "v") at start,
+ * committed at start + 1, or with lock_only a prewrite that leaves its
+ * lock: on s as it is (proposing into a batch, or not). */
+static uint64_t fx_commit_at;
+
+static inline int fx_commit_ts(void *arg, uint64_t *ts)
+{
+    (void)arg;
+    *ts = fx_commit_at;
+    return 0;
+}
+
+static inline pc_rc fx_write_key(pc_session *s, const char *key, uint64_t start, bool lock_only)
+{
+    char value[64];
+    snprintf(value, sizeof value, "%sv", key);
+    pc_txn_meta t = fx_meta(start, key);
+    pc_mutation m = PUT(key, value);
+    uint64_t cts;
+    fx_commit_at = start + 1;
+    return lock_only ? pc_prewrite(s, &t, &m, 1, NULL)
+                     : pc_one_pc(s, &t, &m, 1, fx_commit_ts, NULL, &cts, NULL);
+}
+
+/* key's value read at 1000 is want (NULL: there is none). */
+static inline void fx_value_is(fx *f, const char *key, const char *want)
+{
+    char v[64];
+    pc_rc rc = fx_get(f, key, 1000, v, sizeof v);
+    if (want == NULL) {
+        assert_int_equal(rc, PC_NOT_FOUND);
+        return;
+    }
+    assert_int_equal(rc, PC_OK);
+    assert_string_equal(v, want);
+}
+
 /* Whether keys a and b hash to different latch slots (latch.c), so that
  * holding one's latch does not hold the other's. */
 static inline bool fx_latch_apart(const char *a, const char *b)

@@ -36,29 +36,6 @@ typedef struct {
 } cluster;
 
 static const pc_slice NONE = {NULL, 0};
-static uint64_t commit_at;
-
-static int ts_commit(void *arg, uint64_t *ts)
-{
-    (void)arg;
-    *ts = commit_at;
-    return 0;
-}
-
-/* A one-phase put of key (its value: the key, then "v"), or with lock_only
- * a prewrite that leaves its lock. */
-static pc_rc write_key(pc_session *s, const char *key, uint64_t start, bool lock_only)
-{
-    char value[64];
-    snprintf(value, sizeof value, "%sv", key);
-    pc_txn_meta t = fx_meta(start, key);
-    pc_mutation m = PUT(key, value);
-    uint64_t cts;
-    commit_at = start + 1;
-    return lock_only ? pc_prewrite(s, &t, &m, 1, NULL)
-                     : pc_one_pc(s, &t, &m, 1, ts_commit, NULL, &cts, NULL);
-}
-
 /* Batch b applied on f as number index of region r's log: region 1 is
  * ["", "m"), region 2 ["m", ...). */
 static pc_rc apply_in(fx *f, uint64_t r, const pc_buf *b, uint64_t index)
@@ -76,7 +53,7 @@ static void propose(cluster *c, uint64_t r, const char *key, uint64_t start, boo
     pc_buf *b = &g->b[g->n];
     assert_true(g->n < MAX_BATCHES);
     pc_session_propose(c->leader->s, b);
-    assert_int_equal(write_key(c->leader->s, key, start, lock_only), PC_OK);
+    assert_int_equal(fx_write_key(c->leader->s, key, start, lock_only), PC_OK);
     pc_latches *held = pc_session_take_latches(c->leader->s);
     pc_session_propose(c->leader->s, NULL);
     g->n++;
@@ -117,18 +94,6 @@ static uint64_t applied(fx *f, uint64_t r)
     else
         assert_int_equal(pc_region_applied_index(f->s, r, &index), PC_OK);
     return index;
-}
-
-static void value_is(fx *f, const char *key, const char *want)
-{
-    char v[64];
-    pc_rc rc = fx_get(f, key, 1000, v, sizeof v);
-    if (want == NULL) {
-        assert_int_equal(rc, PC_NOT_FOUND);
-        return;
-    }
-    assert_int_equal(rc, PC_OK);
-    assert_string_equal(v, want);
 }
 
 static int setup(void **state)
@@ -173,7 +138,7 @@ static void each_regions_log_applies_into_one_store(void **state)
     assert_int_equal(applied(f, 1), 4);
     assert_int_equal(applied(f, 2), 4);
     assert_int_equal(applied(f, 0), 0);
-    value_is(f, "n1", "n1v");
+    fx_value_is(f, "n1", "n1v");
 
     /* A replay of either log is skipped; the indexes are the regions'. */
     replay(c, f, 1, 1);
@@ -235,7 +200,7 @@ static void a_regions_image_replaces_its_range_only(void **state)
                          PC_INVALID);
     assert_int_equal(pc_region_image_install(s->s, 2, S("m"), NONE, r1.data, r1.len),
                      PC_INVALID);
-    value_is(s, "zz", "stale");
+    fx_value_is(s, "zz", "stale");
     assert_int_equal(applied(s, 2), 0);
 
     assert_int_equal(pc_region_image_install(s->s, 2, S("m"), NONE, img.data, img.len), PC_OK);
@@ -244,14 +209,14 @@ static void a_regions_image_replaces_its_range_only(void **state)
     assert_int_equal(at, 5);
     assert_int_equal(mine.len, img.len);
     assert_memory_equal(mine.data, img.data, img.len);
-    value_is(s, "zz", NULL);
-    value_is(s, "n9", NULL);
-    value_is(s, "p", "pv");
+    fx_value_is(s, "zz", NULL);
+    fx_value_is(s, "n9", NULL);
+    fx_value_is(s, "p", "pv");
     /* region 1's rows, its lock and notify row, and the node's index as
      * they were; region 2's are the leader's (y's lock, n1's notify row) */
-    value_is(s, "b", "old");
-    value_is(s, "l\xff", "edge");
-    value_is(s, "a", NULL);
+    fx_value_is(s, "b", "old");
+    fx_value_is(s, "l\xff", "edge");
+    fx_value_is(s, "a", NULL);
     char v[16];
     assert_int_equal(fx_get(s, "c-lock", 1000, v, sizeof v), PC_LOCKED);
     assert_int_equal(pc_count_rows(s->s, &after), PC_OK);
@@ -264,11 +229,11 @@ static void a_regions_image_replaces_its_range_only(void **state)
      * apply on top, across a restart. */
     assert_int_equal(pc_region_image_install(s->s, 2, S("m"), NONE, early.data, early.len),
                      PC_OK);
-    value_is(s, "p", "pv");
+    fx_value_is(s, "p", "pv");
     fx_reopen(s);
     propose(c, 2, "q", 70, false);
     replay(c, s, 2, 5);
-    value_is(s, "q", "qv");
+    fx_value_is(s, "q", "qv");
     assert_int_equal(applied(s, 2), 6);
     mine.len = img.len = 0;
     assert_int_equal(pc_region_image_take(s->s, 2, S("m"), NONE, &mine, &at), PC_OK);
@@ -282,8 +247,8 @@ static void a_regions_image_replaces_its_range_only(void **state)
     fx_put_committed(u, "m", "kept", 3, 4);
     fx_put_committed(u, "a", "old", 5, 6);
     assert_int_equal(pc_region_image_install(u->s, 1, S(""), S("m"), r1.data, r1.len), PC_OK);
-    value_is(u, "m", "kept");
-    value_is(u, "a", "av");
+    fx_value_is(u, "m", "kept");
+    fx_value_is(u, "a", "av");
     fx_free(u);
 
     pc_buf_free(&img);
@@ -312,11 +277,11 @@ static void a_pinned_region_image_is_of_its_moment(void **state)
     fx *f = fx_new();
     assert_int_equal(pc_region_image_install(f->s, 2, S("m"), NONE, img.data, img.len), PC_OK);
     assert_int_equal(applied(f, 2), 4);
-    value_is(f, "x", "xv");
-    value_is(f, "p", NULL);
-    value_is(f, "a", NULL);
+    fx_value_is(f, "x", "xv");
+    fx_value_is(f, "p", NULL);
+    fx_value_is(f, "a", NULL);
     replay(c, f, 2, 4);
-    value_is(f, "p", "pv");
+    fx_value_is(f, "p", "pv");
     pc_buf_free(&img);
     fx_free(f);
 }
@@ -336,14 +301,14 @@ static void a_batch_outside_its_region_is_refused(void **state)
     assert_int_equal(apply_in(f, 2, &both, 1), PC_INVALID);
     assert_int_equal(applied(f, 2), 0);
     assert_int_equal(applied(f, 1), 0);
-    value_is(f, "a", NULL);
-    value_is(f, "m", NULL);
+    fx_value_is(f, "a", NULL);
+    fx_value_is(f, "m", NULL);
     pc_buf meta = {0};
     assert_int_equal(pc_meta_get(f->s, "forged", &meta), PC_NOT_FOUND);
     /* the region's own batch applies at that index after all */
     assert_int_equal(apply_in(f, 2, &c->logs[2].b[0], 1), PC_OK);
     assert_int_equal(applied(f, 2), 1);
-    value_is(f, "m", "mv");
+    fx_value_is(f, "m", "mv");
     pc_buf_free(&meta);
     pc_buf_free(&named);
     pc_buf_free(&both);

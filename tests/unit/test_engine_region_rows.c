@@ -1,0 +1,380 @@
+/*
+ * test_engine_region_rows.c — a region's range and epoch as rows of the
+ * store (engine_replica.h, region_rows.c; DESIGN §6.5 step 6 (d)):
+ *
+ *  - a region's own batch sets its row, which reads back and survives a
+ *    restart; the rows are listed in id order;
+ *  - a batch that sets another region's row, or its own wider than its
+ *    range, is refused whole (nothing written, the index as it was); a
+ *    row that is not a region is never encoded, and a batch holding one
+ *    does not decode;
+ *  - a region's image carries its row, taken at once or pinned, and the
+ *    install sets it; it is of the row's range, whatever range its taker
+ *    gives;
+ *  - a replica that missed a split (its range still the parent's wider
+ *    one) installing the parent's later image replaces only the range the
+ *    image's row names: the rows past it (the new region's on this node)
+ *    stay, and the row is the image's; an image whose row is another
+ *    region's, or wider than the replica's range, is refused.
+ */
+#include "engine_admin.h"
+#include "engine_fixture.h"
+#include "engine_replica.h"
+
+static const pc_slice NONE = {NULL, 0};
+static pc_region_row row(uint64_t id, uint64_t epoch, const char *start, const char *end)
+{
+    return (pc_region_row){id, epoch, S(start), end != NULL ? S(end) : NONE};
+}
+
+/* A batch into b (emptied first): a one-phase put of key (value: the key
+ * and "v") at start, proposed on w, if key is not NULL; then with set,
+ * "region set->id is *set". */
+static void region_batch(fx *w, const char *key, uint64_t start, const pc_region_row *set,
+                         pc_buf *b)
+{
+    b->len = 0;
+    if (key != NULL) {
+        pc_session_propose(w->s, b);
+        assert_int_equal(fx_write_key(w->s, key, start, false), PC_OK);
+        pc_latches *held = pc_session_take_latches(w->s);
+        pc_session_propose(w->s, NULL);
+        pc_latches_release(held);
+    }
+    if (set != NULL)
+        assert_int_equal(pc_batch_set_region(b, set), PC_OK);
+}
+
+static pc_rc apply_as(fx *f, const pc_region_row *range, const pc_buf *b, uint64_t index)
+{
+    return pc_apply_region_batch(f->s, range->id, range->start, range->end, b->data, b->len,
+                                 index);
+}
+
+static void row_is(fx *f, uint64_t id, uint64_t epoch, const char *start, const char *end)
+{
+    pc_buf mem = {0};
+    pc_region_row r;
+    assert_int_equal(pc_region_row_get(f->s, id, &r, &mem), PC_OK);
+    assert_int_equal(r.id, id);
+    assert_int_equal(r.epoch, epoch);
+    assert_int_equal(r.start.len, strlen(start));
+    assert_memory_equal(r.start.data, start, r.start.len);
+    if (end == NULL) {
+        assert_null(r.end.data);
+    } else {
+        assert_int_equal(r.end.len, strlen(end));
+        assert_memory_equal(r.end.data, end, r.end.len);
+    }
+    pc_buf_free(&mem);
+}
+
+static uint64_t applied(fx *f, uint64_t region)
+{
+    uint64_t index = 99;
+    assert_int_equal(pc_region_applied_index(f->s, region, &index), PC_OK);
+    return index;
+}
+
+typedef struct {
+    uint64_t ids[8];
+    size_t n;
+} listed;
+
+static int list_one(void *arg, const pc_region_row *r)
+{
+    listed *l = arg;
+    assert_true(l->n < 8);
+    l->ids[l->n++] = r->id;
+    return 0;
+}
+
+static void a_regions_batch_sets_its_own_row(void **state)
+{
+    (void)state;
+    fx *w = fx_new(), *f = fx_new();
+    pc_buf b = {0}, mem = {0};
+    pc_region_row whole = row(1, 1, "", NULL), left = row(1, 1, "", "m"),
+                  right = row(2, 1, "m", NULL), r;
+    assert_int_equal(pc_region_row_get(f->s, 1, &r, &mem), PC_NOT_FOUND);
+
+    region_batch(w, "a", 10, &whole, &b);
+    assert_int_equal(apply_as(f, &whole, &b, 1), PC_OK);
+    row_is(f, 1, 1, "", NULL);
+    fx_value_is(f, "a", "av");
+
+    /* Another region's row, or its own wider than its range: refused
+     * whole, the put with it too. */
+    region_batch(w, "b", 20, &right, &b);
+    assert_int_equal(apply_as(f, &left, &b, 2), PC_INVALID);
+    region_batch(w, "b", 20, &whole, &b);
+    assert_int_equal(apply_as(f, &left, &b, 2), PC_INVALID);
+    pc_region_row two = row(2, 1, "m", NULL);
+    region_batch(w, "b", 20, &two, &b); /* inside, but only another's */
+    assert_int_equal(apply_as(f, &whole, &b, 2), PC_INVALID);
+    fx_value_is(f, "b", NULL);
+    assert_int_equal(applied(f, 1), 1);
+    row_is(f, 1, 1, "", NULL);
+
+    /* Narrowed inside its range (what a split does to the left part) at
+     * the next epoch; region 2's own batch sets its row. */
+    pc_region_row narrowed = row(1, 2, "", "m"), r2 = row(2, 2, "m", NULL);
+    region_batch(w, "b", 20, &narrowed, &b);
+    assert_int_equal(apply_as(f, &whole, &b, 2), PC_OK);
+    region_batch(w, NULL, 0, &r2, &b);
+    assert_int_equal(apply_as(f, &r2, &b, 1), PC_OK);
+    fx_reopen(f);
+    row_is(f, 1, 2, "", "m");
+    row_is(f, 2, 2, "m", NULL);
+    listed l = {{0}, 0};
+    assert_int_equal(pc_region_rows_each(f->s, list_one, &l), PC_OK);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.ids[0], 1);
+    assert_int_equal(l.ids[1], 2);
+
+    /* What is not a region never goes into a batch. */
+    pc_region_row bad[] = {row(0, 1, "", NULL), row(3, 0, "", NULL), row(3, 1, "m", "m"),
+                           row(3, 1, "m", "a")};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(pc_region_row_ok(&bad[i]));
+        assert_int_equal(pc_batch_set_region(&b, &bad[i]), PC_INVALID);
+    }
+    /* A batch whose row is changed into one that is not does not decode:
+     * the end flag, then the epoch made 0. */
+    pc_region_row third = row(1, 3, "", "c");
+    region_batch(w, NULL, 0, &third, &b);
+    size_t flag = b.len - 1 - 4 - 1; /* the flag, the end's length, "c" */
+    assert_int_equal(b.data[flag], 1);
+    b.data[flag] = 2;
+    assert_int_equal(apply_as(f, &whole, &b, 3), PC_INVALID);
+    b.data[flag] = 1;
+    size_t epoch = 8 + 1 + 8 + 4; /* the header, the op, the id, the value's length */
+    assert_int_equal(b.data[epoch + 7], 3);
+    b.data[epoch + 7] = 0;
+    assert_int_equal(apply_as(f, &whole, &b, 3), PC_INVALID);
+    b.data[epoch + 7] = 3;
+    assert_int_equal(apply_as(f, &whole, &b, 3), PC_OK); /* as it was: it decodes */
+    row_is(f, 1, 3, "", "c");
+
+    pc_buf_free(&b);
+    pc_buf_free(&mem);
+    fx_free(w);
+    fx_free(f);
+}
+
+static void an_image_carries_its_regions_row(void **state)
+{
+    (void)state;
+    fx *leader = fx_new(), *f = fx_new(), *g = fx_new();
+    pc_buf b = {0}, img = {0}, pinned = {0};
+    pc_region_row whole = row(1, 1, "", NULL), narrowed = row(1, 2, "", "m");
+    region_batch(leader, "a", 10, &whole, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 1), PC_OK);
+    region_batch(leader, "b", 20, &narrowed, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 2), PC_OK);
+
+    uint64_t at = 0;
+    assert_int_equal(pc_region_image_take(leader->s, 1, S(""), S("m"), &img, &at), PC_OK);
+    assert_int_equal(at, 2);
+    assert_int_equal(pc_region_image_install(f->s, 1, S(""), NONE, img.data, img.len), PC_OK);
+    row_is(f, 1, 2, "", "m");
+    fx_value_is(f, "b", "bv");
+
+    /* pinned, the same */
+    pc_session *pin = NULL;
+    assert_int_equal(pc_session_open(leader->e, &pin), PC_OK);
+    assert_int_equal(pc_region_image_pin(pin, 1, &at), PC_OK);
+    assert_int_equal(pc_region_image_fill(pin, S(""), S("m"), &pinned), PC_OK);
+    assert_int_equal(pc_image_unpin(pin), PC_OK);
+    pc_session_close(pin);
+    assert_int_equal(pinned.len, img.len);
+    assert_memory_equal(pinned.data, img.data, img.len);
+    assert_int_equal(pc_region_image_install(g->s, 1, S(""), NONE, pinned.data, pinned.len),
+                     PC_OK);
+    row_is(g, 1, 2, "", "m");
+
+    pc_buf_free(&b);
+    pc_buf_free(&img);
+    pc_buf_free(&pinned);
+    fx_free(leader);
+    fx_free(f);
+    fx_free(g);
+}
+
+static void a_replica_that_missed_a_split_takes_the_images_range(void **state)
+{
+    (void)state;
+    fx *leader = fx_new(), *behind = fx_new();
+    pc_buf b = {0}, img = {0}, wide = {0}, other = {0};
+    pc_region_row whole = row(1, 1, "", NULL), narrowed = row(1, 2, "", "m"),
+                  r2 = row(2, 2, "m", NULL);
+    /* Region 1's log: its row over everything, a, p; the split narrowing
+     * it to ["", "m"); b. The replica behind applied the first three. */
+    region_batch(leader, "a", 10, &whole, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 1), PC_OK);
+    assert_int_equal(apply_as(behind, &whole, &b, 1), PC_OK);
+    region_batch(leader, "p", 20, NULL, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 2), PC_OK);
+    assert_int_equal(apply_as(behind, &whole, &b, 2), PC_OK);
+    assert_int_equal(pc_region_image_take(leader->s, 1, S(""), NONE, &wide, NULL), PC_OK);
+    region_batch(leader, NULL, 0, &narrowed, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 3), PC_OK);
+    region_batch(leader, "b", 30, NULL, &b);
+    assert_int_equal(apply_as(leader, &narrowed, &b, 4), PC_OK);
+    /* Region 2's replica on the node behind, made meanwhile, wrote q. */
+    region_batch(behind, "q", 40, &r2, &b);
+    assert_int_equal(apply_as(behind, &r2, &b, 1), PC_OK);
+
+    uint64_t at = 0;
+    assert_int_equal(pc_region_image_take(leader->s, 1, S(""), S("m"), &img, &at), PC_OK);
+    assert_int_equal(at, 4);
+    /* Taken by a caller that still thinks the range wider: the same image
+     * (of the row's range: p is not in it). */
+    pc_buf stale = {0};
+    assert_int_equal(pc_region_image_take(leader->s, 1, S(""), NONE, &stale, NULL), PC_OK);
+    assert_int_equal(stale.len, img.len);
+    assert_memory_equal(stale.data, img.data, img.len);
+    pc_buf_free(&stale);
+
+    /* Refused, nothing changed: region 2's image as region 1's; an image
+     * wider than the replica's range (the image before the split, to a
+     * replica already narrowed). */
+    assert_int_equal(pc_region_image_take(behind->s, 2, S("m"), NONE, &other, NULL), PC_OK);
+    assert_int_equal(pc_region_image_install(behind->s, 1, S(""), NONE, other.data, other.len),
+                     PC_INVALID);
+    assert_int_equal(pc_region_image_install(behind->s, 1, S(""), S("m"), wide.data, wide.len),
+                     PC_INVALID);
+    assert_int_equal(applied(behind, 1), 2);
+
+    /* Installed with the replica's own (wider) range: only ["", "m") is
+     * the image's; q (region 2's) and p (the parent's old row past the
+     * split, now no region's here) stay. */
+    assert_int_equal(pc_region_image_install(behind->s, 1, S(""), NONE, img.data, img.len),
+                     PC_OK);
+    row_is(behind, 1, 2, "", "m");
+    row_is(behind, 2, 2, "m", NULL);
+    assert_int_equal(applied(behind, 1), 4);
+    assert_int_equal(applied(behind, 2), 1);
+    fx_value_is(behind, "a", "av");
+    fx_value_is(behind, "b", "bv");
+    fx_value_is(behind, "q", "qv");
+    fx_value_is(behind, "p", "pv");
+
+    pc_buf_free(&b);
+    pc_buf_free(&img);
+    pc_buf_free(&wide);
+    pc_buf_free(&other);
+    fx_free(leader);
+    fx_free(behind);
+}
+
+/* A batch of the rows given, in that order (no write). */
+static void rows_batch(pc_buf *b, const pc_region_row *rows, size_t n)
+{
+    b->len = 0;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(pc_batch_set_region(b, &rows[i]), PC_OK);
+}
+
+static void a_split_in_the_parents_log_cuts_it_on_every_replica(void **state)
+{
+    (void)state;
+    fx *leader = fx_new(), *f = fx_new();
+    pc_buf b = {0}, first = {0}, second = {0};
+    pc_region_row whole = row(1, 1, "", NULL), left = row(1, 2, "", "m");
+    region_batch(leader, "a", 10, &whole, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 1), PC_OK);
+    assert_int_equal(apply_as(f, &whole, &b, 1), PC_OK);
+    region_batch(leader, "p", 20, NULL, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 2), PC_OK);
+    assert_int_equal(apply_as(f, &whole, &b, 2), PC_OK);
+
+    /* Two splits proposed from the same state: the first cuts the region
+     * on both replicas at index 3, the second applies on neither. */
+    pc_slice m = S("m"), k = S("k");
+    uint64_t two = 2, three = 3;
+    assert_int_equal(pc_region_split(leader->s, 1, &m, &two, 1, &first), PC_OK);
+    assert_int_equal(pc_region_split(f->s, 1, &k, &three, 1, &second), PC_OK);
+    assert_int_equal(apply_as(leader, &whole, &first, 3), PC_OK);
+    assert_int_equal(apply_as(f, &whole, &first, 3), PC_OK);
+    fx *both[] = {leader, f};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(apply_as(both[i], &whole, &second, 4), PC_INVALID);
+        row_is(both[i], 1, 2, "", "m");
+        row_is(both[i], 2, 2, "m", NULL);
+        assert_int_equal(applied(both[i], 1), 3);
+        pc_region_row gone;
+        pc_buf mem = {0};
+        assert_int_equal(pc_region_row_get(both[i]->s, 3, &gone, &mem), PC_NOT_FOUND);
+        pc_buf_free(&mem);
+    }
+    /* A write cut for the range before the split is outside it now. */
+    region_batch(leader, "q", 30, NULL, &b);
+    assert_int_equal(apply_as(f, &left, &b, 4), PC_INVALID);
+
+    /* Splits the leader refuses to make: no row, a key not inside or not
+     * above the one before, an id taken, 0, the region's or repeated, no
+     * key, too many. The batch is as it was. */
+    pc_slice inside2[] = {S("p"), S("s")}, backwards[] = {S("s"), S("p")};
+    uint64_t ids[] = {3, 4}, same[] = {3, 3}, taken[] = {1, 4}, zero[] = {0, 4},
+             own[] = {2, 4};
+    pc_slice many[PC_SPLIT_MAX_KEYS + 1];
+    uint64_t many_ids[PC_SPLIT_MAX_KEYS + 1];
+    for (size_t i = 0; i <= PC_SPLIT_MAX_KEYS; i++)
+        many[i] = S("p"), many_ids[i] = 10 + i;
+    b.len = 0;
+    assert_int_equal(pc_region_split(f->s, 9, &m, &three, 1, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, &m, &three, 1, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 1, &m, &three, 1, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, backwards, ids, 2, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, inside2, same, 2, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, inside2, taken, 2, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, inside2, zero, 2, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, inside2, own, 2, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, inside2, ids, 0, &b), PC_INVALID);
+    assert_int_equal(pc_region_split(f->s, 2, many, many_ids, PC_SPLIT_MAX_KEYS + 1, &b),
+                     PC_INVALID);
+    assert_int_equal(b.len, 0);
+
+    /* Rows that do not cut region 2's range ["m", ...) exactly: out of
+     * order, a gap, an overlap, an id twice, short of its end; refused. */
+    pc_region_row r2 = row(2, 2, "m", NULL);
+    pc_region_row bad[][2] = {
+        {row(3, 3, "s", NULL), row(2, 3, "m", "s")},
+        {row(2, 3, "m", "p"), row(3, 3, "s", NULL)},
+        {row(2, 3, "m", "s"), row(3, 3, "p", NULL)},
+        {row(2, 3, "m", "s"), row(2, 3, "s", NULL)},
+        {row(2, 3, "m", "s"), row(3, 3, "s", "z")},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rows_batch(&b, bad[i], 2);
+        assert_int_equal(apply_as(f, &r2, &b, 1), PC_INVALID);
+    }
+    /* A batch split of region 2 in its own log: three parts. */
+    b.len = 0;
+    assert_int_equal(pc_region_split(f->s, 2, inside2, ids, 2, &b), PC_OK);
+    assert_int_equal(apply_as(f, &r2, &b, 1), PC_OK);
+    fx_reopen(f);
+    row_is(f, 2, 3, "m", "p");
+    row_is(f, 3, 3, "p", "s");
+    row_is(f, 4, 3, "s", NULL);
+    row_is(f, 1, 2, "", "m");
+    fx_value_is(f, "p", "pv"); /* the rows stay where they are: region 3's now */
+
+    pc_buf_free(&b);
+    pc_buf_free(&first);
+    pc_buf_free(&second);
+    fx_free(leader);
+    fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_regions_batch_sets_its_own_row),
+        cmocka_unit_test(an_image_carries_its_regions_row),
+        cmocka_unit_test(a_replica_that_missed_a_split_takes_the_images_range),
+        cmocka_unit_test(a_split_in_the_parents_log_cuts_it_on_every_replica),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
