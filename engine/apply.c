@@ -138,15 +138,19 @@ static pc_rc raise_safe_point(pc_session *s, apply_args *a, uint64_t value)
     return rc;
 }
 
-/* A region row: a batch's raises its epoch (split.c: a second split
- * from the same state is refused whole, on every replica alike); an
- * image's is the row as it was where the image was taken. */
+/* A region row, in a region's own log only (the node's one log has
+ * none: its images carry none, so a replica that caught up by one would
+ * differ). A batch's own row raises its epoch (split.c: a second split
+ * from the same state is refused whole, on every replica alike); a new
+ * region's row a split sets is written as it is (whether this node holds
+ * a row of that id is no state of this log); an image's is the row as it
+ * was where the image was taken. */
 static pc_rc set_region(pc_session *s, const apply_args *a, const pc_batch_op *o)
 {
     pc_region_row r;
-    if (!pc_region_row_decode(pc_get_be64(o->key), o->val, o->vlen, &r))
-        return PC_INVALID; /* pc_batch_next decoded it: cannot happen */
-    pc_rc rc = a->image ? PC_OK : pc_region_rows_rise(s, &r);
+    if (a->region == 0 || !pc_region_row_decode(pc_get_be64(o->key), o->val, o->vlen, &r))
+        return PC_INVALID; /* rolled back: nothing written, alike everywhere */
+    pc_rc rc = a->image || r.id != a->region ? PC_OK : pc_region_rows_rise(s, &r);
     return rc == PC_OK ? pc_region_row_put(s, &r) : rc;
 }
 

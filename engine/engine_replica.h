@@ -107,8 +107,9 @@ pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc
  * state): a row per region, set by a SET_REGION of the region's own log,
  * so every replica changes it at the same index, and carried by the
  * region's image. A region's batch sets rows inside its range only: its
- * own row, or a split's (the rows of its parts, covering its range, each
- * at an epoch above the stored one: split.c); an
+ * own row, or a split's (the rows of its parts, covering its range, its
+ * own at an epoch above the stored one: split.c); the node's one log
+ * (region 0) sets none, nor does a whole store's image hold one; an
  * image sets its own region's row, and its install replaces the range
  * that row names, not the range the replica had: a replica that missed a
  * split, installing the parent's later image, then keeps its hands off
@@ -148,6 +149,12 @@ pc_rc pc_region_split(pc_session *s, uint64_t region, const pc_slice *keys, cons
  * batch); fn returns non-zero to stop. PC_INVALID: not a batch. */
 pc_rc pc_batch_region_rows(const void *batch, size_t len,
                            int (*fn)(void *arg, const pc_region_row *r), void *arg);
+/* A store's first rows, written at once, outside any log (every replica
+ * of a new cluster seeds the same ones, from the same configuration, as
+ * TiKV bootstraps its first region): in one transaction, PC_INVALID (none
+ * written) when the store holds a region row already, or one is not a
+ * region. */
+pc_rc pc_region_rows_seed(pc_session *s, const pc_region_row *rows, size_t n);
 /* Every row in id order, read in one snapshot, then to fn (its keys
  * valid during the call); fn returns non-zero to stop. */
 pc_rc pc_region_rows_each(pc_session *s, int (*fn)(void *arg, const pc_region_row *r), void *arg);

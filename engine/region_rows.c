@@ -170,3 +170,33 @@ pc_rc pc_region_rows_each(pc_session *s, int (*fn)(void *arg, const pc_region_ro
     pc_buf_free(&all);
     return rc;
 }
+
+typedef struct {
+    const pc_region_row *rows;
+    size_t n;
+} seed_args;
+
+static pc_rc seed_body(pc_session *s, void *arg)
+{
+    seed_args *a = arg;
+    pc_buf all = {0};
+    pc_rc rc = collect_body(s, &all); /* in this transaction: none may be there */
+    bool some = all.len > 0;
+    pc_buf_free(&all);
+    if (rc == PC_OK && some)
+        rc = PC_INVALID;
+    for (size_t i = 0; i < a->n && rc == PC_OK; i++)
+        rc = pc_region_row_put(s, &a->rows[i]);
+    return rc;
+}
+
+pc_rc pc_region_rows_seed(pc_session *s, const pc_region_row *rows, size_t n)
+{
+    if (rows == NULL || n == 0 || s->propose != NULL)
+        return PC_INVALID;
+    for (size_t i = 0; i < n; i++)
+        if (!pc_region_row_ok(&rows[i]))
+            return PC_INVALID;
+    seed_args a = {rows, n};
+    return pc_run_txn(s, seed_body, &a);
+}

@@ -15,9 +15,14 @@
  *     without a gap or an overlap, the first the region's own, the ids
  *     distinct;
  * and in the transaction (pc_region_rows_rise): a batch (not an image)
- * raises each row's epoch above the stored one, so a second split
- * proposed from the same state (two leaders' proposals, or one sent
- * again) applies on no replica.
+ * raises the region's own row's epoch above the stored one, so a second
+ * split proposed from the same state (two leaders' proposals, or one sent
+ * again) applies on no replica. The new parts' rows are written as they
+ * are: whether a node holds a row of a new id is not state of the
+ * parent's log (a node that missed an earlier split has none), so a check
+ * of it could pass on one replica and fail on another; new ids are
+ * unique by where they come from (the placement driver, or the leader's
+ * map).
  */
 #include <string.h>
 
@@ -104,7 +109,8 @@ typedef struct {
     pc_batch_mark mark; /* where the batch was: a retried read starts over */
 } split_args;
 
-/* Whether every id is new: no row holds it. */
+/* Whether every id is new here: no row holds it (the leader's check of
+ * what it proposes; the apply does not repeat it). */
 static pc_rc ids_free(pc_session *s, const uint64_t *ids, size_t n)
 {
     pc_buf mem = {0};

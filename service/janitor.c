@@ -232,6 +232,7 @@ static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
     /* A member that just became leader takes over the leader's state
      * (the observers' registrations among it) before anything else. */
     svc_take_over(s);
+    svc_region_leaders_gather(s);
     size_t expired = sessions_reap(s->sessions, time_wall_ms());
     if (expired > 0) {
         metrics_inc(metrics_series_get(s->m.txn_aborted, "expired", NULL), expired);

@@ -254,6 +254,7 @@ int main(int argc, char **argv)
         {"pd-heartbeat-ms", FLAG_UINT64, &c->pd_heartbeat_ms, "10000", "report this node and the regions it leads to the placement driver (an oracle group) this often (0: never; DESIGN 6.3)", NULL, 0, 3600000},
         {"region-max-bytes", FLAG_UINT64, &c->region_max_bytes, "0", "split a region whose rows pass this many bytes, at its middle key, on the leader (0: never; DESIGN §6.2)", NULL, 0, (uint64_t)1 << 40},
         {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member; for a store that never split (POST /v1/regions/split)", NULL, 0, 0},
+        {"region-logs", FLAG_BOOL, &c->region_logs, "off", "give each region a Raft group of its own, the groups of a node sharing one network connection per pair of nodes on the --raft-peers address (a member; fixed when the store is made: a store of one log for every region never runs so, nor the other way round; DESIGN §6.5 step 6)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
     };
     program_parse_or_exit(PROG, "Percolator transactional key-value store over HTTP/JSON.", defs,
@@ -274,6 +275,15 @@ int main(int argc, char **argv)
     }
     if (!advertise_url_ok(c, err, sizeof err)) {
         log_startup_error(PROG, "%s", err);
+        return 2;
+    }
+    /* A group per region: a member's (a single node has one log), not yet
+     * with what needs a split or a restore (DESIGN §6.5 step 6). */
+    if (c->region_logs && (c->shared.raft_id == 0 || c->region_max_bytes != 0 ||
+                           c->restore_from[0] != '\0')) {
+        log_startup_error(PROG, "--region-logs is for a member of a group (--raft-id), and does "
+                                "not split regions or restore a backup yet (no "
+                                "--region-max-bytes, no --restore-from)");
         return 2;
     }
     pc_buf *splits = NULL;

@@ -24,6 +24,9 @@ typedef struct {
     rp_wait base;             /* first: the proposer's part */
     void *batch;              /* a copy, the wait's own */
     size_t len;
+    bool alone;               /* an entry of its own: it sets a region row (a split), and
+                               * a batch joined after it would be checked against the
+                               * range before it */
     void (*cb)(void *arg, rp_rc rc);
     void *arg;
 } rg_wait;
@@ -190,6 +193,16 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
      * proposes one, so it came from a peer that should not have sent it,
      * and one such peer must not stop the group (docs/DESIGN.md §7.2).
      * Anything else is the store failing: stop (§4.7). */
+    uint64_t passed = 0;
+    if (rc == PC_INVALID && g->cfg.region != 0 &&
+        pc_region_applied_index(g->apply_session, g->cfg.region, &passed) == PC_OK &&
+        index <= passed) {
+        /* A replay (a restart) of an entry this store passed already, now
+         * outside the range a later split narrowed: nothing to do. */
+        log_debug("%s raft: entry %llu replayed, applied before the region's range narrowed",
+                  g->kind, (unsigned long long)index);
+        return 0;
+    }
     if (rc == PC_INVALID) {
         *result = &entry_skipped;
         metrics_inc(g->m_skipped, 1);
@@ -390,13 +403,17 @@ static void propose_entry(raft_group *g, rp_wait *list, size_t n)
 }
 
 /* Cut the proposals (in queue order) into entries of at most
- * ENTRY_JOIN_MAX bytes and propose each. */
+ * ENTRY_JOIN_MAX bytes and propose each; one that sets a region row goes
+ * alone (a split: whatever follows it is checked against the range it
+ * makes, in an entry after it). */
 static void propose_all(raft_group *g, rp_wait *props)
 {
     while (props != NULL) {
         rp_wait *first = props, **tail = &props->next;
         size_t bytes = ((rg_wait *)props)->len, n = 1;
-        while (*tail != NULL && bytes + ((rg_wait *)*tail)->len <= ENTRY_JOIN_MAX) {
+        bool alone = ((rg_wait *)props)->alone;
+        while (!alone && *tail != NULL && !((rg_wait *)*tail)->alone &&
+               bytes + ((rg_wait *)*tail)->len <= ENTRY_JOIN_MAX) {
             bytes += ((rg_wait *)*tail)->len;
             n++;
             tail = &(*tail)->next;
@@ -584,13 +601,17 @@ void raft_group_stop(raft_group *g)
     free(g);
 }
 
-/* A wait's own copy of a batch; false: out of memory. */
-static bool copy_batch(rg_wait *w, const void *batch, size_t len)
+/* A wait's own copy of a batch (whether it goes alone: a region's batch
+ * that sets a row); false: out of memory. */
+static bool copy_batch(raft_group *g, rg_wait *w, const void *batch, size_t len)
 {
     if ((w->batch = malloc(len > 0 ? len : 1)) == NULL)
         return false;
     memcpy(w->batch, batch, len);
     w->len = len;
+    w->alone = false;
+    if (g->cfg.region != 0)
+        (void)pc_batch_region_rows(batch, len, sets_row, &w->alone);
     return true;
 }
 
@@ -608,7 +629,7 @@ static rp_rc rg_propose(replicator *r, const void *batch, size_t len, uint64_t t
                         unsigned wait_ms)
 {
     rg_wait w = {.base.read = false, .base.term = term};
-    if (!copy_batch(&w, batch, len))
+    if (!copy_batch(G(r), &w, batch, len))
         return RP_UNAVAILABLE;
     rp_rc rc = rp_wait_for(P(G(r)), &w.base, wait_ms);
     free(w.batch);
@@ -628,7 +649,7 @@ static rp_rc rg_submit(replicator *r, const void *batch, size_t len, uint64_t te
                        replicator_done done, void *arg)
 {
     rg_wait *w = calloc(1, sizeof(*w));
-    if (w == NULL || !copy_batch(w, batch, len)) {
+    if (w == NULL || !copy_batch(G(r), w, batch, len)) {
         free(w);
         return RP_UNAVAILABLE;
     }

@@ -46,6 +46,11 @@ static void reply_regions(httpd_req *req, svc *s, codec_enc enc)
         ok = o != NULL && add_bound(o, "start", &r->start, enc) &&
              (r->unbounded ? json_object_set_new(o, "end", json_null()) == 0
                            : add_bound(o, "end", &r->end, enc));
+        unsigned leader;
+        uint64_t term;
+        if (ok && svc_region_group(s, r, &leader, &term)) /* --region-logs */
+            ok = json_object_set_new(o, "leader", json_integer(leader)) == 0 &&
+                 json_object_set_new(o, "term", json_integer((json_int_t)term)) == 0;
         if (!ok)
             json_decref(o);
         else

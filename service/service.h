@@ -44,6 +44,7 @@ typedef struct svc_config {
     const char *oracle_token_file;
     const char *backup_dir, *restore_from;
     const char *region_split_keys;  /* keyspace.h ks_split_keys; "": one region */
+    bool region_logs;               /* a Raft group per region (region_logs.c) */
     uint64_t region_max_bytes;      /* split a region past this size (0: never; splits.c) */
     uint64_t pd_heartbeat_ms;       /* report to the placement driver this often (0: never;
                                        pd_report.h) */
@@ -129,6 +130,12 @@ typedef struct svc {
     struct pd_report *pd;           /* the placement driver's client (pd_report.h): new
                                      * regions' ids; NULL: not reporting, local ids */
     forwarder *fwd;                 /* a member passes requests on to its leader */
+    struct {                        /* --region-logs (region_logs.c): */
+        struct raft_loop *loop;     /* every group's loop thread */
+        struct raft_net *net;       /* the node network on the raft address */
+        char **dirs;                /* each group's log dir, as long as it runs */
+        size_t ndirs;
+    } rl;
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
     pthread_mutex_t es_mu;
@@ -146,6 +153,25 @@ typedef struct svc {
  * 0, or the exit status to stop with (logged; svc_close frees what was
  * started). */
 int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *oracle_secret);
+/* --region-logs (region_logs.c): the regions from the store's rows (a new
+ * store seeded with --region-split-keys' first), a node network and a
+ * loop, and a Raft group per region over them (rcfg: the member's, its
+ * listen hooks set; each group's log in rcfg->dir/r<id>); s->regions set.
+ * 0, or -1 with why in err (what started is stopped by
+ * svc_region_logs_close). */
+int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, char *err,
+                         size_t errlen);
+void svc_region_logs_close(svc *s);
+/* Without --region-logs: -1 (logged) when the store has region rows (it
+ * was made with --region-logs) or cannot be read; else 0. */
+int svc_region_logs_refuse_one_log(svc *s, pc_session *ps);
+/* Leaders together (each janitor round, every member): a region led here
+ * while region 1 is led by another member is handed to it. */
+void svc_region_leaders_gather(svc *s);
+/* With --region-logs, region r's own group as this member sees it: its
+ * leader's --raft-id (0: none known) and term. false: r has no group of
+ * its own (one log for every region). */
+bool svc_region_group(svc *s, const region *r, unsigned *leader, uint64_t *term);
 /* Stop and free what svc_open started, writers first. Call once nothing
  * else (HTTP, the janitor) uses s. */
 void svc_close(svc *s);

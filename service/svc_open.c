@@ -217,7 +217,19 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
      * --region-split-keys cuts (one region without it: every key), all in
      * the node's store. The first is home: its replicator is every
      * region's (today one log for the node). */
-    if (svc_regions_load(s, boot) != 0) {
+    if (rcfg != NULL && s->cfg.region_logs) {
+        /* A group per region over one node network (region_logs.c). */
+        rcfg->listen = hear;
+        rcfg->engine = s->engine;
+        rcfg->apply_failed = svc_storage_failed;
+        int opened = svc_region_logs_open(s, boot, rcfg, err, sizeof err);
+        s->home = s->regions != NULL ? router_at(s->regions, 0) : NULL;
+        if (opened != 0) {
+            log_startup_error(PROG, "--region-logs: %s", err);
+            return 1;
+        }
+    } else if (svc_region_logs_refuse_one_log(s, boot) != 0 ||
+               svc_regions_load(s, boot) != 0) {
         log_startup_error(PROG, "cannot make the region map (see the log above)");
         return 1;
     }
@@ -225,7 +237,9 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
     s->home = home;
     /* From here on every write goes through the region's replicator
      * (replica.c): a member's Raft group, or a single node's log of one. */
-    if (rcfg != NULL) {
+    if (s->cfg.region_logs) {
+        /* started above, a group per region */
+    } else if (rcfg != NULL) {
         rcfg->listen = hear;
         rcfg->engine = s->engine;
         rcfg->restored = c->restore_from[0] != '\0';
@@ -241,7 +255,8 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
     }
-    router_share_log(s->regions, s->engine, home->repl, home->raft);
+    if (!s->cfg.region_logs)
+        router_share_log(s->regions, s->engine, home->repl, home->raft);
     for (size_t i = 0; i < router_count(s->regions); i++)
         svc_region_made(s, router_at(s->regions, i));
     /* A single node leads from the start (its term is
@@ -271,12 +286,15 @@ void svc_close(svc *s)
 {
     write_batch_stop(s->batch); /* deferred writes come back first */
     s->batch = NULL;
-    /* Every region's replicator is home's: it stops once. */
-    if (s->home != NULL && s->home->raft != NULL)
+    /* Every region's replicator is home's: it stops once; or each region's
+     * own group (--region-logs). */
+    if (s->cfg.region_logs)
+        svc_region_logs_close(s);
+    else if (s->home != NULL && s->home->raft != NULL)
         raft_group_stop(s->home->raft); /* after every writer: nothing proposes any more */
     else if (s->home != NULL)
         replicator_local_stop(s->home->repl); /* the same */
-    if (s->regions != NULL)
+    if (s->regions != NULL && !s->cfg.region_logs)
         router_share_log(s->regions, NULL, NULL, NULL);
     router_free(s->regions);
     s->regions = NULL;

@@ -1,6 +1,7 @@
 /*
  * test_engine_region_rows.c — a region's range and epoch as rows of the
- * store (engine_replica.h, region_rows.c; DESIGN §6.5 step 6 (d)):
+ * store, and splits in a region's own log (engine_replica.h,
+ * region_rows.c, region_codec.c, split.c; DESIGN §6.5 step 6 (d), (e)):
  *
  *  - a region's own batch sets its row, which reads back and survives a
  *    restart; the rows are listed in id order;
@@ -15,7 +16,18 @@
  *    one) installing the parent's later image replaces only the range the
  *    image's row names: the rows past it (the new region's on this node)
  *    stay, and the row is the image's; an image whose row is another
- *    region's, or wider than the replica's range, is refused.
+ *    region's, or wider than the replica's range, is refused; one the
+ *    replica passed already is skipped before any check (a restart after
+ *    a split: the range is narrower than that image's);
+ *  - a split in the parent's log (pc_region_split) cuts the region into
+ *    parts on every replica at one index, and a second split proposed
+ *    from the same state applies on none; splits the leader must not
+ *    make are refused, and so is a batch whose rows do not cut the
+ *    region's range exactly, or whose own row starts above its range;
+ *  - a new store is seeded with its first rows once: never over rows;
+ *  - the node's one log sets no row and a whole store's image holds none;
+ *    a split's new region's row does not depend on what the node held;
+ *    a row with bytes past its end does not decode.
  */
 #include "engine_admin.h"
 #include "engine_fixture.h"
@@ -236,15 +248,23 @@ static void a_replica_that_missed_a_split_takes_the_images_range(void **state)
     assert_memory_equal(stale.data, img.data, img.len);
     pc_buf_free(&stale);
 
-    /* Refused, nothing changed: region 2's image as region 1's; an image
-     * wider than the replica's range (the image before the split, to a
-     * replica already narrowed). */
+    /* Refused by a replica that has not passed them, nothing changed:
+     * region 2's image as region 1's; an image wider than the replica's
+     * range (the image before the split, to a replica narrowed). */
+    fx *fresh = fx_new();
     assert_int_equal(pc_region_image_take(behind->s, 2, S("m"), NONE, &other, NULL), PC_OK);
-    assert_int_equal(pc_region_image_install(behind->s, 1, S(""), NONE, other.data, other.len),
+    assert_int_equal(pc_region_image_install(fresh->s, 1, S(""), NONE, other.data, other.len),
                      PC_INVALID);
+    assert_int_equal(pc_region_image_install(fresh->s, 1, S(""), S("m"), wide.data, wide.len),
+                     PC_INVALID);
+    assert_int_equal(applied(fresh, 1), 0);
+    fx_free(fresh);
+    /* One it passed (libraft hands its last image back at a restart, after
+     * a split narrowed the range): skipped, whatever its range. */
     assert_int_equal(pc_region_image_install(behind->s, 1, S(""), S("m"), wide.data, wide.len),
-                     PC_INVALID);
+                     PC_OK);
     assert_int_equal(applied(behind, 1), 2);
+    fx_value_is(behind, "p", "pv");
 
     /* Installed with the replica's own (wider) range: only ["", "m") is
      * the image's; q (region 2's) and p (the parent's old row past the
@@ -350,6 +370,11 @@ static void a_split_in_the_parents_log_cuts_it_on_every_replica(void **state)
         rows_batch(&b, bad[i], 2);
         assert_int_equal(apply_as(f, &r2, &b, 1), PC_INVALID);
     }
+    /* A row of the region's own that starts above its range's start (the
+     * keys below it in no region): refused. */
+    pc_region_row above = row(2, 3, "n", NULL);
+    rows_batch(&b, &above, 1);
+    assert_int_equal(apply_as(f, &r2, &b, 1), PC_INVALID);
     /* A batch split of region 2 in its own log: three parts. */
     b.len = 0;
     assert_int_equal(pc_region_split(f->s, 2, inside2, ids, 2, &b), PC_OK);
@@ -368,6 +393,96 @@ static void a_split_in_the_parents_log_cuts_it_on_every_replica(void **state)
     fx_free(f);
 }
 
+/* A batch of one SET_REGION whose value is the row's bytes and then
+ * more: it does not decode (one encoding per row). */
+static void trailing_bytes_do_not_decode(void)
+{
+    pc_buf b = {0};
+    pc_region_row r = row(1, 1, "", NULL);
+    assert_int_equal(pc_batch_set_region(&b, &r), PC_OK);
+    size_t vlen_at = 8 + 1 + 8; /* the header, the op, the id */
+    assert_int_equal(b.data[vlen_at + 3], 8 + 4 + 0 + 1);
+    b.data[vlen_at + 3]++;
+    assert_int_equal(pc_buf_append(&b, "x", 1), PC_OK);
+    assert_int_equal(pc_batch_check(b.data, b.len), PC_INVALID);
+    pc_buf_free(&b);
+}
+
+/* The node's one log (region 0) sets no region row, and a whole store's
+ * image holds none: refused, nothing written. */
+static void the_one_log_sets_no_region_row(void **state)
+{
+    (void)state;
+    fx *w = fx_new(), *f = fx_new();
+    pc_buf b = {0}, img = {0};
+    pc_region_row r = row(1, 1, "", NULL);
+    region_batch(w, "a", 10, &r, &b);
+    uint64_t index = 99;
+    assert_int_equal(pc_apply_batch(f->s, b.data, b.len, 1), PC_INVALID);
+    assert_int_equal(pc_applied_index(f->s, &index), PC_OK);
+    assert_int_equal(index, 0);
+    fx_value_is(f, "a", NULL);
+    uint8_t at[8] = {0, 0, 0, 0, 0, 0, 0, 5};
+    assert_int_equal(pc_buf_append(&img, at, 8), PC_OK);
+    assert_int_equal(pc_buf_append(&img, b.data, b.len), PC_OK);
+    assert_int_equal(pc_image_install(f->s, img.data, img.len), PC_INVALID);
+    assert_int_equal(pc_applied_index(f->s, &index), PC_OK);
+    assert_int_equal(index, 0);
+    trailing_bytes_do_not_decode();
+    pc_buf_free(&b);
+    pc_buf_free(&img);
+    fx_free(w);
+    fx_free(f);
+}
+
+/* A split's new region's row is written as the split says on every
+ * replica, whether or not the node held a row of that id (no state of
+ * the parent's log): the split applies alike on both. */
+static void a_splits_new_row_does_not_depend_on_the_node(void **state)
+{
+    (void)state;
+    fx *a = fx_new(), *b2 = fx_new();
+    pc_buf b = {0}, split = {0};
+    pc_region_row whole = row(1, 1, "", NULL), stray = row(2, 7, "x", NULL);
+    region_batch(a, NULL, 0, &whole, &b);
+    assert_int_equal(apply_as(a, &whole, &b, 1), PC_OK);
+    assert_int_equal(apply_as(b2, &whole, &b, 1), PC_OK);
+    rows_batch(&b, &stray, 1); /* node b2 holds a row of id 2 (another log's) */
+    assert_int_equal(apply_as(b2, &stray, &b, 1), PC_OK);
+    pc_slice m = S("m");
+    uint64_t two = 2;
+    assert_int_equal(pc_region_split(a->s, 1, &m, &two, 1, &split), PC_OK);
+    assert_int_equal(apply_as(a, &whole, &split, 2), PC_OK);
+    assert_int_equal(apply_as(b2, &whole, &split, 2), PC_OK);
+    row_is(a, 1, 2, "", "m");
+    row_is(b2, 1, 2, "", "m");
+    row_is(a, 2, 2, "m", NULL);
+    row_is(b2, 2, 2, "m", NULL);
+    pc_buf_free(&b);
+    pc_buf_free(&split);
+    fx_free(a);
+    fx_free(b2);
+}
+
+static void a_new_store_is_seeded_once(void **state)
+{
+    (void)state;
+    fx *f = fx_new();
+    pc_region_row first[] = {row(1, 1, "", "m"), row(2, 1, "m", NULL)},
+                  again[] = {row(1, 1, "", NULL)}, bad[] = {row(3, 0, "", NULL)};
+    assert_int_equal(pc_region_rows_seed(f->s, bad, 1), PC_INVALID);
+    assert_int_equal(pc_region_rows_seed(f->s, first, 2), PC_OK);
+    /* a store with rows is seeded no more: they are its logs' now */
+    assert_int_equal(pc_region_rows_seed(f->s, again, 1), PC_INVALID);
+    fx_reopen(f);
+    row_is(f, 1, 1, "", "m");
+    row_is(f, 2, 1, "m", NULL);
+    listed l = {{0}, 0};
+    assert_int_equal(pc_region_rows_each(f->s, list_one, &l), PC_OK);
+    assert_int_equal(l.n, 2);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +490,9 @@ int main(void)
         cmocka_unit_test(an_image_carries_its_regions_row),
         cmocka_unit_test(a_replica_that_missed_a_split_takes_the_images_range),
         cmocka_unit_test(a_split_in_the_parents_log_cuts_it_on_every_replica),
+        cmocka_unit_test(a_new_store_is_seeded_once),
+        cmocka_unit_test(the_one_log_sets_no_region_row),
+        cmocka_unit_test(a_splits_new_row_does_not_depend_on_the_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

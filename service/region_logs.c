@@ -1,0 +1,312 @@
+/*
+ * region_logs.c — a member whose regions each have a Raft group of their
+ * own (--region-logs; docs/DESIGN.md §6.5 step 6 (g)), as TiKV's regions
+ * do: one node network on the member's raft address (common/raft_net.h,
+ * peer TLS as the member's own transport has it), one loop thread for
+ * every group (so every apply, and every apply listener call, comes from
+ * that one thread, as with one group), and a group per region, member m
+ * of every group on member m's node, its log in <data-dir>/raft/r<id>.
+ *
+ * The regions are the store's region rows (engine_replica.h): a new store
+ * is seeded with the rows --region-split-keys cuts (the same on every
+ * member, as TiKV bootstraps its first region from configuration), and
+ * from then on only the regions' own logs change them. A store of the one
+ * log (its applied index, or its region map, set) is never run so, and a
+ * store with region rows never runs as one log: a node runs one or the
+ * other over a store.
+ *
+ * Region 1 holds the empty key, and with it the service's own records
+ * (sessions, leases, observers): it is home, and its group's leader is
+ * the service's leader. Leaders together: a member leading another region
+ * while region 1's leader is elsewhere hands that region's lead to it
+ * (svc_region_leaders_gather, each janitor round), so latches, in-memory
+ * locks, the janitor and forwarding, which assume one leader, hold. Not
+ * yet: splits (a split's new group), the driver's per-region reports,
+ * membership changes, backup and restore (DESIGN §6.5, steps h to k).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine_replica.h"
+#include "keyspace.h"
+#include "log.h"
+#include "raft_host.h"
+#include "raft_loop.h"
+#include "raft_net.h"
+#include "service.h"
+
+/* The rows --region-split-keys cuts, epoch 1, ids 1.. in key order. */
+static int seed_rows(svc *s, pc_session *ps)
+{
+    char err[256];
+    pc_buf *splits = NULL;
+    size_t n = 0;
+    if (ks_split_keys(s->cfg.region_split_keys, &splits, &n, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    pc_region_row *rows = calloc(n + 1, sizeof *rows);
+    pc_rc rc = rows != NULL ? PC_OK : PC_NOMEM;
+    for (size_t i = 0; i <= n && rc == PC_OK; i++) {
+        rows[i].id = i + 1;
+        rows[i].epoch = 1;
+        rows[i].start = i == 0 ? (pc_slice){"", 0} : (pc_slice){splits[i - 1].data, splits[i - 1].len};
+        rows[i].end = i == n ? (pc_slice){NULL, 0} : (pc_slice){splits[i].data, splits[i].len};
+    }
+    if (rc == PC_OK)
+        rc = pc_region_rows_seed(ps, rows, n + 1);
+    if (rc != PC_OK)
+        log_error("cannot seed the store's %zu region rows (%d)", n + 1, (int)rc);
+    else
+        log_info("a new store of %zu region(s), each with a Raft group of its own", n + 1);
+    free(rows);
+    for (size_t i = 0; i < n; i++)
+        pc_buf_free(&splits[i]);
+    free(splits);
+    return rc == PC_OK ? 0 : -1;
+}
+
+/* Whether the store is the one log's: it applied a batch of it, or holds
+ * its region map. */
+static int one_log_store(pc_session *ps, bool *is)
+{
+    uint64_t applied = 0;
+    pc_buf map = {0};
+    pc_rc rc = pc_applied_index(ps, &applied);
+    pc_rc m = rc == PC_OK ? pc_meta_get(ps, ROUTER_MAP_NAME, &map) : rc;
+    pc_buf_free(&map);
+    if (rc != PC_OK || (m != PC_OK && m != PC_NOT_FOUND))
+        return -1;
+    *is = applied > 0 || m == PC_OK;
+    return 0;
+}
+
+typedef struct {
+    router *rt;
+    bool failed;
+} rows_load;
+
+static int count_row(void *arg, const pc_region_row *row)
+{
+    (void)row;
+    ++*(size_t *)arg;
+    return 0;
+}
+
+int svc_region_logs_refuse_one_log(svc *s, pc_session *ps)
+{
+    size_t rows = 0;
+    pc_rc rc = pc_region_rows_each(ps, count_row, &rows);
+    if (rc != PC_OK) {
+        log_error("cannot read the store's region rows (%d)", (int)rc);
+        return -1;
+    }
+    if (rows > 0 && !s->cfg.region_logs) {
+        log_error("the store in --data-dir has %zu region(s), each with a log of its own: it "
+                  "runs with --region-logs, never as one log for every region (DESIGN §6.5)",
+                  rows);
+        return -1;
+    }
+    return 0;
+}
+
+static int add_row(void *arg, const pc_region_row *row)
+{
+    rows_load *l = arg;
+    region *r = region_new(row->id, row->start.data, row->start.len, row->end.data,
+                           row->end.len);
+    if (r == NULL) {
+        log_error("region %llu's row cannot be made a region (out of memory)",
+                  (unsigned long long)row->id);
+        l->failed = true;
+        return 1;
+    }
+    r->epoch = row->epoch;
+    if (router_add(l->rt, r) != 0) {
+        log_error("region %llu's row overlaps another region's", (unsigned long long)row->id);
+        region_free(r);
+        l->failed = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* The router of the store's rows (none: an empty router). */
+static router *load_rows(pc_session *ps)
+{
+    rows_load l = {router_new(), false};
+    if (l.rt == NULL)
+        return NULL;
+    pc_rc rc = pc_region_rows_each(ps, add_row, &l);
+    if (rc != PC_OK || l.failed) {
+        if (rc != PC_OK)
+            log_error("cannot read the store's region rows (%d)", (int)rc);
+        router_free(l.rt);
+        return NULL;
+    }
+    return l.rt;
+}
+
+/* The regions: the store's rows, a new store's seeded first. Region 1
+ * holds the empty key (home). 0; -1 logged. */
+static int open_regions(svc *s, pc_session *ps)
+{
+    bool one_log = false;
+    if (one_log_store(ps, &one_log) != 0) {
+        log_error("cannot read the store's applied index or region map");
+        return -1;
+    }
+    router *rt = load_rows(ps);
+    if (rt != NULL && router_count(rt) == 0 && one_log) {
+        log_error("--region-logs: the store in --data-dir belongs to one log for every region "
+                  "(it applied that log's entries or holds its region map); a node runs one "
+                  "log or a log per region over a store, never both (DESIGN §6.5)");
+        router_free(rt);
+        return -1;
+    }
+    if (rt != NULL && router_count(rt) == 0) {
+        router_free(rt);
+        rt = seed_rows(s, ps) == 0 ? load_rows(ps) : NULL;
+    }
+    if (rt == NULL)
+        return -1;
+    region *first = router_count(rt) > 0 ? router_at(rt, 0) : NULL;
+    if (first == NULL || first->id != 1 || first->start.len != 0) {
+        log_error("the store's region rows do not begin with region 1 at the empty key");
+        router_free(rt);
+        return -1;
+    }
+    s->regions = rt;
+    return 0;
+}
+
+/* <raft dir>/r<id> for region r, made if missing: the caller's. */
+static char *region_dir(const char *raft_dir, uint64_t id)
+{
+    size_t len = strlen(raft_dir) + 32;
+    char *dir = malloc(len);
+    if (dir == NULL)
+        return NULL;
+    snprintf(dir, len, "%s/r%llu", raft_dir, (unsigned long long)id);
+    return dir;
+}
+
+int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, char *err,
+                         size_t errlen)
+{
+    const raft_peer *me = NULL;
+    for (size_t i = 0; i < rcfg->npeers; i++)
+        if (rcfg->peers[i].id == rcfg->id)
+            me = &rcfg->peers[i];
+    if (me == NULL) {
+        snprintf(err, errlen, "--raft-id %u is not among --raft-peers", rcfg->id);
+        return -1;
+    }
+    if (open_regions(s, ps) != 0) {
+        snprintf(err, errlen, "cannot make the regions from the store (see the log above)");
+        return -1;
+    }
+    if (mkdir(rcfg->dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "%s: %s", rcfg->dir, strerror(errno));
+        return -1;
+    }
+    if (raft_loop_start(&s->rl.loop, err, errlen) != 0)
+        return -1;
+    raft_net_config nc = {.address = me->raft, .listen_fd = rcfg->listen_fd,
+                          .tls = rcfg->peer_tls};
+    if (raft_net_start(&nc, &s->rl.net, err, errlen) != 0)
+        return -1;
+    size_t n = router_count(s->regions);
+    if ((s->rl.dirs = calloc(n, sizeof *s->rl.dirs)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->rl.ndirs = n;
+    for (size_t i = 0; i < n; i++) {
+        region *r = router_at(s->regions, i);
+        raft_group_config cfg = *rcfg;
+        char why[256];
+        cfg.region = r->id;
+        cfg.start = (pc_slice){r->start.data, r->start.len};
+        cfg.end = r->unbounded ? (pc_slice){NULL, 0} : (pc_slice){r->end.data, r->end.len};
+        cfg.loop = s->rl.loop;
+        cfg.net = s->rl.net;
+        cfg.listen_fd = 0;
+        /* libraft keeps the dir's name: it lives as long as the group */
+        if ((cfg.dir = s->rl.dirs[i] = region_dir(rcfg->dir, r->id)) == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (raft_group_start(&cfg, NULL, &r->raft, why, sizeof why) != 0) {
+            snprintf(err, errlen, "region %llu: %s", (unsigned long long)r->id, why);
+            return -1;
+        }
+        r->engine = s->engine;
+        r->repl = raft_group_replicator(r->raft);
+    }
+    log_info("%zu region(s), each a Raft group of its own over one node network at %s%s", n,
+             me->raft, rcfg->peer_tls != NULL ? " (peer TLS)" : "");
+    return 0;
+}
+
+void svc_region_logs_close(svc *s)
+{
+    for (size_t i = 0; s->regions != NULL && i < router_count(s->regions); i++) {
+        region *r = router_at(s->regions, i);
+        raft_group_stop(r->raft); /* after every writer: nothing proposes any more */
+        r->raft = NULL;
+        r->repl = NULL;
+        r->engine = NULL;
+    }
+    raft_loop_stop(s->rl.loop);
+    s->rl.loop = NULL;
+    raft_net_stop(s->rl.net);
+    s->rl.net = NULL;
+    for (size_t i = 0; i < s->rl.ndirs; i++)
+        free(s->rl.dirs[i]);
+    free(s->rl.dirs);
+    s->rl.dirs = NULL;
+    s->rl.ndirs = 0;
+}
+
+void svc_region_leaders_gather(svc *s)
+{
+    if (!s->cfg.region_logs || s->home == NULL || s->home->raft == NULL)
+        return;
+    raft_group_status home;
+    raft_group_get_status(s->home->raft, &home);
+    if (home.leader_id == 0)
+        return; /* no leader of region 1 known: nothing to gather around */
+    for (size_t i = 0; i < router_count(s->regions); i++) {
+        region *r = router_at(s->regions, i);
+        raft_group_status st;
+        char err[256];
+        if (r == s->home || r->raft == NULL)
+            continue;
+        raft_group_get_status(r->raft, &st);
+        if (st.leader_id != (unsigned)s->cfg.shared.raft_id || home.leader_id == st.leader_id)
+            continue;
+        raft_host_result res = raft_host_change(raft_group_host(r->raft), RAFT_HOST_LEAD,
+                                                home.leader_id, NULL, 500, err, sizeof err);
+        if (res == RAFT_HOST_DONE)
+            log_info("region %llu: its lead handed to member %u, region 1's leader",
+                     (unsigned long long)r->id, home.leader_id);
+        else if (res == RAFT_HOST_REFUSED)
+            log_warn("region %llu: cannot hand its lead to member %u, region 1's leader: %s",
+                     (unsigned long long)r->id, home.leader_id, err);
+    }
+}
+
+bool svc_region_group(svc *s, const region *r, unsigned *leader, uint64_t *term)
+{
+    raft_group_status st;
+    if (!s->cfg.region_logs || r->raft == NULL)
+        return false;
+    raft_group_get_status(r->raft, &st);
+    *leader = st.leader_id;
+    *term = st.term;
+    return true;
+}
