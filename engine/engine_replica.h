@@ -155,6 +155,13 @@ pc_rc pc_batch_region_rows(const void *batch, size_t len,
  * written) when the store holds a region row already, or one is not a
  * region. */
 pc_rc pc_region_rows_seed(pc_session *s, const pc_region_row *rows, size_t n);
+/* The seed's digest (rows[0..n) as seeded, in order; never 0): kept
+ * with them, so that what a store was made with can be told apart from
+ * what the flags would make now (service/region_logs.c). */
+pc_rc pc_region_rows_digest(const pc_region_row *rows, size_t n, uint64_t *digest);
+/* The digest pc_region_rows_seed kept: PC_NOT_FOUND on a store never
+ * seeded. */
+pc_rc pc_region_seed_digest(pc_session *s, uint64_t *digest);
 /* Every row in id order, read in one snapshot, then to fn (its keys
  * valid during the call); fn returns non-zero to stop. */
 pc_rc pc_region_rows_each(pc_session *s, int (*fn)(void *arg, const pc_region_row *r), void *arg);

@@ -176,6 +176,35 @@ typedef struct {
     size_t n;
 } seed_args;
 
+/* The seed's digest: a meta row of its own, outside "region/" (it sorts
+ * after every row). */
+static const char SEED_KEY[] = "region_seed";
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+pc_rc pc_region_rows_digest(const pc_region_row *rows, size_t n, uint64_t *digest)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    pc_buf v = {0};
+    pc_rc rc = PC_OK;
+    for (size_t i = 0; i < n && rc == PC_OK; i++) {
+        uint8_t id[8];
+        pc_put_be64(id, rows[i].id);
+        v.len = 0;
+        if ((rc = pc_region_row_encode(&rows[i], &v)) == PC_OK)
+            h = fnv(fnv(h, id, 8), v.data, v.len);
+    }
+    pc_buf_free(&v);
+    *digest = h != 0 ? h : 1;
+    return rc;
+}
+
 static pc_rc seed_body(pc_session *s, void *arg)
 {
     seed_args *a = arg;
@@ -187,7 +216,30 @@ static pc_rc seed_body(pc_session *s, void *arg)
         rc = PC_INVALID;
     for (size_t i = 0; i < a->n && rc == PC_OK; i++)
         rc = pc_region_row_put(s, &a->rows[i]);
+    uint64_t digest = 0;
+    uint8_t v[8];
+    if (rc == PC_OK)
+        rc = pc_region_rows_digest(a->rows, a->n, &digest);
+    pc_put_be64(v, digest);
+    return rc == PC_OK ? pc_cursor_put(s, s->meta, SEED_KEY, sizeof SEED_KEY - 1, v, 8) : rc;
+}
+
+static pc_rc seed_digest_body(pc_session *s, void *arg)
+{
+    WT_ITEM v;
+    pc_rc rc = pc_cursor_get(s, s->meta, SEED_KEY, sizeof SEED_KEY - 1, &v);
+    if (rc == PC_OK && v.size != 8)
+        return PC_ERROR;
+    if (rc == PC_OK)
+        *(uint64_t *)arg = pc_get_be64(v.data);
     return rc;
+}
+
+pc_rc pc_region_seed_digest(pc_session *s, uint64_t *digest)
+{
+    if (digest == NULL)
+        return PC_INVALID;
+    return pc_run_txn(s, seed_digest_body, digest);
 }
 
 pc_rc pc_region_rows_seed(pc_session *s, const pc_region_row *rows, size_t n)

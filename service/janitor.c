@@ -179,6 +179,13 @@ static void collect_garbage(janitor *j, pc_session *ps)
     if (oldest != UINT64_MAX && oldest <= safe)
         safe = oldest - 1;
     uint64_t oldest_locked = UINT64_MAX;
+    /* With a log per region, the leader's first barrier was region 1's
+     * only: every region's log must be applied here before the scan may
+     * say no lock is older (a fence of every region: this member leads
+     * them all, each barrier applied), or a lagging region's old lock
+     * would be missed and its primary's record collected. */
+    if (s->cfg.region_logs && svc_read_fence_all(s) != PC_OK)
+        return;
     if (pc_lock_scan(ps, (pc_slice){"", 0}, 1000000, oldest_lock, &oldest_locked) != PC_OK)
         return;
     if (oldest_locked != UINT64_MAX && oldest_locked <= safe)

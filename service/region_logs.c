@@ -10,7 +10,10 @@
  * The regions are the store's region rows (engine_replica.h): a new store
  * is seeded with the rows --region-split-keys cuts (the same on every
  * member, as TiKV bootstraps its first region from configuration), and
- * from then on only the regions' own logs change them. A store of the one
+ * from then on only the regions' own logs change them. The seed's digest
+ * is kept with the rows: a store restarted with other split keys than it
+ * was made with refuses to start. (Members first started with different
+ * keys are not caught yet: DESIGN §6.5.) A store of the one
  * log (its applied index, or its region map, set) is never run so, and a
  * store with region rows never runs as one log: a node runs one or the
  * other over a store.
@@ -37,36 +40,79 @@
 #include "raft_loop.h"
 #include "raft_net.h"
 #include "service.h"
+#include "timeutil.h"
 
-/* The rows --region-split-keys cuts, epoch 1, ids 1.. in key order. */
-static int seed_rows(svc *s, pc_session *ps)
+/* What a new store is seeded with: the rows --region-split-keys cuts,
+ * epoch 1, ids 1.. in key order, their keys in splits. */
+typedef struct {
+    pc_buf *splits;
+    size_t nsplits;
+    pc_region_row *rows; /* nsplits + 1 */
+} seed;
+
+static void seed_free(seed *sd)
+{
+    for (size_t i = 0; i < sd->nsplits; i++)
+        pc_buf_free(&sd->splits[i]);
+    free(sd->splits);
+    free(sd->rows);
+}
+
+static int seed_of_flags(svc *s, seed *sd)
 {
     char err[256];
-    pc_buf *splits = NULL;
     size_t n = 0;
-    if (ks_split_keys(s->cfg.region_split_keys, &splits, &n, err, sizeof err) != 0) {
+    memset(sd, 0, sizeof *sd);
+    if (ks_split_keys(s->cfg.region_split_keys, &sd->splits, &n, err, sizeof err) != 0) {
         log_error("%s", err);
         return -1;
     }
-    pc_region_row *rows = calloc(n + 1, sizeof *rows);
-    pc_rc rc = rows != NULL ? PC_OK : PC_NOMEM;
-    for (size_t i = 0; i <= n && rc == PC_OK; i++) {
-        rows[i].id = i + 1;
-        rows[i].epoch = 1;
-        rows[i].start = i == 0 ? (pc_slice){"", 0} : (pc_slice){splits[i - 1].data, splits[i - 1].len};
-        rows[i].end = i == n ? (pc_slice){NULL, 0} : (pc_slice){splits[i].data, splits[i].len};
+    sd->nsplits = n;
+    if ((sd->rows = calloc(n + 1, sizeof *sd->rows)) == NULL) {
+        log_error("out of memory");
+        seed_free(sd);
+        return -1;
+    }
+    for (size_t i = 0; i <= n; i++) {
+        pc_region_row *r = &sd->rows[i];
+        r->id = i + 1;
+        r->epoch = 1;
+        r->start = i == 0 ? (pc_slice){"", 0} : (pc_slice){sd->splits[i - 1].data,
+                                                            sd->splits[i - 1].len};
+        r->end = i == n ? (pc_slice){NULL, 0} : (pc_slice){sd->splits[i].data, sd->splits[i].len};
+    }
+    return 0;
+}
+
+/* The store's seed, made now on a new store, is the flags' (which must
+ * be the same on every member, always). */
+static int check_seed(svc *s, pc_session *ps, bool fresh)
+{
+    seed sd;
+    uint64_t want = 0, have = 0;
+    if (seed_of_flags(s, &sd) != 0)
+        return -1;
+    pc_rc rc = pc_region_rows_digest(sd.rows, sd.nsplits + 1, &want);
+    if (rc == PC_OK && fresh) {
+        rc = pc_region_rows_seed(ps, sd.rows, sd.nsplits + 1);
+        if (rc == PC_OK)
+            log_info("a new store of %zu region(s), each with a Raft group of its own",
+                     sd.nsplits + 1);
     }
     if (rc == PC_OK)
-        rc = pc_region_rows_seed(ps, rows, n + 1);
-    if (rc != PC_OK)
-        log_error("cannot seed the store's %zu region rows (%d)", n + 1, (int)rc);
-    else
-        log_info("a new store of %zu region(s), each with a Raft group of its own", n + 1);
-    free(rows);
-    for (size_t i = 0; i < n; i++)
-        pc_buf_free(&splits[i]);
-    free(splits);
-    return rc == PC_OK ? 0 : -1;
+        rc = pc_region_seed_digest(ps, &have);
+    seed_free(&sd);
+    if (rc != PC_OK) {
+        log_error("cannot seed or read the store's first region rows (%d)", (int)rc);
+        return -1;
+    }
+    if (have != want) {
+        log_error("--region-logs: --region-split-keys differs from the keys this store was "
+                  "made with; it must be the same on every member, always (a store's regions "
+                  "change only by their logs)");
+        return -1;
+    }
+    return 0;
 }
 
 /* Whether the store is the one log's: it applied a batch of it, or holds
@@ -167,9 +213,14 @@ static int open_regions(svc *s, pc_session *ps)
         router_free(rt);
         return -1;
     }
-    if (rt != NULL && router_count(rt) == 0) {
+    bool fresh = rt != NULL && router_count(rt) == 0;
+    if (rt != NULL && check_seed(s, ps, fresh) != 0) {
         router_free(rt);
-        rt = seed_rows(s, ps) == 0 ? load_rows(ps) : NULL;
+        return -1;
+    }
+    if (fresh) {
+        router_free(rt);
+        rt = load_rows(ps);
     }
     if (rt == NULL)
         return -1;
@@ -289,14 +340,21 @@ void svc_region_leaders_gather(svc *s)
         raft_group_get_status(r->raft, &st);
         if (st.leader_id != (unsigned)s->cfg.shared.raft_id || home.leader_id == st.leader_id)
             continue;
+        /* A short wait: the transfer goes on without it, and the
+         * janitor's round (sessions, locks, leases) is not held up by
+         * many regions in turn. */
         raft_host_result res = raft_host_change(raft_group_host(r->raft), RAFT_HOST_LEAD,
-                                                home.leader_id, NULL, 500, err, sizeof err);
-        if (res == RAFT_HOST_DONE)
+                                                home.leader_id, NULL, 50, err, sizeof err);
+        uint64_t now = time_mono_ms();
+        if (res == RAFT_HOST_DONE) {
             log_info("region %llu: its lead handed to member %u, region 1's leader",
                      (unsigned long long)r->id, home.leader_id);
-        else if (res == RAFT_HOST_REFUSED)
-            log_warn("region %llu: cannot hand its lead to member %u, region 1's leader: %s",
+        } else if (res == RAFT_HOST_REFUSED && now - s->rl.warned_ms >= 60000) {
+            s->rl.warned_ms = now; /* once a minute: it is tried every round */
+            log_warn("region %llu: cannot hand its lead to member %u, region 1's leader: %s "
+                     "(its writes answer 503 meanwhile)",
                      (unsigned long long)r->id, home.leader_id, err);
+        }
     }
 }
 

@@ -135,6 +135,7 @@ typedef struct svc {
         struct raft_net *net;       /* the node network on the raft address */
         char **dirs;                /* each group's log dir, as long as it runs */
         size_t ndirs;
+        uint64_t warned_ms;         /* the gather's last warning (the janitor's thread) */
     } rl;
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */

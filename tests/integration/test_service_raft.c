@@ -849,6 +849,10 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
                              NULL};
     const char *alone[] = {"--listen", listen, "--data-dir", data, "--oracle", g.oracle_urls,
                            "--region-logs", NULL};
+    const char *other_keys[] = {"--listen", listen, "--data-dir", data, "--oracle",
+                                g.oracle_urls, "--raft-id", id, "--raft-peers", g.peers,
+                                "--raft-urls", g.urls, "--region-logs", "--region-split-keys",
+                                "acct-3", NULL};
     tl_run_result out;
     assert_int_equal(tl_run("percolator-service", one_log, NULL, NULL, 0, 30000, &out), 0);
     if (out.status != 1 || strstr(out.err, "--region-logs") == NULL)
@@ -857,6 +861,12 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
     assert_int_equal(tl_run("percolator-service", alone, NULL, NULL, 0, 30000, &out), 0);
     if (out.status != 2 || strstr(out.err, "--region-logs") == NULL)
         fail_msg("--region-logs alone: exit %d, %s", out.status, out.err);
+    tl_run_free(&out);
+    /* other split keys than the store was made with */
+    assert_int_equal(tl_run("percolator-service", other_keys, NULL, NULL, 0, 30000, &out), 0);
+    if (out.status != 1 || strstr(out.err, "--region-split-keys differs") == NULL)
+        fail_msg("a store of region logs with other split keys: exit %d, %s", out.status,
+                 out.err);
     tl_run_free(&out);
     node_start(&g, f); /* with its flags, it goes on */
     group_stop(&g);

@@ -469,9 +469,20 @@ static void a_new_store_is_seeded_once(void **state)
     (void)state;
     fx *f = fx_new();
     pc_region_row first[] = {row(1, 1, "", "m"), row(2, 1, "m", NULL)},
-                  again[] = {row(1, 1, "", NULL)}, bad[] = {row(3, 0, "", NULL)};
+                  again[] = {row(1, 1, "", NULL)}, bad[] = {row(3, 0, "", NULL)},
+                  other[] = {row(1, 1, "", "n"), row(2, 1, "n", NULL)};
+    uint64_t kept = 0, want = 0, differs = 0, whole = 0;
+    assert_int_equal(pc_region_seed_digest(f->s, &kept), PC_NOT_FOUND);
     assert_int_equal(pc_region_rows_seed(f->s, bad, 1), PC_INVALID);
     assert_int_equal(pc_region_rows_seed(f->s, first, 2), PC_OK);
+    /* the seed's digest is kept: what the store was made with */
+    assert_int_equal(pc_region_rows_digest(first, 2, &want), PC_OK);
+    assert_int_equal(pc_region_rows_digest(other, 2, &differs), PC_OK);
+    assert_int_equal(pc_region_rows_digest(again, 1, &whole), PC_OK);
+    assert_int_equal(pc_region_seed_digest(f->s, &kept), PC_OK);
+    assert_int_equal(kept, want);
+    assert_int_not_equal(kept, differs);
+    assert_int_not_equal(kept, whole);
     /* a store with rows is seeded no more: they are its logs' now */
     assert_int_equal(pc_region_rows_seed(f->s, again, 1), PC_INVALID);
     fx_reopen(f);
