@@ -37,7 +37,8 @@
 #include "tls.h"
 
 #define HELLO_MAGIC "pcRN"
-#define HELLO_VERSION 1
+#define HELLO_VERSION 2        /* 2: the realm after the address's length */
+#define HELLO_HEADER 16
 #define HELLO_ADDR_MAX RAFT_PEER_ADDR_MAX
 #define RECORD_HEADER 32
 /* A writer sends what is queued in runs of at most this many records and
@@ -57,6 +58,7 @@
 #define LIVED_MS 1000          /* a connection that lasted this long resets the backoff */
 #define BACKOFF_MAX_MS 1000
 #define TOO_BIG_LOG_MS 60000   /* at most one warning a minute about records too long */
+#define REALM_LOG_MS 60000     /* and about nodes of another realm */
 
 typedef struct record {
     uint8_t header[RECORD_HEADER];
@@ -134,6 +136,8 @@ struct raft_net {
     uint64_t accepted_seq;
     raft_net_stats st;
     uint64_t too_big_logged_ms;
+    uint64_t realm;             /* what every node of the cluster says in its hello */
+    uint64_t realm_logged_ms;
 
     atomic_uint_fast64_t held[2];   /* bytes handed to groups, not yet released, by lane */
     pthread_rwlock_t groups_lock;   /* prefers its writer: a leave is not starved by reads */
@@ -566,13 +570,31 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
 
 /* ---- reading what other nodes send ---- */
 
-/* The dialler's hello: magic, version, its address (length, bytes).
- * Under TLS its certificate must name the address's host; on plain TCP
- * the address must be a loopback one on the host it connects from.
- * 0 or -1. */
+/* A hello naming another realm: counted, and logged once a minute. */
+static void other_realm(raft_net *n, const char *from, uint64_t realm)
+{
+    uint64_t now = time_mono_ms();
+    pthread_mutex_lock(&n->mu);
+    n->st.other_realm++;
+    bool say = n->realm_logged_ms == 0 || now - n->realm_logged_ms >= REALM_LOG_MS;
+    if (say)
+        n->realm_logged_ms = now;
+    pthread_mutex_unlock(&n->mu);
+    if (say)
+        log_error("raft net: the node at %.64s is of another cluster (realm %016llx, this "
+                  "node's %016llx): nothing it sends is read. With --region-logs the realm "
+                  "is the digest of the --region-split-keys a member's store was made with, "
+                  "which must be the same on every member (DESIGN §6.5)",
+                  from, (unsigned long long)realm, (unsigned long long)n->realm);
+}
+
+/* The dialler's hello: magic, version, lane, its address's length, its
+ * realm, its address. Under TLS its certificate must name the address's
+ * host; on plain TCP the address must be a loopback one on the host it
+ * connects from; and its realm must be this node's. 0 or -1. */
 static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
 {
-    uint8_t h[8];
+    uint8_t h[HELLO_HEADER];
     uint64_t by = time_mono_ms() + n->hello_ms; /* the handshake and the hello, in all */
     if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, n->hello_ms)) == NULL)
         return -1;
@@ -588,9 +610,18 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
     rd->from[alen] = '\0';
     if (node_address(n, rd->from, &claimed) != 0)
         return -1;
-    return rd->tls != NULL ? (cert_names_ip(rd->tls, &claimed.sin_addr) ? 0 : -1)
-           : claimed.sin_addr.s_addr == from->sin_addr.s_addr ? 0
-                                                              : -1;
+    bool named = rd->tls != NULL ? cert_names_ip(rd->tls, &claimed.sin_addr)
+                                 : claimed.sin_addr.s_addr == from->sin_addr.s_addr;
+    if (!named)
+        return -1;
+    /* Checked once the dialler proved its address, so that the log names
+     * a node and a stranger cannot fill it. */
+    uint64_t realm = le_get64(h + 8);
+    if (realm != n->realm) {
+        other_realm(n, rd->from, realm);
+        return -1;
+    }
+    return 0;
 }
 
 /* A reader whose hello passed speaks for its node if a group here has a
@@ -831,18 +862,19 @@ static int dial(raft_net *n, peer *p, gnutls_session_t *tls)
     bool end = ending(n, p);
     pthread_mutex_unlock(&n->mu);
     size_t alen = strlen(n->address);
-    uint8_t hello[8 + HELLO_ADDR_MAX];
+    uint8_t hello[HELLO_HEADER + HELLO_ADDR_MAX];
     memcpy(hello, HELLO_MAGIC, 4);
     hello[4] = HELLO_VERSION;
     hello[5] = (uint8_t)p->lane;
     hello[6] = (uint8_t)alen;
     hello[7] = (uint8_t)(alen >> 8);
-    memcpy(hello + 8, n->address, alen);
+    le_put64(hello + 8, n->realm);
+    memcpy(hello + HELLO_HEADER, n->address, alen);
     bool ok = !end && bind(fd, (struct sockaddr *)&self, sizeof self) == 0 &&
               connect(fd, (struct sockaddr *)&to, sizeof to) == 0;
     if (ok && n->tls != NULL)
         ok = (*tls = tls_open(n, fd, true, DIAL_MS)) != NULL && cert_names_ip(*tls, &to.sin_addr);
-    ok = ok && send_all(*tls, fd, hello, 8 + alen) == 0;
+    ok = ok && send_all(*tls, fd, hello, HELLO_HEADER + alen) == 0;
     pthread_mutex_lock(&n->mu);
     p->dialing = -1;
     pthread_mutex_unlock(&n->mu);
@@ -1128,6 +1160,7 @@ int raft_net_start(const raft_net_config *cfg, raft_net **out, char *err, size_t
     if (n->idle_ms < 30)
         n->idle_ms = 30;
     n->hello_ms = cfg->hello_ms ? cfg->hello_ms : 5000;
+    n->realm = cfg->realm;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);

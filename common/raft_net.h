@@ -4,7 +4,8 @@
  * connection, each a record tagged with its group, instead of a listener,
  * connections and threads per member (raft_transport.h).
  *
- *   hello      "pcRN", version 1, lane, address length (u16), address
+ *   hello      "pcRN", version 2, lane, address length (u16), realm
+ *              (u64), address
  *   record     [group][from raft id][to raft id][length] (little-endian
  *              u64s) then length bytes: one Raft message as libraft writes
  *              it (raft_codec.h), checked where it arrives (raft_io_net.h)
@@ -79,6 +80,10 @@ typedef struct {
     struct tls_server *tls;     /* peer credentials (tls.h; not owned, outlive the net):
                                  * mutual TLS on every connection. NULL: plain TCP, on
                                  * loopback addresses only */
+    uint64_t realm;             /* every node of a cluster is given the same: a hello
+                                 * naming another is refused (counted and logged), so
+                                 * nodes made for different clusters never exchange a
+                                 * record (the service: its region seed's digest) */
 } raft_net_config;
 
 /* Start listening. 0, or -1 with a reason in err. */
@@ -146,6 +151,7 @@ typedef struct {
     uint64_t dropped_too_big;   /* longer than max_record_bytes: never sent */
     uint64_t dropped_unknown;   /* for a group this node does not host */
     uint64_t refused;           /* connections refused (hello, node, address, record) */
+    uint64_t other_realm;       /* of them, hellos naming another realm */
     uint64_t replaced;          /* connections closed for a newer one from their node */
     uint64_t accepted;          /* connections accepted since the start */
     uint64_t connections;       /* open now, both directions */

@@ -12,8 +12,9 @@
  * member, as TiKV bootstraps its first region from configuration), and
  * from then on only the regions' own logs change them. The seed's digest
  * is kept with the rows: a store restarted with other split keys than it
- * was made with refuses to start. (Members first started with different
- * keys are not caught yet: DESIGN §6.5.) A store of the one
+ * was made with refuses to start, and the digest is the node network's
+ * realm, so that members first started with different keys never
+ * exchange a record (each logs the other's realm). A store of the one
  * log (its applied index, or its region map, set) is never run so, and a
  * store with region rows never runs as one log: a node runs one or the
  * other over a store.
@@ -85,8 +86,8 @@ static int seed_of_flags(svc *s, seed *sd)
 }
 
 /* The store's seed, made now on a new store, is the flags' (which must
- * be the same on every member, always). */
-static int check_seed(svc *s, pc_session *ps, bool fresh)
+ * be the same on every member, always); *digest its digest. */
+static int check_seed(svc *s, pc_session *ps, bool fresh, uint64_t *digest)
 {
     seed sd;
     uint64_t want = 0, have = 0;
@@ -112,6 +113,7 @@ static int check_seed(svc *s, pc_session *ps, bool fresh)
                   "change only by their logs)");
         return -1;
     }
+    *digest = have;
     return 0;
 }
 
@@ -197,8 +199,9 @@ static router *load_rows(pc_session *ps)
 }
 
 /* The regions: the store's rows, a new store's seeded first. Region 1
- * holds the empty key (home). 0; -1 logged. */
-static int open_regions(svc *s, pc_session *ps)
+ * holds the empty key (home). *seed_digest: the digest of the rows it was
+ * seeded with. 0; -1 logged. */
+static int open_regions(svc *s, pc_session *ps, uint64_t *seed_digest)
 {
     bool one_log = false;
     if (one_log_store(ps, &one_log) != 0) {
@@ -214,7 +217,7 @@ static int open_regions(svc *s, pc_session *ps)
         return -1;
     }
     bool fresh = rt != NULL && router_count(rt) == 0;
-    if (rt != NULL && check_seed(s, ps, fresh) != 0) {
+    if (rt != NULL && check_seed(s, ps, fresh, seed_digest) != 0) {
         router_free(rt);
         return -1;
     }
@@ -256,7 +259,8 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
         snprintf(err, errlen, "--raft-id %u is not among --raft-peers", rcfg->id);
         return -1;
     }
-    if (open_regions(s, ps) != 0) {
+    uint64_t realm = 0;
+    if (open_regions(s, ps, &realm) != 0) {
         snprintf(err, errlen, "cannot make the regions from the store (see the log above)");
         return -1;
     }
@@ -266,8 +270,10 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
     }
     if (raft_loop_start(&s->rl.loop, err, errlen) != 0)
         return -1;
+    /* Members seeded differently would each apply what the others skip
+     * as out of range: they are of different realms, and never talk. */
     raft_net_config nc = {.address = me->raft, .listen_fd = rcfg->listen_fd,
-                          .tls = rcfg->peer_tls};
+                          .tls = rcfg->peer_tls, .realm = realm};
     if (raft_net_start(&nc, &s->rl.net, err, errlen) != 0)
         return -1;
     size_t n = router_count(s->regions);
@@ -298,8 +304,9 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
         r->engine = s->engine;
         r->repl = raft_group_replicator(r->raft);
     }
-    log_info("%zu region(s), each a Raft group of its own over one node network at %s%s", n,
-             me->raft, rcfg->peer_tls != NULL ? " (peer TLS)" : "");
+    log_info("%zu region(s), each a Raft group of its own over one node network at %s%s "
+             "(realm %016llx: the region seed's digest)", n, me->raft,
+             rcfg->peer_tls != NULL ? " (peer TLS)" : "", (unsigned long long)realm);
     return 0;
 }
 

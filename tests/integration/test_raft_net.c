@@ -359,15 +359,16 @@ static int dial_as(fixture *f, int to, int from_host, const char *claim)
     dst.sin_port = htons((uint16_t)atoi(colon + 1));
     inet_pton(AF_INET, host, &dst.sin_addr);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(claim), 0};
-    memcpy(hello + 8, claim, strlen(claim));
-    if (fd < 0 || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
+    rw_buf hello = {0};
+    rw_enc_net_hello(&hello, RAFT_NET_MESSAGES, 0, claim);
+    if (fd < 0 || hello.failed || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
         connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 ||
-        send(fd, hello, 8 + strlen(claim), MSG_NOSIGNAL) != (ssize_t)(8 + strlen(claim))) {
+        send(fd, hello.data, hello.len, MSG_NOSIGNAL) != (ssize_t)hello.len) {
         if (fd >= 0)
             close(fd);
-        return -1;
+        fd = -1;
     }
+    rw_buf_free(&hello);
     return fd;
 }
 
@@ -594,10 +595,11 @@ static bool tls_hello_closed(fixture *f, int to, const char *cert, const char *k
     snprintf(host, sizeof host, "%.*s", (int)(colon - f->addr[to]), f->addr[to]);
     if (rw_connect(&c, host, atoi(colon + 1), &tls, 10000) != 0)
         return true; /* refused in the handshake */
-    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(claim), 0};
-    memcpy(hello + 8, claim, strlen(claim));
-    bool closed = rw_send_raw(&c, hello, 8 + strlen(claim), 5000) != 0 ||
+    rw_buf hello = {0};
+    rw_enc_net_hello(&hello, RAFT_NET_MESSAGES, 0, claim);
+    bool closed = hello.failed || rw_send_buf(&c, &hello, 5000) != 0 ||
                   rw_closed_by_peer(&c, 3000);
+    rw_buf_free(&hello);
     rw_close(&c);
     return closed;
 }

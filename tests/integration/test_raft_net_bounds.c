@@ -13,6 +13,8 @@
  *     second connection from a node replaces the first.
  *   - A reader waits for room among the records being read instead of
  *     closing an honest connection.
+ *   - A node of another realm (raft_net_config.realm) is refused, both
+ *     ways, though a group names it.
  *   - A delivery runs outside the groups' lock: a join and a leave of
  *     another group go on meanwhile, and a leave of its own group returns
  *     only once it has ended.
@@ -38,6 +40,7 @@
 #include "log.h"
 #include "raft_inproc.h"
 #include "raft_net.h"
+#include "raft_wire.h"
 #include "testlib.h"
 #include "timeutil.h"
 
@@ -177,7 +180,8 @@ static bool send_until_received(fixture *f, int i, int j, uint64_t g, size_t len
 
 static int teardown(void **state);
 
-static int start_nets(void **state, const raft_net_config *base)
+/* Nets 0 to 2 with base's settings, net 2 of realm `realm_2`. */
+static int start_nets_realms(void **state, const raft_net_config *base, uint64_t realm_2)
 {
     fixture *f = calloc(1, sizeof *f);
     char err[256];
@@ -196,6 +200,7 @@ static int start_nets(void **state, const raft_net_config *base)
         raft_net_config cfg = *base;
         cfg.address = f->addr[i];
         cfg.listen_fd = fd;
+        cfg.realm = i == 2 ? realm_2 : base->realm;
         int rc = raft_net_start(&cfg, &f->nets[i], err, sizeof err);
         close(fd);
         if (rc != 0) {
@@ -204,6 +209,11 @@ static int start_nets(void **state, const raft_net_config *base)
         }
     }
     return 0;
+}
+
+static int start_nets(void **state, const raft_net_config *base)
+{
+    return start_nets_realms(state, base, base->realm);
 }
 
 /* Small bounds, so that a test reaches them with little data. */
@@ -382,17 +392,18 @@ static int dial_lane(fixture *f, int to, int host, const char *claim, raft_net_l
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)to)};
     dst.sin_port = htons((uint16_t)atoi(strrchr(f->addr[to], ':') + 1));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    size_t clen = claim != NULL ? strlen(claim) : 0;
-    uint8_t hello[8 + 64] = {'p', 'c', 'R', 'N', 1, (uint8_t)lane, (uint8_t)clen, 0};
-    memcpy(hello + 8, claim != NULL ? claim : "", clen);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
+    rw_buf hello = {0};
+    if (claim != NULL)
+        rw_enc_net_hello(&hello, lane, 0, claim);
+    if (fd < 0 || hello.failed || bind(fd, (struct sockaddr *)&self, sizeof self) != 0 ||
         connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 ||
         (claim != NULL &&
-         send(fd, hello, 8 + clen, MSG_NOSIGNAL) != (ssize_t)(8 + clen))) {
+         send(fd, hello.data, hello.len, MSG_NOSIGNAL) != (ssize_t)hello.len)) {
         if (fd >= 0)
             close(fd);
-        return -1;
+        fd = -1;
     }
+    rw_buf_free(&hello);
     return fd;
 }
 
@@ -516,15 +527,20 @@ static void test_a_trickled_hello_is_cut(void **state)
     join_group_7(f);
     int fd = dial_as(f, 1, 4, NULL);
     assert_true(fd >= 0);
-    char hello[72] = {'p', 'c', 'R', 'N', 1, 0, 60, 0};
-    memset(hello + 8, '1', 60);
+    char claim[61];
+    memset(claim, '1', 60);
+    claim[60] = '\0';
+    rw_buf hello = {0};
+    rw_enc_net_hello(&hello, RAFT_NET_MESSAGES, 0, claim); /* 76 bytes */
+    assert_false(hello.failed);
     bool closed = false;
     int k = 0;
-    for (; k < (int)sizeof hello && !closed; k++) { /* a byte every 300 ms: 21 s in all */
-        closed = send(fd, hello + k, 1, MSG_NOSIGNAL) != 1 || tl_closed_by_server(fd, 300);
+    for (; k < (int)hello.len && !closed; k++) { /* a byte every 300 ms: 23 s in all */
+        closed = send(fd, hello.data + k, 1, MSG_NOSIGNAL) != 1 || tl_closed_by_server(fd, 300);
     }
     assert_true(closed);
-    assert_true(k < (int)sizeof hello / 2); /* the hello's time is 1.5 s here */
+    assert_true(k < (int)hello.len / 2); /* the hello's time is 1.5 s here */
+    rw_buf_free(&hello);
     close(fd);
     raft_net_leave(f->nets[1], 7);
 }
@@ -653,6 +669,36 @@ static int setup_short_hello(void **state)
     return start_nets(state, &(raft_net_config){.idle_ms = 1500, .hello_ms = 1500});
 }
 
+/* Nets 0 and 1 of realm 11, net 2 of realm 12. */
+static int setup_two_realms(void **state)
+{
+    return start_nets_realms(state, &(raft_net_config){.idle_ms = 1500, .realm = 11}, 12);
+}
+
+/* Nodes of another realm (the service: another region seed) never
+ * exchange a record, either way, though a group names them; a node of
+ * the same realm does. */
+static void test_a_node_of_another_realm_is_refused(void **state)
+{
+    fixture *f = *state;
+    join_group_7(f);
+    const char *nodes[] = {f->addr[0], f->addr[1], f->addr[2]};
+    assert_int_equal(raft_net_join(f->nets[2], 7, nodes, 3, deliver, &f->in), 0);
+    for (int k = 0; k < 5; k++) {
+        (void)send_pattern(f, 2, 1, 7, 100); /* 12 to 11 */
+        (void)send_pattern(f, 1, 2, 7, 100); /* 11 to 12 */
+        time_sleep_ms(100);
+    }
+    assert_true(stats_of(f, 1).other_realm >= 1);
+    assert_true(stats_of(f, 2).other_realm >= 1);
+    assert_int_equal(stats_of(f, 1).received + stats_of(f, 2).received, 0);
+    assert_int_equal(records(&f->in), 0);
+    assert_true(send_until_received(f, 0, 1, 7, 100)); /* 11 to 11 */
+    assert_int_equal(stats_of(f, 0).other_realm, 0);
+    raft_net_leave(f->nets[2], 7);
+    raft_net_leave(f->nets[1], 7);
+}
+
 typedef struct {
     fixture *f;
     atomic_bool done;
@@ -722,6 +768,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_trickled_hello_is_cut, setup_short_hello,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_trickled_record_is_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_node_of_another_realm_is_refused,
+                                        setup_two_realms, teardown),
         cmocka_unit_test_setup_teardown(test_a_trickled_short_record_is_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_records_go_in_runs_whole_and_in_order,
                                         setup_big_queue, teardown),

@@ -94,6 +94,15 @@ void rw_enc_handshake(rw_buf *b, uint64_t id, const char *address)
     rw_put_zeros(b, padded - alen);
 }
 
+void rw_enc_net_hello(rw_buf *b, unsigned lane, uint64_t realm, const char *claim)
+{
+    size_t alen = strlen(claim);
+    uint8_t h[8] = {'p', 'c', 'R', 'N', 2, (uint8_t)lane, (uint8_t)alen, (uint8_t)(alen >> 8)};
+    rw_put_bytes(b, h, sizeof h);
+    rw_put64(b, realm);
+    rw_put_bytes(b, claim, alen);
+}
+
 /* The preamble: message type and header length. */
 static void preamble(rw_buf *b, uint64_t type, uint64_t header_len)
 {

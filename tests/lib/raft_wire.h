@@ -73,6 +73,11 @@ void rw_put_zeros(rw_buf *b, size_t n);
 /* The handshake a connecting member sends first (protocol 1). */
 void rw_enc_handshake(rw_buf *b, uint64_t id, const char *address);
 
+/* The hello a node sends first on the node network (common/raft_net.h:
+ * "pcRN", version 2, lane, the address's length as a u16, realm, the
+ * address), claiming address `claim`. */
+void rw_enc_net_hello(rw_buf *b, unsigned lane, uint64_t realm, const char *claim);
+
 typedef struct {
     uint64_t term;
     uint8_t type;       /* RW_ENTRY_* (anything, to send a bad one) */
