@@ -92,7 +92,7 @@ PROGS    = $(if $(wildcard oracle/main.c),$(BINDIR)/percolator-oracle) \
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN = $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 
-.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions bench-pd bench-groups clean \
+.PHONY: all deps test check check-layers unit integration run bench bench-tools bench-oracle bench-failover bench-catchup bench-cluster bench-watch bench-leases bench-soak bench-regions bench-regions-group bench-pd bench-groups clean \
         man install uninstall check-packaging
 .SECONDARY:
 all: $(PROGS)
@@ -310,6 +310,11 @@ bench-soak: bench-tools
 # one service (bench/regions.sh; REGIONS_CONNS, REGIONS_RUNS).
 bench-regions: bench-tools
 	PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/regions.sh
+
+# bench-regions-group: the same on a three-member group with --region-logs
+# (each region a Raft group of its own) and three oracles (REGIONS_COUNT).
+bench-regions-group: bench-tools
+	REGIONS_GROUP=1 PERCOLATOR_BIN_DIR=$(abspath $(BINDIR)) BENCH_BIN_DIR=$(abspath $(BUILD))/bench bash bench/regions.sh
 
 # bench-pd: the placement driver (an oracle group) under 1,000 simulated
 # nodes reporting 100 regions each: CPU, memory, heartbeat latency

@@ -15,7 +15,16 @@
 # (default 5). Prints each row (rate, p50, p99, p99.9, aborts) and the
 # median ratios across/within and across/2pc.
 #
-#   bench/regions.sh            (make bench-regions)
+# REGIONS_GROUP=1 measures what users deploy for regions of their own
+# logs instead: three oracles as a Raft group (the placement driver) and
+# a three-member service group with --region-logs, each region a Raft
+# group of its own; the load at the leader. There "across" cuts the keys
+# into REGIONS_COUNT regions (default 8; each a Raft group on every
+# member), so a transaction's two keys are in two regions 1 - 1/COUNT of
+# the time (the metric of commits across regions is printed).
+#
+#   bench/regions.sh                    (make bench-regions)
+#   REGIONS_GROUP=1 bench/regions.sh    (make bench-regions-group)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -23,33 +32,58 @@ cd "$(dirname "$0")/.."
 KEYS=${REGIONS_KEYS:-1000}
 CONNS_LIST=${REGIONS_CONNS:-16 64}
 RUNS=${REGIONS_RUNS:-2}
+GROUP=${REGIONS_GROUP:-0}
+COUNT=${REGIONS_COUNT:-8}
 [ -x "$LG" ] || die "$LG missing: make bench-tools"
 [ "$KEYS" -ge 2 ] && [ "$KEYS" -le 1025 ] || die "REGIONS_KEYS must be 2..1025 (at most 1024 split keys)"
 
-# The loadgen's key names (k%08lu) from 1 on: a cut before each but the first.
+# The loadgen's key names (k%08lu) from 1 on: a cut before each but the
+# first; in a group, COUNT regions of KEYS/COUNT keys each.
 SPLITS=$(seq -f 'k%08g' 1 $((KEYS - 1)) | paste -sd, -)
+if [ "$GROUP" = 1 ]; then
+  [ "$COUNT" -ge 2 ] && [ "$COUNT" -le "$KEYS" ] || die "REGIONS_COUNT must be 2..REGIONS_KEYS"
+  SPLITS=$(for i in $(seq 1 $((COUNT - 1))); do printf 'k%08d\n' $((i * KEYS / COUNT)); done | paste -sd, -)
+fi
 
-stop_all() { # stop what start_percolator started, by PID
+# start_config FLAGS...: a fresh single service, or a fresh group (its
+# leader's URL in SVC_URL) with the oracles as a group.
+start_config() {
+  if [ "$GROUP" != 1 ]; then
+    start_percolator "$@"
+    return
+  fi
+  start_oracle_group
+  service_group_ports
+  local i
+  for i in 1 2 3; do start_member "$i" --region-logs "$@"; done
+  wait_leader
+}
+
+stop_all() { # stop what start_config started, by PID
   local p
-  for p in "$SVC_PID" "$ORACLE_PID"; do
+  for p in "${PIDS[@]}"; do
     kill -TERM "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
   PIDS=()
-  rm -rf "$TMP/oracle" "$TMP/service"
+  rm -rf "$TMP"/oracle* "$TMP"/service "$TMP"/svc*
 }
 
 machine() { echo "machine: $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
-echo "regions: 2-key transactions within one region and across two, on one service (--sync fsync)"
+if [ "$GROUP" = 1 ]; then
+  echo "regions: 2-key transactions within one region and across $COUNT, each region a Raft group of its own (--region-logs) on three members, three oracles as a group (--sync fsync)"
+else
+  echo "regions: 2-key transactions within one region and across two, on one service (--sync fsync)"
+fi
 machine
 printf '%-8s %6s %4s %10s %9s %9s %9s %8s\n' config conns run "txn/s" "p50 ms" "p99 ms" "p99.9 ms" aborts
 declare -A OPS P99
 for run in $(seq "$RUNS"); do
   for cfg in within 2pc across; do
     case $cfg in
-      within) start_percolator ;;
-      2pc) start_percolator --one-pc off ;;
-      across) start_percolator --region-split-keys "$SPLITS" ;;
+      within) start_config ;;
+      2pc) start_config --one-pc off ;;
+      across) start_config --region-split-keys "$SPLITS" ;;
     esac
     preload "$SVC_URL" pc 0 "$KEYS"
     for c in $CONNS_LIST; do
@@ -75,4 +109,4 @@ for c in $CONNS_LIST; do
   w=$(median <<<"${P99[within.$c]}") t=$(median <<<"${P99[2pc.$c]}") a=$(median <<<"${P99[across.$c]}")
   printf '%6s %14s %14s %14s %16s %16s   (p99 ms)\n' "" "$w" "$t" "$a" "$(calc "$a / $w")" "$(calc "$a / $t")"
 done
-echo "command: REGIONS_KEYS=$KEYS REGIONS_CONNS=\"$CONNS_LIST\" REGIONS_RUNS=$RUNS BENCH_SECONDS=$SECS bash bench/regions.sh"
+echo "command: REGIONS_GROUP=$GROUP REGIONS_COUNT=$COUNT REGIONS_KEYS=$KEYS REGIONS_CONNS=\"$CONNS_LIST\" REGIONS_RUNS=$RUNS BENCH_SECONDS=$SECS bash bench/regions.sh"

@@ -30,17 +30,6 @@
 #define DATA_TABLES 4 /* data, lock, write, notify */
 
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* Start an operation: the header first if the batch is empty, then the
  * count raised and the op byte. */
 static pc_rc begin_op(pc_buf *b, uint8_t op)
@@ -51,13 +40,13 @@ static pc_rc begin_op(pc_buf *b, uint8_t op)
         return PC_NOMEM;
     if (pc_buf_append(b, &op, 1) != PC_OK)
         return PC_NOMEM;
-    put_u32((uint8_t *)b->data + MAGIC_LEN, get_u32((const uint8_t *)b->data + MAGIC_LEN) + 1);
+    pc_put_be32((uint8_t *)b->data + MAGIC_LEN, pc_get_be32((const uint8_t *)b->data + MAGIC_LEN) + 1);
     return PC_OK;
 }
 
 pc_batch_mark pc_batch_mark_of(const pc_buf *b)
 {
-    uint32_t n = b->len >= HEADER_LEN ? get_u32((const uint8_t *)b->data + MAGIC_LEN) : 0;
+    uint32_t n = b->len >= HEADER_LEN ? pc_get_be32((const uint8_t *)b->data + MAGIC_LEN) : 0;
     return (pc_batch_mark){b->len, n};
 }
 
@@ -65,7 +54,7 @@ void pc_batch_rewind(pc_buf *b, pc_batch_mark m)
 {
     b->len = m.len;
     if (b->len >= HEADER_LEN)
-        put_u32((uint8_t *)b->data + MAGIC_LEN, m.count);
+        pc_put_be32((uint8_t *)b->data + MAGIC_LEN, m.count);
 }
 
 static pc_rc append_bytes(pc_buf *b, const void *p, size_t len)
@@ -73,7 +62,7 @@ static pc_rc append_bytes(pc_buf *b, const void *p, size_t len)
     uint8_t n[4];
     if (len > UINT32_MAX)
         return PC_INVALID;
-    put_u32(n, (uint32_t)len);
+    pc_put_be32(n, (uint32_t)len);
     if (pc_buf_append(b, n, 4) != PC_OK || pc_buf_append(b, p, len) != PC_OK)
         return PC_NOMEM;
     return PC_OK;
@@ -150,7 +139,7 @@ static bool take_bytes(const uint8_t **q, const uint8_t *end, const uint8_t **at
 {
     if (end - *q < 4)
         return false;
-    *len = get_u32(*q), *q += 4;
+    *len = pc_get_be32(*q), *q += 4;
     if ((size_t)(end - *q) < *len)
         return false;
     *at = *q, *q += *len;
@@ -192,14 +181,14 @@ bool pc_batch_next(const uint8_t **p, const uint8_t *end, pc_batch_op *o)
     if ((o->op != PC_BATCH_PUT && o->op != PC_BATCH_DEL) || end - q < 5)
         return false;
     o->table = *q++;
-    o->klen = get_u32(q), q += 4;
+    o->klen = pc_get_be32(q), q += 4;
     if (o->table >= DATA_TABLES || o->klen == 0 || (size_t)(end - q) < o->klen)
         return false;
     o->key = q, q += o->klen;
     if (o->op == PC_BATCH_PUT) {
         if (end - q < 4)
             return false;
-        o->vlen = get_u32(q), q += 4;
+        o->vlen = pc_get_be32(q), q += 4;
         if ((size_t)(end - q) < o->vlen)
             return false;
         o->val = q, q += o->vlen;
@@ -216,13 +205,13 @@ pc_rc pc_batch_join(pc_buf *into, const void *batch, size_t len)
         return PC_INVALID;
     if (into->len == 0)
         return pc_buf_append(into, batch, len);
-    uint32_t had = get_u32((const uint8_t *)into->data + MAGIC_LEN);
-    uint32_t more = get_u32(p + MAGIC_LEN);
+    uint32_t had = pc_get_be32((const uint8_t *)into->data + MAGIC_LEN);
+    uint32_t more = pc_get_be32(p + MAGIC_LEN);
     if (more > UINT32_MAX - had)
         return PC_INVALID;
     if (pc_buf_append(into, p + HEADER_LEN, len - HEADER_LEN) != PC_OK)
         return PC_NOMEM;
-    put_u32((uint8_t *)into->data + MAGIC_LEN, had + more);
+    pc_put_be32((uint8_t *)into->data + MAGIC_LEN, had + more);
     return PC_OK;
 }
 
@@ -232,7 +221,7 @@ pc_rc pc_batch_check(const void *batch, size_t len)
     pc_batch_op o;
     if (len < HEADER_LEN || memcmp(p, MAGIC, MAGIC_LEN) != 0)
         return PC_INVALID;
-    uint32_t n = get_u32(p + MAGIC_LEN), seen = 0;
+    uint32_t n = pc_get_be32(p + MAGIC_LEN), seen = 0;
     for (p += HEADER_LEN; p < end; seen++)
         if (seen == n || !pc_batch_next(&p, end, &o))
             return PC_INVALID;

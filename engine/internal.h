@@ -295,9 +295,12 @@ typedef struct {
 } pc_write_rec;
 
 /* Encoders append to b; decoders point into the bytes given. */
-/* 8 bytes big-endian: records, meta rows (records.c). */
+/* 8 and 4 bytes big-endian: records, meta rows, batches, region rows
+ * (records.c). */
 void pc_put_be64(uint8_t *p, uint64_t v);
 uint64_t pc_get_be64(const uint8_t *p);
+void pc_put_be32(uint8_t *p, uint32_t v);
+uint32_t pc_get_be32(const uint8_t *p);
 pc_rc pc_lock_encode(pc_buf *b, const pc_lock_rec *r);
 pc_rc pc_lock_decode(const void *p, size_t len, pc_lock_rec *r);
 pc_rc pc_write_encode(pc_buf *b, const pc_write_rec *r);

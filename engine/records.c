@@ -74,7 +74,7 @@ uint64_t pc_get_be64(const uint8_t *p)
     return v;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
+void pc_put_be32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24);
     p[1] = (uint8_t)(v >> 16);
@@ -82,7 +82,7 @@ static void put_u32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static uint32_t get_u32(const uint8_t *p)
+uint32_t pc_get_be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -105,13 +105,13 @@ pc_rc pc_lock_encode(pc_buf *b, const pc_lock_rec *r)
     pc_put_be64(p, r->start_ts), p += 8;
     pc_put_be64(p, r->wall_ms), p += 8;
     pc_put_be64(p, r->ttl_ms), p += 8;
-    put_u32(p, (uint32_t)r->primary.len), p += 4;
+    pc_put_be32(p, (uint32_t)r->primary.len), p += 4;
     memcpy(p, r->primary.data, r->primary.len), p += r->primary.len;
     *p++ = (uint8_t)r->owner.len;
     if (r->owner.len)
         memcpy(p, r->owner.data, r->owner.len), p += r->owner.len;
     if (r->has_value) {
-        put_u32(p, (uint32_t)r->value.len), p += 4;
+        pc_put_be32(p, (uint32_t)r->value.len), p += 4;
         if (r->value.len)
             memcpy(p, r->value.data, r->value.len);
     }
@@ -136,7 +136,7 @@ pc_rc pc_lock_decode(const void *data, size_t len, pc_lock_rec *r)
     r->start_ts = pc_get_be64(p), p += 8;
     r->wall_ms = pc_get_be64(p), p += 8;
     r->ttl_ms = pc_get_be64(p), p += 8;
-    r->primary.len = get_u32(p), p += 4;
+    r->primary.len = pc_get_be32(p), p += 4;
     if (r->primary.len > PC_KEY_MAX || (size_t)(end - p) < r->primary.len + 1)
         return PC_ERROR;
     r->primary.data = p, p += r->primary.len;
@@ -147,7 +147,7 @@ pc_rc pc_lock_decode(const void *data, size_t len, pc_lock_rec *r)
     if (r->has_value) {
         if (end - p < 4)
             return PC_ERROR;
-        r->value.len = get_u32(p), p += 4;
+        r->value.len = pc_get_be32(p), p += 4;
         if (r->value.len > PC_SHORT_VALUE_MAX || (size_t)(end - p) < r->value.len)
             return PC_ERROR;
         r->value.data = p, p += r->value.len;
@@ -170,7 +170,7 @@ pc_rc pc_write_encode(pc_buf *b, const pc_write_rec *r)
     *p++ = r->has_value ? FLAG_VALUE : 0;
     pc_put_be64(p, r->start_ts), p += 8;
     if (r->has_value) {
-        put_u32(p, (uint32_t)r->value.len), p += 4;
+        pc_put_be32(p, (uint32_t)r->value.len), p += 4;
         if (r->value.len)
             memcpy(p, r->value.data, r->value.len);
     }
@@ -196,7 +196,7 @@ pc_rc pc_write_decode(const void *data, size_t len, pc_write_rec *r)
     if (r->has_value) {
         if (end - p < 4)
             return PC_ERROR;
-        r->value.len = get_u32(p), p += 4;
+        r->value.len = pc_get_be32(p), p += 4;
         if (r->value.len > PC_SHORT_VALUE_MAX || (size_t)(end - p) < r->value.len)
             return PC_ERROR;
         r->value.data = p, p += r->value.len;

@@ -15,17 +15,6 @@
 #include "engine_replica.h"
 #include "internal.h"
 
-static void put_u32(uint8_t *p, size_t v)
-{
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 bool pc_region_row_ok(const pc_region_row *r)
 {
     if (r->id == 0 || r->epoch == 0 || r->start.len > PC_KEY_MAX ||
@@ -43,14 +32,14 @@ pc_rc pc_region_row_encode(const pc_region_row *r, pc_buf *out)
     if (!pc_region_row_ok(r))
         return PC_INVALID;
     pc_put_be64(head, r->epoch);
-    put_u32(head + 8, r->start.len);
+    pc_put_be32(head + 8, (uint32_t)r->start.len);
     if (pc_buf_append(out, head, sizeof head) != PC_OK ||
         pc_buf_append(out, r->start.data, r->start.len) != PC_OK ||
         pc_buf_append(out, &bounded, 1) != PC_OK)
         return PC_NOMEM;
     if (!bounded)
         return PC_OK;
-    put_u32(len, r->end.len);
+    pc_put_be32(len, (uint32_t)r->end.len);
     if (pc_buf_append(out, len, 4) != PC_OK || pc_buf_append(out, r->end.data, r->end.len) != PC_OK)
         return PC_NOMEM;
     return PC_OK;
@@ -64,14 +53,14 @@ bool pc_region_row_decode(uint64_t id, const void *value, size_t len, pc_region_
     if (len < 8 + 4 + 1)
         return false;
     out->epoch = pc_get_be64(p), p += 8;
-    out->start.len = get_u32(p), p += 4;
+    out->start.len = pc_get_be32(p), p += 4;
     if ((size_t)(end - p) < out->start.len + 1)
         return false;
     out->start.data = p, p += out->start.len;
     if (*p++ != 0) {
         if (p[-1] != 1 || end - p < 4)
             return false;
-        out->end.len = get_u32(p), p += 4;
+        out->end.len = pc_get_be32(p), p += 4;
         if ((size_t)(end - p) != out->end.len)
             return false;
         out->end.data = p, p += out->end.len;

@@ -7,6 +7,9 @@
  *   PERCOLATOR_FAILPOINT=local_sync=error            fail there (points
  *                                                    asked with failpoint_fails)
  *
+ * Besides the commit's: before_region_group (region_logs.c), between a
+ * split applied and its new region's group started.
+ *
  * Dying flushes the log first, so the state at that point is what the
  * disk holds, then SIGKILLs the process: no cleanup runs, as in a crash.
  * Sleeping imitates a stuck coordinator that still counts as alive.

@@ -278,12 +278,10 @@ int main(int argc, char **argv)
         return 2;
     }
     /* A group per region: a member's (a single node has one log), not yet
-     * with what needs a split or a restore (DESIGN §6.5 step 6). */
-    if (c->region_logs && (c->shared.raft_id == 0 || c->region_max_bytes != 0 ||
-                           c->restore_from[0] != '\0')) {
+     * with a restore (DESIGN §6.5 step 6). */
+    if (c->region_logs && (c->shared.raft_id == 0 || c->restore_from[0] != '\0')) {
         log_startup_error(PROG, "--region-logs is for a member of a group (--raft-id), and does "
-                                "not split regions or restore a backup yet (no "
-                                "--region-max-bytes, no --restore-from)");
+                                "not restore a backup yet (no --restore-from)");
         return 2;
     }
     pc_buf *splits = NULL;

@@ -176,6 +176,8 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     if (rc == PC_OK && g->cfg.region != 0 &&
         pc_batch_region_rows(p + ENTRY_HEADER, (size_t)len, sets_row, &row) == PC_OK && row)
         rc = follow_row(g);
+    if (rc == PC_OK && row && hear->rows != NULL)
+        hear->rows(hear->arg);
     if (rc == PC_OK && hear->batch != NULL)
         hear->batch(hear->arg, p + ENTRY_HEADER, (size_t)len);
     if (hear->end != NULL)
@@ -326,6 +328,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     } else {
         if (g->cfg.listen.lost != NULL)
             g->cfg.listen.lost(g->cfg.listen.arg); /* its changes were never told */
+        if (region != 0 && g->cfg.listen.rows != NULL)
+            g->cfg.listen.rows(g->cfg.listen.arg); /* its row may be narrower */
         log_info("%s raft: installed a snapshot of %zu bytes at index %llu", g->kind, buf->len,
                  (unsigned long long)at);
         metrics_inc(g->m_restores, 1);

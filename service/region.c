@@ -260,6 +260,16 @@ region *router_at(const router *rt, size_t i)
     return r;
 }
 
+bool router_has_id(const router *rt, uint64_t id)
+{
+    bool has = false;
+    RDLOCK(rt);
+    for (size_t i = 0; i < rt->n && !has; i++)
+        has = rt->r[i]->id == id;
+    UNLOCK(rt);
+    return has;
+}
+
 size_t router_list(const router *rt, region ***out)
 {
     RDLOCK(rt);
@@ -495,8 +505,11 @@ int router_install(router *rt, const void *map, size_t len, void (*made)(void *a
                    void *arg)
 {
     router *fresh = router_decode(map, len);
-    if (fresh == NULL)
-        return -1;
+    return fresh != NULL ? router_adopt(rt, fresh, made, arg) : -1;
+}
+
+int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), void *arg)
+{
     pthread_rwlock_wrlock(&rt->mu);
     /* Room first, so that nothing below can fail halfway. */
     size_t need = rt->nretired + rt->n;
@@ -522,9 +535,12 @@ int router_install(router *rt, const void *map, size_t len, void (*made)(void *a
             region_free(now);
             continue;
         }
-        if (had != NULL) /* the left part of a split: the same region, counted on */
+        if (had != NULL) { /* the left part of a split: the same region, counted on */
             atomic_store(&now->nbatches, atomic_load(&had->nbatches));
-        now->engine = rt->engine, now->repl = rt->repl, now->raft = rt->raft;
+            now->engine = had->engine, now->repl = had->repl, now->raft = had->raft;
+        } else if (now->repl == NULL) {
+            now->engine = rt->engine, now->repl = rt->repl, now->raft = rt->raft;
+        }
         if (made != NULL)
             made(arg, now);
     }

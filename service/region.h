@@ -99,6 +99,8 @@ size_t router_run(const router *rt, const pc_mutation *m, size_t n);
 /* The regions in key order: count, and the i-th. */
 size_t router_count(const router *rt);
 region *router_at(const router *rt, size_t i);
+/* Whether a region of the map (not a retired one) has this id. */
+bool router_has_id(const router *rt, uint64_t id);
 /* The regions in key order as an array of their own (free it; the
  * regions stay the router's), in *out: their number, 0 and NULL when
  * memory ran out. */
@@ -143,6 +145,11 @@ int router_split_map(const router *rt, const void *key, size_t len, uint64_t new
  * not decode or memory ran out. */
 int router_install(router *rt, const void *map, size_t len, void (*made)(void *arg, region *r),
                    void *arg);
+/* The same with the regions of fresh (a router of new regions, gaps
+ * allowed; taken, and freed, whatever the outcome): a region that keeps
+ * an id keeps its store, replicator and group (the left part of a split),
+ * a new one keeps those it was given, or takes the shared log's. */
+int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), void *arg);
 /* How many maps were installed: it only grows, and changes with every
  * change of the map (a key may have moved to another region's log). */
 uint64_t router_generation(const router *rt);

@@ -24,17 +24,24 @@
  * the service's leader. Leaders together: a member leading another region
  * while region 1's leader is elsewhere hands that region's lead to it
  * (svc_region_leaders_gather, each janitor round), so latches, in-memory
- * locks, the janitor and forwarding, which assume one leader, hold. Not
- * yet: splits (a split's new group), the driver's per-region reports,
- * membership changes, backup and restore (DESIGN §6.5, steps h to k).
+ * locks, the janitor and forwarding, which assume one leader, hold.
+ *
+ * Splits (DESIGN §6.5 step h): a split is a batch of the region's own log
+ * (splits.c); each group tells of rows it applied (svc_region_rows_set),
+ * and the region maker, a thread, makes the router the store's rows,
+ * starting each new region's group before the router routes to it. Not
+ * yet: the driver's per-region reports, membership changes, a member
+ * that missed a split making the new replica, restore (steps i to k).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "engine_replica.h"
+#include "failpoint.h"
 #include "keyspace.h"
 #include "log.h"
 #include "raft_host.h"
@@ -248,6 +255,139 @@ static char *region_dir(const char *raft_dir, uint64_t id)
     return dir;
 }
 
+/* Start region r's group here (its log in <raft dir>/r<id>, empty for a
+ * region a split just made: §7.3's probes make the group once every
+ * member that applied the split answers). 0, or -1 with why in err. */
+static int start_group(svc *s, region *r, char *err, size_t errlen)
+{
+    if (s->rl.ndirs == s->rl.capdirs) {
+        size_t cap = s->rl.capdirs ? 2 * s->rl.capdirs : 16;
+        char **grown = realloc(s->rl.dirs, cap * sizeof *grown);
+        if (grown == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        s->rl.dirs = grown;
+        s->rl.capdirs = cap;
+    }
+    raft_group_config cfg = s->rl.base;
+    char why[256];
+    cfg.region = r->id;
+    cfg.start = (pc_slice){r->start.data, r->start.len};
+    cfg.end = r->unbounded ? (pc_slice){NULL, 0} : (pc_slice){r->end.data, r->end.len};
+    cfg.loop = s->rl.loop;
+    cfg.net = s->rl.net;
+    cfg.listen_fd = 0;
+    /* libraft keeps the dir's name: it lives as long as the group */
+    if ((cfg.dir = region_dir(s->rl.base_dir, r->id)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->rl.dirs[s->rl.ndirs++] = (char *)cfg.dir;
+    if (raft_group_start(&cfg, NULL, &r->raft, why, sizeof why) != 0) {
+        snprintf(err, errlen, "region %llu: %s", (unsigned long long)r->id, why);
+        return -1;
+    }
+    r->engine = s->engine;
+    r->repl = raft_group_replicator(r->raft);
+    return 0;
+}
+
+/* ---- the region maker (DESIGN §6.5 step h) ---- */
+
+/* One pass: the store's rows as the router (gaps allowed: a node that
+ * missed a split lacks the new region's row, step k), each region new
+ * here given a group first, so that no region is ever routed without
+ * one. -1 when it must be tried again (logged). */
+static int remake(svc *s)
+{
+    pc_session *ps = svc_engine_session(s);
+    router *fresh = ps != NULL ? load_rows(ps) : NULL;
+    if (fresh == NULL) {
+        log_error("regions: cannot read the store's region rows; tried again in a second");
+        return -1;
+    }
+    size_t n = router_count(fresh), nstarted = 0;
+    raft_group **started = calloc(n ? n : 1, sizeof *started);
+    if (started == NULL) {
+        router_free(fresh);
+        log_error("regions: out of memory making the router; tried again in a second");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        region *r = router_at(fresh, i);
+        char err[320];
+        if (router_has_id(s->regions, r->id))
+            continue; /* its group goes on (a split's left part: narrowed by its row) */
+        /* tests: a member dies after it applied a split and before the
+         * new region's group ran here; at restart the row starts it */
+        failpoint(ps, "before_region_group");
+        if (start_group(s, r, err, sizeof err) != 0) {
+            log_error("regions: cannot start the group of region %llu: %s; tried again in a "
+                      "second", (unsigned long long)r->id, err);
+            for (size_t k = 0; k < nstarted; k++)
+                raft_group_stop(started[k]);
+            free(started);
+            router_free(fresh);
+            return -1;
+        }
+        started[nstarted++] = r->raft;
+        log_info("regions: region %llu (epoch %llu) made here, a Raft group of its own",
+                 (unsigned long long)r->id, (unsigned long long)r->epoch);
+    }
+    size_t was = router_count(s->regions);
+    if (router_adopt(s->regions, fresh, svc_region_made, s) != 0) {
+        for (size_t k = 0; k < nstarted; k++)
+            raft_group_stop(started[k]); /* nothing routed to them yet */
+        free(started);
+        log_error("regions: out of memory making the router; tried again in a second");
+        return -1;
+    }
+    free(started);
+    metrics_inc(s->m.region_splits, nstarted); /* on every member, as a map's install */
+    if (router_count(s->regions) != was)
+        log_info("regions: %zu, from the store's rows", router_count(s->regions));
+    return 0;
+}
+
+static void *maker_main(void *arg)
+{
+    svc *s = arg;
+    pthread_mutex_lock(&s->rl.mu);
+    bool retry = false;
+    while (!s->rl.stop) {
+        if (!s->rl.wake && !retry) {
+            pthread_cond_wait(&s->rl.cv, &s->rl.mu);
+            continue;
+        }
+        if (retry && !s->rl.wake) {
+            struct timespec until = time_deadline(CLOCK_REALTIME, 1000);
+            pthread_cond_timedwait(&s->rl.cv, &s->rl.mu, &until);
+            if (s->rl.stop)
+                break;
+        }
+        s->rl.wake = false;
+        pthread_mutex_unlock(&s->rl.mu);
+        retry = remake(s) != 0;
+        pthread_mutex_lock(&s->rl.mu);
+        s->rl.made++;
+        pthread_cond_broadcast(&s->rl.cv);
+    }
+    pthread_mutex_unlock(&s->rl.mu);
+    return NULL;
+}
+
+void svc_region_rows_set(void *arg)
+{
+    svc *s = arg;
+    if (!s->cfg.region_logs)
+        return;
+    pthread_mutex_lock(&s->rl.mu);
+    s->rl.wake = true;
+    pthread_cond_broadcast(&s->rl.cv);
+    pthread_mutex_unlock(&s->rl.mu);
+}
+
 int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, char *err,
                          size_t errlen)
 {
@@ -268,6 +408,14 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
         snprintf(err, errlen, "%s: %s", rcfg->dir, strerror(errno));
         return -1;
     }
+    s->rl.base = *rcfg;
+    if ((s->rl.base_dir = strdup(rcfg->dir)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* before any group: each may hear of rows as it replays its log */
+    pthread_mutex_init(&s->rl.mu, NULL);
+    pthread_cond_init(&s->rl.cv, NULL);
     if (raft_loop_start(&s->rl.loop, err, errlen) != 0)
         return -1;
     /* Members seeded differently would each apply what the others skip
@@ -277,33 +425,14 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
     if (raft_net_start(&nc, &s->rl.net, err, errlen) != 0)
         return -1;
     size_t n = router_count(s->regions);
-    if ((s->rl.dirs = calloc(n, sizeof *s->rl.dirs)) == NULL) {
-        snprintf(err, errlen, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (start_group(s, router_at(s->regions, i), err, errlen) != 0)
+            return -1;
+    if (pthread_create(&s->rl.maker, NULL, maker_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the region maker's thread");
         return -1;
     }
-    s->rl.ndirs = n;
-    for (size_t i = 0; i < n; i++) {
-        region *r = router_at(s->regions, i);
-        raft_group_config cfg = *rcfg;
-        char why[256];
-        cfg.region = r->id;
-        cfg.start = (pc_slice){r->start.data, r->start.len};
-        cfg.end = r->unbounded ? (pc_slice){NULL, 0} : (pc_slice){r->end.data, r->end.len};
-        cfg.loop = s->rl.loop;
-        cfg.net = s->rl.net;
-        cfg.listen_fd = 0;
-        /* libraft keeps the dir's name: it lives as long as the group */
-        if ((cfg.dir = s->rl.dirs[i] = region_dir(rcfg->dir, r->id)) == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        if (raft_group_start(&cfg, NULL, &r->raft, why, sizeof why) != 0) {
-            snprintf(err, errlen, "region %llu: %s", (unsigned long long)r->id, why);
-            return -1;
-        }
-        r->engine = s->engine;
-        r->repl = raft_group_replicator(r->raft);
-    }
+    s->rl.maker_on = true;
     log_info("%zu region(s), each a Raft group of its own over one node network at %s%s "
              "(realm %016llx: the region seed's digest)", n, me->raft,
              rcfg->peer_tls != NULL ? " (peer TLS)" : "", (unsigned long long)realm);
@@ -312,6 +441,16 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
 
 void svc_region_logs_close(svc *s)
 {
+    if (s->rl.maker_on) { /* first: it starts groups */
+        pthread_mutex_lock(&s->rl.mu);
+        s->rl.stop = true;
+        pthread_cond_broadcast(&s->rl.cv);
+        pthread_mutex_unlock(&s->rl.mu);
+        pthread_join(s->rl.maker, NULL);
+        s->rl.maker_on = false;
+    }
+    /* Each group once: a split's retired regions share theirs with the
+     * left parts in the router. */
     for (size_t i = 0; s->regions != NULL && i < router_count(s->regions); i++) {
         region *r = router_at(s->regions, i);
         raft_group_stop(r->raft); /* after every writer: nothing proposes any more */
@@ -327,7 +466,13 @@ void svc_region_logs_close(svc *s)
         free(s->rl.dirs[i]);
     free(s->rl.dirs);
     s->rl.dirs = NULL;
-    s->rl.ndirs = 0;
+    s->rl.ndirs = s->rl.capdirs = 0;
+    if (s->rl.base_dir != NULL) { /* the groups that heard of rows are stopped */
+        pthread_cond_destroy(&s->rl.cv);
+        pthread_mutex_destroy(&s->rl.mu);
+    }
+    free(s->rl.base_dir);
+    s->rl.base_dir = NULL;
 }
 
 void svc_region_leaders_gather(svc *s)
@@ -342,7 +487,7 @@ void svc_region_leaders_gather(svc *s)
         region *r = router_at(s->regions, i);
         raft_group_status st;
         char err[256];
-        if (r == s->home || r->raft == NULL)
+        if (r->raft == s->home->raft || r->raft == NULL)
             continue;
         raft_group_get_status(r->raft, &st);
         if (st.leader_id != (unsigned)s->cfg.shared.raft_id || home.leader_id == st.leader_id)

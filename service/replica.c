@@ -99,6 +99,15 @@ pc_rc svc_propose(svc *s, const void *batch, size_t len)
     return svc_refused(r);
 }
 
+pc_rc svc_propose_in(svc *s, replicator *repl, uint64_t term, const void *batch, size_t len,
+                     bool *skipped)
+{
+    (void)s;
+    rp_rc r = repl->ops->propose(repl, batch, len, term, PROPOSE_WAIT_MS);
+    *skipped = r == RP_SKIPPED;
+    return r == RP_SKIPPED ? PC_OK : svc_refused(r);
+}
+
 size_t svc_region_run(svc *s, const pc_mutation *m, size_t n)
 {
     if (s->regions == NULL || router_count(s->regions) <= 1)

@@ -89,12 +89,15 @@ struct replicator {
 /* Who hears of what a replicator applies (the change feed, watch.h), on
  * its applying thread: begin and end around each apply, batch for each
  * batch applied between them, and lost when an image replaced the store
- * (its changes are not told). Any field may be NULL. */
+ * (its changes are not told); rows when a region's group applied an
+ * entry or an image that set region rows (a split: the regions changed).
+ * Quick: no waiting. Any field may be NULL. */
 typedef struct {
     void (*begin)(void *arg);
     void (*batch)(void *arg, const void *batch, size_t len);
     void (*end)(void *arg);
     void (*lost)(void *arg);
+    void (*rows)(void *arg);
     void *arg;
 } apply_listener;
 

@@ -134,8 +134,18 @@ typedef struct svc {
         struct raft_loop *loop;     /* every group's loop thread */
         struct raft_net *net;       /* the node network on the raft address */
         char **dirs;                /* each group's log dir, as long as it runs */
-        size_t ndirs;
+        size_t ndirs, capdirs;
         uint64_t warned_ms;         /* the gather's last warning (the janitor's thread) */
+        raft_group_config base;     /* what each group starts with (its dir: base_dir) */
+        char *base_dir;
+        /* The region maker (a thread): woken when a group applied rows, it
+         * makes the router the store's rows and starts new regions' groups. */
+        pthread_t maker;
+        bool maker_on;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        bool wake, stop;            /* under mu */
+        uint64_t made;              /* under mu: the maker's passes done */
     } rl;
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -163,6 +173,10 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
 int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, char *err,
                          size_t errlen);
 void svc_region_logs_close(svc *s);
+/* An apply listener's rows (replicator.h): a group applied region rows;
+ * the region maker is woken (on the loop thread: no waiting). */
+void svc_region_rows_set(void *arg);
+
 /* Without --region-logs: -1 (logged) when the store has region rows (it
  * was made with --region-logs) or cannot be read; else 0. */
 int svc_region_logs_refuse_one_log(svc *s, pc_session *ps);
@@ -285,6 +299,12 @@ region *svc_region_of_batch(svc *s, const void *batch, size_t len);
  * region map) to its region's replicator in the term this member leads,
  * and wait until it is applied here: PC_OK, or the refusal (svc_refused). */
 pc_rc svc_propose(svc *s, const void *batch, size_t len);
+/* The same to repl in term (svc_write_term's, taken before the batch was
+ * read from the store): PC_OK, or the refusal; *skipped when the batch
+ * was committed and written nowhere (replicator.h RP_SKIPPED: a split
+ * that another change of its region beat). */
+pc_rc svc_propose_in(svc *s, replicator *repl, uint64_t term, const void *batch, size_t len,
+                     bool *skipped);
 
 /* ---- splits (splits.c, DESIGN §6.2) ---- */
 /* The region map at start: the store's, once a split was applied; before

@@ -16,6 +16,8 @@
  * --region-max-bytes, at its middle key (svc_split_big_regions). The new
  * region's id comes from the placement driver when the service reports to
  * one, as TiKV asks PD: ids of one counter cannot clash across groups.
+ * With --region-logs a split is instead a batch of the region's own log
+ * (split_in_own_log, DESIGN §6.5 step h), its id always the driver's.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include "log.h"
 #include "pd_report.h"
 #include "service.h"
+#include "timeutil.h"
 #include "watch.h"
 
 void svc_region_made(void *arg, region *r)
@@ -111,16 +114,91 @@ static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
     }
 }
 
+/* How long a split with --region-logs waits for the region maker to
+ * route the new region here, once the split is applied here. */
+#define SPLIT_MADE_MS 10000
+
+/* With --region-logs (DESIGN §6.5 step h): the split of the region
+ * holding key is a batch of that region's own log (pc_region_split, read
+ * from this leader's store), proposed in its term; every replica that
+ * applies it narrows the region, and its region maker starts the new
+ * one's group. The new id is the placement driver's: with a log per
+ * region no one map holds the next id every member agrees on (a member
+ * that missed a split lacks a row), so without a driver there is no
+ * split. Under split_mu. */
+static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, size_t errlen)
+{
+    region *r = router_find(s->regions, key, len);
+    pc_session *ps = svc_engine_session(s);
+    uint64_t id = 0, term = RP_TERM_NONE;
+    char why[256] = "";
+    /* the term first, then the store read: a batch read in another term
+     * is refused (replicator.h) */
+    replicator *repl = svc_write_term(s, (pc_slice){key, len}, &term);
+    if (r == NULL || r->repl == NULL) {
+        snprintf(err, errlen, "no region holds that key");
+        return PC_INVALID;
+    }
+    if (pc_key_cmp(r->start.data, r->start.len, key, len) == 0) {
+        snprintf(err, errlen, "region %llu starts at that key already",
+                 (unsigned long long)r->id);
+        return PC_INVALID;
+    }
+    if (term == RP_TERM_NONE || repl != r->repl) {
+        snprintf(err, errlen, "region %llu is not led here", (unsigned long long)r->id);
+        return PC_NOT_LEADER;
+    }
+    switch (pd_report_new_id(s->pd, router_next_id(s->regions), &id, why, sizeof why)) {
+    case PD_ID_OK:
+        break;
+    case PD_ID_NONE:
+        snprintf(err, errlen, "a split with --region-logs takes its new region's id from the "
+                              "placement driver (an oracle group, --pd-heartbeat-ms not 0)");
+        return PC_INVALID;
+    default:
+        snprintf(err, errlen, "the placement driver did not hand out a region id (%s)", why);
+        return PC_TS_UNAVAILABLE;
+    }
+    pc_buf batch = {0};
+    pc_slice k = {key, len};
+    pc_rc rc = ps != NULL ? pc_region_split(ps, r->id, &k, &id, 1, &batch) : PC_NOMEM;
+    if (rc == PC_INVALID)
+        snprintf(err, errlen, "region %llu has no row here, or %llu is taken",
+                 (unsigned long long)r->id, (unsigned long long)id);
+    bool skipped = false;
+    if (rc == PC_OK)
+        rc = svc_propose_in(s, repl, term, batch.data, batch.len, &skipped);
+    if (rc == PC_OK && skipped) {
+        /* another change of the region's row came first (its epoch): this
+         * split applied on no replica */
+        snprintf(err, errlen, "region %llu changed meanwhile; ask again",
+                 (unsigned long long)r->id);
+        rc = PC_INVALID;
+    }
+    pc_buf_free(&batch);
+    if (rc == PC_OK) {
+        log_info("regions: region %llu split in its own log, region %llu made",
+                 (unsigned long long)r->id, (unsigned long long)id);
+        /* the region maker routes it once its group runs here */
+        uint64_t end = time_mono_ms() + SPLIT_MADE_MS;
+        while (!router_has_id(s->regions, id) && time_mono_ms() < end)
+            time_sleep_ms(10);
+        if (!router_has_id(s->regions, id))
+            log_warn("regions: region %llu not routed here within %d ms of its split",
+                     (unsigned long long)id, SPLIT_MADE_MS);
+    }
+    return rc;
+}
+
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen)
 {
     uint64_t id = 0;
     pc_buf map = {0}, batch = {0};
     if (s->cfg.region_logs) {
-        /* A region's own log splits it (engine/split.c); its new group is
-         * not made by the service yet (DESIGN §6.5 step 6 h). */
-        snprintf(err, errlen, "a split of a region with a log of its own (--region-logs) is "
-                              "not supported yet");
-        return PC_INVALID;
+        pthread_mutex_lock(&s->split_mu); /* one at a time: each reads the rows the last set */
+        pc_rc rc = split_in_own_log(s, key, len, err, errlen);
+        pthread_mutex_unlock(&s->split_mu);
+        return rc;
     }
     /* One split at a time, from the check to the proposal: each proposes
      * the whole map, built on the one the split before it installed, and

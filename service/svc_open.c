@@ -212,7 +212,8 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
     if ((s->watch = watch_hub_new(s, &wc)) == NULL)
         return 1;
     /* The change feed and the router hear of every batch applied. */
-    apply_listener hear = {svc_apply_begin, svc_applied, svc_apply_end, svc_applied_lost, s};
+    apply_listener hear = {svc_apply_begin, svc_applied,    svc_apply_end,
+                           svc_applied_lost, svc_region_rows_set, s};
     /* The regions (region.h): the store's map, or the one
      * --region-split-keys cuts (one region without it: every key), all in
      * the node's store. The first is home: its replicator is every

@@ -789,18 +789,23 @@ static unsigned leaders_gathered(group *g, int i)
     return leader;
 }
 
-/* With --region-logs (DESIGN §6.5 step 6 g): each of the five regions
- * is a Raft group of its own over one node network per member, their
- * leaders gathered on region 1's; the bank and the SI checker through
- * leader kills, every commit two-phase, so that transfers between acct-4
- * and acct-5 prewrite and commit in two regions' logs. */
+/* With --region-logs (DESIGN §6.5 step 6 g, h): each of the five
+ * regions is a Raft group of its own over one node network per member,
+ * their leaders gathered on region 1's; the bank and the SI checker
+ * through leader kills, every commit two-phase, so that transfers between
+ * acct-4 and acct-5 prewrite and commit in two regions' logs. After each
+ * kill a split (POST /v1/regions/split: a batch of the region's own log,
+ * the new region's group made by every member that applied it, its id
+ * from the placement driver, the three oracles), so the kills also land
+ * just after splits; every member ends with the same nine regions, each
+ * led with the rest. */
 static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void **state)
 {
     (void)state;
     group g;
     const char *extra[] = {"--one-pc", "off", "--region-logs", "--region-split-keys",
                            "acct-5,si,si3,si6", NULL};
-    group_start_over(&g, NULL, extra, 1);
+    group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 30000) >= 0);
     bank_open(&g);
     atomic_bool stop = false;
@@ -815,6 +820,7 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
         assert_true(l >= 0);
         int acked = bank_acked(bank);
         kill_and_restart(&g, l, true);
+        split_at(&g, kill_splits[k]);
         assert_true(bank_goes_on(bank, acked, 60000));
     }
     time_sleep_ms(1000);
@@ -829,7 +835,7 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
     si_verdict(h, si_committed);
     no_lock_left(&g);
     char map[2048];
-    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 5);
+    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 5 + REGION_LOGS_KILLS);
     for (int i = 0; i < NODES; i++)
         assert_int_not_equal(leaders_gathered(&g, i), 0);
     /* a change of members would be every region's: refused for now */
@@ -879,6 +885,53 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
         fail_msg("a new store with other split keys: exit %d, %s", out.status, out.err);
     tl_run_free(&out);
     node_start(&g, f); /* with its flags, it goes on */
+    group_stop(&g);
+}
+
+/* With --region-logs, every member that applies a split dies (the
+ * failpoint before_region_group: SIGKILL after the split is applied and
+ * before the new region's group is started). Restarted without it, each
+ * finds the new region's row and starts its group (§7.3's probes make it
+ * once all three answer), and the new region serves: a key written
+ * before the split is read through the new region's group, and one
+ * written after it too, on every member's map alike. */
+static void region_logs_members_killed_between_a_split_and_its_new_group(void **state)
+{
+    (void)state;
+    group g;
+    const char *extra[] = {"--region-logs", "--region-split-keys", "m", NULL};
+    group_start_over(&g, "PERCOLATOR_FAILPOINT=before_region_group", extra, 3);
+    int l = leader_but(&g, -1, 30000);
+    assert_true(l >= 0);
+    assert_int_equal(call_any(&g, "PUT", "/v1/kv/t-before", "{\"value\":\"b\"}", 30000, NULL),
+                     200);
+    (void)call_on(&g, l, "POST", "/v1/regions/split", "{\"key\":\"s\"}", 10000, NULL);
+    /* Each dies once it applies the split: some only after the others
+     * came back (they had no quorum before). A member that died is
+     * restarted without the failpoint; the watch ends 20 s after the last
+     * death, or when all died. */
+    int died = 0;
+    g.env = NULL;
+    for (uint64_t quiet = time_mono_ms() + 30000; died < NODES && time_mono_ms() < quiet;) {
+        for (int i = 0; i < NODES; i++) {
+            if (g.pid[i] == 0 || tl_wait_exit(g.pid[i], 100) != 128 + 9)
+                continue;
+            g.pid[i] = 0;
+            died++;
+            quiet = time_mono_ms() + 20000;
+            node_start(&g, i);
+        }
+    }
+    printf("# %d member(s) died between the split and its new group\n", died);
+    assert_true(died >= 1);
+    char map[512];
+    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 3);
+    for (int i = 0; i < NODES; i++)
+        assert_int_not_equal(leaders_gathered(&g, i), 0);
+    assert_int_equal(call_any(&g, "PUT", "/v1/kv/t-after", "{\"value\":\"a\"}", 30000, NULL),
+                     200);
+    must_read(&g, "t-before", "b");
+    must_read(&g, "t-after", "a");
     group_stop(&g);
 }
 
@@ -2521,13 +2574,15 @@ static void a_new_machine_on_a_new_address_takes_the_dead_leaders_place(void **s
 
 /* Values of 1 KiB over --region-max-bytes 32768, a leader kill halfway:
  * the leader (the first, then the next) splits regions as they grow,
- * every member ends with the same map, and every value reads back. */
-static void regions_split_by_size_through_a_leader_kill(void **state)
+ * every member ends with the same map, and every value reads back. With
+ * region_logs, each split is one of the region's own log and makes a
+ * group (the ids from the placement driver: three oracles). */
+static void split_by_size_through_a_leader_kill(bool region_logs)
 {
-    (void)state;
     group g;
-    const char *extra[] = {"--region-max-bytes", "32768", "--janitor-interval-ms", "100", NULL};
-    group_start(&g, false, extra);
+    const char *extra[] = {"--region-max-bytes", "32768", "--janitor-interval-ms", "100",
+                           region_logs ? "--region-logs" : NULL, NULL};
+    group_start_over(&g, NULL, extra, region_logs ? 3 : 1);
     assert_true(leader_but(&g, -1, 15000) >= 0);
     char value[1030], key[32];
     memset(value, 'v', 1024);
@@ -2561,7 +2616,22 @@ static void regions_split_by_size_through_a_leader_kill(void **state)
         snprintf(key, sizeof key, "grow-%03d", k);
         must_read(&g, key, value);
     }
+    if (region_logs)
+        for (int i = 0; i < NODES; i++)
+            assert_int_not_equal(leaders_gathered(&g, i), 0);
     group_stop(&g);
+}
+
+static void regions_split_by_size_through_a_leader_kill(void **state)
+{
+    (void)state;
+    split_by_size_through_a_leader_kill(false);
+}
+
+static void region_logs_split_by_size_through_a_leader_kill(void **state)
+{
+    (void)state;
+    split_by_size_through_a_leader_kill(true);
 }
 
 int main(void)
@@ -2574,6 +2644,8 @@ int main(void)
         TL_TEST(bank_and_snapshot_isolation_through_kills),
         TL_TEST(regions_split_by_size_through_a_leader_kill),
         TL_TEST(region_logs_keep_the_bank_and_snapshot_isolation_through_kills),
+        TL_TEST(region_logs_members_killed_between_a_split_and_its_new_group),
+        TL_TEST(region_logs_split_by_size_through_a_leader_kill),
         TL_TEST(writes_on_other_keys_are_in_flight_together),
         TL_TEST(blind_writes_arriving_together_share_one_entry),
         TL_TEST(gc_runs_in_the_group),
