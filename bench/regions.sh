@@ -57,6 +57,16 @@ start_config() {
   local i
   for i in 1 2 3; do start_member "$i" --region-logs "$@"; done
   wait_leader
+  # every region's group led with region 1's (the gathering: a janitor
+  # round or two), so that no request meets a lead being handed over
+  local leaders
+  for _ in $(seq 300); do
+    leaders=$(curl -fsS --max-time 2 "$SVC_URL/v1/regions?local=true" 2>/dev/null |
+      grep -oE '"leader": *[0-9]+' | grep -oE '[0-9]+$' | sort -u | paste -sd' ' -)
+    [ "$leaders" = "$L" ] && return
+    sleep 0.1
+  done
+  die "the regions' groups are not all led by member $L after 30 s (leaders: $leaders)"
 }
 
 stop_all() { # stop what start_config started, by PID

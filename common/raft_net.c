@@ -137,7 +137,7 @@ struct raft_net {
     raft_net_stats st;
     uint64_t too_big_logged_ms;
     uint64_t realm;             /* what every node of the cluster says in its hello */
-    uint64_t realm_logged_ms;
+    uint64_t realm_logged_ms, version_logged_ms;
 
     atomic_uint_fast64_t held[2];   /* bytes handed to groups, not yet released, by lane */
     pthread_rwlock_t groups_lock;   /* prefers its writer: a leave is not starved by reads */
@@ -588,6 +588,26 @@ static void other_realm(raft_net *n, const char *from, uint64_t realm)
                   from, (unsigned long long)realm, (unsigned long long)n->realm);
 }
 
+/* A hello of our magic and another version (a node of another release):
+ * logged once a minute, with the address it came from. */
+static void other_version(raft_net *n, const struct sockaddr_in *from, unsigned version)
+{
+    uint64_t now = time_mono_ms();
+    char ip[INET_ADDRSTRLEN] = "?";
+    pthread_mutex_lock(&n->mu);
+    n->st.other_version++;
+    bool say = n->version_logged_ms == 0 || now - n->version_logged_ms >= REALM_LOG_MS;
+    if (say)
+        n->version_logged_ms = now;
+    pthread_mutex_unlock(&n->mu);
+    if (!say)
+        return;
+    inet_ntop(AF_INET, &from->sin_addr, ip, sizeof ip);
+    log_error("raft net: a node at %s speaks version %u of the node network's hello, this one "
+              "%d: nothing it sends is read (every member runs one release)", ip, version,
+              HELLO_VERSION);
+}
+
 /* The dialler's hello: magic, version, lane, its address's length, its
  * realm, its address. Under TLS its certificate must name the address's
  * host; on plain TCP the address must be a loopback one on the host it
@@ -598,8 +618,16 @@ static int read_hello(raft_net *n, reader *rd, const struct sockaddr_in *from)
     uint64_t by = time_mono_ms() + n->hello_ms; /* the handshake and the hello, in all */
     if (n->tls != NULL && (rd->tls = tls_open(n, rd->fd, false, n->hello_ms)) == NULL)
         return -1;
-    if (recv_by(rd->tls, rd->fd, h, sizeof h, by, n->hello_ms, &rd->rcv_ms) != 0 ||
-        memcmp(h, HELLO_MAGIC, 4) != 0 || h[4] != HELLO_VERSION || h[5] > RAFT_NET_IMAGES)
+    /* An older hello is 8 bytes before the address: the first 8 tell it. */
+    if (recv_by(rd->tls, rd->fd, h, 8, by, n->hello_ms, &rd->rcv_ms) != 0 ||
+        memcmp(h, HELLO_MAGIC, 4) != 0)
+        return -1;
+    if (h[4] != HELLO_VERSION) {
+        other_version(n, from, h[4]);
+        return -1;
+    }
+    if (recv_by(rd->tls, rd->fd, h + 8, sizeof h - 8, by, n->hello_ms, &rd->rcv_ms) != 0 ||
+        h[5] > RAFT_NET_IMAGES)
         return -1;
     rd->lane = h[5];
     size_t alen = (size_t)h[6] | (size_t)h[7] << 8;

@@ -152,6 +152,7 @@ typedef struct {
     uint64_t dropped_unknown;   /* for a group this node does not host */
     uint64_t refused;           /* connections refused (hello, node, address, record) */
     uint64_t other_realm;       /* of them, hellos naming another realm */
+    uint64_t other_version;     /* of them, hellos of another version */
     uint64_t replaced;          /* connections closed for a newer one from their node */
     uint64_t accepted;          /* connections accepted since the start */
     uint64_t connections;       /* open now, both directions */

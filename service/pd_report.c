@@ -171,12 +171,13 @@ static json_t *key_json(const pc_buf *k)
 
 /* The next chunk of the regions this node leads (all[*at..]), as the
  * driver takes them; *at moves past them. NULL when out of memory. */
-static json_t *regions_json(region **all, size_t n, size_t *at, json_t *replicas,
-                            uint64_t term)
+static json_t *regions_json(region **all, const uint64_t *terms, size_t n, size_t *at,
+                            json_t *replicas)
 {
     json_t *list = json_array();
     for (size_t k = 0; list != NULL && *at < n && k < PD_REPORT_CHUNK; k++, (*at)++) {
         const region *g = all[*at];
+        uint64_t term = terms[*at];
         int64_t size = atomic_load(&g->size);
         json_t *o = json_pack("{s:I,s:o,s:o,s:I,s:i,s:O,s:I,s:I}", "id", (json_int_t)g->id,
                               "start", key_json(&g->start), "end",
@@ -189,6 +190,27 @@ static json_t *regions_json(region **all, size_t n, size_t *at, json_t *replicas
         }
     }
     return list;
+}
+
+/* Each region's term as its leader here (terms[i] for all[i]): the one
+ * log's, or with --region-logs its own group's (their terms are unrelated
+ * numbers; the driver compares a region's hints with its own only).
+ * Regions not led here (a lead being handed over) are left out, the rest
+ * moved up in place. How many are left. */
+static size_t region_terms(svc *s, region **all, uint64_t *terms, size_t n, uint64_t term)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = term;
+        if (s->cfg.region_logs &&
+            svc_write_term(s, (pc_slice){all[i]->start.data, all[i]->start.len}, &t) == NULL)
+            t = RP_TERM_NONE;
+        if (t == RP_TERM_NONE)
+            continue;
+        all[kept] = all[i];
+        terms[kept++] = t;
+    }
+    return kept;
 }
 
 /* One heartbeat of regions (a JSON array, taken): the status. */
@@ -255,12 +277,15 @@ static void round_once(pd_report *r)
     }
     region **all = NULL;
     size_t n = leads ? router_list(r->s->regions, &all) : 0, at = 0;
-    if (n > 0 && all == NULL)
+    uint64_t *terms = n > 0 ? calloc(n, sizeof *terms) : NULL;
+    if (n > 0 && (all == NULL || terms == NULL))
         n = 0; /* out of memory: an empty report, the regions next time */
+    n = region_terms(r->s, all, terms, n, term);
     do { /* in chunks: a node with many regions stays under the body limit */
-        st = send_heartbeat(r, regions_json(all, n, &at, replicas, term));
+        st = send_heartbeat(r, regions_json(all, terms, n, &at, replicas));
     } while (st == 200 && at < n && !atomic_load(&r->stopping));
     free(all);
+    free(terms);
     json_decref(replicas);
     if (st == 404) { /* the driver lost this node (a new oracle group): register again */
         r->node = 0;

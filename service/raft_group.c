@@ -714,3 +714,25 @@ struct raft_host *raft_group_host(raft_group *g)
 {
     return g->host;
 }
+
+bool raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen)
+{
+    raft_host_view v;
+    raft_host_view_get(g->host, &v);
+    if (!v.leads) {
+        snprintf(why, whylen, "not the leader");
+        return false;
+    }
+    for (size_t i = 0; i < v.n; i++) {
+        const raft_host_member *m = &v.members[i];
+        if (strcmp(m->role, "voter") != 0 || !m->reachable || m->match_index < 0 ||
+            (uint64_t)m->match_index + max_lag < v.last_index) {
+            snprintf(why, whylen, "member %u is %s", m->member,
+                     strcmp(m->role, "voter") != 0 ? "not a voter yet"
+                     : !m->reachable                ? "not answering"
+                                                    : "behind the log");
+            return false;
+        }
+    }
+    return true;
+}

@@ -101,5 +101,9 @@ void raft_group_get_status(raft_group *g, raft_group_status *st);
 
 /* The member's libraft host (common/raft_host.h: membership, admin). */
 struct raft_host *raft_group_host(raft_group *g);
+/* On the leader: whether every member of the configuration is a voter
+ * that answered lately and holds the log up to max_lag entries behind
+ * its end (a split's precondition with --region-logs). false with why. */
+bool raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen);
 
 #endif

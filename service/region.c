@@ -260,6 +260,21 @@ region *router_at(const router *rt, size_t i)
     return r;
 }
 
+region *router_take(router *rt, uint64_t id)
+{
+    region *r = NULL;
+    pthread_rwlock_wrlock(&rt->mu);
+    for (size_t i = 0; i < rt->n && r == NULL; i++) {
+        if (rt->r[i]->id != id)
+            continue;
+        r = rt->r[i];
+        memmove(rt->r + i, rt->r + i + 1, (rt->n - i - 1) * sizeof(*rt->r));
+        rt->n--;
+    }
+    pthread_rwlock_unlock(&rt->mu);
+    return r;
+}
+
 bool router_has_id(const router *rt, uint64_t id)
 {
     bool has = false;

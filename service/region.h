@@ -99,6 +99,10 @@ size_t router_run(const router *rt, const pc_mutation *m, size_t n);
 /* The regions in key order: count, and the i-th. */
 size_t router_count(const router *rt);
 region *router_at(const router *rt, size_t i);
+/* Take the region with this id out of the map (a hole where it was): it
+ * is the caller's (region_free); NULL: none has it. For a router not yet
+ * installed (router_adopt's fresh): a lookup may hold a region of the map. */
+region *router_take(router *rt, uint64_t id);
 /* Whether a region of the map (not a retired one) has this id. */
 bool router_has_id(const router *rt, uint64_t id);
 /* The regions in key order as an array of their own (free it; the

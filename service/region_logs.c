@@ -279,15 +279,17 @@ static int start_group(svc *s, region *r, char *err, size_t errlen)
     cfg.net = s->rl.net;
     cfg.listen_fd = 0;
     /* libraft keeps the dir's name: it lives as long as the group */
-    if ((cfg.dir = region_dir(s->rl.base_dir, r->id)) == NULL) {
+    char *dir = region_dir(s->rl.base_dir, r->id);
+    if ((cfg.dir = dir) == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    s->rl.dirs[s->rl.ndirs++] = (char *)cfg.dir;
     if (raft_group_start(&cfg, NULL, &r->raft, why, sizeof why) != 0) {
         snprintf(err, errlen, "region %llu: %s", (unsigned long long)r->id, why);
+        free(dir);
         return -1;
     }
+    s->rl.dirs[s->rl.ndirs++] = dir;
     r->engine = s->engine;
     r->repl = raft_group_replicator(r->raft);
     return 0;
@@ -298,7 +300,9 @@ static int start_group(svc *s, region *r, char *err, size_t errlen)
 /* One pass: the store's rows as the router (gaps allowed: a node that
  * missed a split lacks the new region's row, step k), each region new
  * here given a group first, so that no region is ever routed without
- * one. -1 when it must be tried again (logged). */
+ * one. A region whose group cannot start is left out, a hole (its keys
+ * answer 503, and no read across it is fenced) while the rest go on; -1
+ * then, or when nothing could be made: tried again (logged). */
 static int remake(svc *s)
 {
     pc_session *ps = svc_engine_session(s);
@@ -314,6 +318,14 @@ static int remake(svc *s)
         log_error("regions: out of memory making the router; tried again in a second");
         return -1;
     }
+    uint64_t *failed = calloc(n ? n : 1, sizeof *failed);
+    size_t nfailed = 0;
+    if (failed == NULL) {
+        free(started);
+        router_free(fresh);
+        log_error("regions: out of memory making the router; tried again in a second");
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         region *r = router_at(fresh, i);
         char err[320];
@@ -325,16 +337,16 @@ static int remake(svc *s)
         if (start_group(s, r, err, sizeof err) != 0) {
             log_error("regions: cannot start the group of region %llu: %s; tried again in a "
                       "second", (unsigned long long)r->id, err);
-            for (size_t k = 0; k < nstarted; k++)
-                raft_group_stop(started[k]);
-            free(started);
-            router_free(fresh);
-            return -1;
+            failed[nfailed++] = r->id;
+            continue;
         }
         started[nstarted++] = r->raft;
         log_info("regions: region %llu (epoch %llu) made here, a Raft group of its own",
                  (unsigned long long)r->id, (unsigned long long)r->epoch);
     }
+    for (size_t k = 0; k < nfailed; k++)
+        region_free(router_take(fresh, failed[k]));
+    free(failed);
     size_t was = router_count(s->regions);
     if (router_adopt(s->regions, fresh, svc_region_made, s) != 0) {
         for (size_t k = 0; k < nstarted; k++)
@@ -347,7 +359,7 @@ static int remake(svc *s)
     metrics_inc(s->m.region_splits, nstarted); /* on every member, as a map's install */
     if (router_count(s->regions) != was)
         log_info("regions: %zu, from the store's rows", router_count(s->regions));
-    return 0;
+    return nfailed > 0 ? -1 : 0;
 }
 
 static void *maker_main(void *arg)
@@ -370,8 +382,6 @@ static void *maker_main(void *arg)
         pthread_mutex_unlock(&s->rl.mu);
         retry = remake(s) != 0;
         pthread_mutex_lock(&s->rl.mu);
-        s->rl.made++;
-        pthread_cond_broadcast(&s->rl.cv);
     }
     pthread_mutex_unlock(&s->rl.mu);
     return NULL;
@@ -425,9 +435,11 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
     if (raft_net_start(&nc, &s->rl.net, err, errlen) != 0)
         return -1;
     size_t n = router_count(s->regions);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (start_group(s, router_at(s->regions, i), err, errlen) != 0)
             return -1;
+        svc_region_made(s, router_at(s->regions, i)); /* before the maker runs */
+    }
     if (pthread_create(&s->rl.maker, NULL, maker_main, s) != 0) {
         snprintf(err, errlen, "cannot start the region maker's thread");
         return -1;

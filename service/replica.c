@@ -157,6 +157,11 @@ typedef struct {
     size_t regions; /* fenced so far */
     replicator *last; /* the last replicator fenced: regions that share it
                        * (today every region of a node) need one barrier */
+    /* A range's fence: where the next region must start (the range's
+     * start, then each region's end), and whether the last one runs to
+     * the end of the keyspace. */
+    pc_slice want;
+    bool to_the_end;
 } fence_args;
 
 static int fence_region(void *arg, region *r)
@@ -171,17 +176,38 @@ static int fence_region(void *arg, region *r)
     return f->rc != PC_OK;
 }
 
+/* A region of a range's fence, in key order: it must start where the
+ * last ended (the first: at or before the range's start). A hole (with
+ * --region-logs, a member that missed a split has no region for the new
+ * one's keys, and its store's rows there are old) is vouched for by none:
+ * unavailable. */
+static int fence_covering(void *arg, region *r)
+{
+    fence_args *f = arg;
+    int cmp = pc_key_cmp(r->start.data, r->start.len, f->want.data, f->want.len);
+    if (f->regions == 0 ? cmp > 0 : cmp != 0) {
+        f->rc = PC_UNAVAILABLE;
+        return 1;
+    }
+    f->want = (pc_slice){r->end.data, r->end.len};
+    f->to_the_end = r->unbounded;
+    return fence_region(f, r);
+}
+
 pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end)
 {
     if (s->regions == NULL)
         return PC_OK; /* start-up: see above */
     if (end.data != NULL && pc_key_cmp(end.data, end.len, start.data, start.len) <= 0)
         return PC_OK; /* an empty range: nothing is read, so nothing to vouch for */
-    fence_args f = {PC_OK, 0, NULL};
-    router_each_overlapping(s->regions, start.data, start.len, end.data, end.len, fence_region,
-                            &f);
-    /* No region holds a key of it: none can vouch for what the store says. */
-    return f.regions == 0 ? PC_UNAVAILABLE : f.rc;
+    fence_args f = {PC_OK, 0, NULL, start, false};
+    router_each_overlapping(s->regions, start.data, start.len, end.data, end.len,
+                            fence_covering, &f);
+    /* No region holds a key of it, or one of its keys: none can vouch for
+     * what the store says there. */
+    bool covered = f.to_the_end ||
+                   (end.data != NULL && pc_key_cmp(f.want.data, f.want.len, end.data, end.len) >= 0);
+    return f.regions == 0 || (f.rc == PC_OK && !covered) ? PC_UNAVAILABLE : f.rc;
 }
 
 pc_rc svc_read_fence(svc *s, pc_slice key)
@@ -189,7 +215,7 @@ pc_rc svc_read_fence(svc *s, pc_slice key)
     if (s->regions == NULL)
         return PC_OK;
     region *r = router_find(s->regions, key.data, key.len);
-    fence_args f = {PC_OK, 0, NULL};
+    fence_args f = {.rc = PC_OK};
     if (r != NULL)
         fence_region(&f, r);
     return f.regions == 0 ? PC_UNAVAILABLE : f.rc;

@@ -95,9 +95,14 @@ static void h_split(httpd_req *req, void *ctx)
         reply_unless_taken_over(req, s))
         goto out;
     size_t elen = ks_user(ekey, key, len);
+    err[0] = '\0';
     pc_rc rc = svc_split_region(s, ekey, elen, err, sizeof err);
     if (rc == PC_INVALID) {
         httpd_reply_error(req, 409, "split_refused", NULL, "%s", err);
+    } else if (rc == PC_UNAVAILABLE && err[0] != '\0') { /* a member not caught up (splits.c) */
+        httpd_add_header(req, "Retry-After", "1");
+        httpd_reply_error(req, 503, "split_unavailable",
+                          json_pack("{s:i}", "retry_after_ms", 1000), "%s", err);
     } else if (rc == PC_TS_UNAVAILABLE) { /* the placement driver's id (splits.c) */
         httpd_add_header(req, "Retry-After", "1");
         httpd_reply_error(req, 503, "pd_unavailable", json_pack("{s:i}", "retry_after_ms", 1000),

@@ -145,7 +145,6 @@ typedef struct svc {
         pthread_mutex_t mu;
         pthread_cond_t cv;
         bool wake, stop;            /* under mu */
-        uint64_t made;              /* under mu: the maker's passes done */
     } rl;
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */
@@ -317,8 +316,10 @@ void svc_split_big_regions(svc *s, pc_session *ps);
  * and wait until it is applied here (every member installs it as it
  * applies it). PC_OK; PC_INVALID with why in err (no region holds the
  * key, it starts one already, the map is full); PC_TS_UNAVAILABLE with why
- * in err: the placement driver handed out no id for the new region; the
- * replicator's refusal. */
+ * in err: the placement driver handed out no id for the new region;
+ * PC_UNAVAILABLE with why in err: with --region-logs, a member of the
+ * region's group is not caught up (nothing proposed); the replicator's
+ * refusal (err untouched). */
 pc_rc svc_split_region(svc *s, const void *key, size_t len, char *err, size_t errlen);
 /* A region new to the router (at start, or made by a split): its
  * batches' metric series (its store and replicator are the router's

@@ -117,6 +117,10 @@ static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
 /* How long a split with --region-logs waits for the region maker to
  * route the new region here, once the split is applied here. */
 #define SPLIT_MADE_MS 10000
+/* A member this many entries behind the leader's log or more holds a
+ * split back: far below the entries between images (8192 by default),
+ * so the split is applied from the log, not skipped by an image. */
+#define SPLIT_MAX_LAG 256
 
 /* With --region-logs (DESIGN §6.5 step h): the split of the region
  * holding key is a batch of that region's own log (pc_region_split, read
@@ -147,6 +151,16 @@ static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, si
     if (term == RP_TERM_NONE || repl != r->repl) {
         snprintf(err, errlen, "region %llu is not led here", (unsigned long long)r->id);
         return PC_NOT_LEADER;
+    }
+    /* Every member applies the split from its log, and the new group is
+     * made once all of them started it (§7.3's probes): a member down or
+     * far behind would hold the new region without a leader, and one that
+     * catches up by an image instead never makes its replica (DESIGN §6.5
+     * step k). So a split waits until all are there. */
+    if (r->raft != NULL && !raft_group_all_caught_up(r->raft, SPLIT_MAX_LAG, why, sizeof why)) {
+        snprintf(err, errlen, "region %llu splits only with every member caught up: %s",
+                 (unsigned long long)r->id, why);
+        return PC_UNAVAILABLE;
     }
     switch (pd_report_new_id(s->pd, router_next_id(s->regions), &id, why, sizeof why)) {
     case PD_ID_OK:
@@ -288,7 +302,7 @@ static pc_rc check_region(svc *s, pc_session *ps, region *r, uint64_t max)
         pc_buf_free(&st.middle);
         return PC_OK;
     }
-    char err[320];
+    char err[320] = "";
     rc = svc_split_region(s, st.middle.data, st.middle.len, err, sizeof err);
     if (rc == PC_OK) {
         metrics_inc(s->m.region_auto_splits, 1);
@@ -300,7 +314,8 @@ static pc_rc check_region(svc *s, pc_session *ps, region *r, uint64_t max)
     } else {
         log_warn("regions: region %llu held %llu bytes, but its split failed: %s",
                  (unsigned long long)r->id, (unsigned long long)st.bytes,
-                 rc == PC_INVALID || rc == PC_TS_UNAVAILABLE ? err : pc_rc_name(rc));
+                 rc == PC_INVALID || rc == PC_TS_UNAVAILABLE || err[0] != '\0' ? err
+                                                                                : pc_rc_name(rc));
     }
     if (rc == PC_TS_UNAVAILABLE)
         atomic_store(&r->size, -1); /* measured again next round, not after max/4 more */

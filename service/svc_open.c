@@ -256,10 +256,12 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_startup_error(PROG, "cannot start the local replicator");
         return 1;
     }
-    if (!s->cfg.region_logs)
+    if (!s->cfg.region_logs) {
         router_share_log(s->regions, s->engine, home->repl, home->raft);
-    for (size_t i = 0; i < router_count(s->regions); i++)
-        svc_region_made(s, router_at(s->regions, i));
+        /* (--region-logs: svc_region_logs_open did, before its maker ran) */
+        for (size_t i = 0; i < router_count(s->regions); i++)
+            svc_region_made(s, router_at(s->regions, i));
+    }
     /* A single node leads from the start (its term is
      * REPLICATOR_LOCAL_TERM): it takes over now, as a member that begins
      * to lead does (svc_take_over: the observers' registrations, a lock a

@@ -695,6 +695,17 @@ static void test_a_node_of_another_realm_is_refused(void **state)
     assert_int_equal(records(&f->in), 0);
     assert_true(send_until_received(f, 0, 1, 7, 100)); /* 11 to 11 */
     assert_int_equal(stats_of(f, 0).other_realm, 0);
+    /* A hello of the first version (no realm) from net 0's host: refused
+     * as another release's, and said so. */
+    uint8_t v1[8 + 64] = {'p', 'c', 'R', 'N', 1, 0, (uint8_t)strlen(f->addr[0]), 0};
+    memcpy(v1 + 8, f->addr[0], strlen(f->addr[0]));
+    int fd = dial_as(f, 1, 0, NULL);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, v1, 8 + strlen(f->addr[0]), MSG_NOSIGNAL),
+                     (ssize_t)(8 + strlen(f->addr[0])));
+    assert_true(tl_closed_by_server(fd, 5000));
+    close(fd);
+    assert_int_equal(stats_of(f, 1).other_version, 1);
     raft_net_leave(f->nets[2], 7);
     raft_net_leave(f->nets[1], 7);
 }

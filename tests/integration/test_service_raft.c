@@ -932,6 +932,42 @@ static void region_logs_members_killed_between_a_split_and_its_new_group(void **
                      200);
     must_read(&g, "t-before", "b");
     must_read(&g, "t-after", "a");
+
+    /* With a member down, a split waits (503 split_unavailable, nothing
+     * proposed): its new group could not be made without it. Back, the
+     * split goes through. */
+    int l2 = leader_but(&g, -1, 30000);
+    assert_true(l2 >= 0);
+    int down = (l2 + 1) % NODES;
+    kill_member(&g, down);
+    bool unanswered = false;
+    for (uint64_t end = time_mono_ms() + 20000; !unanswered && time_mono_ms() < end;) {
+        json_t *j = NULL, *m;
+        size_t k;
+        if (call_on(&g, l2, "GET", "/v1/members", NULL, REQ_MS, &j) == 200)
+            json_array_foreach(json_object_get(j, "members"), k, m) {
+                if (json_integer_value(json_object_get(m, "id")) == down + 1)
+                    unanswered = json_is_false(json_object_get(m, "answers"));
+            }
+        json_decref(j);
+        if (!unanswered)
+            time_sleep_ms(100);
+    }
+    assert_true(unanswered);
+    json_t *refusal = NULL;
+    assert_int_equal(call_on(&g, l2, "POST", "/v1/regions/split", "{\"key\":\"u\"}", 10000,
+                             &refusal),
+                     503);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(refusal, "error"), "code")),
+        "split_unavailable");
+    json_decref(refusal);
+    assert_true(map_of(&g, l2, map, sizeof map));
+    assert_null(strstr(map, ":u|")); /* nothing proposed */
+    node_start(&g, down);
+    assert_int_equal(call_any(&g, "POST", "/v1/regions/split", "{\"key\":\"u\"}", 30000, NULL),
+                     200);
+    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 4);
     group_stop(&g);
 }
 
@@ -2572,6 +2608,43 @@ static void a_new_machine_on_a_new_address_takes_the_dead_leaders_place(void **s
 
 #define GROW_KEYS 200
 
+/* The driver's map (the oracle group's GET /v1/pd/regions) has each of
+ * member i's regions with the leader hint of that region's own group's
+ * term (--region-logs: every region reported with its own term), within
+ * 30 s. */
+static void driver_has_each_regions_term(group *g, int i)
+{
+    uint64_t end = time_mono_ms() + 30000;
+    bool same = false;
+    size_t n = 0;
+    while (!same && time_mono_ms() < end) {
+        json_t *mine = NULL, *pd = NULL, *r, *p;
+        size_t k, q;
+        same = call_on(g, i, "GET", "/v1/regions?local=true", NULL, REQ_MS, &mine) == 200 &&
+               tl_raft_call(g->ohttp[0], "GET", "/v1/pd/regions?limit=10000", NULL, REQ_MS,
+                            &pd) == 200;
+        n = json_array_size(json_object_get(mine, "regions"));
+        json_array_foreach(json_object_get(mine, "regions"), k, r) {
+            bool found = false;
+            json_array_foreach(json_object_get(pd, "regions"), q, p) {
+                if (json_integer_value(json_object_get(p, "id")) !=
+                    json_integer_value(json_object_get(r, "id")))
+                    continue;
+                json_t *term = json_object_get(json_object_get(p, "leader"), "term");
+                found = json_is_integer(term) &&
+                        json_integer_value(term) == json_integer_value(json_object_get(r, "term"));
+            }
+            same = same && found;
+        }
+        json_decref(mine);
+        json_decref(pd);
+        if (!same)
+            time_sleep_ms(300);
+    }
+    printf("# the driver's map: each of %zu regions with its own group's term\n", n);
+    assert_true(same);
+}
+
 /* Values of 1 KiB over --region-max-bytes 32768, a leader kill halfway:
  * the leader (the first, then the next) splits regions as they grow,
  * every member ends with the same map, and every value reads back. With
@@ -2581,7 +2654,8 @@ static void split_by_size_through_a_leader_kill(bool region_logs)
 {
     group g;
     const char *extra[] = {"--region-max-bytes", "32768", "--janitor-interval-ms", "100",
-                           region_logs ? "--region-logs" : NULL, NULL};
+                           "--pd-heartbeat-ms", "300", region_logs ? "--region-logs" : NULL,
+                           NULL};
     group_start_over(&g, NULL, extra, region_logs ? 3 : 1);
     assert_true(leader_but(&g, -1, 15000) >= 0);
     char value[1030], key[32];
@@ -2616,9 +2690,13 @@ static void split_by_size_through_a_leader_kill(bool region_logs)
         snprintf(key, sizeof key, "grow-%03d", k);
         must_read(&g, key, value);
     }
-    if (region_logs)
+    if (region_logs) {
+        int l = -1;
         for (int i = 0; i < NODES; i++)
-            assert_int_not_equal(leaders_gathered(&g, i), 0);
+            l = (int)leaders_gathered(&g, i) - 1;
+        assert_true(l >= 0);
+        driver_has_each_regions_term(&g, l);
+    }
     group_stop(&g);
 }
 
