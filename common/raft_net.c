@@ -58,7 +58,7 @@
 #define LIVED_MS 1000          /* a connection that lasted this long resets the backoff */
 #define BACKOFF_MAX_MS 1000
 #define TOO_BIG_LOG_MS 60000   /* at most one warning a minute about records too long */
-#define REALM_LOG_MS 60000     /* and about nodes of another realm */
+#define REFUSAL_LOG_MS 60000   /* and about hellos of another realm or version */
 
 typedef struct record {
     uint8_t header[RECORD_HEADER];
@@ -570,17 +570,24 @@ static void deliver(raft_net *n, const uint8_t *hd, uint8_t *msg, size_t len, co
 
 /* ---- reading what other nodes send ---- */
 
-/* A hello naming another realm: counted, and logged once a minute. */
-static void other_realm(raft_net *n, const char *from, uint64_t realm)
+/* A refused hello counted in *count: true when it is to be logged (once
+ * a minute a kind, *logged_ms its last). */
+static bool refusal_to_log(raft_net *n, uint64_t *count, uint64_t *logged_ms)
 {
     uint64_t now = time_mono_ms();
     pthread_mutex_lock(&n->mu);
-    n->st.other_realm++;
-    bool say = n->realm_logged_ms == 0 || now - n->realm_logged_ms >= REALM_LOG_MS;
+    ++*count;
+    bool say = *logged_ms == 0 || now - *logged_ms >= REFUSAL_LOG_MS;
     if (say)
-        n->realm_logged_ms = now;
+        *logged_ms = now;
     pthread_mutex_unlock(&n->mu);
-    if (say)
+    return say;
+}
+
+/* A hello naming another realm. */
+static void other_realm(raft_net *n, const char *from, uint64_t realm)
+{
+    if (refusal_to_log(n, &n->st.other_realm, &n->realm_logged_ms))
         log_error("raft net: the node at %.64s is of another cluster (realm %016llx, this "
                   "node's %016llx): nothing it sends is read. With --region-logs the realm "
                   "is the digest of the --region-split-keys a member's store was made with, "
@@ -588,19 +595,12 @@ static void other_realm(raft_net *n, const char *from, uint64_t realm)
                   from, (unsigned long long)realm, (unsigned long long)n->realm);
 }
 
-/* A hello of our magic and another version (a node of another release):
- * logged once a minute, with the address it came from. */
+/* A hello of our magic and another version (a node of another release),
+ * with the address it came from. */
 static void other_version(raft_net *n, const struct sockaddr_in *from, unsigned version)
 {
-    uint64_t now = time_mono_ms();
     char ip[INET_ADDRSTRLEN] = "?";
-    pthread_mutex_lock(&n->mu);
-    n->st.other_version++;
-    bool say = n->version_logged_ms == 0 || now - n->version_logged_ms >= REALM_LOG_MS;
-    if (say)
-        n->version_logged_ms = now;
-    pthread_mutex_unlock(&n->mu);
-    if (!say)
+    if (!refusal_to_log(n, &n->st.other_version, &n->version_logged_ms))
         return;
     inet_ntop(AF_INET, &from->sin_addr, ip, sizeof ip);
     log_error("raft net: a node at %s speaks version %u of the node network's hello, this one "

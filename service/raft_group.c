@@ -454,52 +454,80 @@ static void on_loop(void *arg)
 
 /* ---- the API ---- */
 
-/* The group's metrics: its own, and the proposer's series in pc. */
-static void init_metrics(raft_group *g, metrics_registry *m, rp_config *pc)
+/* A series of the group: the family's one, or with region (a region's
+ * group, --region-logs) the region's of a family labelled by region. */
+static metrics_series *gauge(metrics_registry *m, const char *name, const char *help,
+                             const char *region)
 {
-    g->m_term = metrics_gauge1(m, "percolator_raft_term", "The Raft term this member is in.");
-    g->m_commit = metrics_gauge1(m, "percolator_raft_commit_index",
-                                 "The highest Raft entry this member knows committed.");
-    g->m_applied = metrics_gauge1(m, "percolator_raft_applied_index",
-                                  "The last Raft entry applied to this member's store.");
-    g->m_leader = metrics_gauge1(m, "percolator_raft_leader",
-                                 "1 while this member leads and may propose, else 0.");
-    pc->m_proposals = metrics_counter1(m, "percolator_raft_proposals_total",
-                                      "Write batches this member proposed as leader (one an "
-                                      "action, or a round of blind writes).");
-    g->m_skipped = metrics_counter1(m, "percolator_raft_entries_skipped_total",
-                                    "committed entries that were not write batches, skipped "
-                                    "on every member (docs/DESIGN.md 7.2)");
-    pc->m_entries = metrics_counter1(m, "percolator_raft_entries_total",
-                                    "Raft entries those batches went in: the batches queued "
-                                    "together are joined into one entry.");
-    pc->m_failures = metrics_counter1(m, "percolator_raft_proposal_failures_total",
-                                     "Proposals that failed (leadership lost, no quorum).");
-    pc->m_in_flight = metrics_gauge1(m, "percolator_raft_proposals_in_flight",
-                                    "Batches this member proposed that libraft has not answered "
-                                    "yet (committed and applied, or failed).");
-    pc->m_lease_reads = metrics_counter1(m, "percolator_raft_lease_reads_total",
-                                         "Reads this member answered as leader under its "
-                                         "lease, without a read barrier's round.");
-    pc->m_in_flight_max = metrics_gauge1(m, "percolator_raft_proposals_in_flight_max",
-                                        "The most proposals this member had in flight at once "
-                                        "since it started (actions on other keys run alongside).");
-    g->m_elections = metrics_counter1(m, "percolator_raft_elections_total",
-                                      "New terms this member has seen since it started.");
-    g->m_snapshots = metrics_counter1(m, "percolator_raft_snapshots_total",
-                                      "Snapshots (images of the store) this member took.");
-    g->m_restores = metrics_counter1(m, "percolator_raft_snapshot_installs_total",
-                                     "Snapshots this member installed (it lagged or lost its data).");
+    return region == NULL ? metrics_gauge1(m, name, help)
+                          : metrics_series_get(metrics_gauge(m, name, help, "region", NULL),
+                                               region, NULL);
+}
+
+static metrics_series *counter(metrics_registry *m, const char *name, const char *help,
+                               const char *region)
+{
+    return region == NULL ? metrics_counter1(m, name, help)
+                          : metrics_series_get(metrics_counter(m, name, help, "region", NULL),
+                                               region, NULL);
+}
+
+/* The group's metrics: its own, and the proposer's series in pc; with
+ * region, each series the region's (a node's regions share the families;
+ * past METRICS_MAX_SERIES regions a region's updates go nowhere). */
+static void init_metrics(raft_group *g, metrics_registry *m, rp_config *pc, const char *region)
+{
+    g->m_term = gauge(m, "percolator_raft_term", "The Raft term this member is in.", region);
+    g->m_commit = gauge(m, "percolator_raft_commit_index",
+                        "The highest Raft entry this member knows committed.", region);
+    g->m_applied = gauge(m, "percolator_raft_applied_index",
+                         "The last Raft entry applied to this member's store.", region);
+    g->m_leader = gauge(m, "percolator_raft_leader",
+                        "1 while this member leads and may propose, else 0.", region);
+    pc->m_proposals = counter(m, "percolator_raft_proposals_total",
+                              "Write batches this member proposed as leader (one an "
+                              "action, or a round of blind writes).",
+                              region);
+    g->m_skipped = counter(m, "percolator_raft_entries_skipped_total",
+                           "committed entries that were not write batches, skipped "
+                           "on every member (docs/DESIGN.md 7.2)",
+                           region);
+    pc->m_entries = counter(m, "percolator_raft_entries_total",
+                            "Raft entries those batches went in: the batches queued "
+                            "together are joined into one entry.",
+                            region);
+    pc->m_failures = counter(m, "percolator_raft_proposal_failures_total",
+                             "Proposals that failed (leadership lost, no quorum).", region);
+    pc->m_in_flight = gauge(m, "percolator_raft_proposals_in_flight",
+                            "Batches this member proposed that libraft has not answered "
+                            "yet (committed and applied, or failed).",
+                            region);
+    pc->m_lease_reads = counter(m, "percolator_raft_lease_reads_total",
+                                "Reads this member answered as leader under its "
+                                "lease, without a read barrier's round.",
+                                region);
+    pc->m_in_flight_max = gauge(m, "percolator_raft_proposals_in_flight_max",
+                                "The most proposals this member had in flight at once "
+                                "since it started (actions on other keys run alongside).",
+                                region);
+    g->m_elections = counter(m, "percolator_raft_elections_total",
+                             "New terms this member has seen since it started.", region);
+    g->m_snapshots = counter(m, "percolator_raft_snapshots_total",
+                             "Snapshots (images of the store) this member took.", region);
+    g->m_restores =
+        counter(m, "percolator_raft_snapshot_installs_total",
+                "Snapshots this member installed (it lagged or lost its data).", region);
     metrics_family *stage = metrics_histogram(
         m, "percolator_raft_stage_seconds",
         "Where a write's or a read's time goes on the leader: queue (waiting for the loop to "
         "take it), commit (proposed until committed and applied here), read (a read barrier's "
         "round), apply (one entry applied to the store, every member)",
-        "stage", NULL, metrics_latency_buckets, metrics_latency_nbuckets);
-    pc->m_queue = metrics_series_get(stage, "queue", NULL);
-    pc->m_commit = metrics_series_get(stage, "commit", NULL);
-    pc->m_read = metrics_series_get(stage, "read", NULL);
-    g->m_apply = metrics_series_get(stage, "apply", NULL);
+        "stage", region != NULL ? "region" : NULL, metrics_latency_buckets,
+        metrics_latency_nbuckets);
+    pc->m_queue = metrics_series_get(stage, "queue", region);
+    pc->m_commit = metrics_series_get(stage, "commit", region);
+    pc->m_read = metrics_series_get(stage, "read", region);
+    g->m_apply = metrics_series_get(stage, "apply", region);
 }
 
 int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
@@ -528,7 +556,6 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
             free(g);
             return -1;
         }
-        m = NULL; /* one group's series would overwrite another's */
     }
     /* A new leader refuses writes until its first barrier is applied: the
      * service takes over its leader-only state then (service/takeover.c). */
@@ -536,7 +563,9 @@ int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_gro
                     .applied = on_applied,
                     /* Reads under the leader's lease (DESIGN §9 item 3). */
                     .lease_ms = (cfg->election_ms ? cfg->election_ms : 1000) * 4 / 5};
-    init_metrics(g, m, &pc);
+    char region[24];
+    snprintf(region, sizeof region, "%llu", (unsigned long long)cfg->region);
+    init_metrics(g, m, &pc, cfg->region != 0 ? region : NULL);
     if (pc_session_open(cfg->engine, &g->apply_session) != PC_OK ||
         pc_session_open(cfg->engine, &g->image_session) != PC_OK) {
         snprintf(err, errlen, "cannot open a storage session for the raft applier");

@@ -75,8 +75,9 @@ typedef struct {
 typedef struct raft_group raft_group;
 
 /* Start the member (bootstrapping the group on its first start). 0, or -1
- * with a reason in err. A region's group has no metrics of its own yet (m
- * is not used): per-region series come with the service's regions. */
+ * with a reason in err. Its metrics go in m (may be NULL): a region's
+ * group's series are labelled region="<id>" (percolator_raft_term{region=
+ * "3"}), the families shared by the node's regions. */
 int raft_group_start(const raft_group_config *cfg, metrics_registry *m, raft_group **out,
                      char *err, size_t errlen);
 /* Stop: what waits fails, libraft is closed, everything is freed. */

@@ -30,8 +30,8 @@
  * (splits.c); each group tells of rows it applied (svc_region_rows_set),
  * and the region maker, a thread, makes the router the store's rows,
  * starting each new region's group before the router routes to it. Not
- * yet: the driver's per-region reports, membership changes, a member
- * that missed a split making the new replica, restore (steps i to k).
+ * yet: membership changes, a member that missed a split making the new
+ * replica, restore (DESIGN §6.5 steps j, k).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -45,6 +45,7 @@
 #include "keyspace.h"
 #include "log.h"
 #include "raft_host.h"
+#include "raft_identity.h"
 #include "raft_loop.h"
 #include "raft_net.h"
 #include "service.h"
@@ -284,7 +285,7 @@ static int start_group(svc *s, region *r, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (raft_group_start(&cfg, NULL, &r->raft, why, sizeof why) != 0) {
+    if (raft_group_start(&cfg, s->metrics, &r->raft, why, sizeof why) != 0) {
         snprintf(err, errlen, "region %llu: %s", (unsigned long long)r->id, why);
         free(dir);
         return -1;
@@ -407,6 +408,16 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
             me = &rcfg->peers[i];
     if (me == NULL) {
         snprintf(err, errlen, "--raft-id %u is not among --raft-peers", rcfg->id);
+        return -1;
+    }
+    /* A one-log member that never applied an entry has a store that
+     * passes as new, but its raft dir holds that log's state (its own
+     * groups' logs are in r<id> below it). */
+    raft_member_identity mine;
+    char why[256];
+    if (raft_member_has_state(rcfg->dir) || raft_member_load(rcfg->dir, &mine, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s holds the Raft state of one log for every region: a node runs "
+                              "one log or a log per region, never both (DESIGN §6.5)", rcfg->dir);
         return -1;
     }
     uint64_t realm = 0;

@@ -75,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "raft_member.h"
@@ -884,6 +885,21 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
     if (out.status != -1 || strstr(out.err, "is of another cluster") == NULL)
         fail_msg("a new store with other split keys: exit %d, %s", out.status, out.err);
     tl_run_free(&out);
+    /* A new store whose raft dir holds one log's state (a one-log member
+     * that never applied an entry): refused too. */
+    char leftover[700];
+    snprintf(fresh, sizeof fresh, "%s/n%d-one-log", g.dir, f + 1);
+    snprintf(leftover, sizeof leftover, "%s/raft", fresh);
+    assert_int_equal(mkdir(fresh, 0700), 0);
+    assert_int_equal(mkdir(leftover, 0700), 0);
+    snprintf(leftover, sizeof leftover, "%s/raft/metadata1", fresh);
+    FILE *meta = fopen(leftover, "w");
+    assert_non_null(meta);
+    fclose(meta);
+    assert_int_equal(tl_run("percolator-service", other_keys, NULL, NULL, 0, 30000, &out), 0);
+    if (out.status != 1 || strstr(out.err, "Raft state of one log") == NULL)
+        fail_msg("a raft dir of one log under --region-logs: exit %d, %s", out.status, out.err);
+    tl_run_free(&out);
     node_start(&g, f); /* with its flags, it goes on */
     group_stop(&g);
 }
@@ -935,7 +951,8 @@ static void region_logs_members_killed_between_a_split_and_its_new_group(void **
 
     /* With a member down, a split waits (503 split_unavailable, nothing
      * proposed): its new group could not be made without it. Back, the
-     * split goes through. */
+     * split goes through. Region 1's (split at "c"): its group's view of
+     * the members is the one GET /v1/members shows. */
     int l2 = leader_but(&g, -1, 30000);
     assert_true(l2 >= 0);
     int down = (l2 + 1) % NODES;
@@ -955,7 +972,7 @@ static void region_logs_members_killed_between_a_split_and_its_new_group(void **
     }
     assert_true(unanswered);
     json_t *refusal = NULL;
-    assert_int_equal(call_on(&g, l2, "POST", "/v1/regions/split", "{\"key\":\"u\"}", 10000,
+    assert_int_equal(call_on(&g, l2, "POST", "/v1/regions/split", "{\"key\":\"c\"}", 10000,
                              &refusal),
                      503);
     assert_string_equal(
@@ -963,9 +980,9 @@ static void region_logs_members_killed_between_a_split_and_its_new_group(void **
         "split_unavailable");
     json_decref(refusal);
     assert_true(map_of(&g, l2, map, sizeof map));
-    assert_null(strstr(map, ":u|")); /* nothing proposed */
+    assert_null(strstr(map, ":c|")); /* nothing proposed */
     node_start(&g, down);
-    assert_int_equal(call_any(&g, "POST", "/v1/regions/split", "{\"key\":\"u\"}", 30000, NULL),
+    assert_int_equal(call_any(&g, "POST", "/v1/regions/split", "{\"key\":\"c\"}", 30000, NULL),
                      200);
     assert_int_equal(same_map_everywhere(&g, map, sizeof map), 4);
     group_stop(&g);
@@ -2696,6 +2713,17 @@ static void split_by_size_through_a_leader_kill(bool region_logs)
             l = (int)leaders_gathered(&g, i) - 1;
         assert_true(l >= 0);
         driver_has_each_regions_term(&g, l);
+        /* each region's group has its own series, the leader's at 1 */
+        int led = 0;
+        for (const char *p = map; *p != '\0'; p = strchr(p, '|') + 1) {
+            char name[96];
+            snprintf(name, sizeof name, "percolator_raft_leader{region=\"%d\"}", atoi(p));
+            assert_true(metric_on(&g, l, name) == 1);
+            led++;
+        }
+        printf("# member %d's percolator_raft_leader is 1 for each of its %d regions\n", l + 1,
+               led);
+        assert_int_equal(led, n);
     }
     group_stop(&g);
 }
