@@ -744,14 +744,19 @@ struct raft_host *raft_group_host(raft_group *g)
     return g->host;
 }
 
-bool raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen)
+int raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen)
 {
     raft_host_view v;
     raft_host_view_get(g->host, &v);
     if (!v.leads) {
         snprintf(why, whylen, "not the leader");
-        return false;
+        return -1;
     }
+    /* Well inside the entries kept behind an image (its trailing), so
+     * that what is proposed now reaches every member by the log. */
+    uint64_t every = g->cfg.snapshot_entries ? g->cfg.snapshot_entries : 8192;
+    if (max_lag > (every + every / 4) / 2)
+        max_lag = (every + every / 4) / 2;
     for (size_t i = 0; i < v.n; i++) {
         const raft_host_member *m = &v.members[i];
         if (strcmp(m->role, "voter") != 0 || !m->reachable || m->match_index < 0 ||
@@ -760,8 +765,8 @@ bool raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t
                      strcmp(m->role, "voter") != 0 ? "not a voter yet"
                      : !m->reachable                ? "not answering"
                                                     : "behind the log");
-            return false;
+            return 0;
         }
     }
-    return true;
+    return 1;
 }

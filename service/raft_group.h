@@ -104,7 +104,8 @@ void raft_group_get_status(raft_group *g, raft_group_status *st);
 struct raft_host *raft_group_host(raft_group *g);
 /* On the leader: whether every member of the configuration is a voter
  * that answered lately and holds the log up to max_lag entries behind
- * its end (a split's precondition with --region-logs). false with why. */
-bool raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen);
+ * its end (at most half the entries kept behind an image): 1; 0 with
+ * why; -1 not the leader (a split's precondition with --region-logs). */
+int raft_group_all_caught_up(raft_group *g, uint64_t max_lag, char *why, size_t whylen);
 
 #endif

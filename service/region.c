@@ -540,6 +540,7 @@ int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), 
         rt->retired = grown;
         rt->capretired = need;
     }
+    size_t nkept = 0;
     for (size_t i = 0; i < fresh->n; i++) {
         region *now = fresh->r[i];
         size_t j = same_start(rt, now);
@@ -547,6 +548,7 @@ int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), 
         if (had != NULL && had->epoch == now->epoch && same_range(had, now)) {
             fresh->r[i] = had; /* unchanged: kept, with its counts */
             kept[j] = true;
+            nkept++;
             region_free(now);
             continue;
         }
@@ -559,6 +561,8 @@ int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), 
         if (made != NULL)
             made(arg, now);
     }
+    /* The same map again moved no key: reads need not fence anew. */
+    bool changed = nkept != fresh->n || rt->n != fresh->n;
     for (size_t j = 0; j < rt->n; j++)
         if (!kept[j])
             rt->retired[rt->nretired++] = rt->r[j];
@@ -568,7 +572,8 @@ int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), 
     rt->r = fresh->r, rt->n = fresh->n, rt->cap = fresh->cap;
     if (fresh->next_id > rt->next_id)
         rt->next_id = fresh->next_id;
-    atomic_fetch_add(&rt->installs, 1);
+    if (changed)
+        atomic_fetch_add(&rt->installs, 1);
     pthread_rwlock_unlock(&rt->mu);
     fresh->r = NULL, fresh->n = fresh->cap = 0;
     router_free(fresh);

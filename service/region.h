@@ -155,7 +155,8 @@ int router_install(router *rt, const void *map, size_t len, void (*made)(void *a
  * a new one keeps those it was given, or takes the shared log's. */
 int router_adopt(router *rt, router *fresh, void (*made)(void *arg, region *r), void *arg);
 /* How many maps were installed: it only grows, and changes with every
- * change of the map (a key may have moved to another region's log). */
+ * change of the map (a key may have moved to another region's log); an
+ * install of the map it holds already does not count. */
 uint64_t router_generation(const router *rt);
 
 #endif

@@ -336,8 +336,12 @@ static int remake(svc *s)
          * new region's group ran here; at restart the row starts it */
         failpoint(ps, "before_region_group");
         if (start_group(s, r, err, sizeof err) != 0) {
-            log_error("regions: cannot start the group of region %llu: %s; tried again in a "
-                      "second", (unsigned long long)r->id, err);
+            uint64_t now = time_mono_ms();
+            if (now - s->rl.failed_logged_ms >= 60000) { /* tried every second */
+                s->rl.failed_logged_ms = now;
+                log_error("regions: cannot start the group of region %llu: %s; tried again "
+                          "every second (logged once a minute)", (unsigned long long)r->id, err);
+            }
             failed[nfailed++] = r->id;
             continue;
         }
@@ -414,8 +418,13 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
      * passes as new, but its raft dir holds that log's state (its own
      * groups' logs are in r<id> below it). */
     raft_member_identity mine;
-    char why[256];
-    if (raft_member_has_state(rcfg->dir) || raft_member_load(rcfg->dir, &mine, why, sizeof why) != 0) {
+    char why[256] = "";
+    int member = raft_member_load(rcfg->dir, &mine, why, sizeof why);
+    if (member < 0) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    if (raft_member_has_state(rcfg->dir) || member > 0) {
         snprintf(err, errlen, "%s holds the Raft state of one log for every region: a node runs "
                               "one log or a log per region, never both (DESIGN §6.5)", rcfg->dir);
         return -1;

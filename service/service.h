@@ -136,6 +136,7 @@ typedef struct svc {
         char **dirs;                /* each group's log dir, as long as it runs */
         size_t ndirs, capdirs;
         uint64_t warned_ms;         /* the gather's last warning (the janitor's thread) */
+        uint64_t failed_logged_ms;  /* the maker's last "cannot start" (its thread) */
         raft_group_config base;     /* what each group starts with (its dir: base_dir) */
         char *base_dir;
         /* The region maker (a thread): woken when a group applied rows, it

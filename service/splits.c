@@ -118,8 +118,9 @@ static pc_rc new_region_id(svc *s, uint64_t *id, char *err, size_t errlen)
  * route the new region here, once the split is applied here. */
 #define SPLIT_MADE_MS 10000
 /* A member this many entries behind the leader's log or more holds a
- * split back: far below the entries between images (8192 by default),
- * so the split is applied from the log, not skipped by an image. */
+ * split back (at most half the entries kept behind an image: far below
+ * by default), so the split is applied from the log, not skipped by an
+ * image. */
 #define SPLIT_MAX_LAG 256
 
 /* With --region-logs (DESIGN §6.5 step h): the split of the region
@@ -152,16 +153,6 @@ static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, si
         snprintf(err, errlen, "region %llu is not led here", (unsigned long long)r->id);
         return PC_NOT_LEADER;
     }
-    /* Every member applies the split from its log, and the new group is
-     * made once all of them started it (§7.3's probes): a member down or
-     * far behind would hold the new region without a leader, and one that
-     * catches up by an image instead never makes its replica (DESIGN §6.5
-     * step k). So a split waits until all are there. */
-    if (r->raft != NULL && !raft_group_all_caught_up(r->raft, SPLIT_MAX_LAG, why, sizeof why)) {
-        snprintf(err, errlen, "region %llu splits only with every member caught up: %s",
-                 (unsigned long long)r->id, why);
-        return PC_UNAVAILABLE;
-    }
     switch (pd_report_new_id(s->pd, router_next_id(s->regions), &id, why, sizeof why)) {
     case PD_ID_OK:
         break;
@@ -172,6 +163,25 @@ static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, si
     default:
         snprintf(err, errlen, "the placement driver did not hand out a region id (%s)", why);
         return PC_TS_UNAVAILABLE;
+    }
+    /* Every member applies the split from its log, and the new group is
+     * made once all of them started it (§7.3's probes): a member down or
+     * far behind would hold the new region without a leader, and one that
+     * catches up by an image instead never makes its replica (DESIGN §6.5
+     * step k). So a split waits until all are there: checked last before
+     * the proposal (an id the driver handed out and left unused costs
+     * nothing). */
+    int caught_up = r->raft != NULL ? raft_group_all_caught_up(r->raft, SPLIT_MAX_LAG, why,
+                                                                 sizeof why)
+                                    : 1;
+    if (caught_up < 0) {
+        snprintf(err, errlen, "region %llu is not led here", (unsigned long long)r->id);
+        return PC_NOT_LEADER;
+    }
+    if (caught_up == 0) {
+        snprintf(err, errlen, "region %llu splits only with every member caught up: %s",
+                 (unsigned long long)r->id, why);
+        return PC_UNAVAILABLE;
     }
     pc_buf batch = {0};
     pc_slice k = {key, len};
@@ -317,7 +327,7 @@ static pc_rc check_region(svc *s, pc_session *ps, region *r, uint64_t max)
                  rc == PC_INVALID || rc == PC_TS_UNAVAILABLE || err[0] != '\0' ? err
                                                                                 : pc_rc_name(rc));
     }
-    if (rc == PC_TS_UNAVAILABLE)
+    if (rc == PC_TS_UNAVAILABLE || (rc == PC_UNAVAILABLE && err[0] != '\0'))
         atomic_store(&r->size, -1); /* measured again next round, not after max/4 more */
     pc_buf_free(&st.middle);
     return rc;

@@ -595,6 +595,33 @@ static void a_read_across_a_hole_in_the_regions_is_fenced_by_none(void **state)
     assert_int_equal(router_adopt(s->regions, whole, NULL, NULL), 0);
     assert_int_equal(svc_read_fence_range(s, a, u), PC_OK);
     assert_int_equal(svc_read_fence_all(s), PC_OK);
+
+    /* Past a chunk of the walk (16 regions): 20 regions, k01..k19 their
+     * starts after the first, the 17th ([k16, k17)) a hole. */
+    char kb[20][SVC_MAX_KEY + 8];
+    pc_slice k[20];
+    for (int i = 1; i < 20; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "k%02d", i);
+        k[i] = (pc_slice){kb[i], ks_user(kb[i], name, 3)};
+    }
+    k[0] = (pc_slice){"", 0};
+    router *many = router_new();
+    assert_non_null(many);
+    for (int i = 0; i < 20; i++)
+        if (i != 16)
+            assert_int_equal(router_add(many, region_new((uint64_t)i + 1, k[i].data, k[i].len,
+                                                         i < 19 ? k[i + 1].data : NULL,
+                                                         i < 19 ? k[i + 1].len : 0)),
+                             0);
+    assert_int_equal(router_adopt(s->regions, many, NULL, NULL), 0);
+    assert_int_equal(router_count(s->regions), 19);
+    assert_int_equal(svc_read_fence_range(s, k[0], k[16]), PC_OK); /* a whole chunk, to its end */
+    assert_int_equal(svc_read_fence_range(s, k[3], k[16]), PC_OK);
+    assert_int_equal(svc_read_fence_range(s, k[17], to_end), PC_OK);
+    assert_int_equal(svc_read_fence_range(s, k[0], k[17]), PC_UNAVAILABLE); /* into the hole */
+    assert_int_equal(svc_read_fence_range(s, k[15], k[18]), PC_UNAVAILABLE); /* across it */
+    assert_int_equal(svc_read_fence_all(s), PC_UNAVAILABLE);
 }
 
 static void job_done(wb_job *j);
