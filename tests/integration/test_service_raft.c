@@ -2217,66 +2217,6 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     group_stop(&g);
 }
 
-/* With --region-logs, the leader of every region cut off (its raft
- * address: the node network all its groups share) under the bank and the
- * SI checker: the other two elect a leader for each region and gather
- * them; a split waits meanwhile (the cut member is not caught up: 503
- * split_unavailable); healed, the old leader catches up in every region,
- * the split goes through, and the money, the acknowledged transfers, the
- * history and the maps hold. */
-static void region_logs_keep_the_bank_through_a_cut_off_leader(void **state)
-{
-    (void)state;
-    if (!tl_raft_can_cut())
-        fail_msg("this test needs iptables and root (make test installs it as root)");
-    group g;
-    const char *extra[] = {"--one-pc", "off", "--region-logs", "--region-split-keys",
-                           "acct-5,si", NULL};
-    group_start_over(&g, NULL, extra, 3);
-    int l = leader_but(&g, -1, 30000);
-    assert_true(l >= 0);
-    bank_open(&g);
-    atomic_bool stop = false;
-    static bank_client bank[CLIENTS];
-    si_client si[SI_CLIENTS];
-    pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    bank_start(&g, bank, bt, &stop);
-    si_history *h = si_clients_start(&g, si, st, &stop);
-    time_sleep_ms(1500);
-    l = leader_but(&g, -1, 30000);
-    assert_true(l >= 0);
-    int acked = bank_acked(bank);
-    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], true), 0);
-    int l2 = leader_but(&g, l, 30000);
-    assert_true(l2 >= 0);
-    assert_true(bank_goes_on(bank, acked, 60000)); /* through the other two's groups */
-    l2 = leader_but(&g, l, 30000);
-    assert_true(l2 >= 0 && not_caught_up(&g, l2, l));
-    json_t *refusal = NULL;
-    long split = call_on(&g, l2, "POST", "/v1/regions/split", "{\"key\":\"acct-2\"}", 10000,
-                         &refusal);
-    const char *code =
-        json_string_value(json_object_get(json_object_get(refusal, "error"), "code"));
-    printf("# during the cut a split answered %ld %s\n", split, code != NULL ? code : "");
-    assert_int_equal(split, 503);
-    assert_true(code != NULL && strcmp(code, "split_unavailable") == 0);
-    json_decref(refusal);
-    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], false), 0);
-    split_at(&g, "acct-2");
-    acked = bank_acked(bank);
-    assert_true(bank_goes_on(bank, acked, 60000));
-    atomic_store(&stop, true);
-    unsigned si_committed = si_clients_join(si, st);
-    bank_check(&g, bank, bt);
-    si_verdict(h, si_committed);
-    no_lock_left(&g);
-    char map[512];
-    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 4);
-    for (int i = 0; i < NODES; i++)
-        assert_int_not_equal(leaders_gathered(&g, i), 0);
-    group_stop(&g);
-}
-
 /* ---- members grown, shrunk and replaced under the bank (issue #23) ---- */
 
 /* Wait up to ms until the leader lists `want` members, every one a voter,
@@ -2822,7 +2762,6 @@ int main(void)
         TL_TEST(region_logs_keep_the_bank_and_snapshot_isolation_through_kills),
         TL_TEST(region_logs_members_killed_between_a_split_and_its_new_group),
         TL_TEST(region_logs_split_by_size_through_a_leader_kill),
-        TL_TEST(region_logs_keep_the_bank_through_a_cut_off_leader),
         TL_TEST(writes_on_other_keys_are_in_flight_together),
         TL_TEST(blind_writes_arriving_together_share_one_entry),
         TL_TEST(gc_runs_in_the_group),
