@@ -663,6 +663,8 @@ static int same_map_everywhere(group *g, char *want, size_t cap)
             time_sleep_ms(200);
     }
     printf("# every member's region map: %s\n", want);
+    if (!same)
+        tl_group_dump_logs(g); /* why a member did not answer or differs */
     assert_true(same);
     int n = 0;
     for (const char *p = want; (p = strchr(p, '|')) != NULL; p++)
