@@ -601,7 +601,7 @@ static void a_read_across_a_hole_in_the_regions_is_fenced_by_none(void **state)
     char kb[20][SVC_MAX_KEY + 8];
     pc_slice k[20];
     for (int i = 1; i < 20; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "k%02d", i);
         k[i] = (pc_slice){kb[i], ks_user(kb[i], name, 3)};
     }
