@@ -337,9 +337,13 @@ typedef struct {
     int tried;
 } bank_client;
 
-/* One transfer: read both accounts, then a compare-and-set write of both
- * and of the transfer's marker. 200: acknowledged. */
-static long transfer(group *g, int from, int to, const char *marker)
+/* One transfer: read both accounts (any member), then a compare-and-set
+ * write of both and of the transfer's marker through member `via` or the
+ * next living one after it; 200: acknowledged. The bank's
+ * clients spread their writes over the members, as clients behind a
+ * balancer do: a member cut off from the rest knows no leader and refuses
+ * what it is sent, and the others go on. */
+static long transfer(group *g, int from, int to, const char *marker, int via)
 {
     char body[1024];
     json_t *j;
@@ -363,7 +367,8 @@ static long transfer(group *g, int from, int to, const char *marker)
              "{\"key\":\"acct-%d\",\"value\":\"%ld\"},{\"key\":\"%s\",\"value\":\"x\"}]}",
              from, ca, to, cb, from, fa - amount, to, tb + amount, marker);
     /* Not retried: a 503 or a lost answer may have committed. */
-    for (int i = 0; i < g->n; i++) {
+    for (int k = 0; k < g->n; k++) {
+        int i = (via + k) % g->n;
         if (g->pid[i] <= 0)
             continue;
         return call_on(g, i, "POST", "/v1/txn", body, 10000, NULL);
@@ -381,7 +386,7 @@ static void *bank_main(void *arg)
         char marker[64];
         snprintf(marker, sizeof marker, "mark-%d-%d", c->client, t);
         c->tried++;
-        if (transfer(c->g, from, to, marker) == 200) {
+        if (transfer(c->g, from, to, marker, c->client + t) == 200) {
             c->acked[atomic_load(&c->nacked)] = t;
             atomic_fetch_add(&c->nacked, 1);
         }
@@ -425,6 +430,26 @@ static bool bank_goes_on(bank_client *bank, int since, int ms)
     while (bank_acked(bank) <= since && time_mono_ms() < end)
         time_sleep_ms(50);
     return bank_acked(bank) > since;
+}
+
+/* bank_goes_on, and when it does not: every member's view of its regions
+ * (each one's leader and term) and the members' logs, to tell why. */
+static bool bank_goes_on_or_tell(group *g, bank_client *bank, int since, int ms)
+{
+    if (bank_goes_on(bank, since, ms))
+        return true;
+    for (int i = 0; i < g->n; i++) {
+        json_t *j = NULL;
+        long st = g->pid[i] > 0
+                      ? call_on(g, i, "GET", "/v1/regions?local=true", NULL, 5000, &j)
+                      : 0;
+        char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+        printf("# stalled: member %d regions %ld %s\n", i + 1, st, text != NULL ? text : "");
+        free(text);
+        json_decref(j);
+    }
+    tl_group_dump_logs(g);
+    return false;
 }
 
 /* keys (a JSON array, taken) read in one read-only transaction (one
@@ -2219,6 +2244,67 @@ static void a_cut_off_leader_acknowledges_nothing(void **state)
     group_stop(&g);
 }
 
+/* With --region-logs, the leader of every region cut off (its raft
+ * address: the node network all its groups share) under the bank and the
+ * SI checker: the other two elect a leader for each region and gather
+ * them; a split waits meanwhile (the cut member is not caught up: 503
+ * split_unavailable); healed, the old leader catches up in every region,
+ * the split goes through, and the money, the acknowledged transfers, the
+ * history and the maps hold. */
+static void region_logs_keep_the_bank_through_a_cut_off_leader(void **state)
+{
+    (void)state;
+    if (!tl_raft_can_cut())
+        fail_msg("this test needs iptables and root (make test installs it as root)");
+    group g;
+    const char *extra[] = {"--one-pc", "off", "--region-logs", "--region-split-keys",
+                           "acct-5,si", NULL};
+    group_start_over(&g, NULL, extra, 3);
+    int l = leader_but(&g, -1, 30000);
+    assert_true(l >= 0);
+    bank_open(&g);
+    atomic_bool stop = false;
+    static bank_client bank[CLIENTS];
+    si_client si[SI_CLIENTS];
+    pthread_t bt[CLIENTS], st[SI_CLIENTS];
+    bank_start(&g, bank, bt, &stop);
+    si_history *h = si_clients_start(&g, si, st, &stop);
+    time_sleep_ms(1500);
+    l = leader_but(&g, -1, 30000);
+    assert_true(l >= 0);
+    int acked = bank_acked(bank);
+    printf("# cutting member %d's raft address off\n", l + 1);
+    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], true), 0);
+    int l2 = leader_but(&g, l, 30000);
+    assert_true(l2 >= 0);
+    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000)); /* the other two */
+    l2 = leader_but(&g, l, 30000);
+    assert_true(l2 >= 0 && not_caught_up(&g, l2, l));
+    json_t *refusal = NULL;
+    long split = call_on(&g, l2, "POST", "/v1/regions/split", "{\"key\":\"acct-2\"}", 10000,
+                         &refusal);
+    const char *code =
+        json_string_value(json_object_get(json_object_get(refusal, "error"), "code"));
+    printf("# during the cut a split answered %ld %s\n", split, code != NULL ? code : "");
+    assert_int_equal(split, 503);
+    assert_true(code != NULL && strcmp(code, "split_unavailable") == 0);
+    json_decref(refusal);
+    assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], false), 0);
+    split_at(&g, "acct-2");
+    acked = bank_acked(bank);
+    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
+    atomic_store(&stop, true);
+    unsigned si_committed = si_clients_join(si, st);
+    bank_check(&g, bank, bt);
+    si_verdict(h, si_committed);
+    no_lock_left(&g);
+    char map[512];
+    assert_int_equal(same_map_everywhere(&g, map, sizeof map), 4);
+    for (int i = 0; i < NODES; i++)
+        assert_int_not_equal(leaders_gathered(&g, i), 0);
+    group_stop(&g);
+}
+
 /* ---- members grown, shrunk and replaced under the bank (issue #23) ---- */
 
 /* Wait up to ms until the leader lists `want` members, every one a voter,
@@ -2764,6 +2850,7 @@ int main(void)
         TL_TEST(region_logs_keep_the_bank_and_snapshot_isolation_through_kills),
         TL_TEST(region_logs_members_killed_between_a_split_and_its_new_group),
         TL_TEST(region_logs_split_by_size_through_a_leader_kill),
+        TL_TEST(region_logs_keep_the_bank_through_a_cut_off_leader),
         TL_TEST(writes_on_other_keys_are_in_flight_together),
         TL_TEST(blind_writes_arriving_together_share_one_entry),
         TL_TEST(gc_runs_in_the_group),
