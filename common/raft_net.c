@@ -46,7 +46,7 @@
 #define WRITE_RUN_RECORDS 64
 #define WRITE_RUN_BYTES (256u << 10)
 #define READ_AHEAD (16u << 10)
-#define MAX_GROUPS 4096
+#define MAX_GROUPS (4096 + 1) /* the most regions a node hosts, and its group of fills */
 #define MAX_PEERS 512          /* lanes to the nodes this one sends to (two a node) */
 #define MAX_READERS 256        /* connections other nodes opened */
 #define MAX_UNNAMED 64         /* of them, before their hello passed: the rest are the nodes' */

@@ -35,6 +35,8 @@ typedef struct {
     bool image;     /* its rows replace the store's (an image's part) */
     bool skipped;
     uint64_t safe_point; /* raised to this (0: not) */
+    const pc_region_row *fill; /* a new region's replica filled in (pc_install_fill): no
+                                * index read or recorded, this row set with the last part */
 } apply_args;
 
 /* An image is installed in parts of about this many bytes of rows, each
@@ -164,7 +166,7 @@ static pc_rc apply_body(pc_session *s, void *arg)
         return rc;
     /* A batch applied before (a replay after a restart) changes nothing;
      * nor does an image of a state this store already passed. */
-    a->skipped = a->index <= applied;
+    a->skipped = a->fill == NULL && a->index <= applied;
     a->safe_point = 0; /* a retried transaction starts over */
     if (a->skipped)
         return PC_OK;
@@ -182,7 +184,7 @@ static pc_rc apply_body(pc_session *s, void *arg)
         else if (o.op == PC_BATCH_SET_META)
             rc = pc_named_put(s, o.key, o.klen, o.val, o.vlen);
         else if (o.op == PC_BATCH_SET_REGION)
-            rc = set_region(s, a, &o);
+            rc = a->fill != NULL ? PC_OK : set_region(s, a, &o); /* a fill's: last */
         else
             pc_note_ts(s, o.ts); /* pc_run_txn keeps the floor with the writes */
     }
@@ -190,6 +192,8 @@ static pc_rc apply_body(pc_session *s, void *arg)
     pc_put_be64(v, a->index);
     if (rc != PC_OK || !a->last)
         return rc;
+    if (a->fill != NULL)
+        return pc_region_row_put(s, a->fill);
     return pc_cursor_put(s, s->meta, key, applied_key(key, a->region), v, 8);
 }
 
@@ -222,10 +226,10 @@ static pc_rc applied_body(pc_session *s, void *arg)
 static pc_rc install_in_parts(pc_session *s, apply_args *a, const uint8_t *from,
                               const uint8_t *end, const pc_key_range *range)
 {
-    uint64_t applied;
+    uint64_t applied = 0;
     applied_args q = {a->region, &applied};
-    pc_rc rc = pc_run_txn(s, applied_body, &q);
-    if (rc != PC_OK || a->index <= applied) {
+    pc_rc rc = a->fill == NULL ? pc_run_txn(s, applied_body, &q) : PC_OK;
+    if (rc != PC_OK || (a->fill == NULL && a->index <= applied)) {
         a->skipped = rc == PC_OK;
         return rc;
     }
@@ -263,12 +267,29 @@ pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len
         return PC_INVALID;
     const uint8_t *from = (const uint8_t *)batch + PC_BATCH_HEADER,
                   *end = (const uint8_t *)batch + len;
-    apply_args a = {from, end, region, index, true, replace, false, 0};
+    apply_args a = {from, end, region, index, true, replace, false, 0, NULL};
     /* The applier writes: whatever the session was proposing, not now. */
     pc_buf *proposing = s->propose;
     s->propose = NULL;
     pc_rc rc = replace ? install_in_parts(s, &a, from, end, range)
                        : pc_run_txn(s, apply_body, &a);
+    s->propose = proposing;
+    if (rc == PC_OK && a.safe_point != 0)
+        pc_safe_point_note(s->e, a.safe_point);
+    return rc;
+}
+
+pc_rc pc_install_fill(pc_session *s, const pc_region_row *row, const void *batch, size_t len)
+{
+    pc_key_range range = {row->start, row->end};
+    if (pc_batch_check(batch, len) != PC_OK)
+        return PC_INVALID;
+    const uint8_t *from = (const uint8_t *)batch + PC_BATCH_HEADER,
+                  *end = (const uint8_t *)batch + len;
+    apply_args a = {from, end, row->id, 0, true, true, false, 0, row};
+    pc_buf *proposing = s->propose;
+    s->propose = NULL;
+    pc_rc rc = install_in_parts(s, &a, from, end, &range);
     s->propose = proposing;
     if (rc == PC_OK && a.safe_point != 0)
         pc_safe_point_note(s->e, a.safe_point);

@@ -102,6 +102,16 @@ pc_rc pc_region_image_fill(pc_session *s, pc_slice start, pc_slice end, pc_buf *
 pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc_slice end,
                               const void *image, size_t len);
 
+/* A new region's replica on a node that missed its split (region_fill.c,
+ * docs/DESIGN.md §6.5 step k), from image: another node's image of the
+ * region taken before its own log applied anything (applied index 0),
+ * holding the region's row and rows of its range only. Installed where
+ * no row of this node has the id or meets the range (a hole), the row
+ * last. *id: the image's region (0: none read). PC_INVALID with *why: not
+ * such an image, or no hole here. */
+pc_rc pc_region_fill(pc_session *s, const void *image, size_t len, uint64_t *id,
+                     const char **why);
+
 /* ---- region rows (region_rows.c, split.c; docs/DESIGN.md §6.5 step 6) ----
  * A region's range and epoch as the store knows them (TiKV's region
  * state): a row per region, set by a SET_REGION of the region's own log,

@@ -187,6 +187,10 @@ pc_rc pc_region_rows_rise(pc_session *s, const pc_region_row *r);
  * tables, or with range only that range of them (a region's image). */
 pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len, uint64_t index,
                    bool replace, const pc_key_range *range);
+/* Install a checked batch (an image's rows) as row's new replica: its
+ * range emptied, the rows written in parts, the row set with the last;
+ * no applied index read or recorded (region_fill.c). */
+pc_rc pc_install_fill(pc_session *s, const pc_region_row *row, const void *batch, size_t len);
 /* The applied index of region's log (0: the node's), inside a
  * transaction (apply.c). */
 pc_rc pc_read_region_applied(pc_session *s, uint64_t region, uint64_t *index);

@@ -29,9 +29,10 @@
  * Splits (DESIGN §6.5 step h): a split is a batch of the region's own log
  * (splits.c); each group tells of rows it applied (svc_region_rows_set),
  * and the region maker, a thread, makes the router the store's rows,
- * starting each new region's group before the router routes to it. Not
- * yet: membership changes, a member that missed a split making the new
- * replica, restore (DESIGN §6.5 steps j, k).
+ * starting each new region's group before the router routes to it. A
+ * member that missed a split (a hole in its rows) makes the new region's
+ * replica from a peer's image first (region_fill.h, step k). Not yet:
+ * membership changes, restore (DESIGN §6.5 step j).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@
 #include "raft_identity.h"
 #include "raft_loop.h"
 #include "raft_net.h"
+#include "region_fill.h"
 #include "service.h"
 #include "timeutil.h"
 
@@ -307,11 +309,16 @@ static int start_group(svc *s, region *r, char *err, size_t errlen)
 static int remake(svc *s)
 {
     pc_session *ps = svc_engine_session(s);
+    if (ps != NULL)
+        region_fill_serve(s->rl.fill, ps); /* step k: an image that came, peers' asks */
     router *fresh = ps != NULL ? load_rows(ps) : NULL;
     if (fresh == NULL) {
         log_error("regions: cannot read the store's region rows; tried again in a second");
         return -1;
     }
+    /* A hole: a split this node missed; a peer is asked for the region,
+     * and the pass is tried again a second later. */
+    bool hole = region_fill_holes(s->rl.fill, fresh);
     size_t n = router_count(fresh), nstarted = 0;
     raft_group **started = calloc(n ? n : 1, sizeof *started);
     if (started == NULL) {
@@ -364,7 +371,7 @@ static int remake(svc *s)
     metrics_inc(s->m.region_splits, nstarted); /* on every member, as a map's install */
     if (router_count(s->regions) != was)
         log_info("regions: %zu, from the store's rows", router_count(s->regions));
-    return nfailed > 0 ? -1 : 0;
+    return nfailed > 0 || hole ? -1 : 0;
 }
 
 static void *maker_main(void *arg)
@@ -454,6 +461,10 @@ int svc_region_logs_open(svc *s, pc_session *ps, const raft_group_config *rcfg, 
                           .tls = rcfg->peer_tls, .realm = realm};
     if (raft_net_start(&nc, &s->rl.net, err, errlen) != 0)
         return -1;
+    s->rl.fill = region_fill_start(s->rl.net, rcfg->peers, rcfg->npeers, rcfg->id, s->metrics,
+                                   svc_region_rows_set, s, err, errlen);
+    if (s->rl.fill == NULL)
+        return -1;
     size_t n = router_count(s->regions);
     for (size_t i = 0; i < n; i++) {
         if (start_group(s, router_at(s->regions, i), err, errlen) != 0)
@@ -492,6 +503,8 @@ void svc_region_logs_close(svc *s)
     }
     raft_loop_stop(s->rl.loop);
     s->rl.loop = NULL;
+    region_fill_stop(s->rl.fill); /* a group of the net, left before it stops */
+    s->rl.fill = NULL;
     raft_net_stop(s->rl.net);
     s->rl.net = NULL;
     for (size_t i = 0; i < s->rl.ndirs; i++)

@@ -146,6 +146,7 @@ typedef struct svc {
         pthread_mutex_t mu;
         pthread_cond_t cv;
         bool wake, stop;            /* under mu */
+        struct region_fill *fill;   /* a split missed: its replica from a peer (region_fill.h) */
     } rl;
 
     /* Engine sessions, one per thread that asked for one; closed at exit. */

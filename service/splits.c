@@ -28,6 +28,7 @@
 #include "keyspace.h"
 #include "log.h"
 #include "pd_report.h"
+#include "region_fill.h"
 #include "service.h"
 #include "timeutil.h"
 #include "watch.h"
@@ -155,7 +156,11 @@ static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, si
     }
     switch (pd_report_new_id(s->pd, router_next_id(s->regions), &id, why, sizeof why)) {
     case PD_ID_OK:
-        break;
+        if (id != 0 && id < FILL_GROUP)
+            break;
+        snprintf(err, errlen, "the placement driver handed out region id %llu, which no "
+                              "region may take", (unsigned long long)id);
+        return PC_TS_UNAVAILABLE;
     case PD_ID_NONE:
         snprintf(err, errlen, "a split with --region-logs takes its new region's id from the "
                               "placement driver (an oracle group, --pd-heartbeat-ms not 0)");
@@ -167,8 +172,8 @@ static pc_rc split_in_own_log(svc *s, const void *key, size_t len, char *err, si
     /* Every member applies the split from its log, and the new group is
      * made once all of them started it (§7.3's probes): a member down or
      * far behind would hold the new region without a leader, and one that
-     * catches up by an image instead never makes its replica (DESIGN §6.5
-     * step k). So a split waits until all are there: checked last before
+     * catches up by an image instead has to make its replica from a
+     * peer's image (DESIGN §6.5 step k). So a split waits until all are there: checked last before
      * the proposal (an id the driver handed out and left unused costs
      * nothing). */
     int caught_up = r->raft != NULL ? raft_group_all_caught_up(r->raft, SPLIT_MAX_LAG, why,

@@ -24,6 +24,12 @@
  *    from the same state applies on none; splits the leader must not
  *    make are refused, and so is a batch whose rows do not cut the
  *    region's range exactly, or whose own row starts above its range;
+ *  - a node that missed a split fills the hole from a peer's image of each
+ *    new region taken before its own log applied anything (step k): the
+ *    row and the rows the node never applied, its stale rows there gone;
+ *    refused again, beside a row that meets the range, from an image
+ *    whose log ran, or from one that is not one region's; a fill larger
+ *    than one part sets the row with its last;
  *  - a new store is seeded with its first rows once: never over rows;
  *  - the node's one log sets no row and a whole store's image holds none;
  *    a split's new region's row does not depend on what the node held;
@@ -288,6 +294,235 @@ static void a_replica_that_missed_a_split_takes_the_images_range(void **state)
     fx_free(behind);
 }
 
+/* A copy of batch bytes into b (emptied first). */
+static void odd_image(pc_buf *b, const void *batch, size_t len)
+{
+    b->len = 0;
+    assert_int_equal(pc_buf_append(b, batch, len), PC_OK);
+}
+
+/* An image of batch at applied index 0 into image (emptied first). */
+static void with_index_0(pc_buf *image, const pc_buf *batch)
+{
+    static const char zero[8];
+    image->len = 0;
+    assert_int_equal(pc_buf_append(image, zero, 8), PC_OK);
+    assert_int_equal(pc_buf_append(image, batch->data, batch->len), PC_OK);
+}
+
+/* Step k: a node that missed a split of region 1 at m and s (it caught
+ * up with region 1 by an image taken after it) has a hole from m on,
+ * where regions 2 ([m, s)) and 3 ([s, ...)) are; a peer's image of each,
+ * taken before its own log applied anything, fills its part of the hole:
+ * the row and the rows the node never applied (q), its stale rows and
+ * lock there gone (z, zl), the rest of the hole left alone. Refused:
+ * again (the node has the row now), into a hole where a row meets the
+ * range (and not beside rows that end at its start and begin at its
+ * end), an image of a region whose log applied entries, of two rows, of
+ * none, of a row outside its range. */
+static void a_node_that_missed_a_split_fills_the_hole_from_a_peers_image(void **state)
+{
+    (void)state;
+    fx *leader = fx_new(), *behind = fx_new();
+    pc_buf b = {0}, img1 = {0}, img2 = {0}, img3 = {0};
+    pc_region_row whole = row(1, 1, "", NULL);
+    region_batch(leader, "a", 10, &whole, &b);
+    assert_int_equal(apply_as(leader, &whole, &b, 1), PC_OK);
+    assert_int_equal(apply_as(behind, &whole, &b, 1), PC_OK);
+    region_batch(leader, "q", 20, NULL, &b); /* behind never applies it */
+    assert_int_equal(apply_as(leader, &whole, &b, 2), PC_OK);
+    /* behind's own index 2 (as a store of before its lag): z and a lock
+     * on zl, which no replica of the new regions holds */
+    region_batch(behind, "z", 20, NULL, &b);
+    pc_session_propose(behind->s, &b);
+    assert_int_equal(fx_write_key(behind->s, "zl", 22, true), PC_OK);
+    pc_latches_release(pc_session_take_latches(behind->s));
+    pc_session_propose(behind->s, NULL);
+    assert_int_equal(apply_as(behind, &whole, &b, 2), PC_OK);
+    fx_value_is(behind, "z", "zv");
+    assert_int_equal(fx_get(behind, "zl", 1000, NULL, 0), PC_LOCKED);
+    pc_slice keys[] = {S("m"), S("s")};
+    uint64_t ids[] = {2, 3};
+    b.len = 0; /* pc_region_split appends */
+    assert_int_equal(pc_region_split(leader->s, 1, keys, ids, 2, &b), PC_OK);
+    assert_int_equal(apply_as(leader, &whole, &b, 3), PC_OK);
+    pc_region_row left = row(1, 2, "", "m");
+    region_batch(leader, "b", 30, NULL, &b);
+    assert_int_equal(apply_as(leader, &left, &b, 4), PC_OK);
+
+    /* behind catches up with region 1 by its image: a hole from m on */
+    assert_int_equal(pc_region_image_take(leader->s, 1, S(""), NONE, &img1, NULL), PC_OK);
+    assert_int_equal(pc_region_image_install(behind->s, 1, S(""), NONE, img1.data, img1.len),
+                     PC_OK);
+    pc_region_row none;
+    pc_buf mem = {0};
+    assert_int_equal(pc_region_row_get(behind->s, 2, &none, &mem), PC_NOT_FOUND);
+    uint64_t id = 0;
+    const char *why = NULL;
+    /* region 1's image is no fill: its log applied entries, and it has it */
+    assert_int_equal(pc_region_fill(behind->s, img1.data, img1.len, &id, &why), PC_INVALID);
+    assert_int_equal(id, 1);
+    assert_non_null(why);
+
+    uint64_t at = 99;
+    assert_int_equal(pc_region_image_take(leader->s, 2, S("m"), S("s"), &img2, &at), PC_OK);
+    assert_int_equal(at, 0);
+    assert_int_equal(pc_region_fill(behind->s, img2.data, img2.len, &id, &why), PC_OK);
+    assert_int_equal(id, 2);
+    row_is(behind, 2, 2, "m", "s");
+    row_is(behind, 1, 2, "", "m");
+    fx_value_is(behind, "q", "qv");
+    fx_value_is(behind, "b", "bv");
+    fx_value_is(behind, "z", "zv"); /* region 3's part of the hole: untouched */
+    assert_int_equal(applied(behind, 2), 0);
+    assert_int_equal(pc_region_fill(behind->s, img2.data, img2.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "this node has a row of that region already");
+    assert_int_equal(pc_region_image_take(leader->s, 3, S("s"), NONE, &img3, &at), PC_OK);
+    assert_int_equal(pc_region_fill(behind->s, img3.data, img3.len, &id, &why), PC_OK);
+    row_is(behind, 3, 2, "s", NULL);
+    fx_value_is(behind, "z", NULL); /* the hole emptied first */
+    assert_int_equal(fx_get(behind, "zl", 1000, NULL, 0), PC_NOT_FOUND);
+
+    /* a hole on another node that a row meets: nothing written */
+    fx *other = fx_new();
+    pc_region_row seeded = row(1, 1, "", "n");
+    assert_int_equal(pc_region_rows_seed(other->s, &seeded, 1), PC_OK);
+    assert_int_equal(pc_region_fill(other->s, img2.data, img2.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "the region's range meets a region of this node");
+    assert_int_equal(pc_region_row_get(other->s, 2, &none, &mem), PC_NOT_FOUND);
+    fx_free(other);
+    /* one whose rows end where the range starts and begin where it ends */
+    fx *beside = fx_new();
+    pc_region_row around[] = {row(1, 1, "", "m"), row(3, 1, "s", NULL)};
+    assert_int_equal(pc_region_rows_seed(beside->s, around, 2), PC_OK);
+    assert_int_equal(pc_region_fill(beside->s, img2.data, img2.len, &id, &why), PC_OK);
+    row_is(beside, 2, 2, "m", "s");
+    fx_value_is(beside, "q", "qv");
+    fx_free(beside);
+    /* not images of one region's rows: two rows; none; a row outside */
+    pc_buf odd = {0};
+    pc_region_row extra = row(5, 1, "x", NULL);
+    odd_image(&odd, img2.data + 8, img2.len - 8);
+    assert_int_equal(pc_batch_set_region(&odd, &extra), PC_OK);
+    pc_buf image = {0};
+    with_index_0(&image, &odd);
+    assert_int_equal(pc_region_fill(behind->s, image.data, image.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "not an image of one region with its row");
+    region_batch(leader, "c", 35, NULL, &odd);
+    with_index_0(&image, &odd);
+    assert_int_equal(pc_region_fill(behind->s, image.data, image.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "not an image of one region with its row");
+    pc_region_row r9 = row(9, 1, "x", NULL);
+    region_batch(leader, "c", 36, &r9, &odd); /* c is not in [x, ...) */
+    with_index_0(&image, &odd);
+    fx *empty9 = fx_new();
+    assert_int_equal(pc_region_fill(empty9->s, image.data, image.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "the image holds rows outside its region's range");
+    assert_int_equal(pc_region_row_get(empty9->s, 9, &none, &mem), PC_NOT_FOUND);
+    fx_free(empty9);
+    pc_buf_free(&odd);
+    pc_buf_free(&image);
+
+    /* region 2's log applied a batch: its image is no longer the split's */
+    region_batch(leader, "r", 40, NULL, &b);
+    pc_region_row r2 = row(2, 2, "m", "s");
+    assert_int_equal(apply_as(leader, &r2, &b, 1), PC_OK);
+    assert_int_equal(pc_region_image_take(leader->s, 2, S("m"), S("s"), &img2, &at), PC_OK);
+    assert_int_equal(at, 1);
+    fx *empty = fx_new();
+    assert_int_equal(pc_region_fill(empty->s, img2.data, img2.len, &id, &why), PC_INVALID);
+    assert_string_equal(why, "the region's own log applied entries where the image was taken");
+    /* not an image */
+    assert_int_equal(pc_region_fill(empty->s, img2.data, 4, &id, &why), PC_INVALID);
+    fx_free(empty);
+
+    pc_buf_free(&mem);
+    pc_buf_free(&b);
+    pc_buf_free(&img1);
+    pc_buf_free(&img2);
+    pc_buf_free(&img3);
+    fx_free(leader);
+    fx_free(behind);
+}
+
+typedef struct {
+    int parts;   /* parts committed before the last */
+    int had_row; /* of them, with region 2's row already there */
+} parts_seen;
+
+static void part_done(void *arg, pc_session *s)
+{
+    parts_seen *p = arg;
+    pc_region_row r;
+    pc_buf mem = {0};
+    p->parts++;
+    p->had_row += pc_region_row_get(s, 2, &r, &mem) == PC_OK;
+    pc_buf_free(&mem);
+}
+
+/* A fill larger than one part (engine/apply.c installs images in parts
+ * of 8 MiB, each its own transaction) sets the row with its last part
+ * only: a crash between parts leaves a hole, not a region half there. */
+static void a_fill_sets_the_row_with_its_last_part(void **state)
+{
+    (void)state;
+    fx *leader = fx_new(), *behind = fx_new();
+    parts_seen seen = {0, 0};
+    fx_close_engine(behind); /* reopened telling of each part */
+    pc_engine_config cfg = {.dir = behind->dir, .sync = 1, .cache_size = "64MB",
+                            .image_part_done = part_done, .image_arg = &seen};
+    assert_int_equal(pc_engine_open(&cfg, &behind->e), PC_OK);
+    assert_int_equal(pc_session_open(behind->e, &behind->s), PC_OK);
+    pc_region_row whole = row(1, 1, "", NULL), hole_before = row(1, 2, "", "m");
+    assert_int_equal(pc_region_rows_seed(behind->s, &hole_before, 1), PC_OK);
+    enum { BIG = 256 << 10, KEYS = 40 }; /* 10 MiB */
+    char *big = malloc(BIG + 1);
+    assert_non_null(big);
+    memset(big, 'x', BIG);
+    big[BIG] = '\0';
+    pc_buf b = {0}, img = {0};
+    for (int k = 0; k < KEYS; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "n%02d", k);
+        pc_txn_meta t = fx_meta(100 + 2 * (uint64_t)k, key);
+        pc_mutation mu = PUT(key, big);
+        uint64_t cts;
+        b.len = 0;
+        if (k == 0)
+            assert_int_equal(pc_batch_set_region(&b, &whole), PC_OK);
+        pc_session_propose(leader->s, &b);
+        fx_commit_at = 101 + 2 * (uint64_t)k;
+        assert_int_equal(pc_one_pc(leader->s, &t, &mu, 1, fx_commit_ts, NULL, &cts, NULL),
+                         PC_OK);
+        pc_latches_release(pc_session_take_latches(leader->s));
+        pc_session_propose(leader->s, NULL);
+        assert_int_equal(apply_as(leader, &whole, &b, (uint64_t)k + 1), PC_OK);
+    }
+    pc_slice m = S("m");
+    uint64_t two = 2;
+    b.len = 0;
+    assert_int_equal(pc_region_split(leader->s, 1, &m, &two, 1, &b), PC_OK);
+    assert_int_equal(apply_as(leader, &whole, &b, KEYS + 1), PC_OK);
+    assert_int_equal(pc_region_image_take(leader->s, 2, S("m"), NONE, &img, NULL), PC_OK);
+    assert_true(img.len > (size_t)KEYS * BIG);
+
+    uint64_t id = 0;
+    const char *why = NULL;
+    assert_int_equal(pc_region_fill(behind->s, img.data, img.len, &id, &why), PC_OK);
+    printf("# a fill of %zu bytes: %d part(s) before the last\n", img.len, seen.parts);
+    assert_true(seen.parts >= 1);
+    assert_int_equal(seen.had_row, 0);
+    row_is(behind, 2, 2, "m", NULL);
+    char v[16];
+    assert_int_equal(fx_get(behind, "n39", 1000, v, sizeof v), PC_OK);
+    assert_int_equal(v[0], 'x');
+    free(big);
+    pc_buf_free(&b);
+    pc_buf_free(&img);
+    fx_free(leader);
+    fx_free(behind);
+}
+
 /* A batch of the rows given, in that order (no write). */
 static void rows_batch(pc_buf *b, const pc_region_row *rows, size_t n)
 {
@@ -501,6 +736,8 @@ int main(void)
         cmocka_unit_test(an_image_carries_its_regions_row),
         cmocka_unit_test(a_replica_that_missed_a_split_takes_the_images_range),
         cmocka_unit_test(a_split_in_the_parents_log_cuts_it_on_every_replica),
+        cmocka_unit_test(a_node_that_missed_a_split_fills_the_hole_from_a_peers_image),
+        cmocka_unit_test(a_fill_sets_the_row_with_its_last_part),
         cmocka_unit_test(a_new_store_is_seeded_once),
         cmocka_unit_test(the_one_log_sets_no_region_row),
         cmocka_unit_test(a_splits_new_row_does_not_depend_on_the_node),
