@@ -189,17 +189,24 @@ static bool control(raft_io_net *n, const raft_peer *p, uint64_t from, raft_net_
      * new incarnation (raft_host.c), so only once both know the group */
     if (mine != 0 && cluster == mine)
         raft_seen_note(&n->seen[p - n->peers], raft_id, a.has_state);
-    if (type == CTL_ANSWER)
-        for (int i = 0; i < RAFT_IO_NET_PROBES; i++)
-            if (n->probes[i].nonce == nonce && n->probes[i].member == p->id &&
-                !n->probes[i].done) {
-                n->probes[i].answer = a;
-                n->probes[i].done = true;
-                pthread_cond_broadcast(&n->answered);
-            }
+    uint64_t waiting = 0; /* a probe of ours to p not answered yet */
+    for (int i = 0; i < RAFT_IO_NET_PROBES; i++) {
+        bool open = n->probes[i].nonce != 0 && n->probes[i].member == p->id &&
+                    !n->probes[i].done;
+        if (open && type == CTL_ANSWER && n->probes[i].nonce == nonce) {
+            n->probes[i].answer = a;
+            n->probes[i].done = true;
+            pthread_cond_broadcast(&n->answered);
+        } else if (open && type == CTL_HELLO) {
+            waiting = n->probes[i].nonce;
+        }
+    }
     pthread_mutex_unlock(&n->mu);
-    if (type == CTL_HELLO)
+    if (type == CTL_HELLO) {
         (void)ctl_send(n, p, CTL_ANSWER, nonce); /* lost with a full queue: asked again */
+        if (waiting != 0) /* p is up now: ask again, the first ask was dropped */
+            (void)ctl_send(n, p, CTL_HELLO, waiting);
+    }
     return true;
 }
 

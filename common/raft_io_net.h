@@ -123,7 +123,11 @@ void raft_io_net_set_last_index(raft_io_net *n, uint64_t index);
 
 /* Say hello to peer and wait for its answer (RAFT_IO_NET_PROBE_MS at
  * most). 0 with *out filled, or -1 (out->answered false). Blocks: not on
- * the loop. */
+ * the loop. A hello from peer meanwhile (it is up now, and asks too)
+ * sends the probe again: the first went while peer did not host the
+ * group yet and was dropped, and the answer comes at once, while the
+ * others still answer from the state the group is made from, not a
+ * second later, when they may have made it (raft_host.c decide). */
 #define RAFT_IO_NET_PROBE_MS 1000
 int raft_io_net_probe(raft_io_net *n, const raft_peer *peer, raft_member_probe *out);
 

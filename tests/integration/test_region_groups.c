@@ -24,6 +24,11 @@
  *    that missed the split and catches up by the region's later image
  *    takes the image's narrower range (its row: leading, it skips such a
  *    write too) and leaves the new region's rows on its node in place.
+ *  - A seeded run (TEST_SEED repeats one): puts, splits (each new
+ *    region's group started on every node), leaders stopped and
+ *    restarted, nodes cut off with iptables; at the end every node reads
+ *    every key as the reference and holds every region's row at the
+ *    reference's range and epoch.
  *  - A split and a write of a key it moves, queued together, go in two
  *    entries: the write is skipped. A replica that applied the split
  *    restarts (libraft hands it its image from before the split, wider
@@ -49,13 +54,15 @@
 #include "raft_host.h"
 #include "raft_inproc.h"
 #include "raft_loop.h"
+#include "raft_member.h"
 #include "raft_net.h"
 #include "raft_peers.h"
 #include "testlib.h"
 #include "timeutil.h"
 
 #define NODES 3
-#define REGIONS 4
+#define REGIONS 4       /* at the start */
+#define MAX_REGIONS 12  /* with the splits of the seeded run */
 #define SNAPSHOT_ENTRIES 32
 
 static const char *const starts[REGIONS] = {"", "g", "n", "t"};
@@ -67,8 +74,12 @@ typedef struct {
     pc_engine *engines[NODES];
     pc_session *sessions[NODES];    /* the test's own: proposals and reads */
     char peers[256];
-    raft_group *groups[REGIONS][NODES];
-    char dirs[REGIONS][NODES][512]; /* a replica keeps its dir's name (raft_host.h) */
+    char addr[NODES][64];           /* each node's network: "127.0.0.x:port" */
+    raft_group *groups[MAX_REGIONS][NODES]; /* region id - 1, node */
+    char dirs[MAX_REGIONS][NODES][512]; /* a replica keeps its dir's name (raft_host.h) */
+    char start[MAX_REGIONS][16], end[MAX_REGIONS][16]; /* the range a replica starts with */
+    bool bounded[MAX_REGIONS];      /* end is its end (else: to the end of the keyspace) */
+    int nregions;
     uint64_t ts;                    /* the last timestamp the test handed out */
 } fixture;
 
@@ -95,9 +106,9 @@ static int start_replica(fixture *f, int r, int m)
                              .region = (uint64_t)r + 1, .loop = f->loops[m], .net = f->nets[m]};
     snprintf(dir, sizeof f->dirs[r][m], "%s/node%d/r%d", f->dir, m + 1, r + 1);
     cfg.dir = dir;
-    cfg.start = (pc_slice){starts[r], strlen(starts[r])};
-    if (r + 1 < REGIONS)
-        cfg.end = (pc_slice){starts[r + 1], strlen(starts[r + 1])};
+    cfg.start = (pc_slice){f->start[r], strlen(f->start[r])};
+    if (f->bounded[r])
+        cfg.end = (pc_slice){f->end[r], strlen(f->end[r])};
     if (raft_peers_parse(f->peers, NULL, cfg.id, cfg.peers, &cfg.npeers, err, sizeof err) != 0 ||
         raft_group_start(&cfg, NULL, &f->groups[r][m], err, sizeof err) != 0) {
         fprintf(stderr, "region %d replica %d: %s\n", r + 1, m + 1, err);
@@ -135,11 +146,18 @@ static int setup(void **state)
         if (pc_engine_open(&ec, &f->engines[i]) != PC_OK ||
             pc_session_open(f->engines[i], &f->sessions[i]) != PC_OK)
             return teardown(state), -1;
-        char addr[64];
-        if (tl_inproc_node_start(i, NULL, &f->nets[i], &f->loops[i], addr, sizeof addr) != 0)
+        char *addr = f->addr[i];
+        if (tl_inproc_node_start(i, NULL, &f->nets[i], &f->loops[i], addr, sizeof f->addr[i]) !=
+            0)
             return teardown(state), -1;
         size_t at = strlen(f->peers);
         snprintf(f->peers + at, sizeof f->peers - at, "%s%d=%s", i ? "," : "", i + 1, addr);
+    }
+    f->nregions = REGIONS;
+    for (int r = 0; r < REGIONS; r++) {
+        snprintf(f->start[r], sizeof f->start[r], "%s", starts[r]);
+        f->bounded[r] = r + 1 < REGIONS;
+        snprintf(f->end[r], sizeof f->end[r], "%s", f->bounded[r] ? starts[r + 1] : "");
     }
     for (int r = 0; r < REGIONS; r++)
         for (int m = 0; m < NODES; m++)
@@ -151,7 +169,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    for (int r = 0; r < REGIONS; r++)
+    for (int r = 0; r < MAX_REGIONS; r++)
         for (int m = 0; m < NODES; m++)
             if (f->groups[r][m] != NULL)
                 stop_replica(f, r, m);
@@ -522,9 +540,9 @@ static void a_split_in_its_regions_log_narrows_every_replica(void **state)
     everywhere(f, key, value_of(key, v, sizeof v));
     /* The nodes that applied the split have both parts' rows; the replica
      * that missed it took the image's narrower range (region 4's image
-     * carries region 4's row only: region 5's replica there is made again
-     * from the driver's map, a later step), and left the rows of region
-     * 5's range on its node (x1) where they were. */
+     * carries region 4's row only: the service makes region 5's replica
+     * there from a peer's image, service/region_fill.h), and left the rows
+     * of region 5's range on its node (x1) where they were. */
     for (int m = 0; m < NODES; m++) {
         row_on(f, m, 4, 2, "t", "w");
         if (m != away) {
@@ -629,6 +647,187 @@ static void a_replica_restarts_after_the_split_it_applied(void **state)
     everywhere(f, "x1", "1");
 }
 
+/* ---- a seeded run: splits through leader changes and cut-off nodes ---- */
+
+#define SEEDED_ROUNDS 30
+#define SEEDED_LETTERS "abhkpuwz" /* keys in every region: "a003", "u011" */
+#define SEEDED_PER_LETTER 15
+#define SEEDED_KEYS ((int)(sizeof SEEDED_LETTERS - 1) * SEEDED_PER_LETTER)
+
+static void seeded_key(int k, char *key, size_t len)
+{
+    snprintf(key, len, "%c%03d", SEEDED_LETTERS[k / SEEDED_PER_LETTER], k % SEEDED_PER_LETTER);
+}
+
+/* The region (its slot: id - 1) whose range holds key. */
+static int slot_of(const fixture *f, const char *key)
+{
+    for (int r = 0; r < f->nregions; r++)
+        if (strcmp(key, f->start[r]) >= 0 && (!f->bounded[r] || strcmp(key, f->end[r]) < 0))
+            return r;
+    fail_msg("no region holds %s", key);
+    return -1;
+}
+
+/* Within 30 s every replica of region slot r applied as much as the
+ * others (a split is proposed only so, as the service's splits wait for
+ * every member: a replica behind a compaction would miss it). */
+static void caught_up(fixture *f, int r)
+{
+    for (int i = 0; i <= 300; i++) {
+        uint64_t most = 0, least = UINT64_MAX;
+        for (int m = 0; m < NODES; m++) {
+            uint64_t at = 0;
+            assert_int_equal(pc_region_applied_index(f->sessions[m], (uint64_t)r + 1, &at), PC_OK);
+            most = at > most ? at : most;
+            least = at < least ? at : least;
+        }
+        if (least == most)
+            return;
+        time_sleep_ms(100);
+    }
+    fail_msg("region %d's replicas did not catch up with each other", r + 1);
+}
+
+/* Node m's raft address cut off (iptables: what is sent to it dropped),
+ * or healed. */
+static void cut_node(fixture *f, int m, bool on)
+{
+    char host[64];
+    snprintf(host, sizeof host, "%s", f->addr[m]);
+    char *colon = strrchr(host, ':');
+    assert_non_null(colon);
+    *colon = '\0';
+    assert_int_equal(tl_raft_cut(host, atoi(colon + 1), on), 0);
+}
+
+typedef struct {
+    char value[SEEDED_KEYS][24]; /* "" : never written */
+    uint64_t epoch[MAX_REGIONS];
+    unsigned seed;
+    int puts, splits, restarts, cuts;
+} reference;
+
+/* A put of a random key through its region's leader, kept in ref. */
+static void seeded_put(fixture *f, reference *ref, int round, int i)
+{
+    char key[16];
+    int k = (int)(rand_r(&ref->seed) % SEEDED_KEYS);
+    seeded_key(k, key, sizeof key);
+    snprintf(ref->value[k], sizeof ref->value[k], "r%d-%d", round, i);
+    assert_int_equal(propose_in(f, slot_of(f, key), key, ref->value[k]), RP_OK);
+    ref->puts++;
+}
+
+/* Split a random region at a random key inside it (if one is), every
+ * replica caught up first; the new region's group started on every node
+ * once its row is there (the service's region maker does the same). */
+static void seeded_split(fixture *f, reference *ref)
+{
+    char key[16];
+    int k = (int)(rand_r(&ref->seed) % SEEDED_KEYS);
+    seeded_key(k, key, sizeof key);
+    int r = slot_of(f, key), n = f->nregions;
+    if (n == MAX_REGIONS || strcmp(key, f->start[r]) <= 0)
+        return; /* no room, or the region starts there */
+    caught_up(f, r);
+    split_at cut = {(uint64_t)r + 1, (uint64_t)n + 1, key};
+    assert_int_equal(propose_made(f, r, make_split, &cut), RP_OK);
+    ref->epoch[r]++;
+    ref->epoch[n] = ref->epoch[r];
+    snprintf(f->start[n], sizeof f->start[n], "%s", key);
+    memcpy(f->end[n], f->end[r], sizeof f->end[n]);
+    f->bounded[n] = f->bounded[r];
+    snprintf(f->end[r], sizeof f->end[r], "%s", key);
+    f->bounded[r] = true;
+    f->nregions++;
+    for (int m = 0; m < NODES; m++) {
+        row_on(f, m, (uint64_t)n + 1, ref->epoch[n], f->start[n],
+               f->bounded[n] ? f->end[n] : NULL);
+        assert_int_equal(start_replica(f, n, m), 0);
+    }
+    ref->splits++;
+}
+
+/* A random region's leader stopped (a new one elected), a put, and the
+ * replica started again from its dir. */
+static void seeded_restart(fixture *f, reference *ref, int round)
+{
+    int r = (int)(rand_r(&ref->seed) % (unsigned)f->nregions);
+    uint64_t term;
+    int m = -1;
+    for (int i = 0; i < 300 && (m = leader_of(f, r, &term)) < 0; i++)
+        time_sleep_ms(100);
+    assert_true(m >= 0);
+    stop_replica(f, r, m);
+    seeded_put(f, ref, round, 0);
+    assert_int_equal(start_replica(f, r, m), 0);
+    ref->restarts++;
+}
+
+/* A random node cut off while three puts go through the others. */
+static void seeded_cut(fixture *f, reference *ref, int round)
+{
+    int m = (int)(rand_r(&ref->seed) % NODES);
+    cut_node(f, m, true);
+    for (int i = 0; i < 3; i++)
+        seeded_put(f, ref, round, i);
+    cut_node(f, m, false);
+    ref->cuts++;
+}
+
+/* Issue #27's fixture test: a run of puts, splits, leader changes
+ * (stopped and restarted replicas) and nodes cut off, chosen by a seed
+ * (printed; TEST_SEED repeats a run), over the four regions' groups on
+ * three nodes. At the end every node's store reads every key as the
+ * reference (the last value each put wrote), and holds every region's
+ * row at the reference's range and epoch. */
+static void a_seeded_run_of_splits_restarts_and_cuts_leaves_every_replica_as_the_reference(
+    void **state)
+{
+    fixture *f = *state;
+    if (!tl_raft_can_cut())
+        fail_msg("this test needs iptables and root (make test installs it as root)");
+    static reference ref;
+    memset(&ref, 0, sizeof ref);
+    const char *given = getenv("TEST_SEED");
+    ref.seed = given != NULL ? (unsigned)strtoul(given, NULL, 10) : (unsigned)time_wall_ms();
+    unsigned seed = ref.seed;
+    printf("# seed %u (TEST_SEED=%u repeats this run)\n", seed, seed);
+    for (int r = 0; r < REGIONS; r++) { /* every region's row, from its own log */
+        pc_region_row row = {(uint64_t)r + 1, 1, {f->start[r], strlen(f->start[r])},
+                             f->bounded[r] ? (pc_slice){f->end[r], strlen(f->end[r])}
+                                           : (pc_slice){NULL, 0}};
+        assert_int_equal(propose_made(f, r, make_row, &row), RP_OK);
+        ref.epoch[r] = 1;
+    }
+    for (int round = 0; round < SEEDED_ROUNDS; round++) {
+        unsigned op = rand_r(&ref.seed) % 100;
+        if (op < 50) {
+            for (int i = 0; i < 3; i++)
+                seeded_put(f, &ref, round, i);
+        } else if (op < 70) {
+            seeded_split(f, &ref);
+        } else if (op < 85) {
+            seeded_restart(f, &ref, round);
+        } else {
+            seeded_cut(f, &ref, round);
+        }
+    }
+    printf("# seed %u: %d puts, %d splits (%d regions), %d leaders stopped and restarted, %d "
+           "nodes cut off\n",
+           seed, ref.puts, ref.splits, f->nregions, ref.restarts, ref.cuts);
+    for (int k = 0; k < SEEDED_KEYS; k++) {
+        char key[16];
+        seeded_key(k, key, sizeof key);
+        everywhere(f, key, ref.value[k][0] != '\0' ? ref.value[k] : NULL);
+    }
+    for (int r = 0; r < f->nregions; r++)
+        for (int m = 0; m < NODES; m++)
+            row_on(f, m, (uint64_t)r + 1, ref.epoch[r], f->start[r],
+                   f->bounded[r] ? f->end[r] : NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +841,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_replica_restarts_after_the_split_it_applied, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            a_seeded_run_of_splits_restarts_and_cuts_leaves_every_replica_as_the_reference, setup,
+            teardown),
     };
+    /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
+    if (getenv("PERCOLATOR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("PERCOLATOR_TEST_ONLY"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
