@@ -721,7 +721,8 @@ static void seeded_put(fixture *f, reference *ref, int round, int i)
 
 /* Split a random region at a random key inside it (if one is), every
  * replica caught up first; the new region's group started on every node
- * once its row is there (the service's region maker does the same). */
+ * once its row is there (the service's region maker does the same), and
+ * led. */
 static void seeded_split(fixture *f, reference *ref)
 {
     char key[16];
@@ -746,6 +747,13 @@ static void seeded_split(fixture *f, reference *ref)
                f->bounded[n] ? f->end[n] : NULL);
         assert_int_equal(start_replica(f, n, m), 0);
     }
+    /* The group is made once all three answer (DESIGN §7.3): a node cut
+     * off before that would hold the new region without a leader until
+     * healed, so the round ends once it has one. */
+    uint64_t term;
+    for (int i = 0; i < 300 && leader_of(f, n, &term) < 0; i++)
+        time_sleep_ms(100);
+    assert_true(leader_of(f, n, &term) >= 0);
     ref->splits++;
 }
 
