@@ -251,7 +251,7 @@ static int image_row_of(void *arg, const pc_batch_op *o)
  * timestamp, the safe point and its row, nothing else: checked whole
  * before anything of the range is removed, so that an image of another
  * range, or one that would write beside it, changes nothing. */
-static int range_op_ok(void *arg, const pc_batch_op *o)
+int pc_image_op_ok(void *arg, const pc_batch_op *o)
 {
     const pc_key_range *r = arg;
     if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT ||
@@ -281,7 +281,7 @@ pc_rc pc_region_image_install(pc_session *s, uint64_t region, pc_slice start, pc
     if (pc_batch_each(batch, len - INDEX_LEN, image_row_of, &a) != PC_OK)
         return PC_INVALID;
     const pc_key_range *replace = a.epoch != 0 ? &a.named : &r;
-    if (pc_batch_each(batch, len - INDEX_LEN, range_op_ok, (void *)replace) != PC_OK)
+    if (pc_batch_each(batch, len - INDEX_LEN, pc_image_op_ok, (void *)replace) != PC_OK)
         return PC_INVALID;
     if (index == 0) /* an image of a region that applied nothing */
         return PC_OK;

@@ -187,6 +187,10 @@ pc_rc pc_region_rows_rise(pc_session *s, const pc_region_row *r);
  * tables, or with range only that range of them (a region's image). */
 pc_rc pc_apply_ops(pc_session *s, uint64_t region, const void *batch, size_t len, uint64_t index,
                    bool replace, const pc_key_range *range);
+/* fn of pc_batch_each (arg: a pc_key_range): an op a region's image may
+ * hold, rows of that range, the highest timestamp, the safe point and a
+ * row (image.c). */
+int pc_image_op_ok(void *arg, const pc_batch_op *o);
 /* Install a checked batch (an image's rows) as row's new replica: its
  * range emptied, the rows written in parts, the row set with the last;
  * no applied index read or recorded (region_fill.c). */

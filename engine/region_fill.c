@@ -49,17 +49,6 @@ static int fill_row_of(void *arg, const pc_batch_op *o)
     return 0;
 }
 
-/* An image of a region holds rows of its range, the highest timestamp,
- * the safe point and its row, nothing else. */
-static int fill_op_ok(void *arg, const pc_batch_op *o)
-{
-    const pc_key_range *r = arg;
-    if (o->op == PC_BATCH_RAISE_TS || o->op == PC_BATCH_RAISE_SAFE_POINT ||
-        o->op == PC_BATCH_SET_REGION)
-        return 0;
-    return o->op == PC_BATCH_PUT && pc_range_has(r, o->table, o->key, o->klen) ? 0 : -1;
-}
-
 typedef struct {
     const pc_region_row *fill;
     const char *why; /* out: NULL, or why the range is no hole here */
@@ -108,7 +97,7 @@ pc_rc pc_region_fill(pc_session *s, const void *image, size_t len, uint64_t *id,
         return PC_INVALID;
     }
     pc_key_range range = {a.row.start, a.row.end};
-    if (pc_batch_each(batch, blen, fill_op_ok, &range) != PC_OK) {
+    if (pc_batch_each(batch, blen, pc_image_op_ok, &range) != PC_OK) {
         *why = "the image holds rows outside its region's range";
         return PC_INVALID;
     }
