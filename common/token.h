@@ -30,5 +30,8 @@ void token_free(token *t);
  * "Bearer" in any case, spaces, then the token. The comparison takes the
  * same time whatever the header holds (only the token's own length shows). */
 bool token_matches(const token *t, const char *authorization);
+/* Whether value is the token itself (a header that carries it bare), in
+ * the same constant time. */
+bool token_is(const token *t, const char *value);
 
 #endif

@@ -344,6 +344,13 @@ typedef struct {
     int more;                 /* the limit stopped the scan: more keys may follow */
 } pc_items;
 void pc_items_free(pc_items *it);
+/* Building one outside a scan (a scan cut at region bounds, an answer
+ * read off the wire): add items in order, then finish (before it, the
+ * items hold offsets, as the arena may move); append another's finished
+ * items to a finished one. PC_NOMEM leaves out finished-able and whole. */
+pc_rc pc_items_add(pc_items *out, pc_slice key, pc_slice value, uint64_t commit_ts);
+void pc_items_finish(pc_items *out);
+pc_rc pc_items_append(pc_items *dst, const pc_items *src);
 
 /* Snapshot scan of [start, end) at ts (end.len == 0: no end), at most
  * limit keys, bytewise order. PC_LOCKED like pc_get. */

@@ -475,7 +475,6 @@ pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied);
  * (voff == arena.len: no value). Items hold arena offsets until
  * pc_items_finish turns them into pointers (the arena moves as it grows). */
 pc_rc pc_items_push(pc_items *out, const void *key, size_t klen, size_t voff, uint64_t ts);
-void pc_items_finish(pc_items *out);
 
 /* ---- notify.c ---- */
 

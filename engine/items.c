@@ -42,3 +42,26 @@ void pc_items_finish(pc_items *out)
         out->items[i].value.data = out->arena.data + (uintptr_t)out->items[i].value.data;
     }
 }
+
+pc_rc pc_items_add(pc_items *out, pc_slice key, pc_slice value, uint64_t commit_ts)
+{
+    size_t voff = out->arena.len;
+    pc_rc rc = pc_buf_append(&out->arena, value.data, value.len);
+    return rc == PC_OK ? pc_items_push(out, key.data, key.len, voff, commit_ts) : rc;
+}
+
+pc_rc pc_items_append(pc_items *dst, const pc_items *src)
+{
+    pc_rc rc = PC_OK;
+    /* Back to offsets: the arena may move while it grows. */
+    for (size_t i = 0; i < dst->n; i++) {
+        dst->items[i].key.data = (const void *)(uintptr_t)((const char *)dst->items[i].key.data -
+                                                           dst->arena.data);
+        dst->items[i].value.data = (const void *)(uintptr_t)(
+            (const char *)dst->items[i].value.data - dst->arena.data);
+    }
+    for (size_t i = 0; i < src->n && rc == PC_OK; i++)
+        rc = pc_items_add(dst, src->items[i].key, src->items[i].value, src->items[i].commit_ts);
+    pc_items_finish(dst);
+    return rc;
+}

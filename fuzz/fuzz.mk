@@ -12,7 +12,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DIR      = build/fuzz
-FUZZ_ALL      = base64 utf8 percent records keys hwm flags writes batch raft_frame lease_keys pd
+FUZZ_ALL      = base64 utf8 percent records keys hwm flags writes batch raft_frame lease_keys pd region_call
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -pthread -MMD -MP \
@@ -36,6 +36,7 @@ FUZZ_SRC_raft_frame =
 FUZZ_SRC_writes   = service/writes.c service/codec.c service/body.c
 FUZZ_SRC_lease_keys = service/lease_keys.c
 FUZZ_SRC_pd       = oracle/pd_map.c
+FUZZ_SRC_region_call = service/region_call_wire.c service/codec.c
 FUZZ_COMMON       = $(FUZZ_DIR)/libcommon.a
 
 $(FUZZ_DIR)/obj/%.o: %.c

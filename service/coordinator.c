@@ -3,7 +3,9 @@
  */
 #include <string.h>
 
+#include "actions.h"
 #include "coordinator.h"
+#include "region_call.h"
 #include "keyspace.h"
 #include "observers.h"
 #include "failpoint.h"
@@ -33,8 +35,7 @@ static pc_rc prewrite(svc *s, pc_session *ps, const pc_txn_meta *t, const pc_mut
                       size_t n, pc_conflict *c)
 {
     for (int round = 0; round < 16; round++) {
-        svc_write_begin(s, ps, first_key(m, n));
-        pc_rc rc = svc_write_end(s, ps, pc_prewrite(ps, t, m, n, c), NULL);
+        pc_rc rc = act_prewrite(s, ps, t, m, n, c);
         if (rc != PC_LOCKED)
             return rc;
         if ((rc = rd_resolve(s, ps, &c->lock)) != PC_OK)
@@ -78,9 +79,7 @@ static void heartbeat(svc *s, pc_session *ps, pc_txn_meta *t)
     uint64_t now = time_wall_ms();
     if (now - t->wall_ms < t->ttl_ms / 3)
         return;
-    svc_write_begin(s, ps, t->primary);
-    pc_rc rc = svc_write_end(s, ps, pc_heartbeat(ps, t->primary, t->start_ts, now, t->ttl_ms),
-                             NULL);
+    pc_rc rc = act_heartbeat(s, ps, t->primary, t->start_ts, now, t->ttl_ms);
     if (rc == PC_OK)
         t->wall_ms = now;
     else
@@ -96,11 +95,16 @@ static size_t total_bytes(const pc_mutation *m, size_t n)
 }
 
 /* One phase is one batch, so one region's (TiKV: 1PC only when every key
- * is in one region); small, too, so that it stays a short transaction. */
+ * is in one region), led here: its commit timestamp comes from this
+ * node's oracle client inside the action (a region led elsewhere commits
+ * in two phases, each sent there: actions.h); small, too, so that it
+ * stays a short transaction. */
 static bool fits_one_phase(svc *s, const pc_mutation *m, size_t n)
 {
+    char url[RAFT_PEER_ADDR_MAX];
     return s->cfg.one_pc && n > 0 && n <= ONE_PC_MAX_KEYS &&
-           total_bytes(m, n) <= ONE_PC_MAX_BYTES && svc_region_run(s, m, n) == n;
+           total_bytes(m, n) <= ONE_PC_MAX_BYTES && svc_region_run(s, m, n) == n &&
+           !region_call_elsewhere(s, m[0].key, url, sizeof url);
 }
 
 /* The next batch of m[i..n): at most BATCH keys, all in m[i]'s region
@@ -136,8 +140,7 @@ static void rollback_all(svc *s, pc_session *ps, const char *owner, uint64_t sta
         k = next_batch(s, m, i, n);
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        svc_write_begin(s, ps, keys[0]);
-        pc_rc r = svc_write_end(s, ps, pc_rollback(ps, keys, k, start_ts), NULL);
+        pc_rc r = act_rollback(s, ps, keys, k, start_ts);
         if (r != PC_OK)
             log_warn("rollback of %s: %s (its locks are cleaned up later)", owner,
                      pc_rc_name(r));
@@ -208,8 +211,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     /* The commit point: the primary's write record, durable before any
      * answer and before any reader can see it. After it the transaction
      * is committed whatever happens. */
-    svc_write_begin(s, ps, m[0].key);
-    rc = svc_write_end(s, ps, pc_commit_primary(ps, m[0].key, start_ts, *commit_ts), NULL);
+    rc = act_commit_primary(s, ps, m[0].key, start_ts, *commit_ts);
     if (rc == PC_SYNC_FAILED)
         svc_storage_failed("commit point", rc);
     if (rc != PC_OK) {
@@ -237,8 +239,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
             failpoint(ps, "after_half_secondaries");
         for (size_t j = 0; j < k; j++)
             keys[j] = m[i + j].key;
-        svc_write_begin(s, ps, keys[0]);
-        pc_rc r = svc_write_end(s, ps, pc_commit(ps, keys, k, start_ts, *commit_ts), NULL);
+        pc_rc r = act_commit(s, ps, keys, k, start_ts, *commit_ts);
         if (r != PC_OK)
             log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
                      owner, pc_rc_name(r));

@@ -29,6 +29,7 @@
 #include "pd_report.h"
 #include "log.h"
 #include "peer_tls.h"
+#include "region_call.h"
 #include "program.h"
 #include "raft_host.h"
 #include "raft_transport.h"
@@ -238,6 +239,7 @@ int main(int argc, char **argv)
         {"backup-dir", FLAG_STRING, &c->backup_dir, "", "where POST /v1/admin/backup makes its copies (\"\": backups off)", NULL, 0, 0},
         {"backup-keep", FLAG_UINT64, &c->backup_keep, "8", "backups kept in --backup-dir: after a backup, the oldest beyond this many are removed (0: keep all)", NULL, 0, 1000000},
         {"restore-from", FLAG_STRING, &c->restore_from, "", "at start, make --data-dir (which must not exist) from this backup, then serve it", NULL, 0, 0},
+        {"peer-token-file", FLAG_STRING, &c->peer_token_file, "", "file with the secret the service nodes of a cluster share to send each other a region's actions (POST /v1/region-calls; the same token rules); without it a node sends and serves none", NULL, 0, 0},
         {"oracle-token-file", FLAG_STRING, &c->oracle_token_file, "", "file with the bearer token the oracle asks for (its --auth-token-file)", NULL, 0, 0},
         {"openapi-file", FLAG_STRING, &c->openapi_file, "api-spec/service.yaml", "the spec served at /openapi.yaml", NULL, 0, 0},
         {"gc-retention-ms", FLAG_UINT64, &c->gc_retention_ms, "600000", "versions stay readable this long after they are overwritten (0: no GC)", NULL, 0, 86400000000},
@@ -254,6 +256,7 @@ int main(int argc, char **argv)
         {"pd-heartbeat-ms", FLAG_UINT64, &c->pd_heartbeat_ms, "10000", "report this node and the regions it leads to the placement driver (an oracle group) this often (0: never; DESIGN 6.3)", NULL, 0, 3600000},
         {"region-max-bytes", FLAG_UINT64, &c->region_max_bytes, "0", "split a region whose rows pass this many bytes, at its middle key, on the leader (0: never; DESIGN §6.2)", NULL, 0, (uint64_t)1 << 40},
         {"region-split-keys", FLAG_STRING, &c->region_split_keys, "", "cut the keyspace into regions before these user keys (comma-separated, in increasing order, percent-encoded as in /v1/kv paths): each batch of a transaction is one region's (DESIGN §6.2); the same on every member; for a store that never split (POST /v1/regions/split)", NULL, 0, 0},
+        {"region-leaders-gather", FLAG_BOOL, &c->gather_leaders, "on", "with --region-logs, hand each region's lead to region 1's leader; off: each stays where elected and a region's actions are sent to its leader (POST /v1/region-calls), but GC and the change feed wait while a region is led elsewhere (DESIGN §6.6)", NULL, 0, 0},
         {"region-logs", FLAG_BOOL, &c->region_logs, "off", "give each region a Raft group of its own, the groups of a node sharing one network connection per pair of nodes on the --raft-peers address (a member; fixed when the store is made: a store of one log for every region never runs so, nor the other way round; DESIGN §6.5 step 6)", NULL, 0, 0},
         {"raft-snapshot-entries", FLAG_UINT64, &c->raft_snapshot_entries, "8192", "Raft log compaction: a snapshot (an image of the store) every this many entries", NULL, 16, 100000000},
     };
@@ -279,6 +282,11 @@ int main(int argc, char **argv)
     }
     /* A group per region: a member's (a single node has one log), not yet
      * with a restore (DESIGN §6.5 step 6). */
+    if (c->region_logs && !c->gather_leaders && c->peer_token_file[0] == '\0') {
+        log_startup_error(PROG, "--region-leaders-gather off needs --peer-token-file: a region "
+                                "led on another member is sent its actions");
+        return 2;
+    }
     if (c->region_logs && (c->shared.raft_id == 0 || c->restore_from[0] != '\0')) {
         log_startup_error(PROG, "--region-logs is for a member of a group (--raft-id), and does "
                                 "not restore a backup yet (no --restore-from)");
@@ -331,7 +339,9 @@ int main(int argc, char **argv)
     if ((c->auth_token_file[0] != '\0' &&
          token_load(c->auth_token_file, &s->auth, err, sizeof err) != 0) ||
         (c->oracle_token_file[0] != '\0' &&
-         token_load(c->oracle_token_file, &oracle_token, err, sizeof err) != 0)) {
+         token_load(c->oracle_token_file, &oracle_token, err, sizeof err) != 0) ||
+        (c->peer_token_file[0] != '\0' &&
+         token_load(c->peer_token_file, &s->peer_auth, err, sizeof err) != 0)) {
         log_startup_error(PROG, "%s", err);
         rc = 2;
         goto done;
@@ -368,15 +378,21 @@ int main(int argc, char **argv)
             log_startup_error(PROG, "%s", err);
             goto done;
         }
+        /* A region led on another node is sent its actions (region_call.h). */
+        if (c->region_logs && s->peer_auth.secret != NULL &&
+            (s->calls = region_calls_start(s, &ftls, err, sizeof err)) == NULL) {
+            log_startup_error(PROG, "%s", err);
+            goto done;
+        }
     }
 
     /* The route table: every resource's routes, in one array. */
     const httpd_route *groups[] = {txn_routes, kv_routes, observer_routes, ops_routes,
                                    admin_routes, members_routes, watch_routes, lease_routes,
-                                   regions_routes};
+                                   regions_routes, region_call_routes};
     const size_t sizes[] = {txn_routes_n, kv_routes_n, observer_routes_n, ops_routes_n,
                             admin_routes_n, members_routes_n, watch_routes_n, lease_routes_n,
-                            regions_routes_n};
+                            regions_routes_n, region_call_routes_n};
     size_t n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         n += sizes[g];
@@ -453,9 +469,12 @@ done:
     pd_report_stop(pd); /* it reads the router and the leadership: before svc_close */
     store_size_stop(s->size); /* after httpd_stop: health reads it */
     svc_close(s); /* after httpd_stop: deferred writes come back first */
+    region_calls_free(s->calls); /* after every thread that sends them (workers, janitor) */
+    s->calls = NULL;
     tls_server_free(rcfg.peer_tls); /* after the Raft group stopped */
     free(routes);
     token_free(&s->auth);
+    token_free(&s->peer_auth);
     token_free(&oracle_token);
     free(s->openapi);
     program_done(&run);

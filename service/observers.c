@@ -24,6 +24,7 @@
 #include "coordinator.h"
 #include "keyspace.h"
 #include "log.h"
+#include "actions.h"
 #include "observers.h"
 #include "reader.h"
 #include "timeutil.h"
@@ -49,6 +50,7 @@ struct observers {
     pthread_rwlock_t mu;        /* guards v */
     observer *v;
     size_t n;
+    _Atomic uint64_t reloaded_ms; /* observers_match's last read of the store */
 
     pthread_mutex_t claim_mu;   /* guards the claim set */
     pthread_cond_t work;        /* a commit or a released claim */
@@ -109,6 +111,16 @@ static size_t ack_key(char *out, const char *name, const void *key, size_t klen)
     return 2 + n + klen;
 }
 
+/* FNV-1a of a prefix; a set's digest is the sum of its prefixes' (in any
+ * order, as each node keeps its registrations in its own). */
+static uint64_t prefix_hash(const char *p, size_t len)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return (h ^ len) * 1099511628211ull;
+}
+
 /* Tell the engine which user-key prefixes to mark; with o->mu held. */
 static void push_prefixes(svc *s)
 {
@@ -118,10 +130,19 @@ static void push_prefixes(svc *s)
     if (p == NULL || buf == NULL) {
         log_error("observers: out of memory");
     } else {
-        for (size_t i = 0; i < o->n; i++)
+        uint64_t digest = 0;
+        for (size_t i = 0; i < o->n; i++) {
             p[i] = (pc_slice){buf + i * KS_MAX, ks_user(buf + i * KS_MAX, o->v[i].prefix, o->v[i].plen)};
-        if (pc_notify_set_prefixes(s->engine, p, o->n) != PC_OK)
+            digest += prefix_hash(o->v[i].prefix, o->v[i].plen);
+        }
+        /* The digest says what the engine marks: when it refused the new
+         * set, one no sender has (UINT64_MAX), so this node runs no region
+         * call's commit until a set is taken. */
+        if (pc_notify_set_prefixes(s->engine, p, o->n) != PC_OK) {
             log_error("observers: cannot set the observed prefixes");
+            digest = UINT64_MAX;
+        }
+        atomic_store(&s->observed_digest, digest);
     }
     free(p);
     free(buf);
@@ -161,6 +182,28 @@ static bool set_observer(observers *o, const char *name, const void *prefix, siz
     return true;
 }
 
+/* The registrations in it replace the ones in memory: one another
+ * leader removed is gone here too. */
+static void adopt(svc *s, const pc_items *it)
+{
+    pthread_rwlock_wrlock(&s->obs->mu);
+    for (size_t i = 0; i < s->obs->n; i++)
+        free(s->obs->v[i].prefix);
+    s->obs->n = 0;
+    for (size_t i = 0; i < it->n; i++) {
+        char name[OBS_NAME_MAX + 1];
+        size_t n = it->items[i].key.len - 1;
+        if (n > OBS_NAME_MAX)
+            continue;
+        memcpy(name, (const char *)it->items[i].key.data + 1, n);
+        name[n] = '\0';
+        set_observer(s->obs, name, it->items[i].value.data, it->items[i].value.len);
+    }
+    push_prefixes(s);
+    log_info("observers: %zu registered", s->obs->n);
+    pthread_rwlock_unlock(&s->obs->mu);
+}
+
 bool observers_load(svc *s, pc_session *ps)
 {
     char start[1] = {KS_OBSERVER}, end[1] = {KS_OBSERVER + 1};
@@ -174,26 +217,33 @@ bool observers_load(svc *s, pc_session *ps)
         pc_items_free(&it);
         return false;
     }
-    /* The store's registrations replace the ones in memory: one another
-     * leader removed is gone here too. */
-    pthread_rwlock_wrlock(&s->obs->mu);
-    for (size_t i = 0; i < s->obs->n; i++)
-        free(s->obs->v[i].prefix);
-    s->obs->n = 0;
-    for (size_t i = 0; i < it.n; i++) {
-        char name[OBS_NAME_MAX + 1];
-        size_t n = it.items[i].key.len - 1;
-        if (n > OBS_NAME_MAX)
-            continue;
-        memcpy(name, (const char *)it.items[i].key.data + 1, n);
-        name[n] = '\0';
-        set_observer(s->obs, name, it.items[i].value.data, it.items[i].value.len);
-    }
-    push_prefixes(s);
-    log_info("observers: %zu registered", s->obs->n);
-    pthread_rwlock_unlock(&s->obs->mu);
+    adopt(s, &it);
     pc_items_free(&it);
     return true;
+}
+
+bool observers_match(svc *s, pc_session *ps, uint64_t digest)
+{
+    if (atomic_load(&s->observed_digest) == digest)
+        return true;
+    char start[1] = {KS_OBSERVER}, end[1] = {KS_OBSERVER + 1};
+    pc_items it = {0};
+    pc_conflict c;
+    /* At most ten reads a second, whoever asks: a sender that differs for
+     * long is refused meanwhile, not answered with scans. */
+    uint64_t now = time_mono_ms(), last = atomic_load(&s->obs->reloaded_ms);
+    if (now - last < 100 || !atomic_compare_exchange_strong(&s->obs->reloaded_ms, &last, now))
+        return false;
+    /* As this node applied them (no fence: it need not lead region 1); a
+     * lock met leaves the set as it was. Under reg_mu: a registration
+     * made here meanwhile pushes its set after this one, not before. */
+    pthread_mutex_lock(&s->obs->reg_mu);
+    if (pc_scan(ps, (pc_slice){start, 1}, (pc_slice){end, 1}, PC_TS_MAX - 1, 100000, &it, &c) ==
+        PC_OK)
+        adopt(s, &it);
+    pthread_mutex_unlock(&s->obs->reg_mu);
+    pc_items_free(&it);
+    return atomic_load(&s->observed_digest) == digest;
 }
 
 /* Commit internal writes as a transaction of their own. */
@@ -281,9 +331,7 @@ pc_rc observers_delete(svc *s, pc_session *ps, const char *name)
                                   memcmp(o->v[k].prefix, user.data, o->v[k].plen) == 0;
                     pthread_rwlock_unlock(&o->mu);
                     if (!watched) {
-                        svc_write_begin(s, ps, it.items[i].key);
-                        svc_write_end(s, ps, pc_notify_clear(ps, it.items[i].key, UINT64_MAX),
-                                      NULL);
+                        act_notify_clear(s, ps, it.items[i].key, UINT64_MAX);
                     }
                 }
             }
@@ -660,8 +708,7 @@ void observers_committed(svc *s, pc_session *ps, const txn *t)
             upto = a;
     }
     pc_slice key = {ek, ks_user(ek, c->key, c->klen)};
-    svc_write_begin(s, ps, key);
-    pc_rc rc = svc_write_end(s, ps, pc_notify_clear(ps, key, upto), NULL);
+    pc_rc rc = act_notify_clear(s, ps, key, upto);
     if (rc != PC_OK)
         log_warn("observers: clearing a notify entry: %s", pc_rc_name(rc));
 }

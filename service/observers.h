@@ -37,6 +37,12 @@ void observers_free(observers *o);
  * tell the engine what to watch: at start-up, and on a member when it
  * begins to lead (takeover.c svc_take_over). */
 bool observers_load(svc *s, pc_session *ps);
+/* Whether this node marks what a node with digest marks: if not, its
+ * registrations are read again from its own store, as applied (it may
+ * not lead region 1, where they live), and compared again. A node that
+ * still differs must not run a commit for that node: it could leave a
+ * change unmarked, which no observer would ever see. */
+bool observers_match(svc *s, pc_session *ps, uint64_t digest);
 
 bool observers_name_ok(const char *name, size_t len);
 

@@ -2,10 +2,12 @@
  * reader.c — reads that meet locks.
  */
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "keyspace.h"
 #include "reader.h"
+#include "region_call.h"
 #include "resolve.h"
 #include "timeutil.h"
 
@@ -19,6 +21,11 @@ bool rd_handle_lock(svc *s, pc_session *ps, const pc_conflict *c, uint64_t deadl
                     unsigned *attempt, pc_rc *rc)
 {
     *rc = PC_LOCKED;
+    /* Serving another node's call, a lock is its sender's to resolve: the
+     * resolution would be calls to other nodes, made by a worker their
+     * own calls may be waiting for (region_call.h). */
+    if (c->lock.start_ts != 0 && region_call_for_run() != NULL)
+        return false;
     /* start_ts 0 marks a commit in flight (a one-phase commit, or a commit
      * waiting for its log flush): nothing to resolve, it ends by itself;
      * wait for it, never past the deadline. */
@@ -71,8 +78,47 @@ static bool fence_again(uint64_t now, uint64_t epoch, int *fences, pc_rc *rc)
     return false;
 }
 
+static pc_rc scan_here(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
+                       size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c);
+
+pc_rc rd_here(svc *s, pc_session *ps, const act_call *a, act_answer *out)
+{
+    if (a->kind == ACT_GET)
+        return rd_get_here(s, ps, a->keys[0], a->ts, out->value, out->commit_ts, out->c);
+    if (a->kind == ACT_GET_LATEST)
+        return rd_get_latest_here(s, ps, a->keys[0], a->step_over, out->value, out->commit_ts,
+                                  out->c, true);
+    if (a->kind == ACT_SCAN) /* one region's part (scan_by_region) */
+        return scan_here(s, ps, a->keys[0], a->keys[1], a->ts, a->limit,
+                         a->max_bytes > s->cfg.max_reply_bytes ? s->cfg.max_reply_bytes
+                                                               : a->max_bytes,
+                         out->items, out->c);
+    return PC_INVALID;
+}
+
+/* A read sent to another node comes back with the lock it met, if any
+ * (it resolves none: rd_handle_lock): the lock is resolved here, with
+ * the same waits as a read here, and the read sent again. */
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c)
+{
+    char url[RAFT_PEER_ADDR_MAX];
+    if (!region_call_elsewhere(s, key, url, sizeof url))
+        return rd_get_here(s, ps, key, ts, value, commit_ts, c);
+    uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+    unsigned attempt = 0;
+    act_call a = {.kind = ACT_GET, .keys = &key, .n = 1, .ts = ts};
+    for (;;) {
+        pc_rc rc = region_call_route(
+            s, ps, &a, &(act_answer){.c = c, .value = value, .commit_ts = commit_ts}, rd_here);
+        if (rc != PC_LOCKED || c->lock.start_ts == 0 ||
+            !rd_handle_lock(s, ps, c, deadline, &attempt, &rc))
+            return rc;
+    }
+}
+
+pc_rc rd_get_here(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
+                  uint64_t *commit_ts, pc_conflict *c)
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
@@ -95,9 +141,38 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
 pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
                     pc_conflict *c, bool may_wait)
 {
+    char url[RAFT_PEER_ADDR_MAX];
+    /* Another node's answer is a wait: a worker's (see rd_get_latest_here). */
+    if (!may_wait && region_call_elsewhere(s, key, url, sizeof url))
+        return PC_LOCKED;
+    if (!may_wait || !region_call_elsewhere(s, key, url, sizeof url))
+        return rd_get_latest_here(s, ps, key, false, value, commit_ts, c, may_wait);
+    /* Sent: the locks it meets come back, and are resolved here as
+     * rd_get_latest_here does (a few, then stepped over). */
+    act_call a = {.kind = ACT_GET_LATEST, .keys = &key, .n = 1};
+    unsigned resolved = 0;
+    for (int round = 0; round < 64; round++) {
+        pc_rc rc = region_call_route(
+            s, ps, &a, &(act_answer){.c = c, .value = value, .commit_ts = commit_ts}, rd_here);
+        if (rc != PC_LOCKED || c->lock.start_ts == 0)
+            return rc;
+        if (resolved++ < 8) {
+            rc = rd_resolve(s, ps, &c->lock);
+            if (rc != PC_OK && rc != PC_LOCKED)
+                return rc;
+            a.step_over = rc == PC_LOCKED;
+        } else {
+            a.step_over = true;
+        }
+    }
+    return PC_LOCKED;
+}
+
+pc_rc rd_get_latest_here(svc *s, pc_session *ps, pc_slice key, bool step_over, pc_buf *value,
+                         uint64_t *commit_ts, pc_conflict *c, bool may_wait)
+{
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0, resolved = 0;
-    bool step_over = false;
     int fences = 0;
 again:;
     uint64_t epoch = svc_read_epoch(s, key);
@@ -137,6 +212,8 @@ again:;
              * is below it. */
             if (!may_wait && svc_replicated(s))
                 return PC_LOCKED; /* a group's resolution is a Raft round: a worker's */
+            if (region_call_for_run() != NULL)
+                return PC_LOCKED; /* serving a call: its sender resolves (rd_handle_lock) */
             if (resolved++ < 8) {
                 rc = rd_resolve(s, ps, &c->lock);
                 if (rc != PC_OK && rc != PC_LOCKED)
@@ -153,8 +230,9 @@ again:;
     }
 }
 
-static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
-                          size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c)
+/* A scan of regions all led here: one fence over them all. */
+static pc_rc scan_here(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
+                       size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c)
 {
     uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
     unsigned attempt = 0;
@@ -178,6 +256,104 @@ static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, 
             pc_items_free(out);
         return rc;
     } while (true);
+}
+
+/* The region holding key, and where the part of [key, end) in it ends
+ * (into buf; *last: it is the scan's end). False: no region holds key (a
+ * hole, as a member that missed a split has: nobody vouches for it). */
+static bool part_of(svc *s, pc_slice key, pc_slice end, char *buf, pc_slice *part_end,
+                    bool *last)
+{
+    region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
+    if (r == NULL)
+        return false;
+    bool before = !r->unbounded && (end.len == 0 || pc_key_cmp(r->end.data, r->end.len, end.data,
+                                                               end.len) < 0);
+    if (!before || r->end.len > PC_KEY_MAX) {
+        *part_end = end;
+        *last = true;
+        return true;
+    }
+    memcpy(buf, r->end.data, r->end.len);
+    *part_end = (pc_slice){buf, r->end.len};
+    *last = false;
+    return true;
+}
+
+/* Whether a region of [start, end) is led by another node. */
+static bool some_part_elsewhere(svc *s, pc_slice start, pc_slice end)
+{
+    char buf[2][PC_KEY_MAX], url[RAFT_PEER_ADDR_MAX];
+    pc_slice key = start, part;
+    bool last = false;
+    for (int i = 0; !last; i++) {
+        if (region_call_elsewhere(s, key, url, sizeof url))
+            return true;
+        if (!part_of(s, key, end, buf[i % 2], &part, &last))
+            return false; /* a hole: the fence refuses it */
+        key = part;
+    }
+    return false;
+}
+
+/* A scan cut at region bounds, each part read where its region is led
+ * (region_call_route: here, or sent), the parts' items joined in key
+ * order; it stops, more = 1, where a part did or the limit is reached. */
+static pc_rc scan_by_region(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
+                            size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c)
+{
+    char buf[2][PC_KEY_MAX];
+    pc_slice key = start, part_end;
+    pc_items part = {0};
+    size_t bytes = 0;
+    bool last = false;
+    pc_rc rc = PC_OK;
+
+    pc_items_free(out);
+    for (int i = 0; !last && rc == PC_OK; i++) {
+        if (out->n >= limit || bytes >= max_bytes) {
+            out->more = 1;
+            break;
+        }
+        if (!part_of(s, key, end, buf[i % 2], &part_end, &last)) {
+            rc = PC_UNAVAILABLE;
+            break;
+        }
+        pc_slice keys[2] = {key, part_end};
+        uint64_t deadline = time_mono_ms() + s->cfg.lock_wait_ms;
+        unsigned attempt = 0;
+        /* What a call carries at most (region_call.h); a part that stops
+         * there says more = 1, and the scan stops with it. */
+        size_t lim = limit - out->n, mb = max_bytes - bytes;
+        act_call a = {.kind = ACT_SCAN, .keys = keys, .n = 2, .ts = ts,
+                      .limit = lim < REGION_CALL_MAX_SCAN ? lim : REGION_CALL_MAX_SCAN,
+                      .max_bytes = mb < ((size_t)1 << 40) ? mb : ((size_t)1 << 40)};
+        /* A lock met there is resolved here and the part read again. */
+        do
+            rc = region_call_route(s, ps, &a, &(act_answer){.c = c, .items = &part}, rd_here);
+        while (rc == PC_LOCKED && c->lock.start_ts != 0 &&
+               rd_handle_lock(s, ps, c, deadline, &attempt, &rc));
+        if (rc == PC_OK)
+            rc = pc_items_append(out, &part);
+        bytes += part.arena.len;
+        if (rc == PC_OK && part.more)
+            out->more = 1;
+        pc_items_free(&part);
+        if (out->more)
+            break;
+        key = part_end;
+    }
+    if (rc != PC_OK)
+        pc_items_free(out);
+    return rc;
+}
+
+static pc_rc scan_bounded(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts,
+                          size_t limit, size_t max_bytes, pc_items *out, pc_conflict *c)
+{
+    if (s->calls != NULL && some_part_elsewhere(s, start, end))
+        return scan_by_region(s, ps, start, end, ts, limit, max_bytes, out, c);
+    return scan_here(s, ps, start, end, ts, limit, max_bytes, out, c);
 }
 
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,

@@ -10,7 +10,10 @@
 #include "engine.h"
 #include "service.h"
 #include "sessions.h"
+#include "actions.h"
 
+/* Reads of one key run where its region is led (actions.h): here, or by
+ * the node leading it. */
 pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
              uint64_t *commit_ts, pc_conflict *c);
 /* The latest durable value (engine pc_get_latest). A lock met is resolved
@@ -21,6 +24,17 @@ pc_rc rd_get(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
  * event threads: the caller then hands the request to a worker). */
 pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_t *commit_ts,
                     pc_conflict *c, bool may_wait);
+/* A read of one key run here by its region's leader (region_call.h
+ * act_here_fn: what rd_get and rd_get_latest route, and a node serves
+ * when another sends it one). */
+pc_rc rd_here(svc *s, pc_session *ps, const act_call *a, act_answer *out);
+/* The same, run here by the region's leader. */
+pc_rc rd_get_here(svc *s, pc_session *ps, pc_slice key, uint64_t ts, pc_buf *value,
+                  uint64_t *commit_ts, pc_conflict *c);
+pc_rc rd_get_latest_here(svc *s, pc_session *ps, pc_slice key, bool step_over, pc_buf *value,
+                         uint64_t *commit_ts, pc_conflict *c, bool may_wait);
+/* A scan runs here: every region it covers must be led here (its fence,
+ * svc_read_fence_range), else 503. */
 pc_rc rd_scan(svc *s, pc_session *ps, pc_slice start, pc_slice end, uint64_t ts, size_t limit,
               pc_items *out, pc_conflict *c);
 

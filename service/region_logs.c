@@ -522,7 +522,8 @@ void svc_region_logs_close(svc *s)
 
 void svc_region_leaders_gather(svc *s)
 {
-    if (!s->cfg.region_logs || s->home == NULL || s->home->raft == NULL)
+    if (!s->cfg.region_logs || !s->cfg.gather_leaders || s->home == NULL ||
+        s->home->raft == NULL)
         return;
     raft_group_status home;
     raft_group_get_status(s->home->raft, &home);

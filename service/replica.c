@@ -10,6 +10,7 @@
 
 #include "engine_replica.h"
 #include "log.h"
+#include "region_call.h"
 #include "raft_host.h"
 #include "service.h"
 #include "timeutil.h"
@@ -330,6 +331,10 @@ bool svc_elsewhere(const httpd_req *req, void *ctx, httpd_elsewhere *out)
 {
     svc *s = ctx;
     if (!svc_replicated(s) || strncmp(httpd_path(req), "/v1/", 4) != 0)
+        return false;
+    /* An action sent to this node as its region's leader: served or
+     * refused here, never passed on (routes_region_calls.c). */
+    if (strcmp(httpd_path(req), REGION_CALL_PATH) == 0)
         return false;
     /* A member's own region map, as it applied it (routes_regions.c). */
     const char *local = httpd_query(req, "local", NULL);

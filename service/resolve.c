@@ -1,6 +1,7 @@
 /*
  * resolve.c — see resolve.h.
  */
+#include "actions.h"
 #include "resolve.h"
 
 const char *rs_outcome(const pc_txn_status *st)
@@ -21,18 +22,13 @@ const char *rs_outcome(const pc_txn_status *st)
 pc_rc rs_resolve_met_lock(svc *s, pc_session *ps, const pc_lock_view *lock,
                           metrics_family *counted, pc_txn_status *st)
 {
-    pc_liveness live = svc_liveness(s);
-
-    svc_write_begin(s, ps, lock->primary);
-    pc_rc rc = svc_write_end(
-        s, ps, pc_check_txn_status(ps, lock->primary, lock->start_ts, &live, st), NULL);
+    pc_rc rc = act_check_txn_status(s, ps, lock->primary, lock->start_ts, lock->owner, st);
     if (rc != PC_OK)
         return rc;
     if (st->state == PC_TXN_LOCKED)
         return PC_LOCKED; /* its owner is alive: the caller waits or steps over */
     uint64_t commit_ts = st->state == PC_TXN_COMMITTED ? st->commit_ts : 0;
-    svc_write_begin(s, ps, lock->key);
-    rc = svc_write_end(s, ps, pc_resolve_lock(ps, lock->key, lock->start_ts, commit_ts), NULL);
+    rc = act_resolve_lock(s, ps, lock->key, lock->start_ts, commit_ts);
     if (rc == PC_OK)
         metrics_inc(metrics_series_get(counted, rs_outcome(st), NULL), 1);
     return rc;

@@ -12,6 +12,7 @@
 #include "keyspace.h"
 #include "one_shot.h"
 #include "reader.h"
+#include "region_call.h"
 #include "respond.h"
 #include "write_batch.h"
 
@@ -195,6 +196,18 @@ static void batched_done(wb_job *job)
     free(b);
 }
 
+/* Whether a write's region is led by another node: the committer proposes
+ * to this node's groups only, so such a write runs on a worker, its two
+ * phases sent to that node (actions.h). */
+static bool led_elsewhere(svc *s, const one_shot *o)
+{
+    char url[RAFT_PEER_ADDR_MAX];
+    for (size_t i = 0; i < o->nwrites; i++)
+        if (region_call_elsewhere(s, o->writes[i].key, url, sizeof url))
+            return true;
+    return false;
+}
+
 /* On the event thread: parse (once: the request's slot keeps it for the
  * worker), and hand a blind write to the committer. Anything else (a
  * condition, a big body, one-phase commit off) returns without an answer
@@ -214,7 +227,7 @@ static void fast_write(httpd_req *req, svc *s, bool del)
         return;
     }
     httpd_set_slot(req, o, one_shot_slot_free);
-    if (!one_shot_blind(o) || (b = calloc(1, sizeof(*b))) == NULL)
+    if (!one_shot_blind(o) || led_elsewhere(s, o) || (b = calloc(1, sizeof(*b))) == NULL)
         return;
     if (!httpd_defer(req)) {
         free(b);

@@ -41,10 +41,11 @@ typedef struct svc_config {
                                        connection limits, TLS, logs, --raft-id, peers and
                                        timeouts (common/program.h) */
     const char *data_dir, *oracle, *sync, *auth_token_file, *openapi_file;
-    const char *oracle_token_file;
+    const char *oracle_token_file, *peer_token_file;
     const char *backup_dir, *restore_from;
     const char *region_split_keys;  /* keyspace.h ks_split_keys; "": one region */
     bool region_logs;               /* a Raft group per region (region_logs.c) */
+    bool gather_leaders;            /* hand every region's lead to region 1's leader */
     uint64_t region_max_bytes;      /* split a region past this size (0: never; splits.c) */
     uint64_t pd_heartbeat_ms;       /* report to the placement driver this often (0: never;
                                        pd_report.h) */
@@ -73,6 +74,8 @@ typedef struct svc_metrics {
     metrics_family *region_batches;
     metrics_series *region_splits;  /* region maps installed by splits (splits.c) */
     metrics_series *region_stale_batches; /* batches cut before a split (replica.c) */
+    metrics_family *region_calls_sent;   /* labels: action, result (actions.c) */
+    metrics_family *region_calls_served; /* label: action (routes_region_calls.c) */
     metrics_series *region_size_checks, *region_auto_splits; /* splits.c */
     metrics_family *txn_aborted;    /* label: reason */
     metrics_family *conflicts;      /* label: kind (write_conflict, key_locked) */
@@ -97,6 +100,8 @@ typedef struct svc {
     metrics_registry *metrics;
     svc_metrics m;
     token auth;                     /* secret NULL: no auth */
+    token peer_auth;                /* the nodes' shared secret for region calls
+                                     * (--peer-token-file; NULL: none are made or served) */
     store_size *size;               /* the data dir's bytes on disk (/v1/health) */
     char *openapi;                  /* the spec's text, NULL if not found */
     size_t openapi_len;
@@ -104,6 +109,9 @@ typedef struct svc {
     void (*on_commit)(struct svc *s); /* set at start: wakes the observers' waiters */
     bool (*take_over)(struct svc *s); /* set at start: svc_take_over (takeover.c) */
     _Atomic uint64_t ts_seen;       /* the highest timestamp the oracle gave us */
+    /* A digest of the prefixes the engine marks for observers (observers.c
+     * push_prefixes): a region call carries it (region_call.h). */
+    _Atomic uint64_t observed_digest;
     _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
     /* The store's highest timestamp as the last refused oracle answer was
      * compared with it (svc_timestamps; at start, the store's then;
@@ -130,6 +138,8 @@ typedef struct svc {
     struct pd_report *pd;           /* the placement driver's client (pd_report.h): new
                                      * regions' ids; NULL: not reporting, local ids */
     forwarder *fwd;                 /* a member passes requests on to its leader */
+    struct region_calls *calls;     /* actions sent to a region's leader elsewhere
+                                     * (region_call.h); NULL: none are */
     struct {                        /* --region-logs (region_logs.c): */
         struct raft_loop *loop;     /* every group's loop thread */
         struct raft_net *net;       /* the node network on the raft address */
@@ -438,6 +448,8 @@ extern const httpd_route watch_routes[];
 extern const size_t watch_routes_n;
 extern const httpd_route regions_routes[];
 extern const size_t regions_routes_n;
+extern const httpd_route region_call_routes[];
+extern const size_t region_call_routes_n;
 
 /* The router's authorize check (httpd_config.authorize): NULL when the
  * request carries the bearer token (or no token is configured). */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "region_call.h"
 #include "service.h"
 #include "sessions.h"
 #include "timeutil.h"
@@ -241,9 +242,16 @@ const char *svc_not_ready(svc *s)
 const char *svc_authorize(const httpd_req *req, void *ctx)
 {
     svc *s = ctx;
-    if (s->auth.secret == NULL || token_matches(&s->auth, httpd_header(req, "Authorization")))
-        return NULL;
-    return "this request needs the header Authorization: Bearer <token>";
+    if (s->auth.secret != NULL && !token_matches(&s->auth, httpd_header(req, "Authorization")))
+        return "this request needs the header Authorization: Bearer <token>";
+    /* A region's actions, raw (no oracle, any timestamp, a secondary
+     * committed without its primary): for the cluster's nodes alone. */
+    if (strcmp(httpd_path(req), REGION_CALL_PATH) == 0 &&
+        (s->peer_auth.secret == NULL ||
+         !token_is(&s->peer_auth, httpd_header(req, PEER_TOKEN_HEADER))))
+        return "region calls are for the service nodes of the cluster: they need the header "
+               PEER_TOKEN_HEADER " with the secret of their --peer-token-file";
+    return NULL;
 }
 
 void svc_committed(svc *s)

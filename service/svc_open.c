@@ -78,6 +78,14 @@ static void init_metrics(svc *s)
         r, "percolator_region_stale_batches_total",
         "Write batches cut before a split: keys in two regions of one log (proposed), or in a "
         "region of another log than the one their action began in (refused).");
+    s->m.region_calls_sent = metrics_counter(
+        r, "percolator_region_calls_sent_total",
+        "Actions sent to the node that leads their region (--region-logs), by action and "
+        "result (its rc).",
+        "action", "result");
+    s->m.region_calls_served = metrics_counter(
+        r, "percolator_region_calls_served_total",
+        "Actions another node sent this one as its region's leader, by action.", "action", NULL);
     s->m.txn_aborted = metrics_counter(r, "percolator_txn_aborted_total",
                                        "Transactions aborted, by reason.", "reason", NULL);
     s->m.conflicts = metrics_counter(r, "percolator_conflicts_total",

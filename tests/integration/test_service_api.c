@@ -703,15 +703,146 @@ static void restarts_keep_acknowledged_commits(void **state)
     expect_error_free("GET", path, NULL, 410, "txn_expired");
 }
 
+/* A stack of its own, started with flag naming a file of its dir that
+ * holds text; the one before, to put back when done. */
+static tl_stack start_with_file(const char *flag, const char *name, const char *text)
+{
+    tl_stack saved = ST;
+    char path[700];
+    snprintf(path, sizeof(path), "%s/%s", saved.dir, name);
+    assert_int_equal(tl_write_file(path, text, strlen(text)), 0);
+    const char *extra[] = {flag, path, NULL};
+    assert_int_equal(tl_stack_start(&ST, extra), 0);
+    return saved;
+}
+
+/* POST /v1/region-calls with the peers' header hdr (NULL: none): the
+ * answer, if JSON, after checking its status. */
+static json_t *region_call_with(const char *hdr, const char *body, long want)
+{
+    char url[128];
+    tl_resp r;
+    snprintf(url, sizeof url, "%s/v1/region-calls", ST.svc.url);
+    assert_int_equal(tl_http_with("POST", url, body, strlen(body), "application/json", hdr, 5000,
+                                  &r), 0);
+    if (r.status != want)
+        print_error("region call -> %ld, expected %ld: %s\n", r.status, want,
+                    r.body != NULL ? r.body : "");
+    assert_int_equal(r.status, want);
+    json_t *j = r.body != NULL ? json_loads(r.body, 0, NULL) : NULL;
+    tl_resp_free(&r);
+    return j;
+}
+
+#define PEER "X-Percolator-Peer-Token: peer-secret-0123456789"
+#define RC_HEAD "{\"run\":\"r\",\"observers\":\"0000000000000000\","
+
+/* POST /v1/region-calls (how nodes send a region's actions to its leader,
+ * DESIGN §6.6): only with the nodes' shared secret (--peer-token-file, in
+ * X-Percolator-Peer-Token), checked before the body is read; a single
+ * node leads every region, so it runs them; what they answer is the
+ * action's outcome (200 with rc), a malformed call 400 naming what is
+ * wrong. Keys are base64 of the engine's keys: "urc-a" is the user key
+ * rc-a. */
+static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
+{
+    (void)state;
+    const char *get = RC_HEAD "\"action\":\"get_latest\",\"keys\":[\"dXJjLWE=\"]}";
+    /* Without --peer-token-file no node serves them, whatever it is sent. */
+    json_decref(region_call_with(PEER, get, 401));
+    tl_stack saved = start_with_file("--peer-token-file", "peer-token", "peer-secret-0123456789\n");
+    json_decref(region_call_with(NULL, get, 401));
+    json_decref(region_call_with("X-Percolator-Peer-Token: peer-secret-012345678X", get, 401));
+    /* A timestamp, then a commit after it (the public API needs no peer
+     * secret). */
+    json_t *j = expect("POST", "/v1/txns", NULL, 201);
+    json_int_t early = num(j, "start_ts");
+    json_decref(j);
+    j = expect("PUT", "/v1/kv/rc-a", "{\"value\":\"1\"}", 200);
+    json_int_t cts = num(j, "commit_ts");
+    json_decref(j);
+    /* A prewrite at the earlier timestamp meets that commit: write_conflict,
+     * named. */
+    char pw[512];
+    snprintf(pw, sizeof pw,
+             RC_HEAD "\"action\":\"prewrite\",\"start_ts\":%lld,\"primary\":\"dXJjLWE=\","
+                     "\"owner\":\"eA==\",\"wall_ms\":1,\"ttl_ms\":3000,\"mutations\":"
+                     "[{\"op\":\"put\",\"key\":\"dXJjLWE=\",\"value\":\"Mg==\"}]}",
+             (long long)early);
+    j = region_call_with(PEER, pw, 200);
+    assert_string_equal(str(j, "rc"), "write_conflict");
+    json_t *c = json_object_get(j, "conflict");
+    assert_string_equal(str(c, "key"), "dXJjLWE=");
+    assert_true(num(c, "commit_ts") == cts);
+    json_decref(j);
+    /* The newest value, and a key with none. */
+    j = region_call_with(PEER, get, 200);
+    assert_string_equal(str(j, "rc"), "ok");
+    assert_string_equal(str(j, "value"), "MQ==");
+    assert_true(num(j, "commit_ts") == cts);
+    json_decref(j);
+    j = region_call_with(PEER, RC_HEAD "\"action\":\"get\",\"ts\":1,\"keys\":[\"dXJjLWE=\"]}",
+                         200);
+    assert_string_equal(str(j, "rc"), "not_found");
+    json_decref(j);
+    /* A scan of [urc-, urc-~) at a fresh timestamp: the one key. */
+    json_t *t = expect("POST", "/v1/txns", NULL, 201);
+    char body[320];
+    snprintf(body, sizeof body,
+             RC_HEAD "\"action\":\"scan\",\"ts\":%lld,\"limit\":10,\"max_bytes\":4096,"
+                     "\"keys\":[\"dXJjLQ==\",\"dXJjLX4=\"]}",
+             (long long)num(t, "start_ts"));
+    json_decref(t);
+    j = region_call_with(PEER, body, 200);
+    assert_string_equal(str(j, "rc"), "ok");
+    json_t *items = json_object_get(j, "items");
+    assert_int_equal(json_array_size(items), 1);
+    assert_string_equal(str(json_array_get(items, 0), "key"), "dXJjLWE=");
+    assert_string_equal(str(json_array_get(items, 0), "value"), "MQ==");
+    assert_true(json_is_false(json_object_get(j, "more")));
+    json_decref(j);
+    /* Malformed: each refused with what is wrong, nothing run. */
+    static const char *const bad[] = {
+        RC_HEAD "\"action\":\"smash\"}",
+        "{\"action\":\"get\",\"observers\":\"0000000000000000\",\"keys\":[\"dXJjLWE=\"]}",
+        "{\"action\":\"get\",\"run\":\"r\",\"observers\":\"xyz\",\"keys\":[\"dXJjLWE=\"]}",
+        RC_HEAD "\"action\":\"get\",\"keys\":[\"!!\"]}",
+        RC_HEAD "\"action\":\"get\",\"keys\":[\"dXJjLWE=\",\"dXJjLWE=\"]}",
+        RC_HEAD "\"action\":\"commit\",\"keys\":[]}",
+        RC_HEAD "\"action\":\"prewrite\",\"mutations\":[{\"op\":\"lock\",\"key\":\"dXJjLWE=\","
+                "\"value\":\"\"}]}",
+        RC_HEAD "\"action\":\"get\",\"ts\":-1,\"keys\":[\"dXJjLWE=\"]}",
+        /* A timestamp past the oracle's 2^53 would raise the store's floor for good. */
+        RC_HEAD "\"action\":\"check_txn_status\",\"start_ts\":4611686018427387904,"
+                "\"primary\":\"dXJjLWE=\"}",
+        RC_HEAD "\"action\":\"get\",\"keys\":[],\"extra\":1}",
+        RC_HEAD "\"action\":\"get_latest\",\"step_over\":1,\"keys\":[\"dXJjLWE=\"]}",
+        RC_HEAD "\"action\":\"scan\",\"ts\":5,\"limit\":0,\"max_bytes\":10,\"keys\":[\"\",\"\"]}",
+        RC_HEAD "\"action\":\"scan\",\"ts\":5,\"limit\":5,\"max_bytes\":10,\"keys\":[\"\"]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = region_call_with(PEER, bad[i], 400);
+        assert_string_equal(tl_error_code(j), "bad_request");
+        json_decref(j);
+    }
+    /* More keys than a call takes. */
+    size_t cap = 16 + 1025 * 12 + 128;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    size_t n = (size_t)snprintf(big, cap, RC_HEAD "\"action\":\"rollback\",\"keys\":[");
+    for (int i = 0; i < 1025; i++)
+        n += (size_t)snprintf(big + n, cap - n, "%s\"dXJjLWE=\"", i ? "," : "");
+    snprintf(big + n, cap - n, "]}");
+    json_decref(region_call_with(PEER, big, 400));
+    free(big);
+    assert_int_equal(tl_stack_stop(&ST), 0);
+    ST = saved;
+}
+
 static void auth_token_is_required(void **state)
 {
     (void)state;
-    tl_stack saved = ST;
-    char tokfile[700];
-    snprintf(tokfile, sizeof(tokfile), "%s/token", saved.dir);
-    assert_int_equal(tl_write_file(tokfile, "s3cret-0123456789\n", 18), 0);
-    const char *extra[] = {"--auth-token-file", tokfile, NULL};
-    assert_int_equal(tl_stack_start(&ST, extra), 0);
+    tl_stack saved = start_with_file("--auth-token-file", "token", "s3cret-0123456789\n");
     json_decref(expect("GET", "/v1/health", NULL, 200));
     expect_error_free("GET", "/v1/kv/a", NULL, 401, "unauthorized");
     expect_error_free("POST", "/v1/txns", NULL, 401, "unauthorized");
@@ -753,6 +884,7 @@ int main(void)
         TL_TEST(one_shot_transaction),
         TL_TEST(base64_round_trips_binary),
         TL_TEST(bad_input_gets_4xx),
+        TL_TEST(region_calls_run_here_and_refuse_what_is_malformed),
         TL_TEST(an_expired_lease_answers_410),
         TL_TEST(oracle_outage_503_then_recovery),
         TL_TEST(restarts_keep_acknowledged_commits),

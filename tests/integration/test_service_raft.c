@@ -113,9 +113,9 @@ static void node_start(group *g, int i)
 static void group_start_n(group *g, int n, int started, const char *env,
                           const char *const extra[], int oracles)
 {
-    const char *flags[12] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
+    const char *flags[16] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
     for (int k = 0, f = 4; extra != NULL && extra[k] != NULL; k++) {
-        assert_true(f < 11);
+        assert_true(f < 15);
         flags[f++] = extra[k];
     }
     tl_group_start_n(g, "service-raft", n, started, env, flags, oracles);
@@ -971,7 +971,16 @@ static void region_logs_members_killed_between_a_split_and_its_new_group(void **
     assert_true(l >= 0);
     assert_int_equal(call_any(&g, "PUT", "/v1/kv/t-before", "{\"value\":\"b\"}", 30000, NULL),
                      200);
-    (void)call_on(&g, l, "POST", "/v1/regions/split", "{\"key\":\"s\"}", 10000, NULL);
+    /* The split goes to region 2's leader, region 1's once gathered (a 503
+     * before: asked again); whoever applies it dies, the leader perhaps
+     * before it answers. */
+    for (uint64_t end = time_mono_ms() + 30000; time_mono_ms() < end;) {
+        l = leader_but(&g, -1, 10000);
+        if (l < 0 || call_on(&g, l, "POST", "/v1/regions/split", "{\"key\":\"s\"}", 10000,
+                             NULL) != 503)
+            break;
+        time_sleep_ms(300);
+    }
     /* Each dies once it applies the split: some only after the others
      * came back (they had no quorum before). A member that died is
      * restarted without the failpoint; the watch ends 20 s after the last
@@ -2404,6 +2413,231 @@ static void region_logs_keep_the_bank_through_a_cut_off_leader(void **state)
     group_stop(&g);
 }
 
+/* ---- actions sent where each region is led (DESIGN §6.6) ---- */
+
+/* The leader of each region in member i's own map, in key order (region
+ * 1, holding the empty key, first); how many regions (0: no answer). */
+static size_t region_leaders(group *g, int i, unsigned *out, size_t max)
+{
+    json_t *j = NULL, *r;
+    size_t k, n = 0;
+    if (call_on(g, i, "GET", "/v1/regions?local=true", NULL, 5000, &j) != 200) {
+        json_decref(j);
+        return 0;
+    }
+    json_array_foreach(json_object_get(j, "regions"), k, r) {
+        if (n < max)
+            out[n++] = (unsigned)json_integer_value(json_object_get(r, "leader"));
+    }
+    json_decref(j);
+    return n;
+}
+
+/* Wait until region 1's leader leads some region but not every one, and
+ * another member leads the rest: with --region-leaders-gather off nothing
+ * moves them together, so region 1's lead is handed to the member leading
+ * the most others (POST /v1/leader hands region 1's). The member leading
+ * a region region 1's leader does not (0-based), or -1. */
+static int leaders_spread(group *g, size_t *region)
+{
+    uint64_t end = time_mono_ms() + 60000;
+    while (time_mono_ms() < end) {
+        unsigned lead[16];
+        int l = leader_but(g, -1, 10000);
+        size_t n = l >= 0 ? region_leaders(g, l, lead, 16) : 0;
+        bool all_known = n > 1;
+        for (size_t k = 0; k < n; k++)
+            all_known = all_known && lead[k] != 0;
+        if (!all_known) {
+            time_sleep_ms(200);
+            continue;
+        }
+        for (size_t k = 1; k < n; k++)
+            if (lead[k] != lead[0]) {
+                printf("# region 1 led by member %u, region %zu of %zu (in key order) by "
+                       "member %u\n",
+                       lead[0], k + 1, n, lead[k]);
+                if (region != NULL)
+                    *region = k;
+                return (int)lead[k] - 1;
+            }
+        /* Every region led by one member: region 1's lead goes elsewhere. */
+        int to = (l + 1) % g->n;
+        while (g->pid[to] <= 0)
+            to = (to + 1) % g->n;
+        char body[32];
+        snprintf(body, sizeof body, "{\"id\":%d}", to + 1);
+        long st = call_on(g, l, "POST", "/v1/leader", body, 15000, NULL);
+        printf("# every region led by member %u: region 1's lead to member %d: %ld\n", lead[0],
+               to + 1, st);
+        time_sleep_ms(500);
+    }
+    return -1;
+}
+
+/* The sum of every series of a labelled counter on member i (each series
+ * printed). */
+static double counter_sum(group *g, int i, const char *name)
+{
+    char url[96], pat[128];
+    tl_resp r;
+    double v = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", g->http[i]);
+    snprintf(pat, sizeof pat, "\n%s{", name);
+    if (tl_http("GET", url, NULL, 0, NULL, REQ_MS, &r) != 0)
+        return -1;
+    for (const char *p = r.body; p != NULL && (p = strstr(p, pat)) != NULL; p++) {
+        const char *sp = strchr(p + 1, ' ');
+        if (sp != NULL)
+            v += strtod(sp + 1, NULL);
+        if (sp != NULL)
+            printf("#   %.*s\n", (int)(strchr(sp, '\n') != NULL ? strchr(sp, '\n') - p - 1 : 60), p + 1);
+    }
+    tl_resp_free(&r);
+    return v;
+}
+
+/* Every key through GET /v1/kv, in pages of 50 (each cut at region
+ * bounds, each part read where its region is led; nothing writes
+ * meanwhile): how many, the accounts' total, and whether the keys came
+ * in increasing order. */
+static int scan_everything(group *g, long *accounts, bool *ordered)
+{
+    char path[256], after[128] = "", prev[128] = "";
+    int n = 0;
+    *accounts = 0;
+    *ordered = true;
+    for (int page = 0; page < 400; page++) {
+        json_t *j = NULL;
+        if (page == 0)
+            snprintf(path, sizeof path, "/v1/kv?limit=50");
+        else
+            snprintf(path, sizeof path, "/v1/kv?limit=50&after=%s", after);
+        assert_int_equal(call_any(g, "GET", path, NULL, REQ_MS, &j), 200);
+        json_t *items = json_object_get(j, "items"), *it, *next = json_object_get(j, "next");
+        size_t i;
+        json_array_foreach(items, i, it) {
+            const char *k = json_string_value(json_object_get(it, "key"));
+            if (k == NULL)
+                continue;
+            *ordered = *ordered && strcmp(prev, k) < 0;
+            snprintf(prev, sizeof prev, "%s", k);
+            if (strncmp(k, "acct-", 5) == 0 && strchr(k + 5, '-') == NULL)
+                *accounts += strtol(json_string_value(json_object_get(it, "value")), NULL, 10);
+            n++;
+        }
+        bool last = next == NULL || json_is_null(next);
+        if (!last)
+            snprintf(after, sizeof after, "%s", json_string_value(next));
+        json_decref(j);
+        if (last)
+            return n;
+    }
+    fail_msg("the scan did not end within 400 pages");
+    return n;
+}
+
+/* With --region-leaders-gather off, each region's group keeps the leader
+ * it elected, and region 1's leader (where every request is served: the
+ * sessions and the two-phase commits) sends each region's actions to the
+ * member leading it (POST /v1/region-calls): prewrites, commits,
+ * rollbacks, status checks and resolutions, and reads. The bank and the
+ * snapshot-isolation checker run with every commit two-phase (a transfer
+ * between acct-4 and acct-5 spans two regions), region 1's lead handed
+ * away from the member leading another region, then that member killed
+ * (its regions re-elected elsewhere, the calls sent to their new leaders)
+ * and restarted, and the leaders spread again: the money is conserved,
+ * every acknowledged transfer is there, no anomaly, no lock left (the
+ * janitor's resolutions sent too), and the members counted calls sent
+ * and served; then an observer registered on region 1's leader claims a
+ * write to a region another member leads. One-phase commits stay on, so
+ * a write of a region led elsewhere takes two phases, sent there (a blind
+ * PUT is not given to the local committer). Without the calls the bank
+ * stops once a region is led away from region 1's leader. A scan of every
+ * key, in pages cut at region bounds and read where each region is led,
+ * finds the accounts' total. */
+static void region_logs_act_where_each_region_is_led(void **state)
+{
+    (void)state;
+    group g;
+    /* The members' shared secret for region calls (--peer-token-file). */
+    char token[64];
+    snprintf(token, sizeof token, "/tmp/pc-peer-token-%d", (int)getpid());
+    assert_int_equal(tl_write_file(token, "peer-secret-0123456789\n", 23), 0);
+    const char *extra[] = {"--region-logs", "--region-split-keys", "acct-5,si",
+                           "--region-leaders-gather", "off", "--peer-token-file", token, NULL};
+    group_start_over(&g, NULL, extra, 1);
+    assert_true(leader_but(&g, -1, 30000) >= 0);
+    int other = leaders_spread(&g, NULL);
+    assert_true(other >= 0);
+    bank_open(&g);
+    atomic_bool stop = false;
+    static bank_client bank[CLIENTS];
+    si_client si[SI_CLIENTS];
+    pthread_t bt[CLIENTS], st[SI_CLIENTS];
+    bank_start(&g, bank, bt, &stop);
+    si_history *h = si_clients_start(&g, si, st, &stop);
+    int acked = bank_acked(bank);
+    assert_true(bank_goes_on_or_tell(&g, bank, acked, 30000));
+    time_sleep_ms(2000);
+    other = leaders_spread(&g, NULL);
+    assert_true(other >= 0);
+    printf("# killing member %d, which leads a region region 1's leader does not\n", other + 1);
+    acked = bank_acked(bank);
+    kill_member(&g, other);
+    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
+    node_start(&g, other);
+    assert_true(leaders_spread(&g, NULL) >= 0);
+    acked = bank_acked(bank);
+    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
+    time_sleep_ms(2000);
+    atomic_store(&stop, true);
+    unsigned si_committed = si_clients_join(si, st);
+    bank_check(&g, bank, bt);
+    si_verdict(h, si_committed);
+    no_lock_left(&g);
+    /* Scans cross the regions, led here or not: every account once, the
+     * total the bank's, keys in order. */
+    assert_true(leaders_spread(&g, NULL) >= 0);
+    long accounts = 0;
+    bool ordered = false;
+    int keys = scan_everything(&g, &accounts, &ordered);
+    printf("# a scan of every key: %d keys, the accounts' total %ld, %s\n", keys, accounts,
+           ordered ? "in order" : "OUT OF ORDER");
+    assert_int_equal(accounts, ACCOUNTS * 100);
+    assert_true(ordered && keys > ACCOUNTS);
+    /* An observer registered now (in region 1, where its row lives) sees a
+     * write to a region led elsewhere: that member's commit marks it, its
+     * registrations read again when the call's digest of the sender's
+     * differed (observers.h observers_match). */
+    size_t k = 0;
+    assert_true(leaders_spread(&g, &k) >= 0);
+    const char *prefix = k == 1 ? "acct-9" : "si-obs", *key = k == 1 ? "acct-9-obs" : "si-obs-1";
+    char path[96], body[96];
+    snprintf(body, sizeof body, "{\"prefix\":\"%s\"}", prefix);
+    assert_int_equal(call_any(&g, "PUT", "/v1/observers/routed", body, REQ_MS, NULL), 201);
+    put(&g, key, "seen");
+    json_t *claim = NULL;
+    snprintf(path, sizeof path, "/v1/observers/routed/claim?wait_ms=10000");
+    assert_int_equal(call_any(&g, "POST", path, NULL, REQ_MS, &claim), 200);
+    const char *got = json_string_value(json_object_get(claim, "key"));
+    printf("# observer on %s claimed %s\n", prefix, got != NULL ? got : "(none)");
+    assert_true(got != NULL && strcmp(got, key) == 0);
+    json_decref(claim);
+    double sent = 0, served = 0;
+    for (int i = 0; i < g.n; i++) {
+        double a = counter_sum(&g, i, "percolator_region_calls_sent_total");
+        double b = counter_sum(&g, i, "percolator_region_calls_served_total");
+        printf("# member %d: %.0f region calls sent, %.0f served\n", i + 1, a, b);
+        sent += a > 0 ? a : 0;
+        served += b > 0 ? b : 0;
+    }
+    assert_true(sent > 0);
+    assert_true(served > 0);
+    group_stop(&g);
+    unlink(token);
+}
+
 /* ---- members grown, shrunk and replaced under the bank (issue #23) ---- */
 
 /* Wait up to ms until the leader lists `want` members, every one a voter,
@@ -2951,6 +3185,7 @@ int main(void)
         TL_TEST(region_logs_split_by_size_through_a_leader_kill),
         TL_TEST(region_logs_a_member_that_missed_a_split_makes_its_replica),
         TL_TEST(region_logs_keep_the_bank_through_a_cut_off_leader),
+        TL_TEST(region_logs_act_where_each_region_is_led),
         TL_TEST(writes_on_other_keys_are_in_flight_together),
         TL_TEST(blind_writes_arriving_together_share_one_entry),
         TL_TEST(gc_runs_in_the_group),
