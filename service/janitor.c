@@ -239,6 +239,11 @@ static void sweep_sessions_and_locks(janitor *j, pc_session *ps)
     /* A member that just became leader takes over the leader's state
      * (the observers' registrations among it) before anything else. */
     svc_take_over(s);
+    /* A node answered that this one's observed prefixes are not those of
+     * its own store (a registration whose commit answered "may have run"
+     * and ran): read them again, as the leader (routes_region_calls.c). */
+    if (atomic_exchange(&s->observers_behind, false) && svc_leads(s))
+        observers_reload(s, ps);
     svc_region_leaders_gather(s);
     size_t expired = sessions_reap(s->sessions, time_wall_ms());
     if (expired > 0) {

@@ -51,6 +51,7 @@ struct observers {
     observer *v;
     size_t n;
     _Atomic uint64_t reloaded_ms; /* observers_match's last read of the store */
+    _Atomic uint64_t gen;       /* sets pushed to the engine (push_prefixes) */
 
     pthread_mutex_t claim_mu;   /* guards the claim set */
     pthread_cond_t work;        /* a commit or a released claim */
@@ -143,6 +144,7 @@ static void push_prefixes(svc *s)
             digest = UINT64_MAX;
         }
         atomic_store(&s->observed_digest, digest);
+        atomic_fetch_add(&o->gen, 1);
     }
     free(p);
     free(buf);
@@ -184,9 +186,16 @@ static bool set_observer(observers *o, const char *name, const void *prefix, siz
 
 /* The registrations in it replace the ones in memory: one another
  * leader removed is gone here too. */
-static void adopt(svc *s, const pc_items *it)
+/* With gen (not UINT64_MAX), only if no set was pushed since gen was
+ * read: a read of the store made before a newer set was taken must not
+ * put the older one back. */
+static void adopt(svc *s, const pc_items *it, uint64_t gen)
 {
     pthread_rwlock_wrlock(&s->obs->mu);
+    if (gen != UINT64_MAX && atomic_load(&s->obs->gen) != gen) {
+        pthread_rwlock_unlock(&s->obs->mu);
+        return;
+    }
     for (size_t i = 0; i < s->obs->n; i++)
         free(s->obs->v[i].prefix);
     s->obs->n = 0;
@@ -200,11 +209,16 @@ static void adopt(svc *s, const pc_items *it)
         set_observer(s->obs, name, it->items[i].value.data, it->items[i].value.len);
     }
     push_prefixes(s);
-    log_info("observers: %zu registered", s->obs->n);
+    if (gen == UINT64_MAX)
+        log_info("observers: %zu registered", s->obs->n);
+    else
+        log_debug("observers: %zu registered (read again)", s->obs->n);
     pthread_rwlock_unlock(&s->obs->mu);
 }
 
-bool observers_load(svc *s, pc_session *ps)
+/* observers_load, and with gen the same but only over the set pushed
+ * as gen was read (adopt). */
+static bool load(svc *s, pc_session *ps, uint64_t gen)
 {
     char start[1] = {KS_OBSERVER}, end[1] = {KS_OBSERVER + 1};
     pc_items it = {0};
@@ -217,9 +231,19 @@ bool observers_load(svc *s, pc_session *ps)
         pc_items_free(&it);
         return false;
     }
-    adopt(s, &it);
+    adopt(s, &it, gen);
     pc_items_free(&it);
     return true;
+}
+
+bool observers_load(svc *s, pc_session *ps)
+{
+    return load(s, ps, UINT64_MAX);
+}
+
+bool observers_reload(svc *s, pc_session *ps)
+{
+    return load(s, ps, atomic_load(&s->obs->gen));
 }
 
 bool observers_match(svc *s, pc_session *ps, uint64_t digest)
@@ -235,12 +259,15 @@ bool observers_match(svc *s, pc_session *ps, uint64_t digest)
     if (now - last < 100 || !atomic_compare_exchange_strong(&s->obs->reloaded_ms, &last, now))
         return false;
     /* As this node applied them (no fence: it need not lead region 1); a
-     * lock met leaves the set as it was. Under reg_mu: a registration
-     * made here meanwhile pushes its set after this one, not before. */
-    pthread_mutex_lock(&s->obs->reg_mu);
+     * lock met leaves the set as it was. A registration under way here
+     * (reg_mu held: it may be sending calls) is not waited for, and one
+     * pushed while the store is read wins (adopt's gen). */
+    if (pthread_mutex_trylock(&s->obs->reg_mu) != 0)
+        return false;
+    uint64_t gen = atomic_load(&s->obs->gen);
     if (pc_scan(ps, (pc_slice){start, 1}, (pc_slice){end, 1}, PC_TS_MAX - 1, 100000, &it, &c) ==
         PC_OK)
-        adopt(s, &it);
+        adopt(s, &it, gen);
     pthread_mutex_unlock(&s->obs->reg_mu);
     pc_items_free(&it);
     return atomic_load(&s->observed_digest) == digest;

@@ -43,6 +43,10 @@ bool observers_load(svc *s, pc_session *ps);
  * still differs must not run a commit for that node: it could leave a
  * change unmarked, which no observer would ever see. */
 bool observers_match(svc *s, pc_session *ps, uint64_t digest);
+/* observers_load, fenced as it is, but leaving a set pushed while it read
+ * (a registration made meanwhile): the janitor's, when a node answered
+ * that this one's set differs from its store (region_call.h). */
+bool observers_reload(svc *s, pc_session *ps);
 
 bool observers_name_ok(const char *name, size_t len);
 

@@ -325,6 +325,8 @@ static pc_rc scan_by_region(svc *s, pc_session *ps, pc_slice start, pc_slice end
         /* What a call carries at most (region_call.h); a part that stops
          * there says more = 1, and the scan stops with it. */
         size_t lim = limit - out->n, mb = max_bytes - bytes;
+        if (mb > s->cfg.max_reply_bytes) /* what a node answers in one part at most */
+            mb = s->cfg.max_reply_bytes;
         act_call a = {.kind = ACT_SCAN, .keys = keys, .n = 2, .ts = ts,
                       .limit = lim < REGION_CALL_MAX_SCAN ? lim : REGION_CALL_MAX_SCAN,
                       .max_bytes = mb < ((size_t)1 << 40) ? mb : ((size_t)1 << 40)};

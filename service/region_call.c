@@ -236,21 +236,25 @@ pc_rc region_call(svc *s, const char *url, const act_call *a, act_answer *out)
     free(text);
 
     pc_rc r;
-    if ((cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) && sent == 0) {
-        r = PC_NOT_LEADER; /* never sent: safe to send elsewhere */
+    if (cc != CURLE_OK && sent == 0) {
+        r = PC_NOT_LEADER; /* never sent (no connection, no TLS): safe to send elsewhere */
     } else if (cc != CURLE_OK) {
         log_warn("region call: %s to %s: %s", act_name(a->kind), url, curl_easy_strerror(cc));
         r = PC_UNAVAILABLE;
     } else if (status != 200) {
         log_warn("region call: %s to %s answered %ld: %.200s", act_name(a->kind), url, status,
                  reply.data != NULL ? reply.data : "");
-        r = status == 503 ? PC_UNAVAILABLE : PC_ERROR;
+        /* A 4xx refused the call itself (a bug of ours, or peers of
+         * another secret); anything else may follow the action run. */
+        r = status >= 400 && status < 500 ? PC_ERROR : PC_UNAVAILABLE;
     } else {
         json_error_t jerr;
         json_t *o = json_loadb(reply.data != NULL ? reply.data : "", reply.len, 0, &jerr);
-        r = o != NULL ? region_answer_decode(o, a, out) : PC_ERROR;
+        r = o != NULL ? region_answer_decode(o, a, out) : PC_UNAVAILABLE;
         if (r == PC_SYNC_FAILED || r == PC_PANIC)
             r = PC_UNAVAILABLE; /* its store failed, not ours: it stops, another leads */
+        if (json_is_true(json_object_get(o, "observers_differ")))
+            atomic_store(&s->observers_behind, true); /* maybe this node's (janitor.c) */
         json_decref(o);
     }
     buf_free(&reply);

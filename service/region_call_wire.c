@@ -149,8 +149,10 @@ bool region_call_decode(json_t *body, size_t max_value, region_call_in *in, char
                               "notify_clear, scan");
         return false;
     }
-    if (!json_is_string(run) || json_string_length(run) >= sizeof in->run) {
-        snprintf(why, whylen, "run must be the caller's run id (a string of at most %zu bytes)",
+    if (!json_is_string(run) || json_string_length(run) == 0 ||
+        json_string_length(run) >= sizeof in->run ||
+        strlen(json_string_value(run)) != json_string_length(run)) {
+        snprintf(why, whylen, "run must be the caller's run id (a string of 1 to %zu bytes)",
                  sizeof in->run - 1);
         return false;
     }

@@ -40,7 +40,7 @@ static void h_region_call(httpd_req *req, void *ctx)
         reply_no_session(req);
         goto out;
     }
-    pc_conflict c;
+    pc_conflict c = {0};
     pc_txn_status st = {0};
     pc_buf value = {0};
     pc_items items = {0};
@@ -51,13 +51,20 @@ static void h_region_call(httpd_req *req, void *ctx)
     /* Only the region's ready leader answers: a follower's store, or a new
      * leader's before its first barrier, may not hold what the sender
      * asks about (a commit point would find no lock). Nothing proposed. */
+    /* Only a commit marks notify entries (the engine's commit of a locked
+     * key: a commit, its primary's, a resolution rolling forward). */
+    bool marks = in.a.kind == ACT_COMMIT || in.a.kind == ACT_COMMIT_PRIMARY ||
+                 (in.a.kind == ACT_RESOLVE_LOCK && in.a.ts != 0);
+    bool differ = false;
     svc_write_term(s, act_key(&in.a), &term);
     if (term == RP_TERM_NONE) {
         rc = PC_NOT_LEADER;
-    } else if (!observers_match(s, ps, in.observers)) {
+    } else if (marks && !observers_match(s, ps, in.observers)) {
         /* A commit here marks what the sender's observers watch, or runs
-         * not at all (observers.h observers_match). */
+         * not at all (observers.h observers_match); the sender is told,
+         * in case it is the one behind its store. */
         rc = PC_UNAVAILABLE;
+        differ = true;
     } else {
         bool read = in.a.kind == ACT_GET || in.a.kind == ACT_GET_LATEST ||
                     in.a.kind == ACT_SCAN;
@@ -69,6 +76,10 @@ static void h_region_call(httpd_req *req, void *ctx)
         svc_storage_failed("an action sent by another node", rc);
     metrics_inc(metrics_series_get(s->m.region_calls_served, act_name(in.a.kind), NULL), 1);
     json_t *o = region_answer_encode(rc, &in.a, &ans);
+    if (o != NULL && differ && json_object_set_new(o, "observers_differ", json_true()) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     if (o == NULL)
         httpd_reply_error(req, 500, "internal", NULL, "out of memory");
     else

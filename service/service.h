@@ -112,6 +112,7 @@ typedef struct svc {
     /* A digest of the prefixes the engine marks for observers (observers.c
      * push_prefixes): a region call carries it (region_call.h). */
     _Atomic uint64_t observed_digest;
+    _Atomic bool observers_behind;  /* a node said they differ from its store (janitor.c) */
     _Atomic uint64_t ready_probe_ms; /* last oracle request made for readiness */
     /* The store's highest timestamp as the last refused oracle answer was
      * compared with it (svc_timestamps; at start, the store's then;

@@ -805,6 +805,7 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
     static const char *const bad[] = {
         RC_HEAD "\"action\":\"smash\"}",
         "{\"action\":\"get\",\"observers\":\"0000000000000000\",\"keys\":[\"dXJjLWE=\"]}",
+        "{\"action\":\"get\",\"run\":\"\",\"observers\":\"0000000000000000\",\"keys\":[\"dXJjLWE=\"]}",
         "{\"action\":\"get\",\"run\":\"r\",\"observers\":\"xyz\",\"keys\":[\"dXJjLWE=\"]}",
         RC_HEAD "\"action\":\"get\",\"keys\":[\"!!\"]}",
         RC_HEAD "\"action\":\"get\",\"keys\":[\"dXJjLWE=\",\"dXJjLWE=\"]}",
