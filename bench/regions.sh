@@ -21,7 +21,11 @@
 # group of its own; the load at the leader. There "across" cuts the keys
 # into REGIONS_COUNT regions (default 8; each a Raft group on every
 # member), so a transaction's two keys are in two regions 1 - 1/COUNT of
-# the time (the metric of commits across regions is printed).
+# the time (the metric of commits across regions is printed). A fourth
+# row there, "spread", is "across" with --region-leaders-gather off and a
+# --peer-token-file: each region keeps the leader it elected, and region
+# 1's leader sends the actions of regions led elsewhere to their leaders
+# (POST /v1/region-calls, DESIGN §6.6; the calls are printed).
 #
 #   bench/regions.sh                    (make bench-regions)
 #   REGIONS_GROUP=1 bench/regions.sh    (make bench-regions-group)
@@ -57,6 +61,14 @@ start_config() {
   local i
   for i in 1 2 3; do start_member "$i" --region-logs "$@"; done
   wait_leader
+  if [ "${SPREAD:-0}" = 1 ]; then # leaders where elected: each region led by someone
+    for _ in $(seq 300); do
+      curl -fsS --max-time 2 "$SVC_URL/v1/regions?local=true" 2>/dev/null |
+        grep -qE '"leader": *0[,}]' || return 0
+      sleep 0.1
+    done
+    die "some region of the group has no leader after 30 s"
+  fi
   # every region's group led with region 1's (the gathering: a janitor
   # round or two), so that no request meets a lead being handed over
   local leaders
@@ -88,12 +100,19 @@ fi
 machine
 printf '%-8s %6s %4s %10s %9s %9s %9s %8s\n' config conns run "txn/s" "p50 ms" "p99 ms" "p99.9 ms" aborts
 declare -A OPS P99
+CONFIGS="within 2pc across"
+if [ "$GROUP" = 1 ]; then
+  CONFIGS="$CONFIGS spread"
+  printf 'bench-peer-secret-%s\n' "$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')" >"$TMP/peer-token"
+fi
 for run in $(seq "$RUNS"); do
-  for cfg in within 2pc across; do
+  for cfg in $CONFIGS; do
     case $cfg in
       within) start_config ;;
       2pc) start_config --one-pc off ;;
       across) start_config --region-split-keys "$SPLITS" ;;
+      spread) SPREAD=1 start_config --region-split-keys "$SPLITS" --region-leaders-gather off \
+                --peer-token-file "$TMP/peer-token" ;;
     esac
     preload "$SVC_URL" pc 0 "$KEYS"
     for c in $CONNS_LIST; do
@@ -103,9 +122,16 @@ for run in $(seq "$RUNS"); do
       OPS[$cfg.$c]+="$R_OPS "
       P99[$cfg.$c]+="$R_P99 "
     done
-    if [ "$cfg" = across ]; then
+    if [ "$cfg" = across ] || [ "$cfg" = spread ]; then
       cross=$(curl -fsS "$SVC_URL/metrics" | awk '$1 == "percolator_commits_cross_region_total" {print $2}')
-      echo "         (across: $cross commits spanned two or more regions)"
+      echo "         ($cfg: $cross commits spanned two or more regions)"
+    fi
+    if [ "$cfg" = spread ]; then
+      leaders=$(curl -fsS "$SVC_URL/v1/regions?local=true" | grep -oE '"leader": *[0-9]+' |
+        grep -oE '[0-9]+$' | paste -sd' ' -)
+      calls=$(curl -fsS "$SVC_URL/metrics" |
+        awk '$1 ~ /^percolator_region_calls_sent_total/ {n += $2} END {print n + 0}')
+      echo "         (spread: the regions' leaders $leaders, region 1's member $L; $calls calls sent)"
     fi
     stop_all
   done
@@ -119,4 +145,11 @@ for c in $CONNS_LIST; do
   w=$(median <<<"${P99[within.$c]}") t=$(median <<<"${P99[2pc.$c]}") a=$(median <<<"${P99[across.$c]}")
   printf '%6s %14s %14s %14s %16s %16s   (p99 ms)\n' "" "$w" "$t" "$a" "$(calc "$a / $w")" "$(calc "$a / $t")"
 done
+if [ "$GROUP" = 1 ]; then
+  printf '%6s %14s %14s %16s\n' conns "spread txn/s" "spread p99 ms" "spread/across"
+  for c in $CONNS_LIST; do
+    a=$(median <<<"${OPS[across.$c]}") p=$(median <<<"${OPS[spread.$c]}")
+    printf '%6s %14s %14s %16s\n' "$c" "$p" "$(median <<<"${P99[spread.$c]}")" "$(calc "$p / $a")"
+  done
+fi
 echo "command: REGIONS_GROUP=$GROUP REGIONS_COUNT=$COUNT REGIONS_KEYS=$KEYS REGIONS_CONNS=\"$CONNS_LIST\" REGIONS_RUNS=$RUNS BENCH_SECONDS=$SECS bash bench/regions.sh"
