@@ -143,10 +143,10 @@ pc_rc rd_get_latest(svc *s, pc_session *ps, pc_slice key, pc_buf *value, uint64_
 {
     char url[RAFT_PEER_ADDR_MAX];
     /* Another node's answer is a wait: a worker's (see rd_get_latest_here). */
-    if (!may_wait && region_call_elsewhere(s, key, url, sizeof url))
-        return PC_LOCKED;
-    if (!may_wait || !region_call_elsewhere(s, key, url, sizeof url))
+    if (!region_call_elsewhere(s, key, url, sizeof url))
         return rd_get_latest_here(s, ps, key, false, value, commit_ts, c, may_wait);
+    if (!may_wait)
+        return PC_LOCKED;
     /* Sent: the locks it meets come back, and are resolved here as
      * rd_get_latest_here does (a few, then stepped over). */
     act_call a = {.kind = ACT_GET_LATEST, .keys = &key, .n = 1};

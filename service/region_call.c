@@ -21,7 +21,7 @@
 
 struct region_calls {
     svc *s;
-    char *ca_file, *cert_file, *key_file;
+    oc_tls tls; /* main's flags: they outlive the calls (as forward.c's) */
     struct curl_slist *headers; /* Content-Type, no Expect, the token */
     size_t max_reply;
     long timeout_ms;
@@ -43,22 +43,16 @@ const char *region_call_for_run(void)
     return call_run[0] != '\0' ? call_run : NULL;
 }
 
-static char *dup_or_null(const char *p)
-{
-    return p != NULL && p[0] != '\0' ? strdup(p) : NULL;
-}
-
 region_calls *region_calls_start(svc *s, const oc_tls *tls, char *err, size_t errlen)
 {
     region_calls *rc = calloc(1, sizeof *rc);
-    if (rc == NULL) {
+    if (rc == NULL || pthread_mutex_init(&rc->mu, NULL) != 0) {
+        free(rc);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     rc->s = s;
-    rc->ca_file = dup_or_null(tls->ca_file);
-    rc->cert_file = dup_or_null(tls->cert_file);
-    rc->key_file = dup_or_null(tls->key_file);
+    rc->tls = *tls;
     /* An answer carries a value, or a scan's part (its keys and values up
      * to --max-reply-bytes and one more, items at most REGION_CALL_MAX_SCAN),
      * in base64, and a lock's keys. */
@@ -81,12 +75,8 @@ region_calls *region_calls_start(svc *s, const oc_tls *tls, char *err, size_t er
         snprintf(line, sizeof line, "Authorization: Bearer %s", s->auth.secret);
         h = curl_slist_append(rc->headers, line);
     }
-    if (h == NULL || pthread_mutex_init(&rc->mu, NULL) != 0) {
-        curl_slist_free_all(rc->headers);
-        free(rc->ca_file);
-        free(rc->cert_file);
-        free(rc->key_file);
-        free(rc);
+    if (h == NULL) {
+        region_calls_free(rc);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
@@ -101,9 +91,6 @@ void region_calls_free(region_calls *rc)
         curl_easy_cleanup(rc->idle[i]);
     pthread_mutex_destroy(&rc->mu);
     curl_slist_free_all(rc->headers);
-    free(rc->ca_file);
-    free(rc->cert_file);
-    free(rc->key_file);
     free(rc);
 }
 
@@ -113,10 +100,8 @@ bool region_call_elsewhere(svc *s, pc_slice key, char *url, size_t len)
         return false; /* serving a call: run here, or refuse (region_call.h) */
     if (s->calls == NULL || !s->cfg.region_logs || s->regions == NULL)
         return false;
-    uint64_t term;
     region *r = router_find(s->regions, key.data, key.len);
-    if (r == NULL || r->raft == NULL || svc_write_term(s, key, &term) == NULL ||
-        term != RP_TERM_NONE)
+    if (r == NULL || r->raft == NULL || r->repl == NULL || svc_region_ready_term(r) != RP_TERM_NONE)
         return false; /* led here, ready (or no such region: here, refused) */
     raft_group_status st;
     raft_group_get_status(r->raft, &st);
@@ -155,7 +140,7 @@ static CURL *take_handle(region_calls *rc)
     if (e == NULL)
         return NULL;
     if (curl_peer_connection(e, 1000, rc->timeout_ms) != 0 ||
-        curl_peer_tls(e, rc->ca_file, rc->cert_file, rc->key_file) != 0 ||
+        curl_peer_tls(e, rc->tls.ca_file, rc->tls.cert_file, rc->tls.key_file) != 0 ||
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
         curl_easy_cleanup(e);
@@ -277,7 +262,9 @@ pc_rc region_call_route(svc *s, pc_session *ps, const act_call *a, act_answer *o
     char url[RAFT_PEER_ADDR_MAX];
     pc_rc rc = PC_NOT_LEADER;
 
-    for (int attempt = 0; attempt < ATTEMPTS && rc == PC_NOT_LEADER; attempt++) {
+    /* One log (or no calls): nowhere else to send it, as before calls. */
+    int attempts = s->calls != NULL && s->cfg.region_logs ? ATTEMPTS : 1;
+    for (int attempt = 0; attempt < attempts && rc == PC_NOT_LEADER; attempt++) {
         if (attempt > 0)
             time_sleep_ms(20u << attempt);
         if (!region_call_elsewhere(s, key, url, sizeof url)) {

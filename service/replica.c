@@ -37,11 +37,14 @@ static _Thread_local uint64_t batch_term;
 replicator *svc_write_term(svc *s, pc_slice key, uint64_t *term)
 {
     region *r = s->regions != NULL ? router_find(s->regions, key.data, key.len) : NULL;
-    replicator *repl = r != NULL ? r->repl : NULL;
-    *term = repl != NULL ? repl->ops->ready_term(repl) : 0;
-    if (*term == 0)
-        *term = RP_TERM_NONE; /* not a ready leader: its batch is refused */
-    return repl;
+    *term = svc_region_ready_term(r);
+    return r != NULL ? r->repl : NULL;
+}
+
+uint64_t svc_region_ready_term(const region *r)
+{
+    uint64_t term = r != NULL && r->repl != NULL ? r->repl->ops->ready_term(r->repl) : 0;
+    return term != 0 ? term : RP_TERM_NONE; /* not a ready leader: its batch is refused */
 }
 
 /* No gate: the engine latches the keys of each action (DESIGN §4.10), so

@@ -297,6 +297,9 @@ pc_rc svc_write_end(svc *s, pc_session *ps, pc_rc rc, bool *proposed);
  * in *term the term it may propose in now (RP_TERM_NONE: none, its batch
  * is refused); NULL before the replicator runs. */
 replicator *svc_write_term(svc *s, pc_slice key, uint64_t *term);
+/* The same for region r (NULL: none): the term it may propose in now, or
+ * RP_TERM_NONE. */
+uint64_t svc_region_ready_term(const region *r);
 /* Whether a batch svc_region_of_batch put in rg may be proposed in the
  * term of repl (svc_write_term's when its action began): rg has that
  * replicator. Else false, counted and logged. */
