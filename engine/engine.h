@@ -368,6 +368,9 @@ pc_rc pc_scan_bounded(pc_session *s, pc_slice start, pc_slice end, uint64_t ts, 
  * at most limit. fn returns non-zero to stop. */
 pc_rc pc_lock_scan(pc_session *s, pc_slice after, size_t limit,
                    int (*fn)(void *arg, const pc_lock_view *lock), void *arg);
+/* The same from key from on (a region's first key: its own lock too). */
+pc_rc pc_lock_scan_from(pc_session *s, pc_slice from, size_t limit,
+                        int (*fn)(void *arg, const pc_lock_view *lock), void *arg);
 
 typedef struct {
     uint64_t keys;             /* distinct keys visited */
@@ -399,6 +402,13 @@ typedef struct {
 typedef struct pc_gc_walk pc_gc_walk;
 pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_walk **walk);
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *walk, pc_gc_stats *st, bool *done);
+/* A walk from key from (empty: the first) below a safe point another
+ * node began (its pc_gc_begin, proposed in the log of the region holding
+ * the empty key): only once this store holds a safe point at or above it,
+ * else PC_UNAVAILABLE (try when this node has applied it); lowered below
+ * this node's pinned reads. Its parts go as pc_gc_next's. For a region
+ * led here while the node that began the GC leads another (DESIGN §6.6). */
+pc_rc pc_gc_walk_at(pc_session *s, uint64_t safe_point, pc_slice from, pc_gc_walk **walk);
 pc_slice pc_gc_walk_position(const pc_gc_walk *walk);
 /* The next parts stop before key end (NULL: at no key). */
 void pc_gc_walk_limit(pc_gc_walk *walk, const void *end, size_t len);

@@ -185,6 +185,30 @@ pc_rc pc_gc_begin(pc_session *s, uint64_t safe_point, uint64_t *applied, pc_gc_w
     return PC_OK;
 }
 
+pc_rc pc_gc_walk_at(pc_session *s, uint64_t safe_point, pc_slice from, pc_gc_walk **walk)
+{
+    uint64_t usable = 0;
+    *walk = NULL;
+    if (safe_point == 0 || from.len > PC_KEY_MAX)
+        return PC_INVALID;
+    pc_rc rc = pc_safe_point_agreed(s, safe_point, &usable);
+    if (rc != PC_OK)
+        return rc;
+    if (usable == 0)
+        return PC_UNAVAILABLE; /* not applied here yet, or a read pinned at the bottom */
+    gc_args *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return PC_NOMEM;
+    a->safe_point = usable;
+    if (from.len > 0) {
+        memcpy(a->resume, from.data, from.len);
+        a->resume_len = from.len;
+        a->started = true; /* the first part seeks to from */
+    }
+    *walk = a;
+    return PC_OK;
+}
+
 pc_rc pc_gc_next(pc_session *s, pc_gc_walk *a, pc_gc_stats *st, bool *done)
 {
     if (s->propose == NULL)

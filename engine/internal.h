@@ -468,6 +468,9 @@ pc_rc pc_snapshots_load(pc_session *s);
 /* Raise the safe point to at most want, below every pinned read, and store
  * it durably. *applied: the new safe point, 0 if it was not raised. */
 pc_rc pc_safe_point_raise(pc_session *s, uint64_t want, uint64_t *applied);
+/* *usable: want lowered below this node's pins, or 0 while the stored
+ * safe point is below want (snapshots.c). */
+pc_rc pc_safe_point_agreed(pc_session *s, uint64_t want, uint64_t *usable);
 
 /* ---- items.c: building a pc_items answer ---- */
 

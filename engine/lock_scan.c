@@ -9,6 +9,7 @@
 
 typedef struct {
     pc_slice after;
+    bool inclusive; /* from after itself (pc_lock_scan_from) */
     size_t limit;
     int (*fn)(void *, const pc_lock_view *);
     void *arg;
@@ -31,7 +32,7 @@ static pc_rc lock_scan_body(pc_session *s, void *arg)
     while (rc == PC_OK && seen < a->limit) {
         if ((ret = c->get_key(c, &k)) != 0 || (ret = c->get_value(c, &v)) != 0)
             return pc_wt_error(s, ret, "lock cursor");
-        bool is_after = a->after.len == 0 || k.size != a->after.len ||
+        bool is_after = a->after.len == 0 || a->inclusive || k.size != a->after.len ||
                         memcmp(k.data, a->after.data, k.size) != 0;
         if (is_after) {
             if (pc_lock_decode(v.data, v.size, &l) != PC_OK)
@@ -50,12 +51,24 @@ static pc_rc lock_scan_body(pc_session *s, void *arg)
     return rc == PC_NOT_FOUND ? PC_OK : rc;
 }
 
+static pc_rc lock_scan(pc_session *s, pc_slice from, bool inclusive, size_t limit,
+                       int (*fn)(void *arg, const pc_lock_view *lock), void *arg)
+{
+    lock_scan_args a = {from, inclusive, limit, fn, arg};
+
+    if (fn == NULL || from.len > PC_KEY_MAX)
+        return PC_INVALID;
+    return pc_run_txn(s, lock_scan_body, &a);
+}
+
 pc_rc pc_lock_scan(pc_session *s, pc_slice after, size_t limit,
                    int (*fn)(void *arg, const pc_lock_view *lock), void *arg)
 {
-    lock_scan_args a = {after, limit, fn, arg};
+    return lock_scan(s, after, false, limit, fn, arg);
+}
 
-    if (fn == NULL || after.len > PC_KEY_MAX)
-        return PC_INVALID;
-    return pc_run_txn(s, lock_scan_body, &a);
+pc_rc pc_lock_scan_from(pc_session *s, pc_slice from, size_t limit,
+                        int (*fn)(void *arg, const pc_lock_view *lock), void *arg)
+{
+    return lock_scan(s, from, true, limit, fn, arg);
 }

@@ -74,6 +74,31 @@ pc_rc pc_snapshots_load(pc_session *s)
     return rc;
 }
 
+/* A walk another node began (pc_gc_walk_at) goes no further than the
+ * safe point this store holds, that is, one its group agreed to and this
+ * node applied, and stays below this node's own pinned reads; reads below
+ * what it uses are refused from then on. */
+pc_rc pc_safe_point_agreed(pc_session *s, uint64_t want, uint64_t *usable)
+{
+    pc_engine *e = s->e;
+    meta_args stored = {0};
+    *usable = 0;
+    pc_rc rc = pc_run_txn(s, load_body, &stored);
+    if (rc != PC_OK || stored.value < want)
+        return rc;
+    pthread_mutex_lock(&e->snap_mu);
+    for (size_t i = 0; i < e->npins; i++)
+        if (e->pins[i] <= want)
+            want = e->pins[i] - 1;
+    /* The apply that stored it notes it in memory only after its commit:
+     * no read may start below it once a walk uses it. */
+    if (want > atomic_load(&e->safe_point))
+        atomic_store(&e->safe_point, want);
+    pthread_mutex_unlock(&e->snap_mu);
+    *usable = want;
+    return PC_OK;
+}
+
 uint64_t pc_gc_safe_point(pc_engine *e)
 {
     return atomic_load(&e->safe_point);

@@ -62,9 +62,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     bool one = in.a.kind == ACT_GET || in.a.kind == ACT_GET_LATEST ||
                in.a.kind == ACT_COMMIT_PRIMARY || in.a.kind == ACT_RESOLVE_LOCK ||
-               in.a.kind == ACT_NOTIFY_CLEAR;
+               in.a.kind == ACT_NOTIFY_CLEAR || in.a.kind == ACT_OLDEST_LOCK ||
+               in.a.kind == ACT_GC;
     FUZZ_CHECK(!one || in.a.n == 1);
     FUZZ_CHECK(in.a.kind != ACT_PREWRITE || in.a.n >= 1);
+    FUZZ_CHECK(in.a.kind != ACT_GC || in.a.ts >= 1);
     FUZZ_CHECK(in.a.kind != ACT_SCAN || (in.a.n == 2 && in.a.limit >= 1 &&
                                          in.a.limit <= REGION_CALL_MAX_SCAN && in.a.max_bytes >= 1));
     FUZZ_CHECK(in.a.n <= REGION_CALL_MAX_ITEMS);

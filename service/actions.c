@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "actions.h"
+#include "gc_parts.h"
 #include "region_call.h"
 #include "sessions.h"
 #include "timeutil.h"
@@ -67,6 +68,10 @@ pc_rc act_here(svc *s, pc_session *ps, const act_call *a, act_answer *out)
         return WRITE(s, ps, key, pc_resolve_lock(ps, key, t->start_ts, a->ts));
     case ACT_NOTIFY_CLEAR:
         return WRITE(s, ps, key, pc_notify_clear(ps, key, a->ts));
+    case ACT_OLDEST_LOCK: /* a fenced read, and a walk of writes: their own begin and end */
+        return gc_oldest_lock_here(s, ps, key, out->commit_ts, out->next, out->last);
+    case ACT_GC:
+        return gc_part_here(s, ps, key, a->ts, out->gc, out->next, out->last);
     case ACT_GET: /* reads: reader.c rd_here */
     case ACT_GET_LATEST:
     case ACT_SCAN:

@@ -31,6 +31,10 @@ typedef enum {
     ACT_NOTIFY_CLEAR,     /* keys[0]'s notify entry, if no write after ts made it dirty */
     ACT_SCAN,             /* [keys[0], keys[1]) at ts (keys[1] empty: no end), at most
                            * limit items and about max_bytes; the answer's items */
+    ACT_OLDEST_LOCK,      /* keys[0] to its region's end: the oldest lock's start_ts in
+                           * the answer's commit_ts (0: none), next and last (gc_parts.h) */
+    ACT_GC,               /* a few GC parts from keys[0] within its region below safe
+                           * point ts; the answer's gc, next and last (gc_parts.h) */
     ACT_COUNT
 } act_kind;
 
@@ -57,6 +61,9 @@ typedef struct {
     pc_buf *value;            /* get */
     uint64_t *commit_ts;      /* get */
     pc_items *items;          /* scan */
+    pc_gc_stats *gc;          /* gc: its counts added */
+    pc_buf *next;             /* oldest_lock, gc: where the next call starts */
+    bool *last;               /* oldest_lock, gc: nothing left past next */
 } act_answer;
 
 /* The action's name on the wire ("prewrite", ...); NULL past ACT_COUNT. */

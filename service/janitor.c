@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gc_regions.h"
 #include "janitor.h"
 #include "leases.h"
 #include "log.h"
@@ -179,14 +180,13 @@ static void collect_garbage(janitor *j, pc_session *ps)
     if (oldest != UINT64_MAX && oldest <= safe)
         safe = oldest - 1;
     uint64_t oldest_locked = UINT64_MAX;
-    /* With a log per region, the leader's first barrier was region 1's
-     * only: every region's log must be applied here before the scan may
-     * say no lock is older (a fence of every region: this member leads
-     * them all, each barrier applied), or a lagging region's old lock
-     * would be missed and its primary's record collected. */
-    if (s->cfg.region_logs && svc_read_fence_all(s) != PC_OK)
-        return;
-    if (pc_lock_scan(ps, (pc_slice){"", 0}, 1000000, oldest_lock, &oldest_locked) != PC_OK)
+    /* With a log per region, each region's locks are read where it is led,
+     * once its log is applied there (gc_parts.h): a lagging store would
+     * miss an old lock, and its primary's record would be collected. */
+    pc_rc rc = s->cfg.region_logs
+                   ? gc_regions_oldest_lock(s, ps, &oldest_locked)
+                   : pc_lock_scan(ps, (pc_slice){"", 0}, 1000000, oldest_lock, &oldest_locked);
+    if (rc != PC_OK)
         return;
     if (oldest_locked != UINT64_MAX && oldest_locked <= safe)
         safe = oldest_locked - 1;
@@ -203,8 +203,11 @@ static void collect_garbage(janitor *j, pc_session *ps)
     pc_gc_walk *walk = NULL;
     bool done = false;
     svc_write_begin(s, ps, (pc_slice){NULL, 0}); /* no key: the first region's */
-    pc_rc rc = svc_write_end(s, ps, pc_gc_begin(ps, safe, &safe, &walk), NULL);
-    while (rc == PC_OK && walk != NULL && !done) {
+    rc = svc_write_end(s, ps, pc_gc_begin(ps, safe, &safe, &walk), NULL);
+    /* Regions with logs of their own: each region's parts where it is led. */
+    if (rc == PC_OK && walk != NULL && s->cfg.region_logs)
+        rc = gc_regions_collect(s, ps, safe, &st);
+    while (rc == PC_OK && walk != NULL && !done && !s->cfg.region_logs) {
         gc_limit_to_region(s, walk);
         svc_write_begin(s, ps, pc_gc_walk_position(walk));
         rc = svc_write_end(s, ps, pc_gc_next(ps, walk, &st, &done), NULL);
@@ -213,6 +216,7 @@ static void collect_garbage(janitor *j, pc_session *ps)
     if (rc == PC_SYNC_FAILED)
         svc_storage_failed("gc safe point", rc);
     if (rc != PC_OK) {
+        metrics_inc(s->m.gc_versions_removed, st.versions_removed); /* what parts removed */
         log_warn("janitor: gc: %s", pc_rc_name(rc));
         return;
     }

@@ -57,6 +57,16 @@ json_t *region_answer_encode(pc_rc rc, const act_call *a, const act_answer *out)
         }
         bad |= rcw_set(o, "items", list) | rcw_set(o, "more", json_boolean(out->items->more));
     }
+    if (!bad && (a->kind == ACT_OLDEST_LOCK || a->kind == ACT_GC) && rc == PC_OK)
+        bad |= rcw_set(o, "next", rcw_b64(out->next->data, out->next->len)) |
+               rcw_set(o, "last", json_boolean(*out->last));
+    if (!bad && a->kind == ACT_OLDEST_LOCK && rc == PC_OK)
+        bad |= rcw_set(o, "oldest", json_integer((json_int_t)*out->commit_ts));
+    if (!bad && a->kind == ACT_GC && rc == PC_OK)
+        bad |= rcw_set(o, "gc", json_pack("{s:I,s:I,s:I,s:I}", "keys", (json_int_t)out->gc->keys,
+                                          "versions", (json_int_t)out->gc->versions, "removed",
+                                          (json_int_t)out->gc->versions_removed, "data_removed",
+                                          (json_int_t)out->gc->data_removed));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -89,6 +99,40 @@ static bool items_decode(json_t *o, pc_items *out)
     if (!ok)
         pc_items_free(out);
     return ok;
+}
+
+/* Where a walk over the regions goes next, and a GC part's counts (added
+ * to the caller's) or the oldest lock; false: garbled. */
+static bool walk_decode(json_t *o, const act_call *a, act_answer *out)
+{
+    unsigned char key[PC_KEY_MAX + 3], *at = key;
+    pc_slice next;
+    json_t *last = json_object_get(o, "last"), *gc = json_object_get(o, "gc");
+    if (!rcw_take_b64(json_object_get(o, "next"), PC_KEY_MAX, &at, &next) ||
+        !json_is_boolean(last))
+        return false;
+    *out->last = json_is_true(last);
+    out->next->len = 0;
+    if (pc_buf_append(out->next, next.data, next.len) != PC_OK)
+        return false;
+    /* Each count there, not taken as 0 when missing: an answer without
+     * "oldest" would say "no lock" and raise the safe point past one. */
+    const char *need[] = {"keys", "versions", "removed", "data_removed"};
+    for (size_t i = 0; a->kind == ACT_GC && i < 4; i++)
+        if (!json_is_integer(json_object_get(gc, need[i])))
+            return false;
+    if (a->kind == ACT_OLDEST_LOCK)
+        return json_is_integer(json_object_get(o, "oldest")) &&
+               rcw_u64(o, "oldest", out->commit_ts);
+    uint64_t keys, versions, removed, data;
+    if (!rcw_u64(gc, "keys", &keys) || !rcw_u64(gc, "versions", &versions) ||
+        !rcw_u64(gc, "removed", &removed) || !rcw_u64(gc, "data_removed", &data))
+        return false;
+    out->gc->keys += keys;
+    out->gc->versions += versions;
+    out->gc->versions_removed += removed;
+    out->gc->data_removed += data;
+    return true;
 }
 
 /* The caller's out from an answer; the rc it names (PC_ERROR: garbled). */
@@ -130,6 +174,9 @@ pc_rc region_answer_decode(json_t *o, const act_call *a, act_answer *out)
         out->st->ttl_ms = ttl;
     }
     if (a->kind == ACT_SCAN && rc == PC_OK && !items_decode(o, out->items))
+        return PC_ERROR;
+    if ((a->kind == ACT_OLDEST_LOCK || a->kind == ACT_GC) && rc == PC_OK &&
+        !walk_decode(o, a, out))
         return PC_ERROR;
     if ((a->kind == ACT_GET || a->kind == ACT_GET_LATEST) && rc == PC_OK) {
         json_t *v = json_object_get(o, "value");

@@ -20,7 +20,8 @@ static const char *const names[ACT_COUNT] = {
     [ACT_HEARTBEAT] = "heartbeat",       [ACT_CHECK_TXN_STATUS] = "check_txn_status",
     [ACT_RESOLVE_LOCK] = "resolve_lock", [ACT_GET] = "get",
     [ACT_GET_LATEST] = "get_latest",     [ACT_NOTIFY_CLEAR] = "notify_clear",
-    [ACT_SCAN] = "scan",
+    [ACT_SCAN] = "scan",                 [ACT_OLDEST_LOCK] = "oldest_lock",
+    [ACT_GC] = "gc",
 };
 
 const char *act_name(act_kind k)
@@ -144,9 +145,9 @@ bool region_call_decode(json_t *body, size_t max_value, region_call_in *in, char
     json_t *run = json_object_get(body, "run");
     a->kind = act_kind_named(json_string_value(json_object_get(body, "action")));
     if (a->kind == ACT_COUNT) {
-        snprintf(why, whylen, "action must be one of prewrite, commit_primary, commit, rollback, "
-                              "heartbeat, check_txn_status, resolve_lock, get, get_latest, "
-                              "notify_clear, scan");
+        int at = snprintf(why, whylen, "action must be one of");
+        for (int k = 0; k < ACT_COUNT && at >= 0 && (size_t)at < whylen; k++)
+            at += snprintf(why + at, whylen - (size_t)at, "%s %s", k > 0 ? "," : "", names[k]);
         return false;
     }
     if (!json_is_string(run) || json_string_length(run) == 0 ||
@@ -247,7 +248,8 @@ bool region_call_decode(json_t *body, size_t max_value, region_call_in *in, char
     /* What each kind needs; the engine checks the rest (PC_INVALID). */
     bool one_key = a->kind == ACT_COMMIT_PRIMARY || a->kind == ACT_RESOLVE_LOCK ||
                    a->kind == ACT_GET || a->kind == ACT_GET_LATEST ||
-                   a->kind == ACT_NOTIFY_CLEAR;
+                   a->kind == ACT_NOTIFY_CLEAR || a->kind == ACT_OLDEST_LOCK ||
+                   a->kind == ACT_GC;
     bool keys = a->kind == ACT_COMMIT || a->kind == ACT_ROLLBACK;
     uint64_t limit = 0, max_bytes = 0;
     if (!rcw_u64(body, "limit", &limit) || !rcw_u64(body, "max_bytes", &max_bytes) ||
@@ -260,6 +262,10 @@ bool region_call_decode(json_t *body, size_t max_value, region_call_in *in, char
     }
     a->limit = (size_t)limit;
     a->max_bytes = (size_t)max_bytes;
+    if (a->kind == ACT_GC && a->ts == 0) {
+        snprintf(why, whylen, "gc takes a safe point ts of 1 or more");
+        return false;
+    }
     if ((one_key && n != 1) || ((keys || a->kind == ACT_PREWRITE) && n == 0)) {
         snprintf(why, whylen, "%s takes %s", names[a->kind],
                  one_key ? "one key" : keys ? "one key or more" : "one mutation or more");

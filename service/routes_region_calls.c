@@ -44,8 +44,12 @@ static void h_region_call(httpd_req *req, void *ctx)
     pc_txn_status st = {0};
     pc_buf value = {0};
     pc_items items = {0};
+    pc_buf next = {0};
+    pc_gc_stats gc = {0};
     uint64_t cts = 0;
-    act_answer ans = {.c = &c, .st = &st, .value = &value, .commit_ts = &cts, .items = &items};
+    bool last = false;
+    act_answer ans = {.c = &c, .st = &st, .value = &value, .commit_ts = &cts, .items = &items,
+                      .gc = &gc, .next = &next, .last = &last};
     pc_rc rc;
     uint64_t term;
     /* Only the region's ready leader answers: a follower's store, or a new
@@ -85,6 +89,7 @@ static void h_region_call(httpd_req *req, void *ctx)
     else
         httpd_reply_json(req, 200, o);
     pc_buf_free(&value);
+    pc_buf_free(&next);
     pc_items_free(&items);
 out:
     region_call_in_free(&in);

@@ -737,6 +737,17 @@ static json_t *region_call_with(const char *hdr, const char *body, long want)
 #define PEER "X-Percolator-Peer-Token: peer-secret-0123456789"
 #define RC_HEAD "{\"run\":\"r\",\"observers\":\"0000000000000000\","
 
+/* A region call's prewrite at start_ts of the one key key64 (base64), its
+ * own primary, value "2". */
+static void prewrite_call(char *out, size_t len, json_int_t start_ts, const char *key64)
+{
+    snprintf(out, len,
+             RC_HEAD "\"action\":\"prewrite\",\"start_ts\":%lld,\"primary\":\"%s\","
+                     "\"owner\":\"eA==\",\"wall_ms\":1,\"ttl_ms\":3000,\"mutations\":"
+                     "[{\"op\":\"put\",\"key\":\"%s\",\"value\":\"Mg==\"}]}",
+             (long long)start_ts, key64, key64);
+}
+
 /* POST /v1/region-calls (how nodes send a region's actions to its leader,
  * DESIGN §6.6): only with the nodes' shared secret (--peer-token-file, in
  * X-Percolator-Peer-Token), checked before the body is read; a single
@@ -764,11 +775,7 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
     /* A prewrite at the earlier timestamp meets that commit: write_conflict,
      * named. */
     char pw[512];
-    snprintf(pw, sizeof pw,
-             RC_HEAD "\"action\":\"prewrite\",\"start_ts\":%lld,\"primary\":\"dXJjLWE=\","
-                     "\"owner\":\"eA==\",\"wall_ms\":1,\"ttl_ms\":3000,\"mutations\":"
-                     "[{\"op\":\"put\",\"key\":\"dXJjLWE=\",\"value\":\"Mg==\"}]}",
-             (long long)early);
+    prewrite_call(pw, sizeof pw, early, "dXJjLWE=");
     j = region_call_with(PEER, pw, 200);
     assert_string_equal(str(j, "rc"), "write_conflict");
     json_t *c = json_object_get(j, "conflict");
@@ -801,6 +808,38 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
     assert_string_equal(str(json_array_get(items, 0), "value"), "MQ==");
     assert_true(json_is_false(json_object_get(j, "more")));
     json_decref(j);
+    /* What GC asks of a region (DESIGN §6.6): its oldest lock, from the
+     * key given (that key's own lock too) to the region's end; a lock
+     * left by a prewrite at a fresh timestamp on urc-b is found from urc-b,
+     * not from urc-c; one node's region runs to the end (last). */
+    t = expect("POST", "/v1/txns", NULL, 201);
+    json_int_t fresh = num(t, "start_ts");
+    json_decref(t);
+    prewrite_call(pw, sizeof pw, fresh, "dXJjLWI=");
+    j = region_call_with(PEER, pw, 200);
+    assert_string_equal(str(j, "rc"), "ok");
+    json_decref(j);
+    j = region_call_with(PEER, RC_HEAD "\"action\":\"oldest_lock\",\"keys\":[\"dXJjLWI=\"]}", 200);
+    assert_string_equal(str(j, "rc"), "ok");
+    assert_true(num(j, "oldest") == fresh);
+    assert_true(json_is_true(json_object_get(j, "last")));
+    json_decref(j);
+    j = region_call_with(PEER, RC_HEAD "\"action\":\"oldest_lock\",\"keys\":[\"dXJjLWM=\"]}", 200);
+    assert_true(num(j, "oldest") == 0);
+    json_decref(j);
+    snprintf(body, sizeof body,
+             RC_HEAD "\"action\":\"rollback\",\"start_ts\":%lld,\"keys\":[\"dXJjLWI=\"]}",
+             (long long)fresh);
+    j = region_call_with(PEER, body, 200);
+    assert_string_equal(str(j, "rc"), "ok");
+    json_decref(j);
+    /* A GC below a safe point this store does not hold: unavailable, nothing
+     * removed (the collector stores it first, in region 1's log). */
+    snprintf(body, sizeof body, RC_HEAD "\"action\":\"gc\",\"ts\":%lld,\"keys\":[\"\"]}",
+             (long long)fresh);
+    j = region_call_with(PEER, body, 200);
+    assert_string_equal(str(j, "rc"), "unavailable");
+    json_decref(j);
     /* Malformed: each refused with what is wrong, nothing run. */
     static const char *const bad[] = {
         RC_HEAD "\"action\":\"smash\"}",
@@ -820,6 +859,8 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
         RC_HEAD "\"action\":\"get_latest\",\"step_over\":1,\"keys\":[\"dXJjLWE=\"]}",
         RC_HEAD "\"action\":\"scan\",\"ts\":5,\"limit\":0,\"max_bytes\":10,\"keys\":[\"\",\"\"]}",
         RC_HEAD "\"action\":\"scan\",\"ts\":5,\"limit\":5,\"max_bytes\":10,\"keys\":[\"\"]}",
+        RC_HEAD "\"action\":\"gc\",\"keys\":[\"\"]}", /* no safe point */
+        RC_HEAD "\"action\":\"oldest_lock\",\"keys\":[\"\",\"\"]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         j = region_call_with(PEER, bad[i], 400);

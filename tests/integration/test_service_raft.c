@@ -113,9 +113,9 @@ static void node_start(group *g, int i)
 static void group_start_n(group *g, int n, int started, const char *env,
                           const char *const extra[], int oracles)
 {
-    const char *flags[16] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
+    const char *flags[20] = {"--janitor-interval-ms", "200", "--threads", "8", NULL};
     for (int k = 0, f = 4; extra != NULL && extra[k] != NULL; k++) {
-        assert_true(f < 15);
+        assert_true(f < 19);
         flags[f++] = extra[k];
     }
     tl_group_start_n(g, "service-raft", n, started, env, flags, oracles);
@@ -726,6 +726,44 @@ static void si_verdict(si_history *h, unsigned si_committed)
     si_free(h);
 }
 
+/* The mixed load most kill tests run: the bank's CLIENTS (accounts opened
+ * first) and the SI checker's SI_CLIENTS, until load_stop. One at a time
+ * (the bank's clients are static: too big for a test's stack). */
+typedef struct {
+    atomic_bool stop;
+    bank_client *bank;
+    si_client si[SI_CLIENTS];
+    pthread_t bt[CLIENTS], st[SI_CLIENTS];
+    si_history *h;
+} mixed_load;
+
+static void load_start(group *g, mixed_load *w)
+{
+    static bank_client bank[CLIENTS];
+    bank_open(g);
+    atomic_init(&w->stop, false);
+    w->bank = bank;
+    bank_start(g, w->bank, w->bt, &w->stop);
+    w->h = si_clients_start(g, w->si, w->st, &w->stop);
+}
+
+/* Stop the clients: how many transactions the SI clients saw committed. */
+static unsigned load_stop(mixed_load *w)
+{
+    atomic_store(&w->stop, true);
+    return si_clients_join(w->si, w->st);
+}
+
+/* After load_stop: money conserved, every acknowledged transfer there
+ * (bank_check), no anomaly in the history (freed), no lock left. */
+static void load_check(group *g, mixed_load *w, unsigned si_committed)
+{
+    bank_check(g, w->bank, w->bt);
+    si_verdict(w->h, si_committed);
+    w->h = NULL;
+    no_lock_left(g);
+}
+
 static void bank_and_snapshot_isolation_through_kills(void **state)
 {
     (void)state;
@@ -740,13 +778,8 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     const char *extra[] = {"--one-pc", "off", "--region-split-keys", "acct-5,si,si3,si6", NULL};
     group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 15000) >= 0);
-    bank_open(&g);
-    atomic_bool stop = false;
-    static bank_client bank[CLIENTS];
-    si_client si[SI_CLIENTS];
-    pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    bank_start(&g, bank, bt, &stop);
-    si_history *h = si_clients_start(&g, si, st, &stop);
+    static mixed_load w;
+    load_start(&g, &w);
     /* LEADER_KILLS kills of the leader, and a follower after every third. */
     uint64_t took[LEADER_KILLS];
     int follower_kills = 0;
@@ -766,8 +799,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
         }
     }
     time_sleep_ms(1000);
-    atomic_store(&stop, true);
-    unsigned si_committed = si_clients_join(si, st);
+    unsigned si_committed = load_stop(&w);
     qsort(took, LEADER_KILLS, sizeof(took[0]), cmp_u64);
     printf("# %d leader kills, %d follower kills: from a leader's kill -9 to the next write "
            "committed through the group: median %llu ms, max %llu ms\n",
@@ -780,11 +812,7 @@ static void bank_and_snapshot_isolation_through_kills(void **state)
     printf("# %.0f commits across regions since each member's last start\n", cross);
 
     /* Money is conserved; every acknowledged transfer is there. */
-    bank_check(&g, bank, bt);
-
-    si_verdict(h, si_committed);
-
-    no_lock_left(&g);
+    load_check(&g, &w, si_committed);
     every_member_has_the_splits(&g, 5 + KILL_SPLITS);
     group_stop(&g);
 }
@@ -831,37 +859,42 @@ static void region_logs_keep_the_bank_and_snapshot_isolation_through_kills(void 
 {
     (void)state;
     group g;
+    /* GC through it all (gc_regions.h: each region's oldest lock and
+     * parts where it is led, here every region's leader). */
     const char *extra[] = {"--one-pc", "off", "--region-logs", "--region-split-keys",
-                           "acct-5,si,si3,si6", NULL};
+                           "acct-5,si,si3,si6", "--gc-retention-ms", "1000", NULL};
     group_start_over(&g, NULL, extra, 3);
     assert_true(leader_but(&g, -1, 30000) >= 0);
-    bank_open(&g);
-    atomic_bool stop = false;
-    static bank_client bank[CLIENTS];
-    si_client si[SI_CLIENTS];
-    pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    bank_start(&g, bank, bt, &stop);
-    si_history *h = si_clients_start(&g, si, st, &stop);
+    static mixed_load w;
+    load_start(&g, &w);
     for (int k = 0; k < REGION_LOGS_KILLS; k++) {
         time_sleep_ms(1500);
         int l = leader_but(&g, -1, 30000);
         assert_true(l >= 0);
-        int acked = bank_acked(bank);
+        int acked = bank_acked(w.bank);
         kill_and_restart(&g, l, true);
         split_at(&g, kill_splits[k]);
-        assert_true(bank_goes_on(bank, acked, 60000));
+        assert_true(bank_goes_on(w.bank, acked, 60000));
     }
     time_sleep_ms(1000);
-    atomic_store(&stop, true);
-    unsigned si_committed = si_clients_join(si, st);
+    unsigned si_committed = load_stop(&w);
     double cross = 0;
     for (int i = 0; i < NODES; i++)
         cross += metric_on(&g, i, "percolator_commits_cross_region_total");
     printf("# region logs: %d leader kills, %.0f commits across regions since each member's "
            "last start\n", REGION_LOGS_KILLS, cross);
-    bank_check(&g, bank, bt);
-    si_verdict(h, si_committed);
-    no_lock_left(&g);
+    load_check(&g, &w, si_committed);
+    /* The bank's older versions go, region by region (a pass every half
+     * retention on region 1's leader; bounded wait). */
+    int lg = leader_but(&g, -1, 30000);
+    assert_true(lg >= 0);
+    uint64_t gc_end = time_mono_ms() + 30000;
+    double removed;
+    while ((removed = metric_on(&g, lg, "percolator_gc_versions_removed_total")) < 1 &&
+           time_mono_ms() < gc_end)
+        time_sleep_ms(300);
+    printf("# gc: %.0f versions removed by member %d since its last start\n", removed, lg + 1);
+    assert_true(removed >= 1);
     char map[2048];
     assert_int_equal(same_map_everywhere(&g, map, sizeof map), 5 + REGION_LOGS_KILLS);
     for (int i = 0; i < NODES; i++)
@@ -2374,22 +2407,17 @@ static void region_logs_keep_the_bank_through_a_cut_off_leader(void **state)
     group_start_over(&g, NULL, extra, 3);
     int l = leader_but(&g, -1, 30000);
     assert_true(l >= 0);
-    bank_open(&g);
-    atomic_bool stop = false;
-    static bank_client bank[CLIENTS];
-    si_client si[SI_CLIENTS];
-    pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    bank_start(&g, bank, bt, &stop);
-    si_history *h = si_clients_start(&g, si, st, &stop);
+    static mixed_load w;
+    load_start(&g, &w);
     time_sleep_ms(1500);
     l = leader_but(&g, -1, 30000);
     assert_true(l >= 0);
-    int acked = bank_acked(bank);
+    int acked = bank_acked(w.bank);
     printf("# cutting member %d's raft address off\n", l + 1);
     assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], true), 0);
     int l2 = leader_but(&g, l, 30000);
     assert_true(l2 >= 0);
-    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000)); /* the other two */
+    assert_true(bank_goes_on_or_tell(&g, w.bank, acked, 60000)); /* the other two */
     l2 = leader_but(&g, l, 30000);
     assert_true(l2 >= 0 && not_caught_up(&g, l2, l));
     json_t *refusal = NULL;
@@ -2403,13 +2431,10 @@ static void region_logs_keep_the_bank_through_a_cut_off_leader(void **state)
     json_decref(refusal);
     assert_int_equal(tl_raft_cut("127.0.0.1", g.raft[l], false), 0);
     split_at(&g, "acct-2");
-    acked = bank_acked(bank);
-    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
-    atomic_store(&stop, true);
-    unsigned si_committed = si_clients_join(si, st);
-    bank_check(&g, bank, bt);
-    si_verdict(h, si_committed);
-    no_lock_left(&g);
+    acked = bank_acked(w.bank);
+    assert_true(bank_goes_on_or_tell(&g, w.bank, acked, 60000));
+    unsigned si_committed = load_stop(&w);
+    load_check(&g, &w, si_committed);
     char map[512];
     assert_int_equal(same_map_everywhere(&g, map, sizeof map), 4);
     for (int i = 0; i < NODES; i++)
@@ -2569,37 +2594,30 @@ static void region_logs_act_where_each_region_is_led(void **state)
     snprintf(token, sizeof token, "/tmp/pc-peer-token-%d", (int)getpid());
     assert_int_equal(tl_write_file(token, "peer-secret-0123456789\n", 23), 0);
     const char *extra[] = {"--region-logs", "--region-split-keys", "acct-5,si",
-                           "--region-leaders-gather", "off", "--peer-token-file", token, NULL};
+                           "--region-leaders-gather", "off", "--peer-token-file", token,
+                           "--gc-retention-ms", "1000", NULL};
     group_start_over(&g, NULL, extra, 1);
     assert_true(leader_but(&g, -1, 30000) >= 0);
     int other = leaders_spread(&g, NULL);
     assert_true(other >= 0);
-    bank_open(&g);
-    atomic_bool stop = false;
-    static bank_client bank[CLIENTS];
-    si_client si[SI_CLIENTS];
-    pthread_t bt[CLIENTS], st[SI_CLIENTS];
-    bank_start(&g, bank, bt, &stop);
-    si_history *h = si_clients_start(&g, si, st, &stop);
-    int acked = bank_acked(bank);
-    assert_true(bank_goes_on_or_tell(&g, bank, acked, 30000));
+    static mixed_load w;
+    load_start(&g, &w);
+    int acked = bank_acked(w.bank);
+    assert_true(bank_goes_on_or_tell(&g, w.bank, acked, 30000));
     time_sleep_ms(2000);
     other = leaders_spread(&g, NULL);
     assert_true(other >= 0);
     printf("# killing member %d, which leads a region region 1's leader does not\n", other + 1);
-    acked = bank_acked(bank);
+    acked = bank_acked(w.bank);
     kill_member(&g, other);
-    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
+    assert_true(bank_goes_on_or_tell(&g, w.bank, acked, 60000));
     node_start(&g, other);
     assert_true(leaders_spread(&g, NULL) >= 0);
-    acked = bank_acked(bank);
-    assert_true(bank_goes_on_or_tell(&g, bank, acked, 60000));
+    acked = bank_acked(w.bank);
+    assert_true(bank_goes_on_or_tell(&g, w.bank, acked, 60000));
     time_sleep_ms(2000);
-    atomic_store(&stop, true);
-    unsigned si_committed = si_clients_join(si, st);
-    bank_check(&g, bank, bt);
-    si_verdict(h, si_committed);
-    no_lock_left(&g);
+    unsigned si_committed = load_stop(&w);
+    load_check(&g, &w, si_committed);
     /* Scans cross the regions, led here or not: every account once, the
      * total the bank's, keys in order. */
     assert_true(leaders_spread(&g, NULL) >= 0);
@@ -2638,6 +2656,29 @@ static void region_logs_act_where_each_region_is_led(void **state)
     }
     assert_true(sent > 0);
     assert_true(served > 0);
+    /* GC (--gc-retention-ms 1000), through the load above, in every region
+     * where it is led (gc_regions.h): region 1's leader asked another
+     * member for a region's oldest lock and had it run GC parts there
+     * (calls sent and answered ok), and counts what was removed. Bounded
+     * wait: a pass every half retention. */
+    int l1 = leader_but(&g, -1, 30000);
+    assert_true(l1 >= 0);
+    uint64_t end = time_mono_ms() + 30000;
+    double removed = 0, parts = 0, oldest = 0;
+    for (;;) {
+        removed = metric_on(&g, l1, "percolator_gc_versions_removed_total");
+        parts = metric_on(&g, l1, "percolator_region_calls_sent_total"
+                                  "{action=\"gc\",result=\"ok\"}");
+        oldest = metric_on(&g, l1, "percolator_region_calls_sent_total"
+                                   "{action=\"oldest_lock\",result=\"ok\"}");
+        if ((removed >= 1 && parts >= 1 && oldest >= 1) || time_mono_ms() >= end)
+            break;
+        time_sleep_ms(300);
+    }
+    printf("# gc: %.0f versions removed; sent to members leading other regions: %.0f gc and "
+           "%.0f oldest_lock calls answered ok\n",
+           removed, parts, oldest);
+    assert_true(removed >= 1 && parts >= 1 && oldest >= 1);
     group_stop(&g);
     unlink(token);
 }

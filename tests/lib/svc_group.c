@@ -26,12 +26,12 @@ static int member_try_start(tl_svc_group *g, int i, bool *busy)
     snprintf(log, sizeof log, "%s/n%d.log", g->dir, i + 1);
     snprintf(id, sizeof id, "%d", i + 1);
     bool own = g->own_peers[i][0] != '\0';
-    const char *args[30] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
+    const char *args[40] = {"--listen", listen, "--data-dir", data, "--oracle", g->oracle_urls,
                             "--raft-id", id, "--raft-peers", own ? g->own_peers[i] : g->peers,
                             "--raft-urls", own ? g->own_urls[i] : g->urls, NULL};
     int n = 12;
     bool entries_given = false;
-    for (int k = 0; k < 11 && g->extra[k] != NULL; k++) {
+    for (int k = 0; k < 19 && g->extra[k] != NULL; k++) {
         entries_given |= strncmp(g->extra[k], "--raft-snapshot-entries", 23) == 0; /* also =N */
         args[n++] = g->extra[k];
     }
@@ -238,7 +238,7 @@ void tl_group_start_n(tl_svc_group *g, const char *tag, int n, int started, cons
     g->env = env;
     g->noracles = oracles == TL_GROUP_NODES ? TL_GROUP_NODES : 1;
     for (int k = 0; extra != NULL && extra[k] != NULL; k++) {
-        assert_true(k < 11); /* a flag dropped would change the test unseen */
+        assert_true(k < 19); /* a flag dropped would change the test unseen */
         g->extra[k] = extra[k];
     }
     g->dir = tl_mkdtemp(tag);

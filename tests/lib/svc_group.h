@@ -31,7 +31,7 @@ typedef struct {
     pid_t pid[TL_GROUP_MAX];        /* 0: not running */
     char peers[256], urls[256];
     const char *env;                /* one "K=V" for every member, or NULL */
-    const char *extra[12];          /* more flags for every member, NULL-ended */
+    const char *extra[20];          /* more flags for every member, NULL-ended */
     /* A new machine's own --raft-peers and --raft-urls ("": the group's),
      * and the members that bootstrapped the group, which it joins. */
     char own_peers[TL_GROUP_MAX][320], own_urls[TL_GROUP_MAX][320];

@@ -119,6 +119,73 @@ static void a_walk_stops_at_the_limit_it_is_given(void **state)
     pc_gc_end(walk);
 }
 
+/* A walk another node began (pc_gc_walk_at: a region led here while the
+ * node that raised the safe point leads region 1): refused until this
+ * store holds a safe point at or above the one asked for, kept below a
+ * read this node pinned before it applied that safe point (as a follower
+ * of region 1 applies it, whatever its pins), and it starts at the key
+ * given: only [c, e) goes when the limit is e. */
+static void a_walk_at_a_key_waits_for_the_agreed_safe_point(void **state)
+{
+    fx *f = *state;
+    const char *keys[] = {"a", "b", "c", "d", "e", "f"};
+    for (int i = 0; i < 6; i++) {
+        commit_one(f, keys[i], "old", 9, 10);
+        commit_one(f, keys[i], "new", 19, 20);
+    }
+    pc_gc_walk *walk = NULL;
+    assert_int_equal(pc_gc_walk_at(f->s, 25, S("c"), &walk), PC_UNAVAILABLE);
+    assert_null(walk);
+    /* The leader's raise of the safe point to 25, as region 1's log
+     * carries it: proposed here, kept, not applied. */
+    uint64_t applied = 0;
+    fx_propose(f->s);
+    assert_int_equal(pc_gc_begin(f->s, 25, &applied, &walk), PC_OK);
+    assert_int_equal(applied, 25);
+    pc_gc_end(walk);
+    walk = NULL;
+    pc_latches_release(pc_session_take_latches(f->s));
+    pc_session_propose(f->s, NULL);
+    pc_buf raise = fx_batch;
+    fx_batch = (pc_buf){0};
+    /* This node: a read at 15 pinned, then the raise applied. */
+    fx_reopen(f);
+    assert_int_equal(pc_snapshot_pin(f->e, 15), PC_OK);
+    assert_int_equal(fx_apply_next(f->s, raise.data, raise.len), PC_OK);
+    pc_buf_free(&raise);
+    assert_int_equal(pc_gc_walk_at(f->s, 26, S("c"), &walk), PC_UNAVAILABLE);
+    assert_int_equal(pc_gc_walk_at(f->s, 0, S("c"), &walk), PC_INVALID);
+
+    /* The walk stays below the read at 15: nothing goes (each key's
+     * newest version at or below 14 is the one at 10). */
+    pc_gc_stats st = {0};
+    bool done = false;
+    assert_int_equal(pc_gc_walk_at(f->s, 25, S("c"), &walk), PC_OK);
+    pc_gc_walk_limit(walk, "e", 1);
+    assert_int_equal(APPLY(f->s, pc_gc_next(f->s, walk, &st, &done)), PC_OK);
+    assert_int_equal(st.keys, 2);
+    assert_int_equal(st.versions_removed, 0);
+    pc_gc_end(walk);
+    pc_snapshot_unpin(f->e, 15);
+
+    /* Unpinned: [c, e) loses its old versions, the rest keeps them, and
+     * the walk stops at e. */
+    memset(&st, 0, sizeof st);
+    assert_int_equal(pc_gc_walk_at(f->s, 25, S("c"), &walk), PC_OK);
+    pc_gc_walk_limit(walk, "e", 1);
+    assert_int_equal(APPLY(f->s, pc_gc_next(f->s, walk, &st, &done)), PC_OK);
+    assert_false(done);
+    pc_slice at = pc_gc_walk_position(walk);
+    assert_int_equal(pc_key_cmp(at.data, at.len, "e", 1), 0);
+    assert_int_equal(st.versions_removed, 2);
+    pc_gc_end(walk);
+    assert_table(f, "write", "a@20 put start=19 short=new\na@10 put start=9 short=old\n"
+                             "b@20 put start=19 short=new\nb@10 put start=9 short=old\n"
+                             "c@20 put start=19 short=new\nd@20 put start=19 short=new\n"
+                             "e@20 put start=19 short=new\ne@10 put start=9 short=old\n"
+                             "f@20 put start=19 short=new\nf@10 put start=9 short=old\n");
+}
+
 static void gc_keeps_the_newest_visible_version(void **state)
 {
     fx *f = *state;
@@ -298,6 +365,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_pinned_read_holds_gc_back, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(a_walk_stops_at_the_limit_it_is_given, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(a_walk_at_a_key_waits_for_the_agreed_safe_point,
+                                        fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests_name("engine: garbage collection", tests, NULL, NULL);
 }
