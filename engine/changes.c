@@ -247,6 +247,11 @@ static pc_rc resolved_body(pc_session *s, void *arg)
     return ret == WT_NOTFOUND ? PC_OK : pc_wt_error(s, ret, "cursor next");
 }
 
+uint64_t pc_in_flight_floor(pc_engine *e)
+{
+    return pc_memlock_resolved(e->memlocks, UINT64_MAX);
+}
+
 pc_rc pc_resolved_ts(pc_session *s, uint64_t upto, uint64_t *resolved)
 {
     resolved_args a = {upto};

@@ -484,6 +484,11 @@ void pc_changes_free(pc_changes *out);
  * flight. The caller also waits for applies that began before the call
  * to finish, if it gathers the changes from applied batches. */
 pc_rc pc_resolved_ts(pc_session *s, uint64_t upto, uint64_t *resolved);
+/* The part of it this node's commits in flight set (memlock.c): none of
+ * them lands at or below it; UINT64_MAX when none is in flight. Another
+ * node's change feed takes it with this node's read index of a region
+ * (DESIGN §10 rule 10), read before that index. */
+uint64_t pc_in_flight_floor(pc_engine *e);
 
 /* Keys under these prefixes get a notify entry when a write commits.
  * Replaces the previous set. */

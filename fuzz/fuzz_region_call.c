@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool one = in.a.kind == ACT_GET || in.a.kind == ACT_GET_LATEST ||
                in.a.kind == ACT_COMMIT_PRIMARY || in.a.kind == ACT_RESOLVE_LOCK ||
                in.a.kind == ACT_NOTIFY_CLEAR || in.a.kind == ACT_OLDEST_LOCK ||
-               in.a.kind == ACT_GC;
+               in.a.kind == ACT_GC || in.a.kind == ACT_READ_INDEX;
     FUZZ_CHECK(!one || in.a.n == 1);
     FUZZ_CHECK(in.a.kind != ACT_PREWRITE || in.a.n >= 1);
     FUZZ_CHECK(in.a.kind != ACT_GC || in.a.ts >= 1);

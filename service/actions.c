@@ -5,6 +5,7 @@
 
 #include "actions.h"
 #include "gc_parts.h"
+#include "read_index.h"
 #include "region_call.h"
 #include "sessions.h"
 #include "timeutil.h"
@@ -72,6 +73,8 @@ pc_rc act_here(svc *s, pc_session *ps, const act_call *a, act_answer *out)
         return gc_oldest_lock_here(s, ps, key, out->commit_ts, out->next, out->last);
     case ACT_GC:
         return gc_part_here(s, ps, key, a->ts, out->gc, out->next, out->last);
+    case ACT_READ_INDEX:
+        return read_index_here(s, ps, key, out->ri);
     case ACT_GET: /* reads: reader.c rd_here */
     case ACT_GET_LATEST:
     case ACT_SCAN:

@@ -35,6 +35,8 @@ typedef enum {
                            * the answer's commit_ts (0: none), next and last (gc_parts.h) */
     ACT_GC,               /* a few GC parts from keys[0] within its region below safe
                            * point ts; the answer's gc, next and last (gc_parts.h) */
+    ACT_READ_INDEX,       /* keys[0]'s region fenced by its leader: the answer's ri
+                           * (read_index.h) */
     ACT_COUNT
 } act_kind;
 
@@ -50,7 +52,16 @@ typedef struct {
     int owner_verdict;        /* check_txn_status sent by another node: what its
                                * sessions say of meta.owner, the owner of the lock
                                * met (ACT_OWNER_*) */
+    unsigned timeout_ms;      /* sent: the call's time-out (0: region_call.c's, a
+                               * lock wait and a quorum round) */
 } act_call;
+
+/* A region's read index (read_index.h): the region's id as the leader
+ * found it after its barrier, its store's applied index of that region's
+ * log, and the floor of the leader's commits in flight (UINT64_MAX: none). */
+typedef struct {
+    uint64_t index, floor, region;
+} act_read_index;
 
 enum { ACT_OWNER_UNKNOWN, ACT_OWNER_ALIVE, ACT_OWNER_DEAD };
 
@@ -64,6 +75,7 @@ typedef struct {
     pc_gc_stats *gc;          /* gc: its counts added */
     pc_buf *next;             /* oldest_lock, gc: where the next call starts */
     bool *last;               /* oldest_lock, gc: nothing left past next */
+    act_read_index *ri;       /* read_index */
 } act_answer;
 
 /* The action's name on the wire ("prewrite", ...); NULL past ACT_COUNT. */

@@ -204,6 +204,8 @@ pc_rc region_call(svc *s, const char *url, const act_call *a, act_answer *out)
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, rc->headers) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, text) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(text)) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                         a->timeout_ms != 0 ? (long)a->timeout_ms : rc->timeout_ms) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &sink) == CURLE_OK)
         cc = curl_easy_perform(e);

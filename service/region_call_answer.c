@@ -62,6 +62,12 @@ json_t *region_answer_encode(pc_rc rc, const act_call *a, const act_answer *out)
                rcw_set(o, "last", json_boolean(*out->last));
     if (!bad && a->kind == ACT_OLDEST_LOCK && rc == PC_OK)
         bad |= rcw_set(o, "oldest", json_integer((json_int_t)*out->commit_ts));
+    if (!bad && a->kind == ACT_READ_INDEX && rc == PC_OK)
+        bad |= rcw_set(o, "index", json_integer((json_int_t)out->ri->index)) |
+               rcw_set(o, "region", json_integer((json_int_t)out->ri->region)) |
+               (out->ri->floor != UINT64_MAX
+                    ? rcw_set(o, "floor", json_integer((json_int_t)out->ri->floor))
+                    : 0);
     if (!bad && a->kind == ACT_GC && rc == PC_OK)
         bad |= rcw_set(o, "gc", json_pack("{s:I,s:I,s:I,s:I}", "keys", (json_int_t)out->gc->keys,
                                           "versions", (json_int_t)out->gc->versions, "removed",
@@ -178,6 +184,15 @@ pc_rc region_answer_decode(json_t *o, const act_call *a, act_answer *out)
     if ((a->kind == ACT_OLDEST_LOCK || a->kind == ACT_GC) && rc == PC_OK &&
         !walk_decode(o, a, out))
         return PC_ERROR;
+    if (a->kind == ACT_READ_INDEX && rc == PC_OK) {
+        json_t *floor = json_object_get(o, "floor");
+        out->ri->floor = UINT64_MAX; /* no commit in flight there */
+        if (!json_is_integer(json_object_get(o, "index")) ||
+            !json_is_integer(json_object_get(o, "region")) ||
+            !rcw_u64(o, "index", &out->ri->index) || !rcw_u64(o, "region", &out->ri->region) ||
+            (floor != NULL && (!json_is_integer(floor) || !rcw_u64(o, "floor", &out->ri->floor))))
+            return PC_ERROR;
+    }
     if ((a->kind == ACT_GET || a->kind == ACT_GET_LATEST) && rc == PC_OK) {
         json_t *v = json_object_get(o, "value");
         size_t len = json_string_length(v);

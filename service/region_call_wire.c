@@ -21,7 +21,7 @@ static const char *const names[ACT_COUNT] = {
     [ACT_RESOLVE_LOCK] = "resolve_lock", [ACT_GET] = "get",
     [ACT_GET_LATEST] = "get_latest",     [ACT_NOTIFY_CLEAR] = "notify_clear",
     [ACT_SCAN] = "scan",                 [ACT_OLDEST_LOCK] = "oldest_lock",
-    [ACT_GC] = "gc",
+    [ACT_GC] = "gc",                     [ACT_READ_INDEX] = "read_index",
 };
 
 const char *act_name(act_kind k)
@@ -249,7 +249,7 @@ bool region_call_decode(json_t *body, size_t max_value, region_call_in *in, char
     bool one_key = a->kind == ACT_COMMIT_PRIMARY || a->kind == ACT_RESOLVE_LOCK ||
                    a->kind == ACT_GET || a->kind == ACT_GET_LATEST ||
                    a->kind == ACT_NOTIFY_CLEAR || a->kind == ACT_OLDEST_LOCK ||
-                   a->kind == ACT_GC;
+                   a->kind == ACT_GC || a->kind == ACT_READ_INDEX;
     bool keys = a->kind == ACT_COMMIT || a->kind == ACT_ROLLBACK;
     uint64_t limit = 0, max_bytes = 0;
     if (!rcw_u64(body, "limit", &limit) || !rcw_u64(body, "max_bytes", &max_bytes) ||

@@ -166,13 +166,19 @@ typedef struct {
      * the end of the keyspace. */
     pc_slice want;
     bool to_the_end;
+    /* svc_read_fence_all_but's: a region not led here that its caller
+     * fenced another way (NULL: none) */
+    bool (*vouched)(void *arg, const region *r);
+    void *varg;
 } fence_args;
 
 static int fence_region(void *arg, region *r)
 {
     fence_args *f = arg;
     f->regions++;
-    if (r->repl == NULL)
+    if (f->vouched != NULL && svc_region_ready_term(r) == RP_TERM_NONE && f->vouched(f->varg, r))
+        f->last = NULL; /* another node leads it: its read index, waited for here */
+    else if (r->repl == NULL)
         f->rc = PC_UNAVAILABLE; /* no log of its own yet (a split's new region): none vouches */
     else if (r->repl != f->last)
         f->rc = svc_refused(r->repl->ops->read_barrier(r->repl, PROPOSE_WAIT_MS));
@@ -204,7 +210,7 @@ pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end)
         return PC_OK; /* start-up: see above */
     if (end.data != NULL && pc_key_cmp(end.data, end.len, start.data, start.len) <= 0)
         return PC_OK; /* an empty range: nothing is read, so nothing to vouch for */
-    fence_args f = {PC_OK, 0, NULL, start, false};
+    fence_args f = {PC_OK, 0, NULL, start, false, NULL, NULL};
     router_each_overlapping(s->regions, start.data, start.len, end.data, end.len,
                             fence_covering, &f);
     /* No region holds a key of it, or one of its keys: none can vouch for
@@ -274,6 +280,15 @@ bool svc_read_now(svc *s, pc_slice key)
 pc_rc svc_read_fence_all(svc *s)
 {
     return svc_read_fence_range(s, (pc_slice){"", 0}, (pc_slice){NULL, 0});
+}
+
+pc_rc svc_read_fence_all_but(svc *s, bool (*vouched)(void *arg, const region *r), void *arg)
+{
+    if (s->regions == NULL)
+        return PC_OK;
+    fence_args f = {PC_OK, 0, NULL, {"", 0}, false, vouched, arg};
+    router_each_overlapping(s->regions, "", 0, NULL, 0, fence_covering, &f);
+    return f.regions == 0 || (f.rc == PC_OK && !f.to_the_end) ? PC_UNAVAILABLE : f.rc;
 }
 
 svc_leadership svc_leadership_of(svc *s, rp_status *st)

@@ -48,8 +48,9 @@ static void h_region_call(httpd_req *req, void *ctx)
     pc_gc_stats gc = {0};
     uint64_t cts = 0;
     bool last = false;
+    act_read_index ri = {0};
     act_answer ans = {.c = &c, .st = &st, .value = &value, .commit_ts = &cts, .items = &items,
-                      .gc = &gc, .next = &next, .last = &last};
+                      .gc = &gc, .next = &next, .last = &last, .ri = &ri};
     pc_rc rc;
     uint64_t term;
     /* Only the region's ready leader answers: a follower's store, or a new

@@ -373,6 +373,10 @@ size_t svc_region_run(svc *s, const pc_mutation *m, size_t n);
 pc_rc svc_read_fence(svc *s, pc_slice key);
 pc_rc svc_read_fence_range(svc *s, pc_slice start, pc_slice end);
 pc_rc svc_read_fence_all(svc *s);
+/* svc_read_fence_all, but a region this node does not lead (not ready)
+ * for which vouched(arg, r) is true counts as fenced: its caller waited
+ * for that region's read index (follower_fence.h). */
+pc_rc svc_read_fence_all_but(svc *s, bool (*vouched)(void *arg, const region *r), void *arg);
 /* Whether the read of key may go on at once, without waiting (its
  * region's replicator says so: read_now): an event thread reads then,
  * else hands the read to a worker, which takes svc_read_fence. */

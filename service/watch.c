@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "follower_fence.h"
 #include "keyspace.h"
 #include "log.h"
 #include "metrics.h"
@@ -393,8 +394,21 @@ static void tick(watch_hub *h, pc_session *ps)
     uint64_t epoch = svc_read_epoch_range(s, all, to_end); /* see the fence below */
     /* A timestamp from the oracle bounds what is not yet committed: a
      * transaction still to ask for its commit timestamp gets one above. */
-    if (!svc_timestamp(s, &t) || pc_resolved_ts(ps, t, &r) != PC_OK)
+    if (!svc_timestamp(s, &t))
         return;
+    /* Regions another node leads (--region-logs): this node's copy holds
+     * everything committed there before the fence, their leaders' read
+     * index applied here, before the lock scan below reads it: a commit
+     * below t committed there later left its lock here (its prewrite
+     * came before its commit timestamp, so before t and the fence). */
+    follower_fence ff = {.floor = UINT64_MAX};
+    if ((s->cfg.region_logs && follower_fence_begin(s, ps, &ff) != PC_OK) ||
+        pc_resolved_ts(ps, t, &r) != PC_OK) {
+        follower_fence_free(&ff);
+        return;
+    }
+    if (ff.floor < r)
+        r = ff.floor; /* their leaders' commits in flight (rule 2, on those nodes) */
     /* Every apply that committed before the lock scan's snapshot began
      * before this point: once they have all ended, their changes are
      * captured (a commit the scan saw done is in hand). */
@@ -417,8 +431,11 @@ static void tick(watch_hub *h, pc_session *ps)
      * a new leader applies, so it publishes nothing; nor when a proposal
      * failed since the round began (svc_read_epoch: the capture may have
      * missed a commit let go that the next leader commits below r). */
-    bool leads = whole && svc_read_fence_all(s) == PC_OK && /* the feed is of every key */
-                 svc_read_epoch_range(s, all, to_end) == epoch;
+    pc_rc fenced = !whole               ? PC_UNAVAILABLE
+                   : s->cfg.region_logs ? svc_read_fence_all_but(s, follower_fence_vouches, &ff)
+                                        : svc_read_fence_all(s); /* the feed is of every key */
+    follower_fence_free(&ff);
+    bool leads = whole && fenced == PC_OK && svc_read_epoch_range(s, all, to_end) == epoch;
     if (!whole || !leads) {
         if (whole)
             capture_lost(h, "this member could not confirm it leads");

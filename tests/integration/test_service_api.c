@@ -840,6 +840,10 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
     j = region_call_with(PEER, body, 200);
     assert_string_equal(str(j, "rc"), "unavailable");
     json_decref(j);
+    /* A read index is a region's own log's: one node has none to name. */
+    j = region_call_with(PEER, RC_HEAD "\"action\":\"read_index\",\"keys\":[\"\"]}", 200);
+    assert_string_equal(str(j, "rc"), "unavailable");
+    json_decref(j);
     /* Malformed: each refused with what is wrong, nothing run. */
     static const char *const bad[] = {
         RC_HEAD "\"action\":\"smash\"}",
@@ -861,6 +865,7 @@ static void region_calls_run_here_and_refuse_what_is_malformed(void **state)
         RC_HEAD "\"action\":\"scan\",\"ts\":5,\"limit\":5,\"max_bytes\":10,\"keys\":[\"\"]}",
         RC_HEAD "\"action\":\"gc\",\"keys\":[\"\"]}", /* no safe point */
         RC_HEAD "\"action\":\"oldest_lock\",\"keys\":[\"\",\"\"]}",
+        RC_HEAD "\"action\":\"read_index\",\"keys\":[]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         j = region_call_with(PEER, bad[i], 400);

@@ -20,7 +20,11 @@
  *    its last progress on the new leader and sees every acknowledged
  *    change once, in commit order (a transfer whose answer was lost: at
  *    most once, by its marker), and the balances it replays add up after
- *    every transfer.
+ *    every transfer;
+ *  - with a Raft group per region, leaders spread (--region-leaders-gather
+ *    off): the same bank over three regions, the feed served by region 1's
+ *    leader, which leads only that one; the other regions read from its
+ *    copy, fenced each tick by their leaders' read index.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +41,7 @@
 #include <unistd.h>
 
 #include "svc_fixture.h"
+#include "raft_member.h"
 #include "svc_group.h"
 #include "timeutil.h"
 #include "watch_client.h"
@@ -618,6 +623,22 @@ static json_t *txn_at_leader(tl_svc_group *g, const char *body, bool *lost)
     return j;
 }
 
+/* The bank's ACCTS accounts, 100 each, written at the leader and noted. */
+static void open_accounts(tl_svc_group *g, history *h)
+{
+    for (int a = 0; a < ACCTS; a++) {
+        char key[32], open[96];
+        bool lost;
+        snprintf(key, sizeof key, "g/acct-%d", a);
+        snprintf(open, sizeof open, "{\"writes\":[{\"key\":\"%s\",\"value\":\"100\"}]}", key);
+        json_t *j = txn_at_leader(g, open, &lost);
+        assert_non_null(j);
+        history_add(h, key, (uint64_t)json_integer_value(json_object_get(j, "commit_ts")), "100",
+                    false);
+        json_decref(j);
+    }
+}
+
 static void *group_write_loop(void *arg)
 {
     group_writer *gw = arg;
@@ -758,18 +779,7 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
     int nws = 0;
     ws[nws++] = watch_at(g.http[follower], "prefix=g%2F&start_ts=0");
     /* The accounts, then the bank's transfers. */
-    for (int a = 0; a < ACCTS; a++) {
-        char key[32];
-        bool lost;
-        snprintf(key, sizeof key, "g/acct-%d", a);
-        char open[96];
-        snprintf(open, sizeof open, "{\"writes\":[{\"key\":\"%s\",\"value\":\"100\"}]}", key);
-        json_t *j = txn_at_leader(&g, open, &lost);
-        assert_non_null(j);
-        history_add(&h, key, (uint64_t)json_integer_value(json_object_get(j, "commit_ts")), "100",
-                    false);
-        json_decref(j);
-    }
+    open_accounts(&g, &h);
     group_writer gw = {.g = &g, .h = &h};
     pthread_t t[BANKERS];
     for (int b = 0; b < BANKERS; b++)
@@ -826,6 +836,104 @@ static void a_watcher_resumes_on_the_new_leader(void **state)
         tl_watch_stop(ws[i]);
     history_free(&h);
     tl_group_stop(&g);
+}
+
+/* With --region-logs and --region-leaders-gather off each region keeps
+ * the leader it elected: region 1's lead is handed (POST /v1/leader) until
+ * another member leads some region. Region 1's leader, or -1. */
+static int leaders_spread(tl_svc_group *g)
+{
+    uint64_t end = time_mono_ms() + WAIT_MS;
+    while (time_mono_ms() < end) {
+        int l = tl_group_leader(g, -1, 10000);
+        json_t *j = NULL;
+        if (l < 0 || tl_raft_call(g->http[l], "GET", "/v1/regions?local=true", NULL, 5000, &j) !=
+                         200) {
+            json_decref(j);
+            time_sleep_ms(200);
+            continue;
+        }
+        json_t *list = json_object_get(j, "regions"), *r;
+        json_int_t first = json_integer_value(json_object_get(json_array_get(list, 0), "leader"));
+        bool known = json_array_size(list) > 1, spread = false;
+        size_t k;
+        json_array_foreach(list, k, r) {
+            json_int_t led = json_integer_value(json_object_get(r, "leader"));
+            known = known && led != 0;
+            spread = spread || led != first;
+        }
+        json_decref(j);
+        if (known && spread && first == l + 1) {
+            printf("# region 1 led by member %d, another region by another member\n", l + 1);
+            return l;
+        }
+        if (known && !spread) {
+            char body[32];
+            snprintf(body, sizeof body, "{\"id\":%d}", (l + 1) % TL_GROUP_NODES + 1);
+            long st = tl_raft_call(g->http[l], "POST", "/v1/leader", body, 15000, NULL);
+            printf("# every region led by member %d: region 1's lead handed on: %ld\n", l + 1, st);
+        }
+        time_sleep_ms(500);
+    }
+    return -1;
+}
+
+/* The feed with regions led by other members (DESIGN §10, §6.6): region
+ * 1's leader serves it, its copy of every other region fenced each tick
+ * by that region's leader's read index (follower_fence.h). Three regions
+ * (accounts 0-3 | accounts 4-7 | the markers), each transfer writing in
+ * two or three of them, leaders spread: every acknowledged change once,
+ * in commit order, the balances adding up after every transfer, and read
+ * indexes asked of the other members. */
+static void a_watcher_sees_regions_led_by_other_members(void **state)
+{
+    (void)state;
+    tl_svc_group g;
+    history h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char token[64];
+    snprintf(token, sizeof token, "/tmp/pc-watch-token-%d", (int)getpid());
+    assert_int_equal(tl_write_file(token, "peer-secret-0123456789\n", 23), 0);
+    const char *extra[] = {"--region-logs", "--region-split-keys", "g/acct-4,g/mark-",
+                           "--region-leaders-gather", "off", "--peer-token-file", token, NULL};
+    /* Every apply 3 ms slow (a failpoint): a copy lags its leader, so a
+     * copy read before its read index was applied misses changes. */
+    tl_group_start(&g, "watch-regions", TL_GROUP_NODES, "PERCOLATOR_FAILPOINT=raft_apply=sleep:3",
+                   extra);
+    int leader = leaders_spread(&g);
+    assert_true(leader >= 0);
+    tl_watch *w = watch_at(g.http[leader], "prefix=g%2F&start_ts=0");
+    open_accounts(&g, &h);
+    group_writer gw = {.g = &g, .h = &h};
+    pthread_t t[BANKERS];
+    for (int b = 0; b < BANKERS; b++)
+        assert_int_equal(tl_thread_start(&t[b], group_write_loop, &gw), 0);
+    uint64_t deadline = time_mono_ms() + WAIT_MS;
+    while (atomic_load(&gw.writes) < 60 && time_mono_ms() < deadline)
+        time_sleep_ms(10);
+    atomic_store(&gw.stop, true);
+    for (int b = 0; b < BANKERS; b++)
+        tl_thread_join(t[b], NULL);
+    assert_true(atomic_load(&gw.writes) >= 60);
+    uint64_t last = history_max_ts(&h);
+    assert_true(tl_watch_wait_progress(w, last, WAIT_MS));
+    json_t *events = tl_watch_settled(w);
+    settle_maybe(&h, events);
+    check_events(events, &h, "g/", "g0", 0, "the bank over regions led by other members");
+    check_conserved(events);
+    json_decref(events);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", g.http[leader]);
+    double asked = tl_metric_at(base, "percolator_region_calls_sent_total"
+                                      "{action=\"read_index\",result=\"ok\"}");
+    double refused = tl_metric_at(base, "percolator_region_calls_sent_total"
+                                        "{action=\"read_index\",result=\"not_leader\"}");
+    printf("# read indexes asked of other members: %.0f answered, %.0f not_leader\n", asked,
+           refused > 0 ? refused : 0);
+    assert_true(asked >= 1);
+    tl_watch_stop(w);
+    history_free(&h);
+    tl_group_stop(&g);
+    unlink(token);
 }
 
 /* ---- the command-line client ---- */
@@ -891,6 +999,7 @@ int main(void)
         TL_TEST(bad_watch_requests_are_refused),
         TL_TEST(a_watcher_that_does_not_keep_up_is_cut),
         TL_TEST(a_watcher_resumes_on_the_new_leader),
+        TL_TEST(a_watcher_sees_regions_led_by_other_members),
         TL_TEST(the_cli_follows_and_resumes),
     };
     /* PERCOLATOR_TEST_ONLY=<name>: run one test (cmocka's filter). */
