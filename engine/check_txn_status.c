@@ -8,9 +8,6 @@
  *   primary still locked, owner alive      -> locked: wait
  *   primary still locked, owner dead or the lock's wall time + TTL past
  *                                          -> roll it back now
- *   neither lock nor record, asked because of a secondary's lock whose
- *   owner lives and whose TTL runs          -> locked: its prewrite may be
- *                                             on its way (side by side)
  *   neither lock nor record                -> write a rollback record now,
  *                                             so a late prewrite fails
  *
@@ -28,7 +25,6 @@ typedef struct {
     pc_slice primary;
     uint64_t start_ts;
     const pc_liveness *live;
-    const pc_met_lock *met;
     pc_txn_status *st;
 } status_args;
 
@@ -69,16 +65,6 @@ static pc_rc status_body(pc_session *s, void *arg)
     }
     if (rc != PC_NOT_FOUND)
         return rc;
-    if (a->met != NULL) {
-        pc_lock_rec m = {.owner = a->met->owner, .wall_ms = a->met->wall_ms,
-                         .ttl_ms = a->met->ttl_ms};
-        if (!pc_lock_dead(&m, a->live)) {
-            a->st->state = PC_TXN_LOCKED; /* its primary's prewrite may be on its way */
-            a->st->wall_ms = m.wall_ms;
-            a->st->ttl_ms = m.ttl_ms;
-            return PC_OK;
-        }
-    }
     if ((rc = pc_put_rollback_record(s, a->primary, a->start_ts)) != PC_OK)
         return rc;
     a->st->state = PC_TXN_ROLLED_BACK;
@@ -89,14 +75,7 @@ static pc_rc status_body(pc_session *s, void *arg)
 pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
                           const pc_liveness *live, pc_txn_status *st)
 {
-    return pc_check_txn_status_met(s, primary, start_ts, live, NULL, st);
-}
-
-pc_rc pc_check_txn_status_met(pc_session *s, pc_slice primary, uint64_t start_ts,
-                              const pc_liveness *live, const pc_met_lock *met,
-                              pc_txn_status *st)
-{
-    status_args a = {primary, start_ts, live, met, st};
+    status_args a = {primary, start_ts, live, st};
 
     if (!pc_key_ok(primary) || start_ts == 0 || st == NULL)
         return PC_INVALID;

@@ -250,23 +250,6 @@ typedef struct {
 pc_rc pc_check_txn_status(pc_session *s, pc_slice primary, uint64_t start_ts,
                           const pc_liveness *live, pc_txn_status *st);
 
-/* The lock of another key that sent a reader or writer to the primary (a
- * secondary's): its owner, wall time and TTL. */
-typedef struct {
-    pc_slice owner;
-    uint64_t wall_ms, ttl_ms;
-} pc_met_lock;
-
-/* pc_check_txn_status asked because of met (NULL: as pc_check_txn_status).
- * A primary with neither a lock nor a record while met's owner lives and
- * its TTL runs answers locked, nothing written: its prewrite may still be
- * on its way, as the prewrites of a transaction go side by side (DESIGN
- * §3.2; TiKV's check without rollback_if_not_exist). Once met's owner is
- * dead or its TTL past, the rollback record is written as before. */
-pc_rc pc_check_txn_status_met(pc_session *s, pc_slice primary, uint64_t start_ts,
-                              const pc_liveness *live, const pc_met_lock *met,
-                              pc_txn_status *st);
-
 /* Resolve one key's lock of start_ts: roll forward to commit_ts, or back
  * when commit_ts is 0. A lock a reader or writer met is resolved in two
  * actions by the caller: pc_check_txn_status on its primary, then, once

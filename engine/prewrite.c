@@ -21,9 +21,8 @@ pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_confl
 
     *own_lock = *own_commit = false;
 
-    /* The paper's Prewrite (Figure 6) aborts on a lock at any timestamp.
-     * Our own lock means this prewrite already happened (a retry):
-     * nothing to do. */
+    /* Seed 003: "... or locks at any timestamp." Our own lock means this
+     * prewrite already happened (a retry): nothing to do. */
     rc = pc_lock_load(s, key, &l);
     if (rc == PC_OK) {
         if (l.start_ts == start_ts) {
@@ -36,11 +35,11 @@ pc_rc pc_prewrite_check(pc_session *s, pc_slice key, uint64_t start_ts, pc_confl
     if (rc != PC_NOT_FOUND)
         return rc;
 
-    /* The paper's Prewrite (Figure 6) aborts on a write after our start
-     * timestamp. Walk the versions committed at or after start_ts, newest
-     * first. Other transactions' rollback records are not writes; our own
-     * record means we already committed (a retry) or were rolled back (too
-     * late: TiKV's rollback record stops a late prewrite, DESIGN §3.5). */
+    /* Seed 003: "abort on writes after our start timestamp". Walk the
+     * versions committed at or after start_ts, newest first. Other
+     * transactions' rollback records are not writes; our own record means
+     * we already committed (a retry) or were rolled back (too late:
+     * TiKV's rollback record stops a late prewrite, DESIGN §3.5). */
     eklen = pc_ekey(ek, key.data, key.len);
     if ((rc = pc_cursor_seek_ge(s, s->write, ek, eklen)) == PC_NOT_FOUND)
         return PC_OK;

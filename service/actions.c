@@ -63,10 +63,7 @@ pc_rc act_here(svc *s, pc_session *ps, const act_call *a, act_answer *out)
             live.owner_alive = owner_alive_for;
             live.arg = &arg;
         }
-        pc_met_lock met = {t->owner, t->wall_ms, t->ttl_ms};
-        return WRITE(s, ps, key,
-                     pc_check_txn_status_met(ps, key, t->start_ts, &live,
-                                             t->ttl_ms != 0 ? &met : NULL, out->st));
+        return WRITE(s, ps, key, pc_check_txn_status(ps, key, t->start_ts, &live, out->st));
     }
     case ACT_RESOLVE_LOCK:
         return WRITE(s, ps, key, pc_resolve_lock(ps, key, t->start_ts, a->ts));
@@ -130,17 +127,11 @@ pc_rc act_heartbeat(svc *s, pc_session *ps, pc_slice primary, uint64_t start_ts,
     return act_run(s, ps, &a, &(act_answer){0});
 }
 
-pc_rc act_check_txn_status(svc *s, pc_session *ps, const pc_lock_view *met,
-                           pc_txn_status *st)
+pc_rc act_check_txn_status(svc *s, pc_session *ps, pc_slice primary, uint64_t start_ts,
+                           pc_slice owner, pc_txn_status *st)
 {
-    /* A secondary's lock carries its wall time and TTL (meta's, on the
-     * wire); the primary's own, none (it is the one checked). */
-    bool secondary = met->key.len != met->primary.len ||
-                     memcmp(met->key.data, met->primary.data, met->key.len) != 0;
     act_call a = {.kind = ACT_CHECK_TXN_STATUS,
-                  .meta = {.start_ts = met->start_ts, .primary = met->primary,
-                           .owner = met->owner, .wall_ms = secondary ? met->wall_ms : 0,
-                           .ttl_ms = secondary ? met->ttl_ms : 0}};
+                  .meta = {.start_ts = start_ts, .primary = primary, .owner = owner}};
     return act_run(s, ps, &a, &(act_answer){.st = st});
 }
 

@@ -103,12 +103,10 @@ pc_rc act_commit(svc *s, pc_session *ps, const pc_slice *keys, size_t n, uint64_
 pc_rc act_rollback(svc *s, pc_session *ps, const pc_slice *keys, size_t n, uint64_t start_ts);
 pc_rc act_heartbeat(svc *s, pc_session *ps, pc_slice primary, uint64_t start_ts,
                     uint64_t wall_ms, uint64_t ttl_ms);
-/* met: the lock that sent the caller to primary (its owner is the
- * transaction's, as every lock of it names the same; a secondary's wall
- * time and TTL keep a primary whose prewrite may be on its way from being
- * rolled back: pc_check_txn_status_met). */
-pc_rc act_check_txn_status(svc *s, pc_session *ps, const pc_lock_view *met,
-                           pc_txn_status *st);
+/* owner: the owner of the lock met (the transaction's, as every lock of
+ * it names the same). */
+pc_rc act_check_txn_status(svc *s, pc_session *ps, pc_slice primary, uint64_t start_ts,
+                           pc_slice owner, pc_txn_status *st);
 pc_rc act_resolve_lock(svc *s, pc_session *ps, pc_slice key, uint64_t start_ts,
                        uint64_t commit_ts);
 pc_rc act_notify_clear(svc *s, pc_session *ps, pc_slice key, uint64_t upto_ts);

@@ -9,7 +9,6 @@
 #include "keyspace.h"
 #include "observers.h"
 #include "failpoint.h"
-#include "parts.h"
 #include "log.h"
 #include "reader.h"
 #include "timeutil.h"
@@ -131,125 +130,6 @@ pc_rc coord_blind_write(svc *s, pc_session *ps, const pc_mutation *m, size_t n,
     return rc;
 }
 
-/* One batch's prewrite (one region's), run where parts.h puts it. */
-typedef struct {
-    const pc_txn_meta *t;
-    const pc_mutation *m;
-    size_t n;
-    pc_conflict c;            /* what it met */
-} prewrite_part;
-
-static pc_rc run_prewrite(svc *s, pc_session *ps, void *arg)
-{
-    prewrite_part *p = arg;
-    return prewrite(s, ps, p->t, p->m, p->n, &p->c);
-}
-
-/* One batch of secondaries' commit. */
-typedef struct {
-    const pc_txn_meta *t;
-    const pc_mutation *m;
-    size_t n;
-    uint64_t commit_ts;
-} commit_part;
-
-static pc_rc run_commit(svc *s, pc_session *ps, void *arg)
-{
-    commit_part *p = arg;
-    pc_slice keys[BATCH];
-    for (size_t j = 0; j < p->n; j++)
-        keys[j] = p->m[j].key;
-    return act_commit(s, ps, keys, p->n, p->t->start_ts, p->commit_ts);
-}
-
-/* A crash point with the secondaries locked and the primary not, a state
- * side-by-side prewrites may leave: for tests, the first secondaries'
- * batch alone first, then the point (failpoint.h). */
-static void secondaries_first_for_a_test(svc *s, pc_session *ps, const pc_txn_meta *t,
-                                         const pc_mutation *m, size_t n, pc_conflict *c)
-{
-    if (n > 1 && failpoint_is("after_prewrite_secondaries") &&
-        prewrite(s, ps, t, m + 1, next_batch(s, m, 1, n), c) == PC_OK)
-        failpoint(ps, "after_prewrite_secondaries");
-}
-
-/* Phase one: every batch prewritten, up to PARTS_WIDTH at once, the
- * primary alone in the first batch (TiKV prewrites every region's part
- * together: one round for the lot, not one a region). The order is not
- * needed for safety: a reader that meets a secondary's lock while the
- * primary's is not written yet waits while the secondary's owner lives
- * (pc_check_txn_status_met), and rolls the primary back after, which
- * fails its late prewrite (DESIGN §3.2). The first failure in key order
- * is the answer, its conflict in c. Out of memory, one batch at a time
- * as before. */
-static pc_rc prewrite_all(svc *s, pc_session *ps, pc_txn_meta *t, const pc_mutation *m, size_t n,
-                          pc_conflict *c)
-{
-    secondaries_first_for_a_test(s, ps, t, m, n, c);
-    prewrite_part *parts = n > 1 ? calloc(PARTS_WIDTH, sizeof *parts) : NULL;
-    part_job jobs[PARTS_WIDTH];
-    pc_rc rc = PC_OK;
-    for (size_t i = 0, k; parts == NULL && rc == PC_OK && i < n; i += k) {
-        k = i == 0 ? 1 : next_batch(s, m, i, n);
-        if ((rc = prewrite(s, ps, t, m + i, k, c)) == PC_OK && i == 0)
-            failpoint(ps, "after_prewrite_primary");
-        if (rc == PC_OK)
-            heartbeat(s, ps, t);
-    }
-    for (size_t i = 0; parts != NULL && rc == PC_OK && i < n;) {
-        size_t w = 0;
-        bool with_primary = i == 0;
-        for (; w < PARTS_WIDTH && i < n; w++) {
-            size_t k = i == 0 ? 1 : next_batch(s, m, i, n);
-            parts[w] = (prewrite_part){.t = t, .m = m + i, .n = k};
-            jobs[w] = (part_job){.run = run_prewrite, .arg = &parts[w]};
-            i += k;
-        }
-        parts_run(s->parts, s, ps, jobs, w);
-        for (size_t j = 0; j < w && rc == PC_OK; j++)
-            if ((rc = jobs[j].rc) != PC_OK) {
-                pc_lock_copy(c, &parts[j].c.lock);
-                c->commit_ts = parts[j].c.commit_ts;
-                c->in_flight_ts = parts[j].c.in_flight_ts;
-                c->in_flight_mode = parts[j].c.in_flight_mode;
-            }
-        if (rc == PC_OK && with_primary) /* the primary's wave: it and up to 7 more */
-            failpoint(ps, "after_prewrite_primary");
-        if (rc == PC_OK)
-            heartbeat(s, ps, t);
-    }
-    free(parts);
-    return rc;
-}
-
-/* Phase two: the secondaries committed, up to PARTS_WIDTH batches at
- * once, in two halves (a crash point stands between them). A failure here
- * is not the client's: readers and the janitor roll the rest forward
- * from the primary. */
-static void commit_secondaries(svc *s, pc_session *ps, const pc_txn_meta *t,
-                               const pc_mutation *m, size_t n, uint64_t commit_ts)
-{
-    commit_part parts[PARTS_WIDTH];
-    part_job jobs[PARTS_WIDTH];
-    size_t half = 1 + (n - 1) / 2;
-    for (size_t i = 1; i < n;) {
-        if (i == half)
-            failpoint(ps, "after_half_secondaries");
-        size_t w = 0, stop = i < half ? half : n;
-        for (; w < PARTS_WIDTH && i < stop; w++) {
-            size_t k = next_batch(s, m, i, stop);
-            parts[w] = (commit_part){.t = t, .m = m + i, .n = k, .commit_ts = commit_ts};
-            jobs[w] = (part_job){.run = run_commit, .arg = &parts[w]};
-            i += k;
-        }
-        parts_run(s->parts, s, ps, jobs, w);
-        for (size_t j = 0; j < w; j++)
-            if (jobs[j].rc != PC_OK)
-                log_warn("commit of %.*s: secondaries left locked (%s); they roll forward later",
-                         (int)t->owner.len, (const char *)t->owner.data, pc_rc_name(jobs[j].rc));
-    }
-}
-
 /* Roll back every key's lock of start_ts (after a failed prewrite, or for
  * a pending commit given up). Failures are left to the janitor. */
 static void rollback_all(svc *s, pc_session *ps, const char *owner, uint64_t start_ts,
@@ -286,6 +166,7 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
         .wall_ms = time_wall_ms(),
         .ttl_ms = s->cfg.max_lock_age_ms,
     };
+    pc_slice keys[BATCH];
     pc_rc rc;
 
     if (n == 0) {
@@ -301,12 +182,19 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
         return rc;
     }
 
-    /* Phase one: the primary and the secondaries in batches, each one
-     * region's, side by side. Whatever region the primary is in, its lock
-     * is the transaction's commit point (the paper: the primary is just a
-     * chosen key; a reader anywhere checks it). */
-    if ((rc = prewrite_all(s, ps, &t, m, n, c)) != PC_OK)
+    /* Phase one: the primary first, then the secondaries in batches, each
+     * one region's. Whatever region the primary is in, its lock is the
+     * transaction's commit point (the paper: the primary is just a chosen
+     * key; a reader anywhere checks it). */
+    if ((rc = prewrite(s, ps, &t, m, 1, c)) != PC_OK)
         goto abort;
+    failpoint(ps, "after_prewrite_primary");
+    for (size_t i = 1, k; i < n; i += k) {
+        k = next_batch(s, m, i, n);
+        if ((rc = prewrite(s, ps, &t, m + i, k, c)) != PC_OK)
+            goto abort;
+        heartbeat(s, ps, &t);
+    }
     failpoint(ps, "after_prewrites");
     /* No commit timestamp (the oracle is down): keep the locks. The caller
      * may retry the commit (its prewrites are idempotent); if it does not,
@@ -340,7 +228,23 @@ pc_rc coord_commit(svc *s, pc_session *ps, txn *tx, const pc_mutation *m, size_t
     svc_committed(s);
     failpoint(ps, "after_commit_primary");
 
-    commit_secondaries(s, ps, &t, m, n, *commit_ts);
+    /* Phase two: the secondaries, in batches that break at the half-way
+     * point (a crash point stands there). A failure here is not the
+     * client's: readers and the janitor roll the rest forward from the
+     * primary. */
+    size_t half = 1 + (n - 1) / 2;
+    for (size_t i = 1; i < n;) {
+        size_t stop = i < half ? half : n, k = next_batch(s, m, i, stop);
+        if (i == half)
+            failpoint(ps, "after_half_secondaries");
+        for (size_t j = 0; j < k; j++)
+            keys[j] = m[i + j].key;
+        pc_rc r = act_commit(s, ps, keys, k, start_ts, *commit_ts);
+        if (r != PC_OK)
+            log_warn("commit of %s: secondaries left locked (%s); they roll forward later",
+                     owner, pc_rc_name(r));
+        i += k;
+    }
     return PC_OK;
 
 abort:

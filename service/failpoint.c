@@ -37,11 +37,6 @@ bool failpoint_fails(const char *name)
     return fail_here && strcmp(point, name) == 0;
 }
 
-bool failpoint_is(const char *name)
-{
-    return point[0] != '\0' && strcmp(point, name) == 0;
-}
-
 void failpoint(pc_session *ps, const char *name)
 {
     if (point[0] == '\0' || strcmp(point, name) != 0 || fail_here)

@@ -2,8 +2,7 @@
  * failpoint.h — crash points for tests (DESIGN §1.4). The environment
  * variable PERCOLATOR_FAILPOINT names one point of the commit:
  *
- *   PERCOLATOR_FAILPOINT=after_prewrite_primary      die there (after the
- *                                                    primary's wave of prewrites)
+ *   PERCOLATOR_FAILPOINT=after_prewrite_primary      die there
  *   PERCOLATOR_FAILPOINT=after_prewrites=sleep:3000  stall there 3 s
  *   PERCOLATOR_FAILPOINT=local_sync=error            fail there (points
  *                                                    asked with failpoint_fails)
@@ -29,9 +28,5 @@ void failpoint(pc_session *ps, const char *name);
 /* true if `name` is the configured point with "=error": the caller fails
  * there as if the operation had failed. */
 bool failpoint_fails(const char *name);
-/* true if `name` is the configured point, whatever it does there: for a
- * point a caller reaches only on a path of its own (coordinator.c's
- * after_prewrite_secondaries). */
-bool failpoint_is(const char *name);
 
 #endif

@@ -22,7 +22,7 @@ const char *rs_outcome(const pc_txn_status *st)
 pc_rc rs_resolve_met_lock(svc *s, pc_session *ps, const pc_lock_view *lock,
                           metrics_family *counted, pc_txn_status *st)
 {
-    pc_rc rc = act_check_txn_status(s, ps, lock, st);
+    pc_rc rc = act_check_txn_status(s, ps, lock->primary, lock->start_ts, lock->owner, st);
     if (rc != PC_OK)
         return rc;
     if (st->state == PC_TXN_LOCKED)

@@ -96,8 +96,6 @@ typedef struct svc {
     observers *obs;
     leases *leases;                 /* keys that expire (leases.h) */
     write_batch *batch;             /* committer of blind writes; NULL: none */
-    struct parts_pool *parts;       /* a transaction's parts side by side (parts.h);
-                                     * NULL: one after another */
     watch_hub *watch;               /* the change feed (watch.h) */
     metrics_registry *metrics;
     svc_metrics m;

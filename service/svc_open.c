@@ -27,7 +27,6 @@
 #include "leases.h"
 #include "log.h"
 #include "observers.h"
-#include "parts.h"
 #include "program.h"
 #include "service.h"
 #include "sessions.h"
@@ -291,19 +290,11 @@ int svc_open(svc *s, raft_group_config *rcfg, const oc_tls *otls, const char *or
         log_error("cannot start the change feed");
         return 1;
     }
-    /* A transaction's regions prewritten, and its secondaries committed,
-     * side by side (parts.h). */
-    if ((s->parts = parts_start(s)) == NULL) {
-        log_error("cannot start the threads of a transaction's parts");
-        return 1;
-    }
     return 0;
 }
 
 void svc_close(svc *s)
 {
-    parts_stop(s->parts); /* idle: every coordinator (worker, janitor) has stopped */
-    s->parts = NULL;
     write_batch_stop(s->batch); /* deferred writes come back first */
     s->batch = NULL;
     /* Every region's replicator is home's: it stops once; or each region's

@@ -167,10 +167,6 @@ static void a_lock_left_on_an_observer_registration_is_resolved_at_start(void **
 }
 
 static void crash_after_prewrite_primary(void **s) { (void)s; crash_at("after_prewrite_primary", true); crash_at("after_prewrite_primary", false); }
-/* Secondaries locked, the primary not (prewrites go side by side): the
- * owner is dead after the restart, so the primary gets a rollback record
- * and every secondary is rolled back (pc_check_txn_status_met). */
-static void crash_after_prewrite_secondaries(void **s) { (void)s; crash_at("after_prewrite_secondaries", true); crash_at("after_prewrite_secondaries", false); }
 static void crash_after_prewrites(void **s) { (void)s; crash_at("after_prewrites", true); crash_at("after_prewrites", false); }
 static void crash_after_commit_primary(void **s) { (void)s; crash_at("after_commit_primary", true); crash_at("after_commit_primary", false); }
 static void crash_after_half_secondaries(void **s) { (void)s; crash_at("after_half_secondaries", true); crash_at("after_half_secondaries", false); }
@@ -445,7 +441,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TL_TEST(a_lock_left_on_an_observer_registration_is_resolved_at_start),
         TL_TEST(crash_after_prewrite_primary),
-        TL_TEST(crash_after_prewrite_secondaries),
         TL_TEST(crash_after_prewrites),
         TL_TEST(crash_after_commit_primary),
         TL_TEST(crash_after_half_secondaries),

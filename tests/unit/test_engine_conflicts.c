@@ -230,61 +230,6 @@ static void a_dead_owner_is_recognised_at_once(void **state)
     assert_int_equal(st.state, PC_TXN_ROLLED_BACK);
 }
 
-/* Prewrites go side by side (DESIGN §3.2): a reader that meets a
- * secondary's lock may find its primary neither locked nor recorded. While
- * the secondary's owner lives and its TTL runs, that is a prewrite on its
- * way: locked, nothing written, and the primary's prewrite still goes in.
- * Once the owner is dead or the TTL past (at wall + TTL exactly), the
- * rollback record is written, and a late prewrite of the primary fails.
- * The primary's own lock or record decides first, met or not. */
-static void a_primary_on_its_way_is_not_rolled_back(void **state)
-{
-    fx *f = *state;
-    pc_txn_status st;
-    uint64_t now = pc_now_ms();
-    pc_liveness live_now = {.now_ms = now, .owner_alive = owner_is_dead};
-    pc_liveness at_ttl = {.now_ms = now + 60000, .owner_alive = owner_is_dead};
-    pc_met_lock young = {S("me"), now, 60000}, dead = {S("dead"), now, 60000};
-
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("p"), 10, &live_now, &young, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_LOCKED);
-    assert_int_equal(st.ttl_ms, 60000);
-    assert_table(f, "write", "");
-    pc_txn_meta t = fx_meta(10, "p");
-    pc_mutation m = PUT("p", "v");
-    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t, &m, 1, NULL)), PC_OK);
-    /* Its own lock now decides (alive: its own wall time and TTL). */
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("p"), 10, &live_now, &dead, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_LOCKED);
-    assert_int_equal(st.ttl_ms, t.ttl_ms);
-    /* Committed: committed, whatever the lock met says. */
-    assert_int_equal(APPLY(f->s, pc_commit_primary(f->s, S("p"), 10, 11)), PC_OK);
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("p"), 10, &live_now, &young, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_COMMITTED);
-    assert_int_equal(st.commit_ts, 11);
-
-    /* At the secondary's wall time + TTL: rolled back, a record written;
-     * asked again with a young lock, the record answers. */
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("q"), 20, &at_ttl, &young, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_ROLLED_BACK);
-    assert_int_equal(st.rolled_back_now, 1);
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("q"), 20, &live_now, &young, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_ROLLED_BACK);
-    assert_int_equal(st.rolled_back_now, 0);
-    /* Its owner dead: the same, and the late prewrite fails. */
-    assert_int_equal(
-        APPLY(f->s, pc_check_txn_status_met(f->s, S("r"), 30, &live_now, &dead, &st)), PC_OK);
-    assert_int_equal(st.state, PC_TXN_ROLLED_BACK);
-    pc_txn_meta t30 = fx_meta(30, "r");
-    pc_mutation mr = PUT("r", "late");
-    assert_int_equal(APPLY(f->s, pc_prewrite(f->s, &t30, &mr, 1, NULL)), PC_ROLLED_BACK);
-}
-
 static void one_pc_commits_in_one_step_with_the_same_checks(void **state)
 {
     fx *f = *state;
@@ -617,7 +562,6 @@ int main(void)
         T(commit_without_a_lock_fails),
         T(check_txn_status_decides_by_the_primary),
         T(a_dead_owner_is_recognised_at_once),
-        T(a_primary_on_its_way_is_not_rolled_back),
         T(one_pc_commits_in_one_step_with_the_same_checks),
         T(one_pc_without_a_timestamp_writes_nothing),
         T(a_blind_write_commits_at_its_one_timestamp),

@@ -11,7 +11,6 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,12 +20,10 @@
 
 #include <cmocka.h>
 
-#include "actions.h"
 #include "coordinator.h"
 #include "engine_replica.h"
 #include "keyspace.h"
 #include "one_shot.h"
-#include "parts.h"
 #include "reader.h"
 #include "service.h"
 #include "sessions.h"
@@ -743,231 +740,6 @@ static void blind_writes_commit_in_rounds_in_arrival_order(void **state)
     free(jobs);
 }
 
-/* A part that notes the thread it ran on and whether it had a session;
- * the first waits (bounded) until another part has started on another
- * thread, so that the pool is seen to take parts while the caller runs
- * its own; a blocker holds its thread until released. */
-typedef struct {
-    pthread_t *caller;
-    _Atomic int *elsewhere;   /* parts started off the caller's thread */
-    _Atomic int *ran, *no_session;
-    bool wait_for_pool;
-    _Atomic bool *hold;       /* a blocker: until *hold is false */
-    pc_rc answer;
-} note_part;
-
-static pc_rc run_note(svc *s, pc_session *ps, void *arg)
-{
-    (void)s;
-    note_part *n = arg;
-    if (ps == NULL)
-        atomic_fetch_add(n->no_session, 1);
-    if (!pthread_equal(pthread_self(), *n->caller))
-        atomic_fetch_add(n->elsewhere, 1);
-    uint64_t until = time_mono_ms() + 10000;
-    while (n->wait_for_pool && atomic_load(n->elsewhere) == 0 && time_mono_ms() < until)
-        time_sleep_ms(1);
-    while (n->hold != NULL && atomic_load(n->hold) && time_mono_ms() < until)
-        time_sleep_ms(1);
-    atomic_fetch_add(n->ran, 1);
-    return n->answer;
-}
-
-/* Blockers: a thread of its own offers one part to the pool (and runs one
- * itself), both held until released. */
-typedef struct {
-    svc *s;
-    pthread_t self;
-    _Atomic int *taken, ran, none;
-    _Atomic bool *hold;
-} blocker;
-
-static void *block_pool(void *arg)
-{
-    blocker *b = arg;
-    b->self = pthread_self();
-    note_part n[2];
-    part_job jobs[2];
-    for (int i = 0; i < 2; i++) {
-        n[i] = (note_part){&b->self, b->taken, &b->ran, &b->none, false, b->hold, PC_OK};
-        jobs[i] = (part_job){.run = run_note, .arg = &n[i]};
-    }
-    parts_run(b->s->parts, b->s, svc_engine_session(b->s), jobs, 2);
-    return NULL;
-}
-
-/* parts_run (parts.h): every part runs once, with a session, and answers
- * its own rc; the pool takes some while the caller runs the first;
- * without a pool, all run on the caller's thread; with every pool thread
- * held by other callers' parts, the caller takes its offered parts back
- * and runs them itself, without waiting for the pool. */
-static void a_transactions_parts_run_side_by_side(void **state)
-{
-    local *l = *state;
-    svc *s = &l->s;
-    assert_non_null(s->parts);
-    pthread_t me = pthread_self();
-    _Atomic int elsewhere = 0, ran = 0, none = 0;
-    note_part n[PARTS_WIDTH];
-    part_job jobs[PARTS_WIDTH];
-    for (int i = 0; i < PARTS_WIDTH; i++) {
-        n[i] = (note_part){&me, &elsewhere, &ran, &none, i == 0, NULL,
-                           i % 2 ? PC_OK : PC_LOCKED};
-        jobs[i] = (part_job){.run = run_note, .arg = &n[i]};
-    }
-    parts_run(s->parts, s, svc_engine_session(s), jobs, PARTS_WIDTH);
-    assert_int_equal(atomic_load(&ran), PARTS_WIDTH);
-    assert_true(atomic_load(&elsewhere) >= 1);
-    assert_int_equal(atomic_load(&none), 0);
-    for (int i = 0; i < PARTS_WIDTH; i++)
-        assert_int_equal(jobs[i].rc, i % 2 ? PC_OK : PC_LOCKED);
-
-    atomic_store(&ran, 0);
-    atomic_store(&elsewhere, 0);
-    for (int i = 0; i < PARTS_WIDTH; i++)
-        n[i].wait_for_pool = false;
-    parts_run(NULL, s, svc_engine_session(s), jobs, PARTS_WIDTH);
-    assert_int_equal(atomic_load(&ran), PARTS_WIDTH);
-    assert_int_equal(atomic_load(&elsewhere), 0);
-
-    /* Every pool thread held: PARTS_THREADS callers' offered parts taken
-     * (each counted once off its caller's thread), then ours come back. */
-    _Atomic bool hold = true;
-    _Atomic int taken = 0;
-    blocker b[PARTS_THREADS];
-    pthread_t bt[PARTS_THREADS];
-    for (int i = 0; i < PARTS_THREADS; i++) {
-        b[i] = (blocker){.s = s, .taken = &taken, .hold = &hold};
-        atomic_init(&b[i].ran, 0);
-        atomic_init(&b[i].none, 0);
-        assert_int_equal(pthread_create(&bt[i], NULL, block_pool, &b[i]), 0);
-    }
-    uint64_t until = time_mono_ms() + 10000;
-    while (atomic_load(&taken) < PARTS_THREADS && time_mono_ms() < until)
-        time_sleep_ms(1);
-    assert_int_equal(atomic_load(&taken), PARTS_THREADS);
-    atomic_store(&ran, 0);
-    parts_run(s->parts, s, svc_engine_session(s), jobs, 3);
-    assert_int_equal(atomic_load(&ran), 3);
-    assert_int_equal(atomic_load(&elsewhere), 0); /* all three here */
-    atomic_store(&hold, false);
-    for (int i = 0; i < PARTS_THREADS; i++) {
-        pthread_join(bt[i], NULL);
-        assert_int_equal(atomic_load(&b[i].ran), 2);
-    }
-}
-
-/* The locks in the store now: how many. */
-static int count_lock(void *arg, const pc_lock_view *l)
-{
-    (void)l;
-    (*(int *)arg)++;
-    return 0;
-}
-
-static int locks_now(svc *s)
-{
-    int n = 0;
-    assert_int_equal(pc_lock_scan(svc_engine_session(s), (pc_slice){"", 0}, 1000, count_lock, &n),
-                     PC_OK);
-    return n;
-}
-
-/* A live transaction's lock on one secondary ("p", in the third region):
- * the commit over four keys fails there, whatever the other parts did,
- * with that lock in the answer, and every lock it took is rolled back. */
-static void a_commit_whose_secondary_is_locked_fails_with_that_lock(void **state)
-{
-    local *l = *state;
-    svc *s = &l->s;
-    static const char *const other_kv[] = {"p", "other", NULL};
-    txn *other = session_with(s, other_kv);
-    char ek[SVC_MAX_KEY + 8];
-    pc_mutation pm = {PC_OP_PUT, {ek, ks_user(ek, "p", 1)}, {"other", 5}};
-    pc_txn_meta om = {.start_ts = other->start_ts, .primary = pm.key,
-                      .owner = {other->owner, strlen(other->owner)},
-                      .wall_ms = time_wall_ms(), .ttl_ms = 60000};
-    pc_conflict oc;
-    assert_int_equal(act_prewrite(s, svc_engine_session(s), &om, &pm, 1, &oc), PC_OK);
-    assert_int_equal(locks_now(s), 1);
-
-    static const char *const kv[] = {"a", "1", "g", "2", "p", "3", "z", "4", NULL};
-    txn *t = session_with(s, kv);
-    char *keys = NULL;
-    size_t n = 0;
-    pc_mutation *m = coord_mutations(t, &keys, &n);
-    assert_non_null(m);
-    pc_conflict c;
-    uint64_t cts = 0;
-    sessions_commit_begin(t);
-    assert_int_equal(coord_commit(s, svc_engine_session(s), t, m, n, &cts, &c), PC_LOCKED);
-    assert_int_equal(c.lock.key.len, pm.key.len);
-    assert_memory_equal(c.lock.key.data, pm.key.data, pm.key.len);
-    assert_int_equal(c.lock.start_ts, other->start_ts);
-    assert_int_equal(locks_now(s), 1); /* only the other's */
-    free(m);
-    free(keys);
-    end(s, t, TXN_ABORTED);
-    end(s, other, TXN_ABORTED);
-}
-
-/* A reader that meets a secondary's lock whose primary is not prewritten
- * yet (prewrites go side by side) while its owner lives: it waits, and
- * writes no rollback record, so the primary's prewrite still goes in and
- * the transaction commits; the reader then reads the value rolled
- * forward. */
-static void a_reader_leaves_a_primary_on_its_way_alone(void **state)
-{
-    local *l = *state;
-    svc *s = &l->s;
-    static const char *const kv[] = {"a", "1", "g", "2", NULL};
-    txn *t = session_with(s, kv);
-    char ea[SVC_MAX_KEY + 8], eg[SVC_MAX_KEY + 8];
-    pc_mutation ma = {PC_OP_PUT, {ea, ks_user(ea, "a", 1)}, {"1", 1}};
-    pc_mutation mg = {PC_OP_PUT, {eg, ks_user(eg, "g", 1)}, {"2", 1}};
-    pc_txn_meta meta = {.start_ts = t->start_ts, .primary = ma.key,
-                        .owner = {t->owner, strlen(t->owner)}, .wall_ms = time_wall_ms(),
-                        .ttl_ms = 60000};
-    pc_session *ps = svc_engine_session(s);
-    pc_conflict c;
-    assert_int_equal(act_prewrite(s, ps, &meta, &mg, 1, &c), PC_OK); /* the secondary first */
-    uint64_t ts, cts = 0;
-    assert_true(svc_timestamp(s, &ts));
-    pc_buf v = {0};
-    assert_int_equal(rd_get(s, ps, mg.key, ts, &v, &cts, &c), PC_LOCKED); /* waited, no more */
-    assert_int_equal(act_prewrite(s, ps, &meta, &ma, 1, &c), PC_OK); /* not rolled back */
-    uint64_t commit_ts;
-    assert_true(svc_timestamp(s, &commit_ts));
-    assert_int_equal(act_commit_primary(s, ps, ma.key, t->start_ts, commit_ts), PC_OK);
-    sessions_commit_begin(t);
-    end(s, t, TXN_COMMITTED);
-    must_read(s, "g", "2", commit_ts);
-    pc_buf_free(&v);
-}
-
-/* A session's writes over three regions, two phases: each region's
- * prewrite side by side, then the commit; every key read back at the
- * commit timestamp, and the commit counted as one across regions. */
-static void a_commit_over_regions_prewrites_them_side_by_side(void **state)
-{
-    local *l = *state;
-    svc *s = &l->s;
-    static const char *const kv[] = {"a", "1", "g", "2", "p", "3", "z", "4", NULL};
-    txn *t = session_with(s, kv);
-    uint64_t cts = 0;
-    assert_int_equal(commit(s, t, &cts), PC_OK);
-    end(s, t, TXN_COMMITTED);
-    for (size_t i = 0; kv[i] != NULL; i += 2)
-        must_read(s, kv[i], kv[i + 1], cts);
-    assert_int_equal(metrics_counter_value(s->m.commits_2pc), 1);
-    assert_int_equal(metrics_counter_value(s->m.commits_cross_region), 1);
-}
-
-static int setup_three_regions_two_phase(void **state)
-{
-    return setup_with(state, false, "f,m");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -994,13 +766,6 @@ int main(void)
                                         setup_two_regions, teardown),
         cmocka_unit_test_setup_teardown(blind_writes_commit_in_rounds_in_arrival_order, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(a_transactions_parts_run_side_by_side, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_commit_over_regions_prewrites_them_side_by_side,
-                                        setup_three_regions_two_phase, teardown),
-        cmocka_unit_test_setup_teardown(a_commit_whose_secondary_is_locked_fails_with_that_lock,
-                                        setup_three_regions_two_phase, teardown),
-        cmocka_unit_test_setup_teardown(a_reader_leaves_a_primary_on_its_way_alone,
-                                        setup_three_regions_two_phase, teardown),
     };
     return cmocka_run_group_tests_name("service on a local region", tests, NULL, NULL);
 }
